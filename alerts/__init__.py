@@ -1,0 +1,1 @@
+"""SLO spec model and the generators of rules, Alertmanager and Prometheus configuration."""

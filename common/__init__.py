@@ -1,0 +1,1 @@
+"""Small pieces every Governor component shares: env-backed CLI options, logging, secrets."""

@@ -1,0 +1,124 @@
+"""Command-line options that also read ``GOVERNOR_…`` environment variables.
+
+Every option of every ``governor`` subcommand can be set on the command line or in the
+environment; the command line wins. ``--help`` names the variable next to each option::
+
+    parser = EnvArgumentParser(prog="governor serve")
+    parser.add_argument("--port", type=int, default=8000, help="listen port")
+    args = parser.parse_args([])          # GOVERNOR_PORT=9000 in the environment → 9000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_name(option: str, prefix: str = "GOVERNOR_") -> str:
+    """``--max-body-bytes`` → ``GOVERNOR_MAX_BODY_BYTES``."""
+    return prefix + option.lstrip("-").replace("-", "_").upper()
+
+
+def parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ValueError(f"expected one of {sorted(_TRUE | _FALSE)}, got {text!r}")
+
+
+def parse_duration_seconds(text: str) -> float:
+    """``"1s"``, ``"250ms"``, ``"2m"``, ``"1.5"`` (seconds) → seconds as a float."""
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    stripped = text.strip().lower()
+    for suffix in ("ms", "s", "m", "h"):
+        if stripped.endswith(suffix):
+            number, scale = stripped[: -len(suffix)], units[suffix]
+            break
+    else:
+        number, scale = stripped, 1.0
+    try:
+        value = float(number) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (try 1s, 250ms, 2m)") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"duration must be positive: {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+    return value
+
+
+def _from_env(convert: Callable[[str], Any], variable: str) -> Callable[[str], Any]:
+    """Wrap a converter so that a bad environment value names its variable."""
+
+    def converter(text: str) -> Any:
+        try:
+            return convert(text)
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(f"{exc} (from {variable})") from exc
+
+    return converter
+
+
+class EnvArgumentParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose optional arguments default to ``GOVERNOR_*`` variables."""
+
+    def __init__(
+        self, *args: Any, env: Mapping[str, str] | None = None, env_prefix: str = "GOVERNOR_",
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+        self._env = os.environ if env is None else env
+        self._env_prefix = env_prefix
+
+    def add_argument(self, *names: Any, **kwargs: Any) -> argparse.Action:
+        long_names = [n for n in names if isinstance(n, str) and n.startswith("--")]
+        if not long_names or kwargs.get("action") in {"help", "version"}:
+            return super().add_argument(*names, **kwargs)
+        variable = kwargs.pop("env", None) or env_name(long_names[0], self._env_prefix)
+        help_text = kwargs.get("help")
+        if help_text is not argparse.SUPPRESS:
+            kwargs["help"] = f"{help_text or ''} [env {variable}]".strip()
+        raw = self._env.get(variable)
+        if raw is not None:
+            if kwargs.get("action") in {"store_true", "store_false"}:
+                try:
+                    kwargs["default"] = parse_bool(raw)
+                except ValueError as exc:
+                    self.error(f"{variable}: {exc}")
+            else:
+                convert = kwargs.get("type") or str
+                try:
+                    kwargs["default"] = _from_env(convert, variable)(raw)
+                except argparse.ArgumentTypeError as exc:
+                    self.error(str(exc))
+                choices = kwargs.get("choices")
+                if choices is not None and kwargs["default"] not in choices:
+                    self.error(f"{variable}: {raw!r} is not one of {list(choices)}")
+                kwargs["required"] = False
+        return super().add_argument(*names, **kwargs)

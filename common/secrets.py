@@ -1,0 +1,60 @@
+"""A secret value that never leaks through ``repr``, ``str``, logs or tracebacks.
+
+>>> token = Secret("s3cr3t")
+>>> str(token), repr(token)
+('***', "Secret('***')")
+>>> token.matches("s3cr3t"), token.matches("guess")
+(True, False)
+"""
+
+from __future__ import annotations
+
+import hmac
+from pathlib import Path
+
+
+class Secret:
+    """Holds a bearer token; compare with :meth:`matches` (constant time)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value.encode()
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Secret:
+        """Read a token file as Docker and Kubernetes mount them (trailing newline dropped)."""
+        return cls(Path(path).read_text(encoding="utf-8").strip())
+
+    def reveal(self) -> str:
+        """The raw value, for the one place that must send it (an Authorization header)."""
+        return self._value.decode()
+
+    def matches(self, candidate: str | bytes) -> bool:
+        if isinstance(candidate, str):
+            candidate = candidate.encode()
+        return hmac.compare_digest(self._value, candidate)
+
+    def matches_bearer(self, authorization: str | None) -> bool:
+        """True when an ``Authorization`` header carries this token as a bearer credential."""
+        if not authorization:
+            return False
+        scheme, _, credential = authorization.partition(" ")
+        # Compare even on a wrong scheme so timing does not tell the two failures apart.
+        ok = self.matches(credential.strip())
+        return ok and scheme.lower() == "bearer"
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    def __str__(self) -> str:
+        return "***"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and hmac.compare_digest(self._value, other._value)
+
+    def __hash__(self) -> int:
+        return hash(Secret)

@@ -1,0 +1,1 @@
+"""The SLO controller: alert intake, PromQL observation, pure decisions, idempotent actuation."""

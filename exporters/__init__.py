@@ -1,0 +1,1 @@
+"""The GPU exporter: NVML/GPM sampler → immutable snapshots → Prometheus exposition."""

@@ -1,0 +1,51 @@
+"""``governor <command> …``: dispatches to the component that owns each command.
+
+Components are imported only when their command runs, so ``governor exporter`` never pays for
+the inference service's imports and ``governor serve --engine sim`` never imports vLLM.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+
+class Command(NamedTuple):
+    module: str
+    summary: str
+
+
+COMMANDS: dict[str, Command] = {
+    "serve": Command("inference.cli", "OpenAI-compatible inference service (port 8000)"),
+}
+
+
+def _usage() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = [f"  {name:<{width}}  {cmd.summary}" for name, cmd in COMMANDS.items()]
+    return (
+        "usage: governor <command> [options]\n\n"
+        "Observability stack and SLO control plane for LLM inference.\n\ncommands:\n"
+        + "\n".join(lines)
+        + "\n\n'governor <command> --help' describes each command's options."
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in {"-h", "--help", "help"}:
+        print(_usage())
+        return 0
+    if args[0] in {"-V", "--version"}:
+        from governor import __version__
+
+        print(f"governor {__version__}")
+        return 0
+    command = COMMANDS.get(args[0])
+    if command is None:
+        print(f"governor: unknown command {args[0]!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    entry: Callable[[list[str]], int] = importlib.import_module(command.module).main
+    return entry(args[1:])

@@ -1,0 +1,1 @@
+"""The OpenAI-compatible inference service over vLLM or the embedded simulated engine."""

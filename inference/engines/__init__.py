@@ -1,0 +1,1 @@
+"""Engines behind the service: ``sim`` (embedded, no GPU) and ``vllm``."""

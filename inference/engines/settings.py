@@ -1,0 +1,37 @@
+"""Engine settings, validated once where they enter (CLI, environment)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+EngineKind = Literal["sim", "vllm"]
+ENGINE_KINDS: tuple[EngineKind, ...] = ("sim", "vllm")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """What ``governor serve`` passes to the engine factory.
+
+    ``max_num_seqs``/``max_num_batched_tokens`` are the start-up values, which are also the
+    ceiling of live retuning; ``None`` takes the engine's (or the sim preset's) default.
+    """
+
+    kind: EngineKind = "sim"
+    # vllm: the model directory or name; sim: unused (the preset defines the model).
+    model: str | None = None
+    # The name clients use in ``"model"``; defaults to the model (vllm) or the preset (sim).
+    served_model_name: str | None = None
+    preset: str = "llama-3-8b@h200"
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    min_num_seqs: int = 1
+    min_num_batched_tokens: int = 256
+    max_model_len: int | None = None
+    seed: int = 0
+    # sim: wall seconds per simulated second (1.0 real time; 0 makes every step free).
+    time_scale: float = 1.0
+    # vllm: more AsyncEngineArgs as ``key=value`` (e.g. ``gpu_memory_utilization=0.85``).
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+    # vllm: where vLLM's own ``llm_request`` spans go (the service's collector).
+    otlp_traces_endpoint: str | None = None
