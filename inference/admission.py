@@ -69,18 +69,22 @@ class AdmissionQueue:
         self._waiters.append(waiter)
         self._changed()
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), timeout_seconds)
-        except (TimeoutError, asyncio.CancelledError) as exc:
-            if waiter.done() and not waiter.cancelled():
-                # The slot was handed over just as we gave up: pass it on, not lose it.
-                self.release()
-            else:
-                waiter.cancel()
-                self._waiters.remove(waiter)
-                self._changed()
-            if isinstance(exc, TimeoutError):
-                raise QueueTimeout from None
+            async with asyncio.timeout(timeout_seconds):
+                await waiter
+        except TimeoutError:
+            self._give_up(waiter)
+            raise QueueTimeout from None
+        except asyncio.CancelledError:
+            self._give_up(waiter)
             raise
+
+    def _give_up(self, waiter: asyncio.Future[None]) -> None:
+        if waiter.done() and not waiter.cancelled():
+            # The slot was handed over just as we gave up: pass it on, not lose it.
+            self.release()
+        elif waiter in self._waiters:
+            self._waiters.remove(waiter)
+            self._changed()
 
     def release(self) -> None:
         while self._waiters:
