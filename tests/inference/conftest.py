@@ -31,7 +31,7 @@ class Service:
 
     def __init__(self, server: TestServer) -> None:
         self.server = server
-        self.app: web.Application = server.app  # type: ignore[assignment]
+        self.app: web.Application = server.app
         self.url = str(server.make_url("")).rstrip("/")
 
     @property

@@ -5,10 +5,11 @@ from __future__ import annotations
 import aiohttp
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from tests.inference.conftest import Service
 
-MESSAGES = [
+MESSAGES: list[ChatCompletionMessageParam] = [
     {"role": "system", "content": "Translate to French."},
     {"role": "user", "content": "The cat sleeps on the warm mat tonight."},
 ]
@@ -27,7 +28,7 @@ async def test_models_lists_the_served_model(service: Service) -> None:
 async def test_chat_completion_returns_text_and_exact_usage(service: Service) -> None:
     model = await model_name(service)
     response = await service.openai().chat.completions.create(
-        model=model, messages=MESSAGES, max_tokens=64)  # type: ignore[arg-type]
+        model=model, messages=MESSAGES, max_tokens=64)
     choice = response.choices[0]
     assert choice.message.role == "assistant"
     assert choice.message.content
@@ -44,7 +45,7 @@ async def test_chat_completion_returns_text_and_exact_usage(service: Service) ->
 async def test_max_tokens_bounds_the_completion(service: Service) -> None:
     model = await model_name(service)
     response = await service.openai().chat.completions.create(
-        model=model, messages=MESSAGES, max_tokens=3)  # type: ignore[arg-type]
+        model=model, messages=MESSAGES, max_tokens=3)
     assert response.choices[0].finish_reason == "length"
     assert response.usage is not None
     assert response.usage.completion_tokens == 3
@@ -53,7 +54,7 @@ async def test_max_tokens_bounds_the_completion(service: Service) -> None:
 async def test_streamed_chat_ends_with_usage_when_asked(service: Service) -> None:
     model = await model_name(service)
     stream = await service.openai().chat.completions.create(
-        model=model, messages=MESSAGES, max_tokens=12, stream=True,  # type: ignore[arg-type]
+        model=model, messages=MESSAGES, max_tokens=12, stream=True,
         stream_options={"include_usage": True})
     chunks = [chunk async for chunk in stream]
     assert chunks[0].choices[0].delta.role == "assistant"
@@ -94,10 +95,10 @@ async def test_the_openai_client_raises_its_own_error_classes(service: Service) 
     client = service.openai()
     model = await model_name(service)
     with pytest.raises(openai.NotFoundError) as not_found:
-        await client.chat.completions.create(model="no-such-model", messages=MESSAGES)  # type: ignore[arg-type]
+        await client.chat.completions.create(model="no-such-model", messages=MESSAGES)
     assert "no-such-model" in not_found.value.message
     with pytest.raises(openai.BadRequestError) as bad:
-        await client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=-1)  # type: ignore[arg-type]
+        await client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=-1)
     assert bad.value.body is not None
     with pytest.raises(openai.BadRequestError) as too_long:
         await client.completions.create(

@@ -49,7 +49,7 @@ async def test_openmetrics_carries_trace_id_exemplars(service: Service) -> None:
     assert content_type.startswith("application/openmetrics-text")
     exemplars = [
         sample.exemplar
-        for family in text_string_to_metric_families(text)
+        for family in text_string_to_metric_families(text)  # type: ignore[no-untyped-call]
         if family.name in {m.INTER_TOKEN_LATENCY, m.TIME_TO_FIRST_TOKEN}
         for sample in family.samples if sample.exemplar is not None
     ]

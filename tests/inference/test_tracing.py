@@ -5,6 +5,7 @@ Checked against an OTLP/HTTP receiver that decodes the real ``ExportTraceService
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 import aiohttp
@@ -56,7 +57,7 @@ async def test_the_span_tree_attributes_and_propagated_trace_id(
     assert all(c.trace_id == TRACE_ID for c in children.values())
     ordered: list[ReceivedSpan] = [children[n] for n in ("gen_ai.queue", "gen_ai.prefill",
                                                          "gen_ai.decode")]
-    for earlier, later in zip(ordered, ordered[1:], strict=False):
+    for earlier, later in itertools.pairwise(ordered):
         assert earlier.end_ns <= later.start_ns + 1_000
     assert server.start_ns <= ordered[0].start_ns
     assert ordered[-1].end_ns <= server.end_ns
