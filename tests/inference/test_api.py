@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import aiohttp
 import openai
 import pytest
@@ -9,10 +11,11 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from tests.inference.conftest import Service
 
-MESSAGES: list[ChatCompletionMessageParam] = [
+PLAIN: list[dict[str, str]] = [
     {"role": "system", "content": "Translate to French."},
     {"role": "user", "content": "The cat sleeps on the warm mat tonight."},
 ]
+MESSAGES = cast("list[ChatCompletionMessageParam]", PLAIN)
 
 
 async def model_name(service: Service) -> str:
@@ -34,7 +37,7 @@ async def test_chat_completion_returns_text_and_exact_usage(service: Service) ->
     assert choice.message.content
     assert choice.finish_reason in {"stop", "length"}
     assert response.usage is not None
-    prompt = service.engine.render_chat(MESSAGES)
+    prompt = service.engine.render_chat(PLAIN)
     assert response.usage.prompt_tokens == len(await service.engine.tokenize(prompt))
     assert response.usage.completion_tokens == len(
         await service.engine.tokenize(choice.message.content))
