@@ -30,9 +30,9 @@ from controller.slo import DEFAULT_TTFT_SLO, ObjectiveError, objectives
 log = logging.getLogger("controller")
 
 # Names of the variables that hold tokens (not tokens).
-ENV_WEBHOOK_TOKEN = "GOVERNOR_WEBHOOK_TOKEN"  # noqa: S105
-ENV_ADMIN_TOKEN = "GOVERNOR_ADMIN_TOKEN"  # noqa: S105
-ENV_GRAFANA_TOKEN = "GOVERNOR_GRAFANA_TOKEN"  # noqa: S105
+ENV_WEBHOOK_TOKEN = "GOVERNOR_WEBHOOK_TOKEN"
+ENV_ADMIN_TOKEN = "GOVERNOR_ADMIN_TOKEN"
+ENV_GRAFANA_TOKEN = "GOVERNOR_GRAFANA_TOKEN"
 
 
 class UsageError(Exception):

@@ -16,8 +16,9 @@ One call per target per reconcile. In order:
 5. **Preemptions or a full KV cache** → cut ``max_num_seqs``.
 6. **TTFT breach with decode margin** → raise the budget (or the sequence cap if requests wait).
 7. **Relax** one additive step, only after the stabilisation window without a breach, with margin
-   under the SLO in both windows, never while the queue grows, never into an avoided value or a
-   value the spike model predicts would breach.
+   under the SLO in both windows, never while the queue grows, never into an avoided value, and
+   never by more than the tail's distance to the SLO can absorb: a larger budget makes prefill
+   steps no more frequent, only taller, by the learnt cost per token.
 """
 
 from __future__ import annotations
@@ -412,34 +413,34 @@ def _relax_step(ctx: _Context) -> Decision:
     if growing:
         return ctx.hold(Reason.QUEUE_GROWING, f"the waiting queue grows ({growth:.2f}/s)")
     return ctx.hold(Reason.RELAX_BLOCKED, "the next step up was undone before at this load, or "
-                    "the spike model predicts it would breach")
+                    "its prefill spikes would lift the tail over the SLO")
 
 
 def _budget_relax(ctx: _Context, wanted: int) -> int | None:
-    """The highest budget in (current, wanted] that is allowed and predicted safe."""
+    """The highest budget in (current, wanted] that no avoided range and no spike forbids."""
     budget = ctx.limits.max_num_batched_tokens
     value = min(wanted, ctx.target.ceiling.max_num_batched_tokens)
     for avoid in ctx.state.avoid:
         if avoid.param is BUDGET and avoid.low <= value:
             value = min(value, avoid.low - 1)
-    value = min(value, int(_safe_budget(ctx, value)))
+    value = min(value, _spike_room(ctx, budget))
     if value < ctx.target.ceiling.max_num_batched_tokens:
         value = _quantize(ctx, value)
     return value if value > budget else None
 
 
-def _safe_budget(ctx: _Context, value: int) -> float:
-    """``value`` if the spike model predicts no breach there, else the spike-safe budget."""
-    median, rate = ctx.median or 0.0, ctx.prompt_rate
-    if rate is None or rate <= 0:
-        return value
-    quantile_room = 1.0 - ctx.slo.itl_quantile
-    frequent = spike.mixed_step_fraction(rate, median, value) > quantile_room / 2
-    tall = spike.spike_seconds(median, ctx.cost, value) > ctx.law.aim_fraction * ctx.slo.itl_seconds
-    if not (frequent and tall):
-        return value
-    return spike.budget_for_spike(ctx.law.aim_fraction * ctx.slo.itl_seconds, median, ctx.cost) \
-        or 0.0
+def _spike_room(ctx: _Context, budget: int) -> int:
+    """The largest budget whose prefill spikes cannot lift the tail over the SLO.
+
+    A larger budget never makes prefill steps more frequent (a prompt needs fewer chunks), it
+    only makes each chunk step longer, by ``cost`` per token. So whatever the tail sits on now,
+    raising the budget by ``room`` tokens raises it by at most ``cost * room``.
+    """
+    if not ctx.prompt_rate:
+        return sys.maxsize
+    tail = max(ctx.tail or 0.0, finite(ctx.obs.itl_tail_long_seconds) or 0.0)
+    room = (ctx.slo.itl_seconds - tail) / ctx.cost
+    return budget + max(0, int(room))
 
 
 def _seqs_relax(ctx: _Context, *, queue_bound: bool) -> int | None:

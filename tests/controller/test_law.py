@@ -301,11 +301,25 @@ def test_relaxing_never_enters_an_avoided_range_while_the_load_stays() -> None:
     assert expired.action is Action.RELAX
 
 
-def test_the_spike_model_blocks_a_relaxation_that_would_make_frequent_tall_spikes() -> None:
-    obs = calm(prompt_tokens_per_second=14000.0)
-    state = TargetState(prefill_seconds_per_token=25e-6)
-    decision = run(obs, state=state, limits=target(budget=3328))
-    assert decision.reason is Reason.RELAX_BLOCKED
+def test_a_relaxation_grows_spikes_only_as_far_as_the_tail_has_room() -> None:
+    # The tail sits at 90 ms; at 60 µs/token only (120 - 90) / 60e-6 = 500 tokens fit under the
+    # SLO, so the step is shortened from 512 to 448 (the quantum below).
+    state = TargetState(prefill_seconds_per_token=60e-6)
+    obs = calm(itl_tail_seconds=0.09, itl_tail_long_seconds=0.09,
+               prompt_tokens_per_second=14000.0)
+    law = replace(LAW, relax_margin=0.8)
+    shortened = run(obs, state=state, limits=target(budget=3328), law=law)
+    assert shortened.after.max_num_batched_tokens == 3328 + 448
+    no_room = run(replace(obs, itl_tail_seconds=0.0959, itl_tail_long_seconds=0.0959),
+                  state=replace(state, prefill_seconds_per_token=1e-3),
+                  limits=target(budget=3328))
+    assert no_room.reason is Reason.RELAX_BLOCKED
+
+
+def test_without_prefill_the_budget_relaxes_freely() -> None:
+    obs = calm(prompt_tokens_per_second=0.0)
+    state = TargetState(prefill_seconds_per_token=1e-3)
+    assert run(obs, state=state, limits=target(budget=3328)).after.max_num_batched_tokens == 3840
 
 
 def test_a_limit_changed_by_someone_else_drops_the_pending_verdict() -> None:
