@@ -64,7 +64,7 @@ def decide(
                    now)
     if ctx.tail is None or ctx.median is None:
         return ctx.hold(Reason.MISSING_DATA, "no inter-token latency tail or median in the window")
-    ctx = ctx.noting_breach()
+    ctx = ctx.noting_breach().learning()
     if ctx.in_cooldown():
         return _early_undo(ctx) or ctx.hold(Reason.COOLDOWN, ctx.cooldown_text())
     if ctx.state.probe is not None:
@@ -131,6 +131,21 @@ class _Context:
         if not (self.itl_breach or self.ttft_breach):
             return self
         return replace(self, state=replace(self.state, last_breach_at=self.now))
+
+    def learning(self) -> _Context:
+        """Fold this observation's reading of the prefill cost into the state (an average)."""
+        reading = _cost_reading(self)
+        if reading is None:
+            return self
+        old = self.state.prefill_seconds_per_token
+        cost = reading if old is None else 0.5 * old + 0.5 * reading
+        return replace(self, state=replace(self.state, prefill_seconds_per_token=cost))
+
+    @property
+    def ttft_pressed(self) -> bool:
+        """Time to first token has no margin left: nothing may slow admission or prefill."""
+        return (self.slo.ttft_seconds is not None and self.ttft is not None
+                and self.ttft > self.law.relax_margin * self.slo.ttft_seconds)
 
     def in_cooldown(self) -> bool:
         last = self.state.last_change_at
@@ -201,8 +216,9 @@ def _verify(ctx: _Context, probe: Probe) -> Decision | None:
     tail = ctx.tail or 0.0
     worse = tail > probe.itl_tail_before * (1 + ctx.law.verify_tolerance)
     if probe.kind is ChangeKind.RELAX:
-        breached = ctx.itl_breach or (worse and tail > ctx.law.relax_margin * ctx.slo.itl_seconds)
-        return _undo_relax(ctx, probe) if breached else None
+        # Landing in the dead band between the relax margin and the SLO is no failure: the
+        # margin check then stops further relaxation. Only a breach undoes it.
+        return _undo_relax(ctx, probe) if ctx.itl_breach else None
     if ctx.itl_breach and worse:
         return _cut_made_worse(ctx, probe)
     if ctx.ttft_breach and not ctx.itl_breach and not _was_breach(ctx, probe.ttft_tail_before):
@@ -216,12 +232,15 @@ def _was_breach(ctx: _Context, ttft: float | None) -> bool:
 
 def _undo_relax(ctx: _Context, probe: Probe) -> Decision:
     param = probe.param
-    avoid = ctx.avoid(param, probe.after.get(param), ctx.target.ceiling.get(param))
+    # Everything above the last good value is off limits, not just the value tried: creeping
+    # up a quantum at a time would breach again and again.
+    good = probe.before.get(param)
+    avoid = ctx.avoid(param, good + 1, ctx.target.ceiling.get(param))
     return ctx.change(
-        Action.UNDO, Reason.RELAX_BREACHED, param, probe.before.get(param),
+        Action.UNDO, Reason.RELAX_BREACHED, param, good,
         f"the relaxation to {probe.after.get(param)} took the tail from "
-        f"{_ms(probe.itl_tail_before)} to {_ms(ctx.tail)}; back to the last good value, and no "
-        f"relaxing to ≥{probe.after.get(param)} while the load stays this high",
+        f"{_ms(probe.itl_tail_before)} to {_ms(ctx.tail)}; back to {good}, and no relaxing "
+        "while the load stays this high",
         kind=ChangeKind.UNDO, avoid=avoid)
 
 
@@ -275,6 +294,9 @@ def _on_itl_breach(ctx: _Context) -> Decision:
                     "sequences shorten every step")
     if cut is not None:
         return cut
+    if ctx.ttft_pressed:
+        return ctx.hold(Reason.TTFT_GUARD, f"breaching, but the budget cannot go lower ({why}) "
+                        "and time to first token has no margin for a lower sequence cap")
     return ctx.hold(budget, f"breaching, but the budget cannot go lower ({why}) and "
                     "max_num_seqs is at its floor")
 
@@ -283,9 +305,9 @@ def _budget_cut(ctx: _Context, reason: Reason) -> Decision | Reason:
     """A budget cut that aims the prefill spikes under the SLO, or the reason there is none."""
     budget = ctx.limits.max_num_batched_tokens
     median, tail = ctx.median or 0.0, ctx.tail or 0.0
-    # A fresh reading from this breach beats an old one: the tail may have had another cause then.
-    learnt = spike.learn_cost(tail, median, budget) if ctx.itl_breach else None
-    cost = learnt if learnt is not None else ctx.cost
+    # The tail of a breach bounds the cost from below: the spikes are at least that tall.
+    bound = spike.learn_cost(tail, median, budget) if ctx.itl_breach else None
+    cost = max(bound or 0.0, ctx.cost)
     model = spike.budget_for_spike(ctx.law.aim_fraction * ctx.slo.itl_seconds, median, cost)
     wanted = model if model is not None else budget * ctx.law.default_cut_factor
     wanted = min(max(wanted, budget * ctx.law.min_cut_factor), budget * ctx.law.max_cut_factor)
@@ -308,6 +330,18 @@ def _budget_cut(ctx: _Context, reason: Reason) -> Decision | Reason:
                  f"{ctx.prompt_rate or 0.0:.0f} prompt tokens/s)")
     return ctx.change(Action.TIGHTEN, reason, BUDGET, found, text, kind=ChangeKind.TIGHTEN,
                       state=state)
+
+
+def _cost_reading(ctx: _Context) -> float | None:
+    """Step time per prefill token read off the mean inter-token latency, when prefill shows.
+
+    Needs a visible prefill effect (the mean at least 10% over the median), or the difference
+    is noise.
+    """
+    mean, median, rate = finite(ctx.obs.itl_mean_seconds), ctx.median, ctx.prompt_rate
+    if mean is None or median is None or not rate or mean < 1.1 * median:
+        return None
+    return spike.cost_from_mean(mean, median, rate)
 
 
 def _lowest_budget(ctx: _Context) -> int:
@@ -333,7 +367,12 @@ def _ttft_min_budget(ctx: _Context, cost: float) -> float:
                                         ctx.law.ttft_headroom)
 
 
-def _seqs_cut(ctx: _Context, reason: Reason, text: str) -> Decision | None:
+def _seqs_cut(ctx: _Context, reason: Reason, text: str, *, spare_ttft: bool = True
+              ) -> Decision | None:
+    """Fewer sequences; with ``spare_ttft``, not while time to first token has no margin
+    (a cap under the running count holds new requests back until others finish)."""
+    if spare_ttft and ctx.ttft_pressed:
+        return None
     seqs = ctx.limits.max_num_seqs
     running = finite(ctx.obs.requests_running)
     # Cut relative to what runs: a cap far above the running count would change nothing.
@@ -350,10 +389,10 @@ def _on_memory_pressure(ctx: _Context) -> Decision | None:
     if preemptions is not None and preemptions > ctx.law.preemptions_per_second_max:
         return _seqs_cut(ctx, Reason.PREEMPTIONS,
                          f"{preemptions:.2f} preemptions/s: the KV cache cannot hold every "
-                         "sequence")
+                         "sequence", spare_ttft=False)
     kv = finite(ctx.obs.kv_cache_usage_ratio)
     if kv is not None and kv > ctx.law.kv_high_ratio:
-        return _seqs_cut(ctx, Reason.KV_PRESSURE, f"KV cache {kv:.0%} full")
+        return _seqs_cut(ctx, Reason.KV_PRESSURE, f"KV cache {kv:.0%} full", spare_ttft=False)
     return None
 
 

@@ -106,6 +106,7 @@ class Observation:
     itl_tail_seconds: float | None
     itl_median_seconds: float | None
     itl_tail_long_seconds: float | None = None
+    itl_mean_seconds: float | None = None
     ttft_tail_seconds: float | None = None
     prompt_tokens_per_second: float | None = None
     generation_tokens_per_second: float | None = None

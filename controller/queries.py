@@ -70,6 +70,7 @@ class QuerySet:
             "itl_tail_seconds": _quantile(self.itl_quantile, self.itl, short),
             "itl_median_seconds": _quantile(0.5, self.itl, short),
             "itl_tail_long_seconds": _quantile(self.itl_quantile, self.itl, long),
+            "itl_mean_seconds": _mean(self.itl, short),
             "prompt_tokens_per_second": _sum_rate(PROMPT_TOKENS_TOTAL, short),
             "generation_tokens_per_second": _sum_rate(GENERATION_TOKENS_TOTAL, short),
             "requests_running": f"sum by ({INSTANCE_LABEL}) ({NUM_REQUESTS_RUNNING})",
@@ -92,6 +93,12 @@ def _quantile(q: float, sli: HistogramSli, window: str) -> str:
     series = f"{sli.metric}_bucket{_selector(sli.selector)}"
     return (f"histogram_quantile({q:g}, sum by ({INSTANCE_LABEL}, le) "
             f"(rate({series}[{window}])))")
+
+
+def _mean(sli: HistogramSli, window: str) -> str:
+    sel = _selector(sli.selector)
+    return (f"sum by ({INSTANCE_LABEL}) (rate({sli.metric}_sum{sel}[{window}])) / "
+            f"sum by ({INSTANCE_LABEL}) (rate({sli.metric}_count{sel}[{window}]))")
 
 
 def _sum_rate(counter: str, window: str) -> str:

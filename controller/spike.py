@@ -36,6 +36,24 @@ def learn_cost(tail_seconds: float, median_seconds: float, budget: int) -> float
     return (tail_seconds - median_seconds) / budget
 
 
+def cost_from_mean(
+    mean_seconds: float, median_seconds: float, prompt_tokens_per_second: float
+) -> float | None:
+    """Step time per prefill token from the mean inter-token latency (``None``: no signal).
+
+    Prefill takes ``rate * cost`` of the engine's time, so the mean step is
+    ``median / (1 - rate * cost)`` and each step carries ``rate * mean`` prompt tokens:
+    ``cost = (mean - median) / (rate * mean)``. Unlike :func:`learn_cost` it does not depend on
+    how full the chunks were, so it is not biased low when prompts are shorter than the budget.
+
+    >>> round(cost_from_mean(0.016, 0.0094, 16600) * 1e6, 1)
+    24.8
+    """
+    if prompt_tokens_per_second <= 0 or not mean_seconds > median_seconds:
+        return None
+    return (mean_seconds - median_seconds) / (prompt_tokens_per_second * mean_seconds)
+
+
 def budget_for_spike(
     aim_seconds: float, median_seconds: float, cost_seconds_per_token: float
 ) -> float | None:

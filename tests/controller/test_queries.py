@@ -21,6 +21,7 @@ def test_every_metric_name_in_the_queries_is_the_inference_services_own() -> Non
 
 def test_no_expression_names_a_metric_outside_the_constants() -> None:
     known = {queries.ITL_HISTOGRAM + "_bucket", queries.TTFT_HISTOGRAM + "_bucket",
+             queries.ITL_HISTOGRAM + "_sum",
              queries.PROMPT_TOKENS_TOTAL, queries.GENERATION_TOKENS_TOTAL,
              queries.NUM_PREEMPTIONS_TOTAL, queries.NUM_REQUESTS_RUNNING,
              queries.NUM_REQUESTS_WAITING, queries.KV_CACHE_USAGE}
