@@ -20,6 +20,9 @@ class Command(NamedTuple):
 COMMANDS: dict[str, Command] = {
     "serve": Command("inference.cli", "OpenAI-compatible inference service (port 8000)"),
     "bench": Command("governor.bench", "benchmarks with ratios against a baseline"),
+    "generate": Command(
+        "alerts.cli", "write rules, alertmanager.yml, prometheus.yml from slo.yaml"
+    ),
 }
 
 
