@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
+from prometheus_client.utils import floatToGoString
+
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
@@ -62,6 +64,12 @@ def format_number(value: Decimal | float | int) -> str:
     if decimal == decimal.to_integral_value():
         return str(decimal.quantize(Decimal(1)))
     return format(decimal.normalize(), "f")
+
+
+def exposition_float(value: float) -> str:
+    """A float as prometheus_client (so the service and vLLM) writes it: ``le="1.0"``."""
+    text: str = floatToGoString(value)  # type: ignore[no-untyped-call]
+    return text
 
 
 def quote(value: str) -> str:
