@@ -75,13 +75,13 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    help="scheme for instances discovered from Prometheus")
     p.add_argument("--resync", type=parse_duration_seconds, default=10.0,
                    help="reconcile this often even without alerts")
-    p.add_argument("--scrape-interval", type=parse_duration_seconds, default=5.0,
+    p.add_argument("--scrape-interval", type=parse_duration_seconds, default=15.0,
                    help="Prometheus's scrape interval for the inference job")
     p.add_argument("--short-window", type=parse_duration_seconds, default=30.0,
                    help="window of the latency tails the law acts on")
     p.add_argument("--long-window", type=parse_duration_seconds, default=300.0,
                    help="window that confirms margin before relaxing")
-    p.add_argument("--cooldown", type=parse_duration_seconds, default=45.0,
+    p.add_argument("--cooldown", type=parse_duration_seconds, default=60.0,
                    help="at most one change per target per cooldown (> short window + scrape)")
     p.add_argument("--stabilisation", type=parse_duration_seconds, default=300.0,
                    help="relax only after this long without a breach")

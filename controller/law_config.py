@@ -24,10 +24,11 @@ class LawConfig:
 
     # The short PromQL window the tails are computed over.
     observation_window_seconds: float = 30.0
-    # Prometheus's scrape interval: a change shows in the window only after the next scrape.
-    scrape_interval_seconds: float = 5.0
+    # Prometheus's scrape interval (the generated prometheus.yml's): a change shows in the
+    # window only after the next scrape.
+    scrape_interval_seconds: float = 15.0
     # One change per cooldown; must cover window + scrape so verification sees only new data.
-    cooldown_seconds: float = 45.0
+    cooldown_seconds: float = 60.0
     # No relaxation until this long without a breach (HPA's scale-down stabilisation).
     stabilisation_seconds: float = 300.0
     # Relax only while the tail (short and long windows) is below this fraction of the SLO.

@@ -31,6 +31,7 @@ class ObjectiveError(ValueError):
 class Objectives:
     slo: SloTargets
     queries: QuerySet
+    itl_slo_name: str
 
 
 def objectives(spec: SloSpec, *, itl_slo: str | None = None,
@@ -50,6 +51,7 @@ def objectives(spec: SloSpec, *, itl_slo: str | None = None,
                  ttft.objective if ttft else 0.99,
                  short_window_seconds=short_window_seconds,
                  long_window_seconds=long_window_seconds),
+        itl.name,
     )
 
 

@@ -30,7 +30,7 @@ def test_the_repositorys_slo_yaml_gives_the_default_objectives() -> None:
     config = build_config(args)
     assert config.slo == SloTargets(0.12, 0.99, 1.0, 0.99)
     assert config.queries.itl.metric == "governor_inter_token_latency_seconds"
-    assert config.law.cooldown_seconds == 45.0
+    assert config.law.cooldown_seconds == 60.0
 
 
 def test_options_read_the_environment() -> None:
