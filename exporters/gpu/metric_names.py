@@ -1,6 +1,6 @@
 """Every metric name the GPU exporter exposes, in one place (generators import these).
 
-Base units, ratios in 0–1, counters named without ``_total`` as prometheus_client declares them
+Base units, ratios in 0-1, counters named without ``_total`` as prometheus_client declares them
 (the exposed sample carries ``_total``). Labels: ``gpu`` (index), ``uuid``, ``model``.
 """
 
@@ -15,17 +15,17 @@ LABEL_REASON: Final = "reason"
 LABEL_XID: Final = "xid"
 LABEL_KIND: Final = "kind"
 
-# ---- health of the exporter itself -------------------------------------------------------------
+# ---- health of the exporter itself ---
 UP: Final = "gpu_up"  # 1 while the GPU answers, 0 once lost; absent when there is no NVML at all
 EXPORTER_COLLECT_DURATION: Final = "gpu_exporter_collect_duration_seconds"
 EXPORTER_ERRORS: Final = "gpu_exporter_errors"  # counter {kind}
 EXPORTER_LAST_SUCCESS: Final = "gpu_exporter_last_success_timestamp_seconds"
 EXPORTER_SNAPSHOT_AGE: Final = "gpu_exporter_snapshot_age_seconds"
 
-# ---- identity ------------------------------------------------------------------------------------
+# ---- identity ---
 INFO: Final = "gpu_info"
 
-# ---- activity --------------------------------------------------------------------------------------
+# ---- activity ---
 UTILIZATION: Final = "gpu_utilization_ratio"
 MEMORY_UTILIZATION: Final = "gpu_memory_controller_utilization_ratio"
 SM_ACTIVE: Final = "gpu_sm_active_ratio"
@@ -33,19 +33,19 @@ SM_OCCUPANCY: Final = "gpu_sm_occupancy_ratio"
 TENSOR_ACTIVE: Final = "gpu_tensor_active_ratio"
 DRAM_BANDWIDTH_UTILIZATION: Final = "gpu_dram_bandwidth_utilization_ratio"
 
-# ---- memory ----------------------------------------------------------------------------------------
+# ---- memory ---
 MEMORY_TOTAL: Final = "gpu_memory_total_bytes"
 MEMORY_USED: Final = "gpu_memory_used_bytes"
 MEMORY_FREE: Final = "gpu_memory_free_bytes"
 
-# ---- power and heat --------------------------------------------------------------------------------
+# ---- power and heat ---
 POWER: Final = "gpu_power_watts"
 POWER_LIMIT: Final = "gpu_power_limit_watts"
 ENERGY: Final = "gpu_energy_joules"  # counter
 TEMPERATURE: Final = "gpu_temperature_celsius"
 CLOCK_EVENT_ACTIVE: Final = "gpu_clock_event_active"  # gauge 0/1 {reason}
 
-# ---- errors ------------------------------------------------------------------------------------------
+# ---- errors ---
 XID_ERRORS: Final = "gpu_xid_errors"  # counter {xid}
 ECC_UNCORRECTED_ERRORS: Final = "gpu_ecc_uncorrected_errors"  # counter
 
