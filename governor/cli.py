@@ -20,6 +20,7 @@ class Command(NamedTuple):
 COMMANDS: dict[str, Command] = {
     "serve": Command("inference.cli", "OpenAI-compatible inference service (port 8000)"),
     "bench": Command("governor.bench", "benchmarks with ratios against a baseline"),
+    "exporter": Command("exporters.cli", "GPU exporter on NVML/GPM (port 9400)"),
 }
 
 

@@ -1,0 +1,110 @@
+"""Rendering snapshots as Prometheus text or OpenMetrics, once per snapshot and format.
+
+A scrape costs a dictionary lookup and a few hundred bytes of rendering (the snapshot age); the
+expensive part, the families of every GPU, is rendered on the first scrape that sees a new
+snapshot and reused by every later one until the sampler publishes the next.
+
+>>> negotiate("application/openmetrics-text; version=1.0.0,text/plain;q=0.5") is Format.OPENMETRICS
+True
+>>> negotiate("*/*") is Format.TEXT
+True
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from prometheus_client import exposition
+from prometheus_client.core import Metric
+from prometheus_client.openmetrics import exposition as om_exposition
+
+from exporters.gpu.collector import age_family, families
+from exporters.gpu.readings import Snapshot
+
+_OPENMETRICS_EOF = b"# EOF\n"
+_MAX_ACCEPT_ENTRIES = 32  # an Accept header is a handful of types; more is noise, not intent
+
+
+class Format(enum.Enum):
+    TEXT = "text/plain; version=0.0.4; charset=utf-8"
+    OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+
+    @property
+    def content_type(self) -> str:
+        return self.value
+
+
+def negotiate(accept: str | None) -> Format:
+    """OpenMetrics when the client names it (as Prometheus does), the text format otherwise.
+
+    Prometheus lists its preferences with q-values; any mention of OpenMetrics with a non-zero q
+    means it can read it. Malformed parameters are ignored, never an error: a scrape always gets
+    an answer in a format every client reads.
+    """
+    for entry in (accept or "").split(",")[:_MAX_ACCEPT_ENTRIES]:
+        media, *params = (part.strip() for part in entry.split(";"))
+        if media.lower() != "application/openmetrics-text":
+            continue
+        if not any(_is_zero_q(param) for param in params):
+            return Format.OPENMETRICS
+    return Format.TEXT
+
+
+def _is_zero_q(param: str) -> bool:
+    key, _, value = param.partition("=")
+    if key.strip().lower() != "q":
+        return False
+    try:
+        return float(value) == 0.0
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class _Families:
+    """What ``generate_latest`` wants: an object whose ``collect()`` yields families."""
+
+    items: tuple[Metric, ...]
+
+    def collect(self) -> Iterable[Metric]:
+        return self.items
+
+
+def render(items: Iterable[Metric], fmt: Format) -> bytes:
+    collector = _Families(tuple(items))
+    if fmt is Format.OPENMETRICS:
+        return bytes(om_exposition.generate_latest(collector))  # type: ignore[no-untyped-call]
+    return bytes(exposition.generate_latest(collector))
+
+
+class ExpositionCache:
+    """The rendered body of the latest snapshot per (freshness, format); older ones are dropped."""
+
+    def __init__(self, version: str) -> None:
+        self._version = version
+        self._sequence: int | None = None
+        self._bodies: dict[tuple[bool, Format], bytes] = {}
+        self.renders = 0  # how many times the families were rendered (tests, the benchmark)
+
+    def body(self, snapshot: Snapshot, *, fresh: bool, fmt: Format, age_seconds: float) -> bytes:
+        if snapshot.sequence != self._sequence:
+            self._sequence, self._bodies = snapshot.sequence, {}
+        static = self._bodies.get((fresh, fmt))
+        if static is None:
+            static = render(families(snapshot, fresh=fresh, version=self._version), fmt)
+            if fmt is Format.OPENMETRICS:
+                static = static.removesuffix(_OPENMETRICS_EOF)
+            self._bodies[(fresh, fmt)] = static
+            self.renders += 1
+        return static + render([age_family(age_seconds)], fmt)
+
+
+def render_snapshot(
+    snapshot: Snapshot, fmt: Format, *, version: str, fresh: bool = True,
+    age: Callable[[Snapshot], float] = lambda s: 0.0,
+) -> bytes:
+    """Render one snapshot uncached (the golden tests and the benchmark's baseline)."""
+    items = [*families(snapshot, fresh=fresh, version=version), age_family(age(snapshot))]
+    return render(items, fmt)
