@@ -80,25 +80,44 @@ def render(items: Iterable[Metric], fmt: Format) -> bytes:
 
 
 class ExpositionCache:
-    """The rendered body of the latest snapshot per (freshness, format); older ones are dropped."""
+    """The rendered bodies of the latest snapshot, per (freshness, format).
+
+    Shared by two threads without a lock: the entry is a (sequence, bodies) pair that is
+    replaced, never changed in place, and each body is keyed by its snapshot's sequence, so a
+    lost race costs a render, never a wrong answer. :meth:`prepare` runs in the sampler thread
+    after each round and renders ahead only the formats that were scraped since the previous
+    round; a target scraped every 15 s is rendered on demand instead, once per scrape.
+    """
 
     def __init__(self, version: str) -> None:
         self._version = version
-        self._sequence: int | None = None
-        self._bodies: dict[tuple[bool, Format], bytes] = {}
-        self.renders = 0  # how many times the families were rendered (tests, the benchmark)
+        self._entry: tuple[int, dict[tuple[bool, Format], bytes]] = (-1, {})
+        self._scraped: dict[Format, int] = {}  # format -> sequence of the last snapshot scraped
+        self.renders = 0  # how many times families were rendered (tests, the benchmark)
+
+    def _render(self, snapshot: Snapshot, fresh: bool, fmt: Format) -> bytes:
+        static = render(families(snapshot, fresh=fresh, version=self._version), fmt)
+        self.renders += 1
+        # OpenMetrics ends with "# EOF"; the per-scrape age family goes before it.
+        return static.removesuffix(_OPENMETRICS_EOF) if fmt is Format.OPENMETRICS else static
 
     def body(self, snapshot: Snapshot, *, fresh: bool, fmt: Format, age_seconds: float) -> bytes:
-        if snapshot.sequence != self._sequence:
-            self._sequence, self._bodies = snapshot.sequence, {}
-        static = self._bodies.get((fresh, fmt))
+        sequence, bodies = self._entry
+        key = (fresh, fmt)
+        static = bodies.get(key) if sequence == snapshot.sequence else None
         if static is None:
-            static = render(families(snapshot, fresh=fresh, version=self._version), fmt)
-            if fmt is Format.OPENMETRICS:
-                static = static.removesuffix(_OPENMETRICS_EOF)
-            self._bodies[(fresh, fmt)] = static
-            self.renders += 1
+            static = self._render(snapshot, fresh, fmt)
+            kept = bodies if sequence == snapshot.sequence else {}
+            self._entry = (snapshot.sequence, {**kept, key: static})
+        self._scraped[fmt] = snapshot.sequence
         return static + render([age_family(age_seconds)], fmt)
+
+    def prepare(self, snapshot: Snapshot) -> None:
+        """Render ahead what the scrapes of the previous snapshot asked for (sampler thread)."""
+        wanted = [fmt for fmt, seq in list(self._scraped.items()) if seq >= snapshot.sequence - 1]
+        if wanted:
+            self._entry = (snapshot.sequence,
+                           {(True, fmt): self._render(snapshot, True, fmt) for fmt in wanted})
 
 
 def render_snapshot(

@@ -63,7 +63,8 @@ async def _sampling(app: web.Application) -> AsyncIterator[None]:
     sampler, stop = app[SAMPLER], threading.Event()
     thread = None
     if app[RUN_SAMPLER]:
-        thread = threading.Thread(target=sampler.run, args=(stop,), name="gpu-sampler", daemon=True)
+        thread = threading.Thread(target=sampler.run, args=(stop, app[CACHE].prepare),
+                                  name="gpu-sampler", daemon=True)
         thread.start()
     yield
     stop.set()

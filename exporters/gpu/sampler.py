@@ -113,13 +113,20 @@ class Sampler:
 
     # ---- the sampler thread ----------------------------------------------------------------------
 
-    def run(self, stop: threading.Event) -> None:
-        """Tick every interval until ``stop`` is set; an overrun skips the deadlines it missed."""
+    def run(
+        self, stop: threading.Event, on_snapshot: Callable[[Snapshot], None] | None = None
+    ) -> None:
+        """Tick every interval until ``stop`` is set; an overrun skips the deadlines it missed.
+
+        ``on_snapshot`` runs in this thread after each round (the server renders ahead there).
+        """
         interval = self._config.interval_seconds
         deadline = self._monotonic()
         while not stop.is_set():
             try:
-                self.tick()
+                snapshot = self.tick()
+                if on_snapshot is not None:
+                    on_snapshot(snapshot)
             except Exception:  # a bug in one round must not end sampling for good
                 self._ledger.record(m.KIND_SAMPLER, "sampling round", traceback.format_exc())
             deadline += interval
