@@ -119,6 +119,29 @@ def sampler_cost(nvml: nv.NvmlApi, *, gpm_on: bool, rounds: int, source: str) ->
     }
 
 
+def profile_rounds(nvml: nv.NvmlApi, source: str, rounds: int = 20) -> list[str]:
+    """Where a fast round's time goes with the real driver: cProfile's top entries."""
+    import cProfile
+    import io
+    import pstats
+
+    sampler = Sampler(nvml, SamplerConfig(interval_seconds=0.2, slow_interval_seconds=3600,
+                                          xid=False, source=source))
+    profiler = cProfile.Profile()
+    try:
+        sampler.tick()
+        for _ in range(rounds):
+            time.sleep(0.2)
+            profiler.enable()
+            sampler.tick()
+            profiler.disable()
+    finally:
+        sampler.close()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(15)
+    return text.getvalue().splitlines()
+
+
 def nvml_floor(nvml: nv.NvmlApi) -> dict[str, Any]:
     """The bare calls the sampler makes for one GPU, timed one by one."""
     nvml.nvmlInit()
@@ -172,6 +195,60 @@ def gpm_floor(nvml: nv.NvmlApi, handle: Any) -> dict[str, Any]:
     finally:
         nvml.nvmlGpmSampleFree(sample)
     return out
+
+
+def cold_costs(nvml: nv.NvmlApi, rounds: int = 15, gap: float = 0.2) -> dict[str, Any]:
+    """Each call alone, once every ``gap`` seconds as the sampler makes it (NVML answers a call
+    repeated back to back from a cache, which hides the real cost), P50 wall in microseconds."""
+    nvml.nvmlInit()
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(0)
+        calls: dict[str, Callable[[], Any]] = {
+            r.name: partial(r.read, nvml, handle) for r in (*classic.FAST, *classic.SLOW)}
+        calls["processes"] = partial(nvml.nvmlDeviceGetComputeRunningProcesses, handle)
+        for spec in (*fields.FAST, *fields.SLOW):
+            calls[spec.name] = partial(nvml.nvmlDeviceGetFieldValues, handle, [spec.field_id])
+        calls["fields_fast_batch"] = partial(nvml.nvmlDeviceGetFieldValues, handle,
+                                             [s.field_id for s in fields.FAST])
+        walls: dict[str, list[float]] = {name: [] for name in calls}
+        for _ in range(rounds):
+            time.sleep(gap)
+            for name, call in calls.items():
+                start = time.perf_counter()
+                call()
+                walls[name].append(time.perf_counter() - start)
+        out: dict[str, Any] = {name: round(p50(w) * 1e6, 1) for name, w in walls.items()}
+        out["gpm_per_metric"] = gpm_per_metric(nvml, handle)
+    finally:
+        nvml.nvmlShutdown()
+    return out
+
+
+def gpm_per_metric(nvml: nv.NvmlApi, handle: Any) -> dict[str, float]:
+    """nvmlGpmMetricsGet for one metric id at a time over the same pair of samples."""
+    if not gpm.supported(nvml, handle):
+        return {}
+    first, second = nvml.nvmlGpmSampleAlloc(), nvml.nvmlGpmSampleAlloc()
+    try:
+        nvml.nvmlGpmSampleGet(handle, first)
+        time.sleep(0.2)
+        nvml.nvmlGpmSampleGet(handle, second)
+        out = {}
+        for metric in (*gpm.FAST, *gpm.SLOW):
+            request = nvml.c_nvmlGpmMetricsGet_t()
+            request.version, request.numMetrics = nv.GPM_METRICS_GET_VERSION, 1
+            request.sample1, request.sample2 = first, second
+            request.metrics[0].metricId = metric.metric_id
+            walls = []
+            for _ in range(5):
+                start = time.perf_counter()
+                nvml.nvmlGpmMetricsGet(request)
+                walls.append(time.perf_counter() - start)
+            out[str(metric.metric_id)] = round(p50(walls) * 1e6, 1)
+        return out
+    finally:
+        nvml.nvmlGpmSampleFree(first)
+        nvml.nvmlGpmSampleFree(second)
 
 
 # ---- 2. the exporter under load ----------------------------------------------------------------
@@ -427,6 +504,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     step(results, "environment", out, lambda: environment(nvml))
     step(results, "nvml_floor", out, lambda: nvml_floor(nvml))
+    step(results, "cold_costs", out, lambda: cold_costs(nvml))
+    step(results, "profile", out, lambda: profile_rounds(nvml, source))
     step(results, "sampler_gpm_on", out, lambda: sampler_cost(nvml, gpm_on=True, rounds=40,
                                                               source=source))
     step(results, "sampler_gpm_off", out, lambda: sampler_cost(nvml, gpm_on=False, rounds=40,
@@ -464,12 +543,15 @@ def summarize(results: dict[str, Any], out: Path) -> None:
         on, off = results["sampler_gpm_on"], results["sampler_gpm_off"]
         fast_on, fast_off = on["fast_round_cpu_us_p50"], off["fast_round_cpu_us_p50"]
         slow_on = on["slow_round_cpu_us_p50"] or fast_on
-        per_second_us = (9 * fast_on + slow_on) / 10  # interval 1 s, slow interval 10 s
+        # Interval 1 s; a slow round every S seconds replaces one fast round.
+        for slow_every in (10, 30, 60):
+            per_second_us = ((slow_every - 1) * fast_on + slow_on) / slow_every
+            summary[f"core_percent_per_gpu_at_1s_slow_{slow_every}s"] = per_second_us / 1e4
+        summary["fast_round_core_percent_per_gpu_at_1s"] = fast_on / 1e4
         summary["classic_round_cpu_us_per_gpu"] = fast_off  # the whole round with GPM off
         summary["gpm_round_cost_difference_us_per_gpu"] = fast_on - fast_off
         summary["fast_round_cpu_us_per_gpu"] = fast_on
         summary["slow_round_cpu_us_per_gpu"] = slow_on
-        summary["core_percent_per_gpu_at_1s"] = per_second_us / 1e6 * 100
     with contextlib.suppress(KeyError, TypeError, ZeroDivisionError):
         floor = results["nvml_floor"]
         summary["gpm_tick_6_metrics_cpu_us"] = floor["gpm"]["fast_6"]["tick_cpu_us_p50"]

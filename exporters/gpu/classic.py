@@ -111,16 +111,18 @@ FAST: tuple[Reading, ...] = (
             shape_temperature),
     Reading("clock_sm", lambda n, h: n.nvmlDeviceGetClockInfo(h, nv.CLOCK_SM),
             partial(shape_clock, "sm")),
-    Reading("clock_memory", lambda n, h: n.nvmlDeviceGetClockInfo(h, nv.CLOCK_MEM),
-            partial(shape_clock, "memory")),
-    Reading("clock_graphics", lambda n, h: n.nvmlDeviceGetClockInfo(h, nv.CLOCK_GRAPHICS),
-            partial(shape_clock, "graphics")),
     Reading("power", lambda n, h: n.nvmlDeviceGetPowerUsage(h), shape_power),
     Reading("clock_events", lambda n, h: n.nvmlDeviceGetCurrentClocksEventReasons(h),
             shape_clock_events),
 )
 
+# The memory clock moves only with the performance state and the graphics clock follows the SM
+# clock on data-centre GPUs: neither needs a call a second.
 SLOW: tuple[Reading, ...] = (
+    Reading("clock_memory", lambda n, h: n.nvmlDeviceGetClockInfo(h, nv.CLOCK_MEM),
+            partial(shape_clock, "memory")),
+    Reading("clock_graphics", lambda n, h: n.nvmlDeviceGetClockInfo(h, nv.CLOCK_GRAPHICS),
+            partial(shape_clock, "graphics")),
     Reading("bar1", lambda n, h: n.nvmlDeviceGetBAR1MemoryInfo(h), shape_bar1),
     Reading("power_limit", lambda n, h: n.nvmlDeviceGetEnforcedPowerLimit(h), shape_power_limit),
 )

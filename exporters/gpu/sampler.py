@@ -222,6 +222,14 @@ class Sampler:
 
     def _attach(self, nvml: nv.NvmlApi, gpu: _Gpu) -> None:
         """Get the handle and identity of a GPU; a GPU lost at start is retried when slow."""
+        try:
+            self._identify(nvml, gpu)
+        except Exception:  # one GPU's surprise must not leave the others unsampled
+            gpu.handle, gpu.up = None, False
+            where = f"gpu {gpu.identity.index} attach"
+            self._ledger.record(m.KIND_SAMPLER, where, traceback.format_exc())
+
+    def _identify(self, nvml: nv.NvmlApi, gpu: _Gpu) -> None:
         index, guard = gpu.identity.index, gpu.guard
         try:
             handle = guard("handle", partial(nvml.nvmlDeviceGetHandleByIndex, index))
@@ -254,10 +262,21 @@ class Sampler:
                 return None
             gpu.gpm_capable = True
             take = partial(nvml.nvmlGpmSampleGet, gpu.handle)
-            return gpu.guard("gpm_alloc", partial(gpm.GpmRotator, nvml, take, gpm.FAST, gpm.SLOW))
+            rotator = gpu.guard("gpm_alloc",
+                                partial(gpm.GpmRotator, nvml, take, gpm.FAST, gpm.SLOW))
+            if rotator is not None and self._nvlink_links(nvml, gpu) == 0:
+                for metric_id in gpm.NVLINK_IDS:  # no links: nothing to measure, and not free
+                    rotator.drop(metric_id)
+            return rotator
         except GpuLost:
             gpu.up = False
             return None
+
+    def _nvlink_links(self, nvml: nv.NvmlApi, gpu: _Gpu) -> int | None:
+        """NVLink links of a GPU (field 91), None when the driver does not say."""
+        spec = fields.FieldSpec(fields.NVLINK_LINK_COUNT, "nvlink_links")
+        read = fields.read_fields(nvml, gpu.handle, gpu.guard, [spec], call_name="nvlink_links")
+        return int(read[0].value) if read else None
 
     # ---- one GPU, one round ----------------------------------------------------------------------
 
