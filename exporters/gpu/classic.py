@@ -1,7 +1,7 @@
 """Classic NVML readings, one call each: the call and the pure function that shapes its answer.
 
-Fast readings run every interval; slow ones (BAR1 at 0.2 ms, the power limit that rarely
-changes) at the slow cadence. Costs measured on an H200 are in REFERENCE.md §2.8.
+Fast readings run every interval; slow ones (BAR1 at 0.5 ms on an H200, the power limit that
+rarely changes, the memory and graphics clocks) at the slow cadence.
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ _FIELD_TYPES = {82: nv.VALUE_UINT, 94: nv.VALUE_UINT, 5: nv.VALUE_ULONGLONG,
                 6: nv.VALUE_ULONGLONG, 83: nv.VALUE_ULONGLONG, 197: nv.VALUE_ULONGLONG,
                 198: nv.VALUE_ULONGLONG, 142: nv.VALUE_UINT, 143: nv.VALUE_UINT,
                 144: nv.VALUE_UINT, 145: nv.VALUE_UINT, 269: nv.VALUE_ULONGLONG,
-                270: nv.VALUE_ULONGLONG, 271: nv.VALUE_ULONGLONG, 91: nv.VALUE_UINT}
+                270: nv.VALUE_ULONGLONG, 271: nv.VALUE_ULONGLONG}
 _MIG_SLICES = 2  # MIG devices on a GPU whose MIG mode the fake turns on
 _GPM_SLOTS = 64  # metric slots in a fake c_nvmlGpmMetricsGet_t (NVML has 477; we ask for < 20)
 
@@ -162,7 +162,6 @@ class FakeNvml:
         self, gpu_count: int, *, clock: Callable[[], float] = time.monotonic, seed: int = 0,
         model: str = "NVIDIA H200 (simulated)", gpm: bool = True, mig_gpus: Iterable[int] = (),
         init_error: int | None = None, processes: dict[int, list[tuple[int, int]]] | None = None,
-        nvlink_links: int = 0,
     ) -> None:
         self.gpu_count = gpu_count
         self.clock = clock
@@ -171,7 +170,6 @@ class FakeNvml:
         self.gpm = gpm
         self.mig_gpus = set(mig_gpus)
         self.init_error = init_error
-        self.nvlink_links = nvlink_links
         self.calls: Counter[str] = Counter()
         self.ecc = {i: [0, 0] for i in range(gpu_count)}  # corrected, uncorrected
         self.lost: set[int] = set()
@@ -358,7 +356,7 @@ class FakeNvml:
             94: 0, 5: self.ecc[gpu][0], 6: self.ecc[gpu][1],
             83: int(self._energy_mj[gpu]),
             197: int(self._pcie[gpu][0]), 198: int(self._pcie[gpu][1]),
-            142: 0, 143: 0, 144: 0, 145: 0, 269: 0, 270: 0, 271: 0, 91: self.nvlink_links,
+            142: 0, 143: 0, 144: 0, 145: 0, 269: 0, 270: 0, 271: 0,
         }
         return _record(fieldId=field_id, scopeId=0, timestamp=int(self.clock() * 1e6),
                        latencyUsec=3, valueType=value_type, nvmlReturn=nv.SUCCESS,

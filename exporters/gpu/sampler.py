@@ -41,7 +41,7 @@ log = logging.getLogger("exporters.gpu.sampler")
 @dataclass(frozen=True, slots=True)
 class SamplerConfig:
     interval_seconds: float = 1.0
-    slow_interval_seconds: float = 10.0
+    slow_interval_seconds: float = 30.0
     gpm: bool = True
     xid: bool = True
     processes: bool = True
@@ -262,21 +262,10 @@ class Sampler:
                 return None
             gpu.gpm_capable = True
             take = partial(nvml.nvmlGpmSampleGet, gpu.handle)
-            rotator = gpu.guard("gpm_alloc",
-                                partial(gpm.GpmRotator, nvml, take, gpm.FAST, gpm.SLOW))
-            if rotator is not None and self._nvlink_links(nvml, gpu) == 0:
-                for metric_id in gpm.NVLINK_IDS:  # no links: nothing to measure, and not free
-                    rotator.drop(metric_id)
-            return rotator
+            return gpu.guard("gpm_alloc", partial(gpm.GpmRotator, nvml, take, gpm.FAST, gpm.SLOW))
         except GpuLost:
             gpu.up = False
             return None
-
-    def _nvlink_links(self, nvml: nv.NvmlApi, gpu: _Gpu) -> int | None:
-        """NVLink links of a GPU (field 91), None when the driver does not say."""
-        spec = fields.FieldSpec(fields.NVLINK_LINK_COUNT, "nvlink_links")
-        read = fields.read_fields(nvml, gpu.handle, gpu.guard, [spec], call_name="nvlink_links")
-        return int(read[0].value) if read else None
 
     # ---- one GPU, one round ----------------------------------------------------------------------
 
