@@ -21,6 +21,7 @@ COMMANDS: dict[str, Command] = {
     "serve": Command("inference.cli", "OpenAI-compatible inference service (port 8000)"),
     "up": Command("governor.up", "the whole stack natively: Prometheus, Alertmanager, services"),
     "bench": Command("governor.bench", "benchmarks with ratios against a baseline"),
+    "exporter": Command("exporters.cli", "GPU exporter on NVML/GPM (port 9400)"),
 }
 
 
