@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -507,8 +508,6 @@ def test_an_openslo_document_that_does_not_map_says_why(
 
 
 def test_openslo_data_parses_without_a_file() -> None:
-    import yaml
-
     documents = list(yaml.safe_load_all(OPENSLO.replace("28d", "4w")))
     assert parse_checked_spec(documents).slo("availability").objective == 0.999
 
@@ -533,7 +532,7 @@ def _replace(node: Any, path: tuple[Any, ...], value: object) -> Any:
     return node
 
 
-OPENSLO_DOCS = [d for d in __import__("yaml").safe_load_all(OPENSLO.replace("28d", "4w"))]
+OPENSLO_DOCS = list(yaml.safe_load_all(OPENSLO.replace("28d", "4w")))
 OPENSLO_PATHS = _paths(OPENSLO_DOCS)
 
 
