@@ -93,7 +93,7 @@ VLLM_ITERATION_TOKENS_BUCKETS: Final[tuple[float, ...]] = tuple(float(2**i) for 
 
 
 def counter_series(name: str) -> str:
-    """The exposed sample name of a counter: ``vllm:num_preemptions`` → ``vllm:num_preemptions_total``."""
+    """A counter's exposed sample: ``vllm:num_preemptions`` → ``vllm:num_preemptions_total``."""
     return name if name.endswith("_total") else name + "_total"
 
 

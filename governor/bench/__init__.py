@@ -10,7 +10,9 @@ import sys
 from collections.abc import Callable, Sequence
 
 # name → (module, one-line summary)
-BENCHES: dict[str, tuple[str, str]] = {}
+BENCHES: dict[str, tuple[str, str]] = {
+    "service": ("governor.bench.service", "the service's own overhead vs a bare aiohttp server"),
+}
 
 
 def _usage() -> str:
