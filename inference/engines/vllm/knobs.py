@@ -15,6 +15,10 @@ scheduler. Two strategies, detected from the attributes the scheduler has:
 The per-step token budget is ``max_num_scheduled_tokens`` in both. Neither limit ever goes above
 its start-up value: buffers, CUDA-graph sizes and the compile range were sized for it.
 
+Every step passes through a thin wrapper of ``schedule()`` that applies the clamp (``running``)
+and counts the steps and the largest one since the last change, so a change can be verified
+from the engine's own behaviour rather than assumed.
+
 Use (in the engine process)::
 
     report = set_limits(engine_core.scheduler, max_num_seqs=2, max_num_batched_tokens=512)
@@ -49,6 +53,9 @@ class RetuneState:
     ceiling_tokens: int
     target_seqs: int
     target_tokens: int
+    # Since the last change: engine steps, and the most tokens one of them scheduled.
+    steps: int = 0
+    largest_step_tokens: int = 0
 
 
 def _has_int(obj: object, name: str) -> bool:
@@ -98,8 +105,7 @@ def attach(scheduler: Any) -> RetuneState:
     seqs = int(getattr(scheduler, cap))
     tokens = int(scheduler.max_num_scheduled_tokens)
     state = RetuneState(strategy, seqs, tokens, seqs, tokens)
-    if strategy is Strategy.RUNNING:
-        _wrap_schedule(scheduler, state)
+    _wrap_schedule(scheduler, state)
     setattr(scheduler, STATE_ATTRIBUTE, state)
     return state
 
@@ -110,12 +116,20 @@ def _wrap_schedule(scheduler: Any, state: RetuneState) -> None:
     original: Callable[..., Any] = scheduler.schedule
 
     def schedule(*args: Any, **kwargs: Any) -> Any:
-        scheduler.max_num_running_reqs = effective_running_cap(
-            state.target_seqs, _num_running(scheduler), state.ceiling_seqs
-        )
-        return original(*args, **kwargs)
+        if state.strategy is Strategy.RUNNING:
+            scheduler.max_num_running_reqs = effective_running_cap(
+                state.target_seqs, _num_running(scheduler), state.ceiling_seqs
+            )
+        output = original(*args, **kwargs)
+        record_step(state, getattr(output, "total_num_scheduled_tokens", 0))
+        return output
 
     scheduler.schedule = schedule
+
+
+def record_step(state: RetuneState, num_tokens: int) -> None:
+    state.steps += 1
+    state.largest_step_tokens = max(state.largest_step_tokens, int(num_tokens))
 
 
 def _clamp(name: str, value: object, ceiling: int) -> int:
@@ -138,6 +152,7 @@ def set_limits(
             "max_num_batched_tokens", max_num_batched_tokens, state.ceiling_tokens
         )
     scheduler.max_num_scheduled_tokens = state.target_tokens
+    state.steps = state.largest_step_tokens = 0
     if state.strategy is Strategy.ACTIVE:
         scheduler.max_num_active_reqs = state.target_seqs
     else:
@@ -163,4 +178,6 @@ def report(scheduler: Any) -> dict[str, Any]:
         # Above max_num_seqs while the running strategy drains a surplus.
         "admission_cap": admitting,
         "num_running": _num_running(scheduler),
+        "steps_since_change": state.steps,
+        "largest_step_tokens_since_change": state.largest_step_tokens,
     }

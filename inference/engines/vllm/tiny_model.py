@@ -36,7 +36,7 @@ def _corpus(seed: int) -> list[str]:
 
 def write_tiny_llama(directory: Path, *, chat_template: bool = True, seed: int = 0) -> Path:
     """Write ``config.json`` and a tokenizer to ``directory`` (created) and return it."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import LlamaConfig, PreTrainedTokenizerFast
 
     # transformers is typed in some releases and not in others; treat it as untyped everywhere.
@@ -52,6 +52,10 @@ def write_tiny_llama(directory: Path, *, chat_template: bool = True, seed: int =
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tokenizer.train_from_iterator(_corpus(seed), trainer)
+    # Like Llama's tokenizers: encoding with special tokens puts BOS in front.
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{BOS} $A", pair=f"{BOS} $A $B", special_tokens=[(BOS, 1)]
+    )
     fast = tokenizer_class(
         tokenizer_object=tokenizer, bos_token=BOS, eos_token=EOS, unk_token=UNK
     )
