@@ -1,4 +1,4 @@
-"""``governor up``: the whole native stack starts, Prometheus scrapes every part, Ctrl-C stops it."""
+"""``governor up``: the native stack starts, Prometheus scrapes every part, Ctrl-C stops it."""
 
 from __future__ import annotations
 
