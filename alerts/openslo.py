@@ -112,7 +112,7 @@ def _indicator(
     spec = _get(node, "spec")
     ratio = _get(spec, "ratioMetric")
     if ratio is None:
-        kinds = sorted(k for k in (spec or {}) if k != "description") \
+        kinds = sorted(str(k) for k in (spec or {}) if k != "description") \
             if isinstance(spec, dict) else []
         out.problem((*path, "spec"), f"only ratioMetric maps (got {', '.join(kinds) or 'nothing'})")
         return None

@@ -79,7 +79,7 @@ class RenderParams:
     # Prometheus keeps the SLO period plus this margin, so the [period] queries are always full.
     retention_margin_seconds: int = 5 * DAY
     # Where Alertmanager reads the controller's bearer token (a Docker secret in compose).
-    controller_token_file: str = "/run/secrets/controller_token"  # noqa: S105 (a path)
+    controller_token_file: str = "/run/secrets/controller_token"
     # The health alerts' `for`, scaled down by tests; never above each alert's own default.
     health_for_cap_seconds: int = 3600
 

@@ -44,6 +44,14 @@ def prometheus_config(endpoints: Endpoints, params: RenderParams) -> dict[str, o
     }
 
 
+def flags_note(spec: SloSpec, params: RenderParams) -> str:
+    """A header for prometheus.yml naming the flags it relies on."""
+    retention = format_duration(retention_seconds(spec, params))
+    return (f"# Start Prometheus with --storage.tsdb.retention.time={retention} (the {spec.period} "
+            "SLO period plus a margin)\n# and --enable-feature=exemplar-storage: in Prometheus "
+            "2.42 both are flags, not configuration.\n")
+
+
 def prometheus_args(
     spec: SloSpec, params: RenderParams, *, config_file: str, storage_path: str,
     listen_address: str = "0.0.0.0:9090",

@@ -23,7 +23,7 @@ from alerts.control_rules import control_rule_file, fast_alert_tests
 from alerts.health_rules import health_rule_file, health_tests
 from alerts.kubernetes import prometheus_rule
 from alerts.params import Endpoints, RenderParams
-from alerts.prometheus import prometheus_config
+from alerts.prometheus import flags_note, prometheus_config
 from alerts.rules import RuleFile
 from alerts.ruletests import RuleTest, TestFile
 from alerts.slo_rules import slo_rule_file
@@ -101,7 +101,8 @@ def render_all(
     files = {f"{RULES_DIR}/{f.name}.yml": dump_yaml(f.to_dict(), source) for f in rules}
     files.update({f"{TESTS_DIR}/{name}.test.yml": dump_yaml(t.to_dict(), source)
                   for name, t in test_files(spec, params, histograms).items()})
-    files[PROMETHEUS_CONFIG] = dump_yaml(prometheus_config(endpoints, params), source)
+    files[PROMETHEUS_CONFIG] = dump_yaml(prometheus_config(endpoints, params), source,
+                                         flags_note(spec, params))
     files[ALERTMANAGER_CONFIG] = dump_yaml(alertmanager_config(endpoints, params), source,
                                            HEADER_NOTE)
     files[PROMETHEUS_RULE] = dump_yaml(prometheus_rule(spec, rules), source)

@@ -114,7 +114,10 @@ def read_documents(text: str, source: str = "<memory>") -> list[Document]:
     """Every YAML document in ``text``, checked against the limits above."""
     if len(text.encode("utf-8", errors="surrogatepass")) > MAX_BYTES:
         raise YamlError(f"{source}: larger than {MAX_BYTES} bytes; a spec is never that big")
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)  # reads ahead: a control character fails here already
+    except yaml.YAMLError as exc:
+        raise YamlError(_describe(exc, source)) from exc
     try:
         nodes: list[Node] = []
         while loader.check_node():

@@ -210,6 +210,7 @@ def test_prometheus_keeps_the_slo_period_and_stores_exemplars() -> None:
     assert "--storage.tsdb.retention.time=35d" in args
     assert "--enable-feature=exemplar-storage" in args
     assert retention_seconds(spec, RenderParams()) > spec.period_seconds
+    assert "--storage.tsdb.retention.time=35d" in default_files()[PROMETHEUS_CONFIG]
 
 
 def test_the_prometheus_rule_holds_the_same_groups() -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -506,7 +508,60 @@ def test_an_openslo_document_that_does_not_map_says_why(
 
 
 def test_openslo_data_parses_without_a_file() -> None:
-    import yaml
-
     documents = list(yaml.safe_load_all(OPENSLO.replace("28d", "4w")))
     assert parse_checked_spec(documents).slo("availability").objective == 0.999
+
+
+def _paths(node: object, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path to a value inside nested dicts and lists."""
+    found = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _paths(value, (*prefix, index))
+    return found
+
+
+def _replace(node: Any, path: tuple[Any, ...], value: object) -> Any:
+    if not path:
+        return value
+    node = copy.copy(node)
+    node[path[0]] = _replace(node[path[0]], path[1:], value)
+    return node
+
+
+OPENSLO_DOCS = list(yaml.safe_load_all(OPENSLO.replace("28d", "4w")))
+OPENSLO_PATHS = _paths(OPENSLO_DOCS)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(OPENSLO_PATHS), JSON)
+def test_a_mutated_openslo_document_is_a_spec_or_a_spec_error(
+    path: tuple[Any, ...], value: object
+) -> None:
+    outcome = _outcome(_replace(OPENSLO_DOCS, path, value))
+    if isinstance(outcome, SpecError):
+        assert outcome.errors
+        assert all(e.startswith("<memory>") for e in outcome.errors), outcome.errors
+
+
+YAML_PIECES = st.sampled_from([
+    "version: governor/v1\n", "service: inference\n", "period: 30d\n", "slos:\n", "  - ",
+    "name: x\n", "objective: 99\n", "sli: {latency: {metric: m, threshold: 1s}}\n", "&a ", "*a ",
+    "<<: *a\n", "[", "]", "{", "}", ": ", "- ", "\t", "'", '"', "!!binary ", "? ", "---\n",
+    "apiVersion: openslo/v1\n", "kind: SLO\n", "spec: {}\n", "\n", "  ", "~", "é", "\x00",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(YAML_PIECES | st.text(max_size=8), max_size=40).map("".join))
+def test_arbitrary_text_is_a_spec_or_a_spec_error(text: str) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "slo.yaml"
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        try:
+            load_checked_spec(path)
+        except SpecError as exc:
+            assert exc.errors
