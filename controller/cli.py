@@ -86,7 +86,8 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     p.add_argument("--stabilisation", type=parse_duration_seconds, default=300.0,
                    help="relax only after this long without a breach")
     p.add_argument("--prefill-seconds-per-token", type=float, default=25e-6,
-                   help="step time per prefill token until learnt (Llama-3-8B on an H200)")
+                   help="least step time per prefill token the law plans with; it learns "
+                        "upward (default: Llama-3-8B on an H200)")
     p.add_argument("--state-file", type=Path, default=Path(".run/controller/state.json"),
                    help="where per-target state persists across restarts")
     p.add_argument("--audit-log", type=Path, default=Path(".run/controller/audit.jsonl"),

@@ -18,7 +18,9 @@ One call per target per reconcile. In order:
 7. **Relax** one additive step, only after the stabilisation window without a breach, with margin
    under the SLO in both windows, never while the queue grows, never into an avoided value, and
    never by more than the tail's distance to the SLO can absorb: a larger budget makes prefill
-   steps no more frequent, only taller, by the learnt cost per token.
+   steps no more frequent, only taller, by the learnt cost per token; and while long prompts
+   fill the budget (the P99.9 shows their steps), never so far that one such step alone would
+   pass the relax margin.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ BUDGET = Param.MAX_NUM_BATCHED_TOKENS
 SEQS = Param.MAX_NUM_SEQS
 # A waiting queue that grows faster than this (requests per second) is growing.
 _QUEUE_GROWTH_EPSILON = 0.01
+# Spikes at least this share of a full chunk's step mean prompts fill the budget.
+_FILL_SHARE = 0.7
 
 
 def decide(
@@ -123,9 +127,16 @@ class _Context:
 
     @property
     def cost(self) -> float:
-        """Step time per prefill token: learnt from breaches, else the configured prior."""
+        """Step time per prefill token: what was learnt, but never below the configured floor.
+
+        Both readings (the tail of a breach, the mean against the median) come out low when
+        the engine hides part of a chunk under the decode step's memory time; a cut planned on
+        them lands near the SLO instead of at the aim. The floor is the measured cost of the
+        deployment's model and GPU; learning can only raise it.
+        """
         learnt = self.state.prefill_seconds_per_token
-        return learnt if learnt is not None else self.law.prefill_seconds_per_token_prior
+        floor = self.law.prefill_seconds_per_token_prior
+        return floor if learnt is None else max(learnt, floor)
 
     def noting_breach(self) -> _Context:
         if not (self.itl_breach or self.ttft_breach):
@@ -465,7 +476,10 @@ def _budget_relax(ctx: _Context, wanted: int) -> int | None:
     value = min(value, _spike_room(ctx, budget))
     if value < ctx.target.ceiling.max_num_batched_tokens:
         value = _quantize(ctx, value)
-    return value if value > budget else None
+    # A step of a few dozen tokens changes nothing measurable; it only adds churn.
+    worth = value >= ctx.target.ceiling.max_num_batched_tokens or \
+        value - budget >= ctx.law.budget_relax_step // 4
+    return value if value > budget and worth else None
 
 
 def _spike_room(ctx: _Context, budget: int) -> int:
@@ -473,13 +487,27 @@ def _spike_room(ctx: _Context, budget: int) -> int:
 
     A larger budget never makes prefill steps more frequent (a prompt needs fewer chunks), it
     only makes each chunk step longer, by ``cost`` per token. So whatever the tail sits on now,
-    raising the budget by ``room`` tokens raises it by at most ``cost * room``.
+    raising the budget by ``room`` tokens raises it by at most ``cost * room``. And while the
+    spikes fill the budget (prompts longer than it keep arriving), a single chunk step may not
+    outgrow the relax margin: those spikes are rare now, but a little more load makes them the
+    P99, and then their height is the tail.
     """
     if not ctx.prompt_rate:
         return sys.maxsize
     tail = max(ctx.tail or 0.0, finite(ctx.obs.itl_tail_long_seconds) or 0.0)
-    room = (ctx.slo.itl_seconds - tail) / ctx.cost
-    return budget + max(0, int(room))
+    room = budget + max(0, int((ctx.slo.itl_seconds - tail) / ctx.cost))
+    if _spikes_fill(ctx, budget):
+        height = ctx.law.relax_margin * ctx.slo.itl_seconds - (ctx.median or 0.0)
+        room = min(room, max(budget, int(height / ctx.cost)))
+    return room
+
+
+def _spikes_fill(ctx: _Context, budget: int) -> bool:
+    """The tallest frequent steps are about as long as a full chunk of ``budget`` tokens."""
+    spike, median = finite(ctx.obs.itl_spike_seconds), ctx.median or 0.0
+    if spike is None:
+        return False
+    return spike >= median + _FILL_SHARE * ctx.cost * budget
 
 
 def _seqs_relax(ctx: _Context, *, queue_bound: bool) -> int | None:

@@ -51,8 +51,8 @@ class LawConfig:
     decode_slow_fraction: float = 0.5
     # Prefill work above this fraction of the GPU's time is "prefill pressure".
     prefill_pressure_fraction: float = 0.2
-    # Step time per prefill token before the law has learnt its own (Llama-3-8B on an H200,
-    # REFERENCE.md §6: ~25 µs per prompt token in a mixed step).
+    # Step time per prefill token the law never plans below (Llama-3-8B on an H200, REFERENCE.md
+    # §6: ~25 µs per prompt token in a mixed step); it learns upward from what it observes.
     prefill_seconds_per_token_prior: float = 25e-6
     # A budget cut keeps prefill capacity at least this multiple of the prompt arrival rate.
     ttft_headroom: float = 1.5

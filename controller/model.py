@@ -107,6 +107,9 @@ class Observation:
     itl_median_seconds: float | None
     itl_tail_long_seconds: float | None = None
     itl_mean_seconds: float | None = None
+    # The 0.999 quantile over the long window: the height of prefill steps once they are at
+    # least 0.1% of steps (the P99 shows them only above 1%).
+    itl_spike_seconds: float | None = None
     ttft_tail_seconds: float | None = None
     prompt_tokens_per_second: float | None = None
     generation_tokens_per_second: float | None = None

@@ -34,6 +34,8 @@ KV_CACHE_USAGE: Final = "vllm:kv_cache_usage_perc"
 UP: Final = "up"
 
 INSTANCE_LABEL: Final = "instance"
+# The quantile that shows prefill spikes while they are too rare for the SLO's P99.
+SPIKE_QUANTILE: Final = 0.999
 # The scrape job of the inference service in the generated prometheus.yml.
 INFERENCE_JOB: Final = "inference"
 
@@ -71,6 +73,7 @@ class QuerySet:
             "itl_median_seconds": _quantile(0.5, self.itl, short),
             "itl_tail_long_seconds": _quantile(self.itl_quantile, self.itl, long),
             "itl_mean_seconds": _mean(self.itl, short),
+            "itl_spike_seconds": _quantile(SPIKE_QUANTILE, self.itl, long),
             "prompt_tokens_per_second": _sum_rate(PROMPT_TOKENS_TOTAL, short),
             "generation_tokens_per_second": _sum_rate(GENERATION_TOKENS_TOTAL, short),
             "requests_running": f"sum by ({INSTANCE_LABEL}) ({NUM_REQUESTS_RUNNING})",

@@ -45,6 +45,7 @@ class Plant:
             itl_tail_seconds=tail,
             itl_median_seconds=median,
             itl_tail_long_seconds=tail,
+            itl_spike_seconds=spike if self.docs_per_second > 0 else median * 1.3,
             ttft_tail_seconds=ttft if self.docs_per_second > 0 else median * 2,
             prompt_tokens_per_second=self.docs_per_second * self.doc_tokens + 200.0 * 10,
             generation_tokens_per_second=running / median,

@@ -342,6 +342,19 @@ def test_a_relaxation_grows_spikes_only_as_far_as_the_tail_has_room() -> None:
     assert no_room.reason is Reason.RELAX_BLOCKED
 
 
+def test_while_long_prompts_fill_the_budget_one_chunk_step_stays_under_the_margin() -> None:
+    # Spikes of 6 + 25e-6 * 3328 ms: the chunks fill the budget. One full chunk may reach
+    # 0.8 * 120 ms: (0.096 - 0.006) / 25e-6 = 3600 → 3584 after the quantum.
+    filled = calm(prompt_tokens_per_second=8000.0, itl_spike_seconds=0.006 + 25e-6 * 3328)
+    capped = run(filled, limits=target(budget=3328))
+    assert capped.after.max_num_batched_tokens == 3584
+    at_cap = run(filled, limits=target(budget=3584))
+    assert at_cap.reason is Reason.RELAX_BLOCKED
+    # Chats only: the tallest steps are far from a full chunk, so the budget may keep growing.
+    chats = calm(prompt_tokens_per_second=8000.0, itl_spike_seconds=0.035)
+    assert run(chats, limits=target(budget=3584)).after.max_num_batched_tokens == 4096
+
+
 def test_without_prefill_the_budget_relaxes_freely() -> None:
     obs = calm(prompt_tokens_per_second=0.0)
     state = TargetState(prefill_seconds_per_token=1e-3)

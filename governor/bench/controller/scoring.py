@@ -99,6 +99,28 @@ def episodes(spans: Sequence[tuple[float, float | None]]) -> list[Episode]:
     return [Episode(start, end) for start, end in spans]
 
 
+def series_episodes(series: Sequence[tuple[float, float]], threshold: float) -> list[Episode]:
+    """Runs of a sampled series above ``threshold``: observable at the first sample above it,
+    recovered at the first sample back at or under it (NaN — no data — ends nothing).
+
+    >>> series_episodes([(0, 0.1), (10, 0.2), (20, 0.3), (30, 0.1), (40, 0.2)], 0.12)
+    [Episode(observable_at=10, recovered_at=30), Episode(observable_at=40, recovered_at=None)]
+    """
+    found: list[Episode] = []
+    start: float | None = None
+    for at, value in series:
+        if math.isnan(value):
+            continue
+        if value > threshold and start is None:
+            start = at
+        elif value <= threshold and start is not None:
+            found.append(Episode(start, at))
+            start = None
+    if start is not None:
+        found.append(Episode(start, None))
+    return found
+
+
 def worst_recovery(found: Sequence[Episode], run_end: float) -> float | None:
     """The longest breach-to-recovery; an unrecovered one counts until the end of the run."""
     if not found:

@@ -9,7 +9,7 @@ step and the ramp make those stalls frequent enough to breach the 120 ms inter-t
 
 >>> w = Workload.headline()
 >>> [round(w.doc_rate(t), 2) for t in (0.0, w.step_at + 1, w.ramp_end + 1, w.drop_at + 1)]
-[0.3, 1.6, 2.4, 0.3]
+[0.5, 1.3, 1.9, 0.5]
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ class Workload:
         """The benchmark's scenario over ``minutes``; each phase keeps its share of the run."""
         d = minutes * 60.0
         return cls(
-            duration_seconds=d, chat_per_second=16.0, chat_prompt=(200, 1200),
-            chat_output=(150, 450), doc_prompt=(3000, 7000), doc_output=(200, 500),
-            base_doc_per_second=0.3, step_doc_per_second=1.6, peak_doc_per_second=2.4,
+            duration_seconds=d, chat_per_second=12.0, chat_prompt=(200, 1200),
+            chat_output=(150, 450), doc_prompt=(4000, 7500), doc_output=(200, 500),
+            base_doc_per_second=0.5, step_doc_per_second=1.3, peak_doc_per_second=1.9,
             step_at=0.15 * d, ramp_start=0.45 * d, ramp_end=0.6 * d, drop_at=0.8 * d,
         )
 

@@ -1,0 +1,249 @@
+"""``governor bench controller``: the SLO controller against static limits, in virtual time.
+
+The headline benchmark. On the simulated engine's ``llama-3-8b@h200`` preset (calibrated to a
+real H200, REFERENCE.md §6), a document-translation workload — chats decoding continuously while
+long documents arrive, with a load step and a ramp — runs three times:
+
+(a) vLLM's default static limits (8192 tokens, 1024 sequences on an H200);
+(b) the best static limits, found in hindsight by a grid search over the same workload;
+(c) the controller's law, observing through Prometheus as the real stack would.
+
+It prints a table with ratios against (a) and (b), one JSON summary line, and writes PNG plots.
+Lives here, not in ``controller/``, because it drives the sim engine, which the controller may
+not import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from alerts.spec import SpecError, camel_case, load_spec
+from common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
+from controller.cli import UsageError, build_config
+from controller.cli import build_parser as controller_parser
+from controller.model import Limits
+from controller.slo import objectives
+from governor.bench.controller.loop import Run, Scenario, ceiling, run
+from governor.bench.controller.pipeline import pipeline_from_deploy
+from governor.bench.controller.scoring import attainment, goodput, worst_recovery
+from governor.bench.controller.workload import Arrival, Workload
+
+TARGET_ATTAINMENT = 0.95
+TARGET_GOODPUT_SHARE = 0.95
+TARGET_RECOVERY_SECONDS = 60.0
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) <= 0:
+        raise ValueError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _minutes(text: str) -> float:
+    value = float(text)
+    if not 2.0 <= value <= 24 * 60:
+        raise ValueError(f"minutes must be within [2, 1440], got {text!r}")
+    return value
+
+
+def build_parser() -> EnvArgumentParser:
+    p = EnvArgumentParser(prog="governor bench controller", description=__doc__,
+                          env_prefix="GOVERNOR_BENCH_")
+    p.add_argument("--minutes", type=_minutes, default=40.0, help="virtual minutes per run")
+    p.add_argument("--seed", type=int, default=1, help="workload and engine seed")
+    p.add_argument("--preset", default="llama-3-8b@h200", help="sim engine preset")
+    p.add_argument("--slo", type=Path, default=Path("slo.yaml"), help="the SLO spec")
+    p.add_argument("--budgets", type=_ints, default=(1024, 1536, 2048, 3072, 4096, 6144),
+                   help="token budgets of the hindsight grid (the default 8192 is run as (a))")
+    p.add_argument("--seqs", type=_ints, default=(1024, 256),
+                   help="max_num_seqs values of the hindsight grid")
+    p.add_argument("--window", type=parse_duration_seconds, default=20.0,
+                   help="attainment window")
+    p.add_argument("--deploy", type=Path, default=Path("deploy"),
+                   help="the generated stack whose timing the runs model (governor generate)")
+    p.add_argument("--scrape-interval", type=parse_duration_seconds, default=None,
+                   help="override the scrape interval of the generated prometheus.yml")
+    p.add_argument("--evaluation-interval", type=parse_duration_seconds, default=None,
+                   help="override the generated rule evaluation interval")
+    p.add_argument("--alert-for", type=parse_duration_seconds, default=None,
+                   help="override the `for` of the generated fast …P99High alert")
+    p.add_argument("--group-wait", type=parse_duration_seconds, default=None,
+                   help="override the generated controller route's group_wait")
+    p.add_argument("--resync", type=parse_duration_seconds, default=None,
+                   help="override the controller's default periodic reconcile")
+    p.add_argument("--jobs", type=positive_int, default=max(1, min(4, os.cpu_count() or 1)),
+                   help="runs in parallel (processes)")
+    p.add_argument("--out", type=Path, default=Path("bench-out/controller"),
+                   help="where plots and the summary go")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    return p
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    name: str
+    limits: Limits | None  # None: the controller
+    attainment: float
+    goodput: float
+    recovery: float | None  # worst breach → recovery on the controller's query (None: none)
+    episodes: int
+    alert_episodes: int  # times the fast alert's expression went true
+    alert_notifications: int  # times Alertmanager would have called the controller
+    changes: int
+
+    def as_dict(self, best: Score, default: Score) -> dict[str, Any]:
+        return {
+            "limits": self.limits.as_dict() if self.limits else "controller",
+            "attainment": round(self.attainment, 4),
+            "goodput_rps": round(self.goodput, 3),
+            "goodput_vs_default": _ratio(self.goodput, default.goodput),
+            "goodput_vs_best_static": _ratio(self.goodput, best.goodput),
+            "worst_recovery_seconds": None if self.recovery is None else round(self.recovery, 1),
+            "breach_episodes": self.episodes,
+            "alert_episodes": self.alert_episodes,
+            "alert_notifications": self.alert_notifications,
+            "changes": self.changes,
+        }
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 4) if b > 0 else None
+
+
+def score(result: Run, scenario: Scenario) -> Score:
+    slo = scenario.slo
+    return Score(
+        result.name, None if result.controlled else result.start_limits,
+        attainment(result.windows, itl_slo=slo.itl_seconds, ttft_slo=slo.ttft_seconds),
+        goodput(result.outcomes, start=0.0, end=result.duration, itl_slo=slo.itl_seconds,
+                ttft_slo=slo.ttft_seconds),
+        worst_recovery(result.episodes, result.duration), len(result.episodes),
+        len(result.alert_episodes), len(result.notifications), len(result.traces),
+    )
+
+
+def _job(args: tuple[Scenario, list[Arrival], str, Limits | None]) -> Run:
+    scenario, arrivals, name, static = args
+    return run(scenario, arrivals, name=name, static=static)
+
+
+def build_scenario(args: Any) -> Scenario:
+    """The scenario the controller would really run in: the generated stack's timing and the
+    controller's own defaults (``governor controller`` with no options but ``--slo``)."""
+    alert = camel_case(objectives(load_spec(args.slo)).itl_slo_name) + "P99High"
+    pipeline = pipeline_from_deploy(args.deploy, alert, resync_seconds=10.0)
+    overrides = {"scrape_interval_seconds": args.scrape_interval,
+                 "evaluation_interval_seconds": args.evaluation_interval,
+                 "alert_for_seconds": args.alert_for, "group_wait_seconds": args.group_wait}
+    pipeline = replace(pipeline, **{k: v for k, v in overrides.items() if v is not None})
+    argv = ["--slo", str(args.slo), "--scrape-interval", f"{pipeline.scrape_interval_seconds}s"]
+    if args.resync is not None:
+        argv += ["--resync", f"{args.resync}s"]
+    controller = build_config(controller_parser({}).parse_args(argv))
+    pipeline = replace(pipeline, resync_seconds=controller.resync_seconds)
+    return Scenario(Workload.headline(args.minutes), args.seed, controller.slo, controller.law,
+                    pipeline, preset=args.preset, window_seconds=args.window,
+                    short_window_seconds=controller.queries.short_window_seconds,
+                    long_window_seconds=controller.queries.long_window_seconds)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        scenario = build_scenario(args)
+    except (SpecError, ValueError, UsageError) as exc:
+        print(f"governor bench controller: error: {exc}", file=sys.stderr)
+        return 2
+    arrivals = scenario.workload.arrivals(scenario.seed)
+    top = ceiling(scenario)
+    grid = [Limits(s, b) for s in args.seqs for b in args.budgets if s <= top.max_num_seqs
+            and b <= top.max_num_batched_tokens and Limits(s, b) != top]
+    jobs = [(scenario, arrivals, f"(a) default static {top.max_num_batched_tokens}/"
+             f"{top.max_num_seqs}", top), (scenario, arrivals, "(c) controller", None)]
+    jobs += [(scenario, arrivals, f"static {g.max_num_batched_tokens}/{g.max_num_seqs}", g)
+             for g in grid]
+    print(f"governor bench controller: {len(arrivals)} requests over {args.minutes:g} virtual "
+          f"minutes; {len(jobs)} runs on {args.jobs} processes …", file=sys.stderr)
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        results = list(pool.map(_job, jobs))
+    return report(results, scenario, args)
+
+
+def report(results: list[Run], scenario: Scenario, args: Any) -> int:
+    scores = [score(r, scenario) for r in results]
+    default, controlled, statics = scores[0], scores[1], [scores[0], *scores[2:]]
+    best = max(statics, key=lambda s: (s.goodput, s.attainment))
+    best_run = results[scores.index(best)]
+    best_run.name = f"(b) best static {best.name.split()[-1]}" if best is not default \
+        else best_run.name
+    best = replace(best, name=best_run.name)
+    _table([default, best, controlled], statics, best, default)
+    met = {
+        "attainment": controlled.attainment >= TARGET_ATTAINMENT,
+        "goodput_vs_best_static": controlled.goodput >= TARGET_GOODPUT_SHARE * best.goodput,
+        # No breach observable at all needs no recovery.
+        "recovery": controlled.recovery is None or controlled.recovery <= TARGET_RECOVERY_SECONDS,
+    }
+    plots = [] if args.no_plots else _plots(results, best_run, scenario, args.out)
+    summary = {
+        "bench": "controller", "preset": scenario.preset, "minutes": args.minutes,
+        "seed": scenario.seed, "requests": len(results[0].outcomes),
+        "slo": {"itl_seconds": scenario.slo.itl_seconds, "ttft_seconds": scenario.slo.ttft_seconds,
+                "quantile": scenario.slo.itl_quantile},
+        "pipeline": {"scrape_s": scenario.pipeline.scrape_interval_seconds,
+                     "evaluation_s": scenario.pipeline.evaluation_interval_seconds,
+                     "alert_for_s": scenario.pipeline.alert_for_seconds,
+                     "group_wait_s": scenario.pipeline.group_wait_seconds,
+                     "alert_window_s": scenario.pipeline.alert_window_seconds,
+                     "resync_s": scenario.pipeline.resync_seconds,
+                     "controller_window_s": scenario.short_window_seconds,
+                     "cooldown_s": scenario.law.cooldown_seconds},
+        "default_static": default.as_dict(best, default),
+        "best_static": best.as_dict(best, default),
+        "controller": controlled.as_dict(best, default),
+        "targets": {"attainment": TARGET_ATTAINMENT, "goodput_vs_best_static":
+                    TARGET_GOODPUT_SHARE, "recovery_seconds": TARGET_RECOVERY_SECONDS},
+        "met": met, "plots": [str(p) for p in plots],
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary, separators=(",", ":")))
+    return 0
+
+
+def _table(headline: list[Score], statics: list[Score], best: Score, default: Score) -> None:
+    rows = [("policy", "attain", "goodput/s", "vs (a)", "vs (b)", "recovery", "changes")]
+    for s in headline:
+        d = s.as_dict(best, default)
+        recovery = "—" if s.recovery is None else f"{s.recovery:.0f}s"
+        rows.append((s.name, f"{s.attainment:.1%}", f"{s.goodput:.2f}",
+                     f"{d['goodput_vs_default']:.2f}x", f"{d['goodput_vs_best_static']:.2f}x",
+                     recovery, str(s.changes)))
+    width = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)), file=sys.stderr)
+    grid = ", ".join(f"{s.name.split()[-1]}: {s.attainment:.0%}/{s.goodput:.2f}"
+                     for s in statics)
+    print(f"grid (attainment/goodput): {grid}", file=sys.stderr)
+
+
+def _plots(results: list[Run], best: Run, scenario: Scenario, out: Path) -> list[Path]:
+    from governor.bench.controller.plots import plot_comparison, plot_run
+
+    out.mkdir(parents=True, exist_ok=True)
+    chosen = [results[0], best, results[1]]
+    paths = [plot_run(r, scenario.slo, scenario.workload, out / f"run-{i}.png")
+             for i, r in zip("abc", chosen, strict=True)]
+    paths.append(plot_comparison(chosen, scenario.slo, out / "comparison.png"))
+    return paths

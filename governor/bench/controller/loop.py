@@ -1,0 +1,323 @@
+"""One run of the benchmark in virtual time: the sim engine, Prometheus's view of it, and a policy.
+
+A policy is either static limits or the controller's own pure law (``controller.law.decide``)
+fed what it would read from Prometheus at that moment: the scrapes up to then, through the same
+PromQL windows the controller queries, with the fast alert evaluated and delivered as Alertmanager
+would. Decisions take effect in the engine ``actuation_seconds`` later, like a ``PUT``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controller.law import decide
+from controller.law_config import LawConfig
+from controller.model import Decision, Limits, Observation, SloTargets, TargetLimits, TargetState
+from controller.queries import SPIKE_QUANTILE
+from governor.bench.controller.prometheus import AlertState, Pipeline, Scrapes, cumulative_counts
+from governor.bench.controller.scoring import (
+    Episode,
+    RequestOutcome,
+    WindowScore,
+    episodes,
+    request_tail,
+    series_episodes,
+    window_scores,
+)
+from governor.bench.controller.workload import Arrival, Workload
+from inference import metric_names
+from inference.engines.base import BatchingLimits
+from inference.engines.settings import EngineSettings
+from inference.engines.sim.presets import get_preset
+from inference.engines.sim.virtual import VirtualSim
+
+PROMPT, GENERATION, PREEMPTIONS = "prompt_tokens", "generation_tokens", "preemptions"
+ITL_SUM, ITL_COUNT = "itl_sum", "itl_count"
+RUNNING, WAITING, KV = "running", "waiting", "kv"
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    workload: Workload
+    seed: int
+    slo: SloTargets
+    law: LawConfig
+    pipeline: Pipeline
+    preset: str = "llama-3-8b@h200"
+    window_seconds: float = 20.0  # attainment windows
+    short_window_seconds: float = 30.0
+    long_window_seconds: float = 300.0
+    actuation_seconds: float = 0.1
+    # The service's admin floor (``governor serve``'s defaults).
+    floor: Limits = field(default_factory=lambda: _service_floor(EngineSettings()))
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """A decision the controller took (holds are not traced), and what woke it."""
+
+    at: float
+    decision: Decision
+    trigger: str  # "resync" | "alert"
+
+
+@dataclass
+class Run:
+    name: str
+    controlled: bool
+    start_limits: Limits
+    windows: list[WindowScore]
+    outcomes: list[RequestOutcome]
+    limits: list[tuple[float, Limits]]
+    traces: list[Trace]
+    # (t, the short-window tail the controller's query returns), every resync interval
+    observed: list[tuple[float, float]]
+    episodes: list[Episode]  # breach → recovery as the controller's query shows them
+    alert_episodes: list[Episode]  # …as the fast alert's expression shows them
+    notifications: list[float]  # when Alertmanager's webhook reached the controller
+    duration: float
+
+
+def _service_floor(settings: EngineSettings) -> Limits:
+    return Limits(settings.min_num_seqs, settings.min_num_batched_tokens)
+
+
+def ceiling(scenario: Scenario) -> Limits:
+    preset = get_preset(scenario.preset)
+    return Limits(preset.max_num_seqs, preset.max_num_batched_tokens)
+
+
+def run(scenario: Scenario, arrivals: list[Arrival], *, name: str,
+        static: Limits | None = None) -> Run:
+    """Run the whole workload under ``static`` limits, or under the controller when ``None``."""
+    top = ceiling(scenario)
+    start = static or top
+    sim = VirtualSim(get_preset(scenario.preset), limits=_batching(start), seed=scenario.seed,
+                     record_token_times=True)
+    ids = [sim.submit(arrival=a.at, prompt=a.prompt_tokens, output_tokens=a.output_tokens,
+                      request_id=f"{a.kind[0]}{i}") for i, a in enumerate(arrivals)]
+    loop = _Loop(scenario, sim, ids, arrivals, controlled=static is None,
+                 bounds=(scenario.floor, top))
+    loop.drive()
+    sim.run_until_idle()
+    return Run(name, static is None, start, _windows(scenario, sim, ids),
+               _outcomes(scenario, sim, ids, arrivals), loop.limits, loop.traces, loop.observed,
+               series_episodes(loop.observed, scenario.slo.itl_seconds),
+               episodes(loop.alert.episodes), loop.alert.notifications,
+               scenario.workload.duration_seconds)
+
+
+def _batching(limits: Limits) -> BatchingLimits:
+    return BatchingLimits(limits.max_num_seqs, limits.max_num_batched_tokens)
+
+
+@dataclass
+class _Loop:
+    scenario: Scenario
+    sim: VirtualSim
+    ids: list[str]
+    arrivals: list[Arrival]
+    controlled: bool
+    bounds: tuple[Limits, Limits]
+    scrapes: Scrapes = field(init=False)
+    alert: AlertState = field(init=False)
+    state: TargetState = field(default_factory=TargetState)
+    limits: list[tuple[float, Limits]] = field(default_factory=list)
+    traces: list[Trace] = field(default_factory=list)
+    observed: list[tuple[float, float]] = field(default_factory=list)
+    _events: list[tuple[float, int, str]] = field(default_factory=list)
+    _seq: int = 0
+    _next_pass: float = math.inf
+
+    def __post_init__(self) -> None:
+        p = self.scenario.pipeline
+        self.scrapes = Scrapes(metric_names.INTER_TOKEN_LATENCY_BUCKETS,
+                               metric_names.TIME_TO_FIRST_TOKEN_BUCKETS)
+        self.alert = AlertState(p, self.scenario.slo.itl_seconds, self.scenario.slo.itl_quantile)
+        self._collector = _Collector(self.sim, self.ids, self.arrivals, self.scrapes)
+        self.limits.append((0.0, _limits(self.sim)))
+        end = self.scenario.workload.duration_seconds
+        self._every(p.scrape_interval_seconds, end, "scrape")
+        self._every(p.evaluation_interval_seconds, end, "evaluate")
+        self._every(p.resync_seconds, end, "observe")
+        if self.controlled:
+            self._schedule_pass(p.resync_seconds)
+
+    def _every(self, interval: float, end: float, kind: str) -> None:
+        for k in range(1, int(end / interval) + 1):
+            self._push(k * interval, kind)
+
+    def _push(self, at: float, kind: str) -> None:
+        heapq.heappush(self._events, (at, self._seq, kind))
+        self._seq += 1
+
+    def _schedule_pass(self, at: float) -> None:
+        self._next_pass = at
+        self._push(at, "resync")
+
+    def drive(self) -> None:
+        end = self.scenario.workload.duration_seconds
+        handlers: dict[str, Callable[[float], None]] = {
+            "scrape": self._collector.scrape, "evaluate": self._evaluate,
+            "observe": self._observe,
+            "resync": self._resync, "alert": self._on_alert,
+        }
+        while self._events and self._events[0][0] <= end:
+            at, _, kind = heapq.heappop(self._events)
+            self.sim.run_until(at)
+            handlers[kind](at)
+        self.sim.run_until(end)
+
+    def _observe(self, at: float) -> None:
+        self.observed.append((at, self.scrapes.quantile(
+            self.scenario.slo.itl_quantile, "itl", at, self.scenario.short_window_seconds)))
+
+    def _evaluate(self, at: float) -> None:
+        delivered = self.alert.evaluate(self.scrapes, at)
+        if delivered is not None and self.controlled:
+            self._push(delivered, "alert")
+
+    def _resync(self, at: float) -> None:
+        if at == self._next_pass:  # not a periodic pass the loop has since moved past
+            self._pass(at, "resync")
+
+    def _on_alert(self, at: float) -> None:
+        self._pass(at, "alert")
+
+    def _pass(self, at: float, trigger: str) -> None:
+        """One reconcile, as the real loop runs it; the next periodic one is a resync later."""
+        floor, top = self.bounds
+        current = TargetLimits(_limits(self.sim), floor, top)
+        decision = decide(self.scenario.slo, self.scenario.law, observe(self.scenario,
+                          self.scrapes, at), current, self.state, at)
+        self.state = decision.state
+        if decision.changes:
+            self.sim.set_limits(_batching(decision.after),
+                                at=at + self.scenario.actuation_seconds)
+            self.limits.append((at + self.scenario.actuation_seconds, decision.after))
+            self.traces.append(Trace(at, decision, trigger))
+        self._schedule_pass(at + self.scenario.pipeline.resync_seconds)
+
+
+def _limits(sim: VirtualSim) -> Limits:
+    return Limits(sim.limits.max_num_seqs, sim.limits.max_num_batched_tokens)
+
+
+def observe(scenario: Scenario, scrapes: Scrapes, at: float) -> Observation:
+    """What ``controller.queries`` would return at ``at`` — the same windows and aggregations."""
+    slo, short, long = scenario.slo, scenario.short_window_seconds, scenario.long_window_seconds
+    return Observation(
+        itl_tail_seconds=scrapes.quantile(slo.itl_quantile, "itl", at, short),
+        itl_median_seconds=scrapes.quantile(0.5, "itl", at, short),
+        itl_tail_long_seconds=scrapes.quantile(slo.itl_quantile, "itl", at, long),
+        itl_spike_seconds=scrapes.quantile(SPIKE_QUANTILE, "itl", at, long),
+        itl_mean_seconds=_ratio(scrapes.rate(ITL_SUM, at, short),
+                                scrapes.rate(ITL_COUNT, at, short)),
+        ttft_tail_seconds=scrapes.quantile(slo.ttft_quantile, "ttft", at, short),
+        prompt_tokens_per_second=scrapes.rate(PROMPT, at, short),
+        generation_tokens_per_second=scrapes.rate(GENERATION, at, short),
+        requests_running=scrapes.gauge(RUNNING, at),
+        requests_waiting=scrapes.gauge(WAITING, at),
+        waiting_growth_per_second=scrapes.deriv(WAITING, at, long),
+        kv_cache_usage_ratio=scrapes.gauge(KV, at),
+        preemptions_per_second=scrapes.rate(PREEMPTIONS, at, long),
+    )
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else math.nan
+
+
+class _Collector:
+    """Scrapes the engine: new inter-token and first-token samples since the last scrape."""
+
+    def __init__(self, sim: VirtualSim, ids: list[str], arrivals: list[Arrival],
+                 scrapes: Scrapes) -> None:
+        self._sim, self._ids, self._arrivals, self._scrapes = sim, ids, arrivals, scrapes
+        self._next = 0  # index of the first request not yet arrived
+        self._active: dict[str, int] = {}  # request id → tokens already counted
+        self._itl = np.zeros(len(scrapes.itl_edges) + 1)
+        self._ttft = np.zeros(len(scrapes.ttft_edges) + 1)
+        self._itl_sum = 0.0
+
+    def scrape(self, at: float) -> None:
+        while self._next < len(self._ids) and self._arrivals[self._next].at <= at:
+            self._active[self._ids[self._next]] = 0
+            self._next += 1
+        itl: list[float] = []
+        ttft: list[float] = []
+        for rid, counted in list(self._active.items()):
+            record = self._sim.record(rid)
+            times = record.token_times
+            upto = bisect_right(times, at)
+            if upto > counted:
+                if counted == 0:
+                    ttft.append(times[0] - record.arrival_time)
+                itl.extend(np.diff(times[max(counted - 1, 0):upto]).tolist())
+                self._active[rid] = upto
+            if record.finish_reason is not None and upto == len(times):
+                del self._active[rid]
+        self._itl_sum += float(np.sum(itl))
+        self._itl += np.diff(cumulative_counts(np.asarray(itl), self._scrapes.itl_edges),
+                             prepend=0.0)
+        self._ttft += np.diff(cumulative_counts(np.asarray(ttft), self._scrapes.ttft_edges),
+                              prepend=0.0)
+        counters, last = self._sim.counters, self._sim.steps[-1] if self._sim.steps else None
+        self._scrapes.add(
+            at, np.cumsum(self._itl), np.cumsum(self._ttft),
+            {PROMPT: float(counters.prompt_tokens), GENERATION: float(counters.generation_tokens),
+             PREEMPTIONS: float(counters.preemptions), ITL_SUM: self._itl_sum,
+             ITL_COUNT: float(np.sum(self._itl))},
+            {RUNNING: float(last.num_running) if last else 0.0,
+             WAITING: float(last.num_waiting) if last else 0.0,
+             KV: float(last.kv_usage) if last else 0.0},
+        )
+
+
+def _windows(scenario: Scenario, sim: VirtualSim, ids: list[str]) -> list[WindowScore]:
+    """Exact per-window tails over every sample the run emitted (ground truth, not Prometheus)."""
+    width, end = scenario.window_seconds, scenario.workload.duration_seconds
+    count = int(end // width)
+    itl_t, itl_v, ttft_t, ttft_v = [], [], [], []
+    for rid in ids:
+        record = sim.record(rid)
+        times = np.asarray(record.token_times)
+        if times.size:
+            ttft_t.append(times[:1])
+            ttft_v.append(times[:1] - record.arrival_time)
+        if times.size > 1:
+            itl_t.append(times[1:])
+            itl_v.append(np.diff(times))
+    return window_scores(_bins(itl_t, itl_v, width, count), _bins(ttft_t, ttft_v, width, count),
+                         width, 0.0, scenario.slo.itl_quantile, scenario.slo.ttft_quantile)
+
+
+def _bins(times: list[np.ndarray], values: list[np.ndarray], width: float,
+          count: int) -> list[np.ndarray]:
+    t = np.concatenate(times) if times else np.zeros(0)
+    v = np.concatenate(values) if values else np.zeros(0)
+    index = np.floor(t / width).astype(int)
+    keep = index < count
+    index, v = index[keep], v[keep]
+    order = np.argsort(index, kind="stable")
+    splits = np.searchsorted(index[order], np.arange(1, count))
+    return np.split(v[order], splits)
+
+
+def _outcomes(scenario: Scenario, sim: VirtualSim, ids: list[str],
+              arrivals: list[Arrival]) -> list[RequestOutcome]:
+    out = []
+    for rid, arrival in zip(ids, arrivals, strict=True):
+        record = sim.record(rid)
+        times = record.token_times
+        ttft = times[0] - record.arrival_time if times else math.nan
+        out.append(RequestOutcome(arrival.at, arrival.kind, ttft,
+                                  request_tail(times, scenario.slo.itl_quantile),
+                                  record.finish_reason is not None))
+    return out

@@ -1,0 +1,94 @@
+"""PNG plots of the benchmark: latency over time with the SLO line and the decisions marked."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never a display
+
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+
+from controller.model import Param, SloTargets
+from governor.bench.controller.loop import Run
+from governor.bench.controller.workload import Workload
+
+COLOURS = {"tighten": "tab:red", "undo": "tab:purple", "relax": "tab:green"}
+
+
+def plot_run(run: Run, slo: SloTargets, workload: Workload, path: Path) -> Path:
+    """Three panels: inter-token P99 (windows and Prometheus's view), TTFT P99, the limits."""
+    fig, (itl, ttft, knobs) = plt.subplots(3, 1, figsize=(12, 9), sharex=True,
+                                           gridspec_kw={"height_ratios": [3, 2, 2]})
+    mids = [(w.start + w.end) / 2 / 60 for w in run.windows]
+    itl.plot(mids, [w.itl_tail * 1000 for w in run.windows], drawstyle="steps-mid",
+             label=f"ITL p{slo.itl_quantile * 100:g} per window (exact)")
+    itl.plot([t / 60 for t, _ in run.observed], [v * 1000 for _, v in run.observed],
+             alpha=0.6, linewidth=0.8, label="…as Prometheus sees it (30 s window)")
+    itl.axhline(slo.itl_seconds * 1000, color="black", linestyle="--", label="SLO")
+    for episode in run.episodes:
+        end = episode.recovered_at if episode.recovered_at is not None else run.duration
+        itl.axvspan(episode.observable_at / 60, end / 60, color="tab:orange", alpha=0.15)
+    _mark(itl, run)
+    itl.set_ylabel("inter-token latency (ms)")
+    itl.set_yscale("log")
+    itl.legend(loc="upper left", fontsize=8)
+    itl.set_title(f"{run.name}: ITL and TTFT tails; shaded: the fast alert's expression is true")
+    ttft.plot(mids, [w.ttft_tail for w in run.windows], drawstyle="steps-mid", color="tab:brown",
+              label=f"TTFT p{slo.ttft_quantile * 100:g} per window")
+    if slo.ttft_seconds is not None:
+        ttft.axhline(slo.ttft_seconds, color="black", linestyle="--", label="SLO")
+    ttft.set_ylabel("time to first token (s)")
+    ttft.legend(loc="upper left", fontsize=8)
+    _limits_panel(knobs, run, workload)
+    knobs.set_xlabel("minutes")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _mark(ax: Axes, run: Run) -> None:
+    for trace in run.traces:
+        colour = COLOURS.get(trace.decision.action.value, "grey")
+        ax.axvline(trace.at / 60, color=colour, linewidth=0.8, alpha=0.8)
+        changed = [p for p in Param if trace.decision.after.get(p) != trace.decision.before.get(p)]
+        if changed:
+            ax.annotate(f"{trace.decision.reason.value}\n→{trace.decision.after.get(changed[0])}",
+                        (trace.at / 60, ax.get_ylim()[1]), fontsize=6, rotation=90,
+                        va="top", ha="right", color=colour)
+
+
+def _limits_panel(ax: Axes, run: Run, workload: Workload) -> None:
+    times = [t / 60 for t, _ in run.limits] + [run.duration / 60]
+    budgets = [lim.max_num_batched_tokens for _, lim in run.limits]
+    ax.step(times, [*budgets, budgets[-1]], where="post", color="tab:blue",
+            label="max_num_batched_tokens")
+    ax.set_ylabel("token budget")
+    ax.set_ylim(0, max(budgets) * 1.1)
+    docs = ax.twinx()
+    grid = [i * workload.duration_seconds / 400 for i in range(401)]
+    docs.plot([t / 60 for t in grid], [workload.doc_rate(t) for t in grid], color="grey",
+              alpha=0.5, label="documents/s (offered)")
+    docs.set_ylabel("documents per second")
+    ax.legend(loc="upper left", fontsize=8)
+    docs.legend(loc="upper right", fontsize=8)
+
+
+def plot_comparison(runs: Sequence[Run], slo: SloTargets, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(12, 4.5))
+    for run in runs:
+        ax.plot([(w.start + w.end) / 2 / 60 for w in run.windows],
+                [w.itl_tail * 1000 for w in run.windows], drawstyle="steps-mid", label=run.name)
+    ax.axhline(slo.itl_seconds * 1000, color="black", linestyle="--", label="SLO")
+    ax.set_yscale("log")
+    ax.set_xlabel("minutes")
+    ax.set_ylabel(f"ITL p{slo.itl_quantile * 100:g} per window (ms)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
