@@ -183,7 +183,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def report(results: list[Run], scenario: Scenario, args: Any) -> int:
     scores = [score(r, scenario) for r in results]
     default, controlled, statics = scores[0], scores[1], [scores[0], *scores[2:]]
-    best = max(statics, key=lambda s: (s.goodput, s.attainment))
+    # Ties (several budgets serve every request well) go to the largest budget: the one that
+    # gives the least away in time to first token.
+    best = max(statics, key=lambda s: (s.goodput, s.attainment,
+                                       s.limits.max_num_batched_tokens if s.limits else 0,
+                                       s.limits.max_num_seqs if s.limits else 0))
     best_run = results[scores.index(best)]
     best_run.name = f"(b) best static {best.name.split()[-1]}" if best is not default \
         else best_run.name
