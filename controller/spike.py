@@ -64,20 +64,6 @@ def budget_for_spike(
     return (aim_seconds - median_seconds) / cost_seconds_per_token
 
 
-def mixed_step_fraction(
-    prompt_tokens_per_second: float, median_seconds: float, budget: float
-) -> float:
-    """Fraction of engine steps that carry a prefill chunk when prompts arrive at this rate.
-
-    Prompt tokens need ``rate / budget`` full chunks per second; steps run at about one per
-    ``median`` seconds. This undercounts prompts shorter than the budget (each still needs a step
-    of its own), which is why relaxations are verified rather than trusted.
-    """
-    if budget <= 0:
-        return 1.0
-    return min(1.0, prompt_tokens_per_second * median_seconds / budget)
-
-
 def prefill_busy_fraction(prompt_tokens_per_second: float, cost_seconds_per_token: float) -> float:
     """Fraction of the engine's time spent on prefill at this prompt arrival rate."""
     return prompt_tokens_per_second * cost_seconds_per_token

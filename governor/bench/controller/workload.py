@@ -97,9 +97,3 @@ def _poisson(rng: np.random.Generator, rate: Callable[[float], float], peak: flo
 def _uniform(rng: np.random.Generator, bounds: tuple[int, int]) -> int:
     return int(rng.integers(bounds[0], bounds[1] + 1))
 
-
-def expected_doc_count(w: Workload) -> float:
-    """The expected number of documents over the run (for the report)."""
-    grid = np.linspace(0.0, w.duration_seconds, 10_001)
-    rates = np.array([w.doc_rate(t) for t in grid])
-    return float(np.trapezoid(rates, grid))
