@@ -169,10 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     top = ceiling(scenario)
     grid = [Limits(s, b) for s in args.seqs for b in args.budgets if s <= top.max_num_seqs
             and b <= top.max_num_batched_tokens and Limits(s, b) != top]
-    jobs = [(scenario, arrivals, f"(a) default static {top.max_num_batched_tokens}/"
-             f"{top.max_num_seqs}", top), (scenario, arrivals, "(c) controller", None)]
-    jobs += [(scenario, arrivals, f"static {g.max_num_batched_tokens}/{g.max_num_seqs}", g)
-             for g in grid]
+    jobs = [(scenario, arrivals, f"(a) default static {_label(top)}", top),
+            (scenario, arrivals, "(c) controller", None)]
+    jobs += [(scenario, arrivals, f"static {_label(g)}", g) for g in grid]
     print(f"governor bench controller: {len(arrivals)} requests over {args.minutes:g} virtual "
           f"minutes; {len(jobs)} runs on {args.jobs} processes …", file=sys.stderr)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
@@ -183,15 +182,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def report(results: list[Run], scenario: Scenario, args: Any) -> int:
     scores = [score(r, scenario) for r in results]
     default, controlled, statics = scores[0], scores[1], [scores[0], *scores[2:]]
-    # Ties (several budgets serve every request well) go to the largest budget: the one that
-    # gives the least away in time to first token.
-    best = max(statics, key=lambda s: (s.goodput, s.attainment,
-                                       s.limits.max_num_batched_tokens if s.limits else 0,
-                                       s.limits.max_num_seqs if s.limits else 0))
-    best_run = results[scores.index(best)]
-    best_run.name = f"(b) best static {best.name.split()[-1]}" if best is not default \
-        else best_run.name
-    best = replace(best, name=best_run.name)
+    best = max(statics, key=_rank)
+    name = f"(b) best static {_label(best.limits)}" if best is not default else default.name
+    best_run = replace(results[scores.index(best)], name=name)
+    best = replace(best, name=name)
     _table([default, best, controlled], statics, best, default)
     met = {
         "attainment": controlled.attainment >= TARGET_ATTAINMENT,
@@ -216,6 +210,10 @@ def report(results: list[Run], scenario: Scenario, args: Any) -> int:
         "default_static": default.as_dict(best, default),
         "best_static": best.as_dict(best, default),
         "controller": controlled.as_dict(best, default),
+        "controller_decisions": [
+            {"at_s": round(t.at), "trigger": t.trigger, "action": t.decision.action.value,
+             "reason": t.decision.reason.value, **t.decision.after.as_dict()}
+            for t in results[1].traces],
         "targets": {"attainment": TARGET_ATTAINMENT, "goodput_vs_best_static":
                     TARGET_GOODPUT_SHARE, "recovery_seconds": TARGET_RECOVERY_SECONDS},
         "met": met, "plots": [str(p) for p in plots],
@@ -224,6 +222,18 @@ def report(results: list[Run], scenario: Scenario, args: Any) -> int:
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, separators=(",", ":")))
     return 0
+
+
+def _label(limits: Limits | None) -> str:
+    return "controller" if limits is None else \
+        f"{limits.max_num_batched_tokens}/{limits.max_num_seqs}"
+
+
+def _rank(s: Score) -> tuple[float, float, int, int]:
+    """Goodput first; ties (several budgets serve every request well) go to the largest
+    budget, the one that gives the least away in time to first token."""
+    limits = s.limits or Limits(0, 0)
+    return s.goodput, s.attainment, limits.max_num_batched_tokens, limits.max_num_seqs
 
 
 def _table(headline: list[Score], statics: list[Score], best: Score, default: Score) -> None:
@@ -237,7 +247,7 @@ def _table(headline: list[Score], statics: list[Score], best: Score, default: Sc
     width = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)), file=sys.stderr)
-    grid = ", ".join(f"{s.name.split()[-1]}: {s.attainment:.0%}/{s.goodput:.2f}"
+    grid = ", ".join(f"{_label(s.limits)}: {s.attainment:.0%}/{s.goodput:.2f}"
                      for s in statics)
     print(f"grid (attainment/goodput): {grid}", file=sys.stderr)
 

@@ -36,7 +36,8 @@ def plot_run(run: Run, slo: SloTargets, workload: Workload, path: Path) -> Path:
     itl.set_ylabel("inter-token latency (ms)")
     itl.set_yscale("log")
     itl.legend(loc="upper left", fontsize=8)
-    itl.set_title(f"{run.name}: ITL and TTFT tails; shaded: the fast alert's expression is true")
+    itl.set_title(f"{run.name}: ITL and TTFT tails; shaded: the breach shows in the "
+                  "controller's query")
     ttft.plot(mids, [w.ttft_tail for w in run.windows], drawstyle="steps-mid", color="tab:brown",
               label=f"TTFT p{slo.ttft_quantile * 100:g} per window")
     if slo.ttft_seconds is not None:
