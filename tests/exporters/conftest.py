@@ -39,7 +39,9 @@ def make_sampler(
                    thread_cpu=lambda: 0.0, proc_root=proc_root)
 
 
-def sample_values(sampler: Sampler, name: str, gpu: int = 0) -> dict[tuple[tuple[str, str], ...], float]:
+def sample_values(
+    sampler: Sampler, name: str, gpu: int = 0
+) -> dict[tuple[tuple[str, str], ...], float]:
     """The values of one metric for one GPU in the latest snapshot, keyed by extra labels."""
     reading = sampler.latest().gpus[gpu]
     return {s.labels: s.value for s in reading.samples if s.name == name}

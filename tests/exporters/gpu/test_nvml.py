@@ -1,4 +1,4 @@
-"""The NVML boundary: constants equal pynvml's, error codes are named, init failures are told plainly."""
+"""The NVML boundary: constants equal pynvml's, codes are named, init failures told plainly."""
 
 from __future__ import annotations
 

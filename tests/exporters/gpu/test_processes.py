@@ -25,7 +25,8 @@ CID = "0123456789abcdef" * 4
         pytest.param(f"12:memory:/docker/{CID}\n11:cpu:/docker/{CID}", CID,
                      id="docker, cgroup v1 cgroupfs"),
         pytest.param("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
-                     f"1a2b_3c4d.slice/cri-containerd-{CID}.scope", CID, id="kubernetes containerd"),
+                     f"1a2b_3c4d.slice/cri-containerd-{CID}.scope", CID,
+                     id="kubernetes containerd"),
         pytest.param(f"0::/kubepods/burstable/pod1a2b3c4d-0000-1111-2222-333344445555/{CID}", CID,
                      id="kubernetes cgroupfs"),
         pytest.param(f"0::/machine.slice/libpod-{CID}.scope/container", CID, id="podman"),

@@ -12,7 +12,8 @@ import pytest
 from exporters.gpu import catalog
 from exporters.gpu import metric_names as m
 from exporters.gpu import nvml as nv
-from exporters.gpu.fake import FakeNvml
+from exporters.gpu.fake import FakeNvml, Handle, Record
+from exporters.gpu.readings import Snapshot
 from exporters.gpu.sampler import Sampler, SamplerConfig, cuda_version
 from tests.exporters.conftest import WALL_EPOCH, FakeClock, make_sampler, sample_values
 
@@ -173,10 +174,10 @@ def test_no_driver_is_retried_and_logged_once(
 
 def test_a_bug_on_one_gpu_does_not_hide_the_others(clock: FakeClock, tmp_path: Path) -> None:
     class Broken(FakeNvml):
-        def nvmlDeviceGetComputeRunningProcesses(self, handle: object) -> list[object]:
-            if getattr(handle, "index", None) == 0:
+        def nvmlDeviceGetComputeRunningProcesses(self, handle: Handle) -> list[Record]:
+            if handle.index == 0:
                 raise ZeroDivisionError("a bug, not an NVML error")
-            return super().nvmlDeviceGetComputeRunningProcesses(handle)  # type: ignore[arg-type]
+            return super().nvmlDeviceGetComputeRunningProcesses(handle)
 
     sampler = make_sampler(Broken(2, clock=clock), clock, tmp_path)
     snapshot = sampler.tick()
@@ -265,7 +266,7 @@ def test_close_frees_gpm_and_shuts_nvml_down(clock: FakeClock, tmp_path: Path) -
 def test_run_ticks_on_its_interval_and_stops(tmp_path: Path) -> None:
     nvml = FakeNvml(1)
     sampler = Sampler(nvml, SamplerConfig(interval_seconds=0.1, xid=False, source="fake"))
-    stop, seen = threading.Event(), []
+    stop, seen = threading.Event(), list[Snapshot]()
     thread = threading.Thread(target=sampler.run, args=(stop, seen.append))
     thread.start()
     time.sleep(0.55)

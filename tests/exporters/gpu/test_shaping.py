@@ -11,7 +11,7 @@ from exporters.gpu import metric_names as m
 from exporters.gpu import nvml as nv
 from exporters.gpu.calls import CallGuard, GpuLost
 from exporters.gpu.errors import ErrorLedger
-from exporters.gpu.fake import FakeNvml
+from exporters.gpu.fake import FakeNvml, Handle, Record
 from exporters.gpu.readings import Sample
 
 
@@ -34,7 +34,9 @@ def test_utilization_and_memory_shapes() -> None:
 def test_units_are_base_units() -> None:
     assert classic.shape_clock("sm", 1980) == [
         Sample(m.CLOCK, 1.98e9, ((m.LABEL_CLOCK, "sm"),))]
-    assert classic.shape_power(690_523) == [Sample(m.POWER, pytest.approx(690.523))]
+    (power,) = classic.shape_power(690_523)
+    assert power.name == m.POWER
+    assert power.value == pytest.approx(690.523)
     assert classic.shape_power_limit(700_000) == [Sample(m.POWER_LIMIT, 700.0)]
     energy = next(s for s in fields.SLOW if s.field_id == 83)
     assert energy.sample(9_467_982).value == pytest.approx(9467.982)  # mJ → J
@@ -59,9 +61,11 @@ def test_every_reason_has_a_series_and_only_set_bits_are_1() -> None:
         (nv.VALUE_USHORT, "usVal", 9),
     ],
 )
-def test_a_field_value_is_read_through_its_type(value_type: int, member: str, number: float) -> None:
-    union = Answer(**{name: 0 for name in ("dVal", "uiVal", "ulVal", "ullVal", "sllVal",
-                                           "siVal", "usVal")})
+def test_a_field_value_is_read_through_its_type(
+    value_type: int, member: str, number: float
+) -> None:
+    union = Answer(**dict.fromkeys(("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal",
+                                    "usVal"), 0))
     setattr(union, member, number)
     assert fields.decode(value_type, union) == number
 
@@ -118,10 +122,10 @@ def test_a_driver_without_field_values_costs_one_call() -> None:
 
 def test_memory_falls_back_to_v1_on_an_old_driver() -> None:
     class OldDriver(FakeNvml):
-        def nvmlDeviceGetMemoryInfo(self, handle: object, version: int | None = None) -> object:
+        def nvmlDeviceGetMemoryInfo(self, handle: Handle, version: int | None = None) -> Record:
             if version is not None:
                 raise self.NVMLError(nv.ERROR_FUNCTION_NOT_FOUND)
-            return super().nvmlDeviceGetMemoryInfo(handle)  # type: ignore[arg-type]
+            return super().nvmlDeviceGetMemoryInfo(handle)
 
     nvml = OldDriver(1)
     shaped = classic.shape_memory(classic.memory_info(nvml, nvml.nvmlDeviceGetHandleByIndex(0)))
