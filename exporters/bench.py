@@ -10,8 +10,8 @@ only in how a scrape is answered:
 The scrapers fire together every ``--period`` (0.1 s: bursts of N simultaneous scrapes, the
 way several Prometheus servers and federation land on one target), each on its own keep-alive
 connection (a thin HTTP/1.1 client, see :class:`Connection`); ``--period 0`` scrapes back to
-back instead (throughput). Every answer is checked: status 200, one ``gpu_up`` per GPU, all up;
-one in 25 is also parsed in full after the round.
+back instead (throughput). Every answer is checked: status 200, one ``gpu_up`` per GPU, all up
+(after the round; one in 25 is also parsed in full). Scrapes ask for gzip, as Prometheus does.
 Latency is client-side; server CPU per scrape is read from ``/proc``.
 """
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gzip
 import json
 import math
 import os
@@ -59,19 +60,26 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def check_body(status: int, body: bytes, gpus: int, *, full: bool) -> str | None:
-    """Why this answer is wrong, or None. ``full`` also parses the whole exposition."""
+    """Why this answer is wrong, or None. ``full`` also parses the whole exposition.
+
+    The quick check (status, one ``gpu_up`` series per GPU) runs for every scrape inside the
+    timed loop, so it is a C-speed count; the rest runs on the kept bodies after the round.
+    """
     if status != 200:
         return f"status {status}"
+    if body.count(_UP_LINE) != gpus:
+        return f"expected {gpus} gpu_up series, got {body.count(_UP_LINE)}"
+    if not full:
+        return None
     ups = [line for line in body.split(b"\n") if line.startswith(_UP_LINE[1:])]
-    if len(ups) != gpus or not all(line.endswith(b" 1.0") for line in ups):
-        return f"expected {gpus} gpu_up series at 1, got {len(ups)}"
-    if full:
-        try:
-            names = {family.name for family in text_string_to_metric_families(body.decode())}
-        except ValueError as exc:
-            return f"unparsable exposition: {exc}"
-        if m.UP not in names or m.SM_ACTIVE not in names:
-            return "exposition lacks gpu_up or gpu_sm_active_ratio"
+    if not all(line.endswith(b" 1.0") for line in ups):
+        return "a gpu_up series is not 1"
+    try:
+        names = {family.name for family in text_string_to_metric_families(body.decode())}
+    except ValueError as exc:
+        return f"unparsable exposition: {exc}"
+    if m.UP not in names or m.SM_ACTIVE not in names:
+        return "exposition lacks gpu_up or gpu_sm_active_ratio"
     return None
 
 
@@ -113,13 +121,19 @@ class Round:
     scrapers: int
     latencies: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    kept: list[bytes] = field(default_factory=list)  # bodies parsed in full after the round
+    # Every answer, checked after the round so that checking delays no other scraper.
+    kept: list[tuple[bytes, bool]] = field(default_factory=list)  # (body, gzipped)
     wall_seconds: float = 0.0
     server_cpu_seconds: float = 0.0
 
     def verify_kept(self, gpus: int) -> None:
-        for body in self.kept:
-            problem = check_body(200, body, gpus, full=True)
+        for i, (body, gzipped) in enumerate(self.kept):
+            try:
+                plain = gzip.decompress(body) if gzipped else body
+            except (OSError, EOFError) as exc:
+                self.errors.append(f"bad gzip: {exc}")
+                continue
+            problem = check_body(200, plain, gpus, full=i % _FULL_PARSE_EVERY == 0)
             if problem:
                 self.errors.append(problem)
         self.kept = []
@@ -155,10 +169,11 @@ class Connection:
         address = (parts.hostname or "127.0.0.1", parts.port or 80)
         reader, writer = await asyncio.open_connection(*address)
         request = (f"GET {parts.path or '/'} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
-                   "Accept: text/plain\r\n\r\n").encode()
+                   "Accept: text/plain\r\nAccept-Encoding: gzip\r\n\r\n").encode()
         return cls(reader, writer, request, address)
 
-    async def get(self) -> tuple[int, bytes]:
+    async def get(self) -> tuple[int, bytes, bool]:
+        """(status, body as sent, whether it is gzipped): Prometheus asks for gzip, so do we."""
         if self._writer.is_closing():  # the server closed the last one: a client reconnects
             self._reader, self._writer = await asyncio.open_connection(*self._address)
         self._writer.write(self._request)
@@ -171,7 +186,7 @@ class Connection:
             body = await self._reader.read()
         if status_line.startswith(b"HTTP/1.0") or headers.get(b"connection") == b"close":
             self._writer.close()  # prometheus_client's wsgiref server closes every connection
-        return int(status_line.split()[1]), body
+        return int(status_line.split()[1]), body, headers.get(b"content-encoding") == b"gzip"
 
     def close(self) -> None:
         self._writer.close()
@@ -190,19 +205,17 @@ async def _scraper(url: str, count: int, gpus: int, period: float, result: Round
                 await asyncio.sleep(delay)
             started = time.perf_counter()
             try:
-                status, body = await asyncio.wait_for(connection.get(), 30)
+                status, body, gzipped = await asyncio.wait_for(connection.get(), 30)
             except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:
                 result.errors.append(f"{type(exc).__name__}: {exc}")
                 connection.close()
                 connection = await Connection.open(url)
                 continue
             result.latencies.append(time.perf_counter() - started)
-            # Parsing takes milliseconds: done after the round so it delays no other scraper.
-            problem = check_body(status, body, gpus, full=False)
-            if problem:
-                result.errors.append(problem)
-            elif i % _FULL_PARSE_EVERY == 0:
-                result.kept.append(body)
+            if status != 200:
+                result.errors.append(f"status {status}")
+            else:
+                result.kept.append((body, gzipped))
     finally:
         connection.close()
 

@@ -36,8 +36,8 @@ def test_check_body_catches_wrong_answers(clock: FakeClock, tmp_path: Path) -> N
     assert check_body(200, body, 2, full=True) is None
     assert check_body(500, body, 2, full=False) == "status 500"
     assert "expected 3" in str(check_body(200, body, 3, full=False))
-    assert "expected 2" in str(check_body(200, body.replace(b"} 1.0\n", b"} 0.0\n"), 2,
-                                          full=False))
+    assert check_body(200, body.replace(b"} 1.0\n", b"} 0.0\n"), 2, full=False) is None
+    assert "not 1" in str(check_body(200, body.replace(b"} 1.0\n", b"} 0.0\n"), 2, full=True))
     assert check_body(200, body[: len(body) // 2] + b"\n{{{", 2, full=True) is not None
     sampler.close()
 

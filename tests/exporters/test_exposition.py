@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
 
-from exporters.exposition import ExpositionCache, Format, negotiate
+from exporters.exposition import ExpositionCache, Format, accepts_gzip, negotiate
 from exporters.gpu import metric_names as m
 from exporters.gpu.fake import FakeNvml
 from exporters.gpu.sampler import Sampler
@@ -112,3 +114,54 @@ def test_an_older_snapshot_never_serves_a_newer_body(
     old_body = cache.body(old, fresh=True, fmt=Format.TEXT, age_seconds=0.0)
     assert old_body != new_body
     assert b"gpu_exporter_collections_total 1.0" in old_body
+
+
+@pytest.mark.parametrize(
+    ("header", "gzip"),
+    [
+        pytest.param("gzip", True, id="gzip"),
+        pytest.param("deflate, gzip;q=1.0, *;q=0.5", True, id="a list"),
+        pytest.param("GZIP", True, id="any case"),
+        pytest.param("gzip;q=0", False, id="gzip refused"),
+        pytest.param("identity", False, id="identity"),
+        pytest.param("br, zstd", False, id="other codings"),
+        pytest.param(None, False, id="no header"),
+        pytest.param("identity," * 10_000 + "gzip", False, id="a huge header is read only so far"),
+    ],
+)
+def test_accepts_gzip(header: str | None, gzip: bool) -> None:
+    assert accepts_gzip(header) is gzip
+
+
+@pytest.mark.parametrize("fmt", [Format.TEXT, Format.OPENMETRICS], ids=lambda f: f.name.lower())
+def test_a_gzipped_body_is_one_member_holding_the_plain_body(
+    cache_and_sampler: CacheAndSampler, fmt: Format
+) -> None:
+    cache, sampler = cache_and_sampler
+    snapshot = sampler.latest()
+    plain = cache.body(snapshot, fresh=True, fmt=fmt, age_seconds=0.5)
+    for age in (0.5, 0.5, 0.75):  # the prefix is reused, each tail is its own
+        packed = cache.body(snapshot, fresh=True, fmt=fmt, age_seconds=age, gzip=True)
+        one_member = zlib.decompressobj(wbits=16 + 15)
+        unpacked = one_member.decompress(packed)
+        assert one_member.eof and one_member.unused_data == b""
+        expected = plain.replace(b"age_seconds 0.5", f"age_seconds {age}".encode())
+        assert unpacked == expected
+        assert gzip.decompress(packed) == expected
+        assert len(packed) < len(plain) / 4
+    assert cache.renders == 1
+
+
+def test_prepare_also_compresses_ahead_when_scrapes_asked_for_gzip(
+    cache_and_sampler: CacheAndSampler, clock: FakeClock
+) -> None:
+    cache, sampler = cache_and_sampler
+    cache.body(sampler.latest(), fresh=True, fmt=Format.TEXT, age_seconds=0.0, gzip=True)
+    cache.body(sampler.latest(), fresh=True, fmt=Format.TEXT, age_seconds=0.0)
+    clock.advance(1.0)
+    snapshot = sampler.tick()
+    cache.prepare(snapshot)
+    assert cache.renders == 2  # one render serves both encodings
+    packed = cache.body(snapshot, fresh=True, fmt=Format.TEXT, age_seconds=0.0, gzip=True)
+    assert cache.renders == 2
+    assert b"gpu_exporter_collections_total 2.0" in gzip.decompress(packed)

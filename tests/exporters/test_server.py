@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -197,3 +198,19 @@ async def test_the_sampler_thread_starts_and_stops_with_the_app(
     assert gpu_up(await (await client.get("/metrics")).text()) == [1.0, 1.0]
     await client.close()
     assert nvml.calls["nvmlShutdown"] == 1
+
+
+async def test_gzip_when_asked_as_prometheus_asks(aiohttp_client: ClientFactory, clock: FakeClock,
+                                                  tmp_path: Path) -> None:
+    sampler = make_sampler(FakeNvml(8, clock=clock), clock, tmp_path)
+    sampler.tick()
+    client = await app_client(aiohttp_client, sampler, clock)
+    plain = await client.get("/metrics", headers={"Accept-Encoding": "identity"})
+    packed = await client.get("/metrics", headers={"Accept-Encoding": "gzip"},
+                              auto_decompress=False)
+    assert "Content-Encoding" not in plain.headers
+    assert packed.headers["Content-Encoding"] == "gzip"
+    assert "Accept-Encoding" in packed.headers["Vary"]
+    raw = await packed.read()
+    assert len(raw) * 4 < len(await plain.read())
+    assert gpu_up(gzip.decompress(raw).decode()) == [1.0] * 8
