@@ -125,6 +125,8 @@ class Round:
     kept: list[tuple[bytes, bool]] = field(default_factory=list)  # (body, gzipped)
     wall_seconds: float = 0.0
     server_cpu_seconds: float = 0.0
+    # How late the client's own 5 ms sleeps wake: what the machine, not the server, adds.
+    loop_lag: list[float] = field(default_factory=list)
 
     def verify_kept(self, gpus: int) -> None:
         for i, (body, gzipped) in enumerate(self.kept):
@@ -147,6 +149,7 @@ class Round:
             "max_ms": max(lat) * 1e3,
             "scrapes_per_second": len(self.latencies) / max(self.wall_seconds, 1e-9),
             "server_cpu_us_per_scrape": self.server_cpu_seconds / max(len(self.latencies), 1) * 1e6,
+            "client_loop_lag_p99_ms": percentile(self.loop_lag or [math.nan], 99) * 1e3,
         }
 
 
@@ -220,6 +223,13 @@ async def _scraper(url: str, count: int, gpus: int, period: float, result: Round
         connection.close()
 
 
+async def _lag_probe(lags: list[float], nap: float = 0.005) -> None:
+    while True:
+        started = time.perf_counter()
+        await asyncio.sleep(nap)
+        lags.append(max(0.0, time.perf_counter() - started - nap))
+
+
 async def scrape_round(
     url: str, scrapers: int, per_scraper: int, gpus: int, period: float = 0.0, pid: int = 0
 ) -> Round:
@@ -234,8 +244,10 @@ async def scrape_round(
     cpu_before = cpu_seconds(pid) if pid else 0.0
     started = time.perf_counter()
     go.set()
+    probe = asyncio.create_task(_lag_probe(result.loop_lag))
     await asyncio.gather(*tasks)
     result.wall_seconds = time.perf_counter() - started
+    probe.cancel()
     result.server_cpu_seconds = cpu_seconds(pid) - cpu_before if pid else 0.0
     result.verify_kept(gpus)
     return result
@@ -321,13 +333,14 @@ def render(report: dict[str, Any]) -> str:
              f"machine: {report['cpus']} CPUs, load average {report['load_average_before']:.1f} "
              f"before, {report['load_average_after']:.1f} after (client and server share them)",
              f"{'scrapers':>8} {'server':<9} {'p50':>7} {'p99':>7} {'max':>8} {'cpu us':>7} "
-             f"{'scrapes':>7} {'errors':>6}"]
+             f"{'scrapes':>7} {'errors':>6} {'client lag p99':>14}"]
     for row in report["rows"]:
         for name in ("governor", "baseline"):
             r = row[name]
             lines.append(f"{row['scrapers']:>8} {name:<9} {r['p50_ms']:>7.2f} {r['p99_ms']:>7.2f} "
                          f"{r['max_ms']:>8.2f} {r['server_cpu_us_per_scrape']:>7.0f} "
-                         f"{r['scrapes']:>7} {r['errors']:>6}")
+                         f"{r['scrapes']:>7} {r['errors']:>6} "
+                         f"{r['client_loop_lag_p99_ms']:>14.2f}")
         ours, base = row["governor"], row["baseline"]
         cpu_ratio = base["server_cpu_us_per_scrape"] / max(ours["server_cpu_us_per_scrape"], 1e-9)
         lines.append(f"{'':>8} {'ratio':<9} {base['p50_ms'] / ours['p50_ms']:>6.1f}x "
