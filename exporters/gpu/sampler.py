@@ -334,6 +334,8 @@ class Sampler:
             rotator.close()
             gpu.rotator = None
         if result is None:
+            if slow_due:  # the breakdowns of the last slow round would now be served too old
+                gpu.gpm_slow = ()
             return []
         self._gpm_failures(gpu, rotator, result, "gpm")
         if result.slow is not None:

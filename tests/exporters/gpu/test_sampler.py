@@ -306,3 +306,27 @@ def test_a_failing_round_is_counted_and_sampling_goes_on(tmp_path: Path) -> None
 @pytest.mark.parametrize(("encoded", "text"), [(13000, "13.0"), (12040, "12.4"), (11080, "11.8")])
 def test_cuda_version(encoded: int, text: str) -> None:
     assert cuda_version(encoded) == text
+
+
+def test_gpm_that_stops_answering_is_not_served_from_memory(
+    clock: FakeClock, tmp_path: Path
+) -> None:
+    """NVIDIA/DCGM#214: GPM can start answering NO_PERMISSION after a while."""
+    nvml = FakeNvml(1, clock=clock)
+    sampler = make_sampler(nvml, clock, tmp_path, slow_interval_seconds=10.0)
+    for _ in range(11):
+        sampler.tick()
+        clock.advance(1.0)
+    assert {m.SM_ACTIVE, m.TENSOR_PIPE_ACTIVE} <= names(sampler)
+    nvml.fail("nvmlGpmSampleGet", nv.ERROR_NO_PERMISSION)
+    for _ in range(10):
+        sampler.tick()
+        clock.advance(1.0)
+    assert m.SM_ACTIVE not in names(sampler)
+    assert m.TENSOR_PIPE_ACTIVE not in names(sampler)  # gone with the next slow round
+    assert dict(sampler.latest().errors)[m.KIND_NO_PERMISSION] == 10
+    nvml.heal("nvmlGpmSampleGet")
+    for _ in range(2):
+        sampler.tick()
+        clock.advance(1.0)
+    assert m.SM_ACTIVE in names(sampler)
