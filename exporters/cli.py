@@ -29,9 +29,9 @@ def port_number(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a port number: {text[:40]!r}") from None
     if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be between 0 and 65535: {text!r}")
+        raise argparse.ArgumentTypeError(f"port must be between 0 and 65535: {text[:40]!r}")
     return value
 
 

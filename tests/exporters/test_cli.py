@@ -146,3 +146,10 @@ def test_governor_dispatches_to_the_exporter(capsys: pytest.CaptureFixture[str])
 
     assert governor(["exporter", "--help"]) == 0
     assert "governor exporter" in capsys.readouterr().out
+
+
+def test_an_oversized_value_is_not_echoed_back_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--port", "9" * 1_000_000]) == 2
+    err = capsys.readouterr().err
+    assert "not a port number" in err
+    assert len(err) < 2000 and "Traceback" not in err
