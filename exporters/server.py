@@ -103,6 +103,8 @@ def health_report(
         status, reason = "stale", f"no sampling round for {age_seconds:.1f} s"
     elif not snapshot.nvml_up:
         status, reason = "degraded", snapshot.nvml_message
+    elif not snapshot.gpus and snapshot.sequence:
+        status, reason = "degraded", "NVML is up but reports no GPU"
     elif lost:
         status, reason = "degraded", f"GPU(s) not answering: {', '.join(map(str, lost))}"
     else:

@@ -214,3 +214,13 @@ async def test_gzip_when_asked_as_prometheus_asks(aiohttp_client: ClientFactory,
     raw = await packed.read()
     assert len(raw) * 4 < len(await plain.read())
     assert gpu_up(gzip.decompress(raw).decode()) == [1.0] * 8
+
+
+async def test_a_driver_without_gpus_is_degraded(aiohttp_client: ClientFactory, clock: FakeClock,
+                                                 tmp_path: Path) -> None:
+    sampler = make_sampler(FakeNvml(0, clock=clock), clock, tmp_path)
+    sampler.tick()
+    client = await app_client(aiohttp_client, sampler, clock)
+    response = await client.get("/health")
+    assert response.status == 200
+    assert await response.text() == "degraded: NVML is up but reports no GPU\n"
