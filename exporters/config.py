@@ -1,4 +1,4 @@
-"""The exporter's configuration: one frozen dataclass, validated once with every error reported.
+r"""The exporter's configuration: one frozen dataclass, validated once with every error reported.
 
 >>> try:
 ...     ExporterConfig(interval_seconds=0.05, fake_gpus=-1)
