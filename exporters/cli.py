@@ -8,6 +8,7 @@ error and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sys
 from collections.abc import Sequence
@@ -95,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     # rather than the default 5 ms, so a scrape arriving during a round is not kept waiting.
     sys.setswitchinterval(0.001)
     app = create_app(config)
+    # Everything imported so far lives as long as the process: a full collection need not walk
+    # those 40k objects (15 ms on a small VM) in the middle of a scrape.
+    gc.freeze()
     log.info("serving http://%s:%d/metrics (%s, interval %gs)", config.host, config.port,
              f"{config.fake_gpus} simulated GPU(s)" if config.fake_gpus else "NVML",
              config.interval_seconds)
