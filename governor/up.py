@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+
 from alerts.params import Endpoints, RenderParams
 from alerts.prometheus import prometheus_args
 from alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
 from alerts.spec import SpecError, load_spec
-
 from common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
 from common.logs import setup_logging
 
