@@ -25,7 +25,7 @@ from typing import Protocol, runtime_checkable
 
 @dataclass(frozen=True, slots=True)
 class BatchingLimits:
-    """vLLM's two continuous-batching knobs: the running-request cap and the per-step token budget."""
+    """vLLM's two batching knobs: the running-request cap and the per-step token budget."""
 
     max_num_seqs: int
     max_num_batched_tokens: int

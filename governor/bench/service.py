@@ -1,0 +1,161 @@
+"""``governor bench service``: the service's own overhead, next to a bare aiohttp baseline.
+
+The service runs on the sim engine in zero-cost mode (``--time-scale 0``: engine steps take no
+time), so every CPU second the server process spends is overhead: HTTP, validation, the sim's
+bookkeeping, SSE encoding, metrics with exemplars and spans. The same load then runs against
+``bare_server`` (aiohttp streaming the same chunks and nothing else). Reported per concurrency:
+server CPU µs per streamed token and per request, client-side latency P50/P99, throughput, and
+the ratio to the baseline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from common.cli import EnvArgumentParser, positive_int
+from governor.bench.load import LoadSpec, run_load, summarize
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process, from /proc (Linux)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+@dataclass(frozen=True)
+class Server:
+    name: str
+    process: subprocess.Popen[bytes]
+    url: str
+    model: str
+
+
+async def _wait_healthy(url: str, limit_seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + limit_seconds
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(aiohttp.ClientError):
+                async with session.get(f"{url}/health") as response:
+                    if response.status == 200:
+                        return
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"{url} never became healthy")
+
+
+@contextlib.contextmanager
+def start(name: str, argv: list[str], port: int, model: str) -> Iterator[Server]:
+    env = {**os.environ, "GOVERNOR_LOG_LEVEL": "warning"}
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        asyncio.run(_wait_healthy(url))
+        yield Server(name, process, url, model)
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def measure(server: Server, concurrency: int, requests: int, max_tokens: int) -> dict[str, Any]:
+    spec = LoadSpec(url=server.url, model=server.model, requests=requests,
+                    concurrency=concurrency, max_tokens=max_tokens)
+    before = cpu_seconds(server.process.pid)
+    load = asyncio.run(run_load(spec))
+    cpu = cpu_seconds(server.process.pid) - before
+    summary = summarize(load)
+    tokens = summary["output_tokens_per_second"] * summary["wall_seconds"]
+    summary["server_cpu_seconds"] = cpu
+    summary["server_cpu_us_per_token"] = cpu / tokens * 1e6 if tokens else None
+    summary["server_cpu_us_per_request"] = cpu / max(summary["ok"], 1) * 1e6
+    return summary
+
+
+def run(concurrencies: Sequence[int], requests: int, tokens: int) -> dict[str, Any]:
+    port = free_port()
+    governor = [sys.executable, "-m", "governor", "serve", "--engine", "sim", "--preset", "tiny",
+                "--time-scale", "0", "--port", str(port), "--host", "127.0.0.1",
+                "--served-model-name", "bench", "--max-in-flight", "4096"]
+    bare = [sys.executable, "-m", "governor.bench.bare_server", "--port", str(port + 1)]
+    report: dict[str, Any] = {"tokens_per_request": tokens, "rows": []}
+    with start("governor", governor, port, "bench") as ours, \
+            start("bare-aiohttp", bare, port + 1, "bench") as base:
+        for server in (ours, base):
+            measure(server, 8, 50, tokens)  # warm-up: imports, JIT-less caches, connections
+        for concurrency in concurrencies:
+            row: dict[str, Any] = {"concurrency": concurrency}
+            for server in (ours, base):
+                row[server.name] = {
+                    "stream": measure(server, concurrency, requests, tokens),
+                    "single_token": measure(server, concurrency, requests, 1),
+                }
+            report["rows"].append(row)
+    return report
+
+
+def _fmt(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
+    return "-" if value is None else f"{value * scale:.{digits}f}"
+
+
+def render(report: dict[str, Any]) -> str:
+    header = (f"{'conc':>4} {'server':<13} {'µs/token':>9} {'µs/req':>8} {'tok/s':>9} "
+              f"{'req/s(1tok)':>11} {'p50 ms(1tok)':>12} {'p99 ms(1tok)':>12} {'ITL p99 ms':>10}")
+    lines = [header]
+    for row in report["rows"]:
+        for name in ("governor", "bare-aiohttp"):
+            stream, single = row[name]["stream"], row[name]["single_token"]
+            lines.append(
+                f"{row['concurrency']:>4} {name:<13} "
+                f"{_fmt(stream['server_cpu_us_per_token']):>9} "
+                f"{_fmt(single['server_cpu_us_per_request'], digits=0):>8} "
+                f"{_fmt(stream['output_tokens_per_second'], digits=0):>9} "
+                f"{_fmt(single['requests_per_second'], digits=0):>11} "
+                f"{_fmt(single['latency_seconds']['p50'], 1e3, 2):>12} "
+                f"{_fmt(single['latency_seconds']['p99'], 1e3, 2):>12} "
+                f"{_fmt(stream['itl_seconds']['p99'], 1e3, 2):>10}")
+        ours, base = row["governor"], row["bare-aiohttp"]
+        ratio_token = ours["stream"]["server_cpu_us_per_token"] / base["stream"][
+            "server_cpu_us_per_token"]
+        ratio_request = ours["single_token"]["server_cpu_us_per_request"] / base["single_token"][
+            "server_cpu_us_per_request"]
+        lines.append(f"{'':>4} {'ratio':<13} {ratio_token:>8.2f}x {ratio_request:>7.2f}x")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = EnvArgumentParser(prog="governor bench service", description=__doc__)
+    parser.add_argument("--concurrency", type=positive_int, action="append", default=None,
+                        help="client concurrency, repeatable (default 1 and 64)")
+    parser.add_argument("--requests", type=positive_int, default=400,
+                        help="requests per measurement")
+    parser.add_argument("--tokens", type=positive_int, default=128,
+                        help="streamed tokens per request")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON only")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    report = run(args.concurrency or [1, 64], args.requests, args.tokens)
+    if not args.json:
+        print(render(report))
+    print(json.dumps(report))
+    return 0

@@ -1,0 +1,67 @@
+"""OpenAI's error body, and the one exception the handlers raise to produce it.
+
+Every client mistake becomes ``{"error": {"message", "type", "param", "code"}}`` with a 4xx;
+the ``openai`` package maps the status to its exception classes (400 → ``BadRequestError``,
+401 → ``AuthenticationError``, 404 → ``NotFoundError``, 422 → ``UnprocessableEntityError``,
+429 → ``RateLimitError``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+INVALID_REQUEST = "invalid_request_error"
+AUTHENTICATION = "authentication_error"
+NOT_FOUND = "not_found_error"
+RATE_LIMIT = "rate_limit_error"
+UNAVAILABLE = "service_unavailable_error"
+SERVER = "server_error"
+
+
+class APIError(Exception):
+    """Raised anywhere in a handler; the error middleware renders it."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type_: str = INVALID_REQUEST,
+        param: str | None = None,
+        code: str | None = None,
+        retry_after_seconds: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+        self.param = param
+        self.code = code
+        self.retry_after_seconds = retry_after_seconds
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.message, self.type, self.param, self.code)
+
+    def response(self) -> web.Response:
+        headers = {}
+        if self.retry_after_seconds is not None:
+            headers["Retry-After"] = str(self.retry_after_seconds)
+        return web.Response(
+            status=self.status,
+            body=json.dumps(self.body()).encode(),
+            content_type="application/json",
+            headers=headers,
+        )
+
+
+def error_body(
+    message: str, type_: str, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def bad_request(message: str, *, param: str | None = None, code: str | None = None) -> APIError:
+    return APIError(400, message, param=param, code=code)

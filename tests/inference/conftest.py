@@ -1,0 +1,100 @@
+"""Fixtures: the real service app (``create_app``) on a real port, over the sim engine."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from prometheus_client import CollectorRegistry
+
+from common.secrets import Secret
+from inference import keys
+from inference.app import create_app
+from inference.config import ServiceConfig
+from inference.engines.base import Engine
+from inference.engines.settings import EngineSettings
+from tests.support.scripted import Script, ScriptedEngine
+
+ADMIN_TOKEN = "admin-test-token-7f3a"
+SIM = EngineSettings(kind="sim", preset="tiny", seed=7)
+
+
+class Service:
+    """A running service: its URL, its app (engine, registry), and clients for it."""
+
+    def __init__(self, server: TestServer) -> None:
+        self.server = server
+        self.app: web.Application = server.app
+        self.url = str(server.make_url("")).rstrip("/")
+
+    @property
+    def engine(self) -> Engine:
+        return self.app[keys.ENGINE]
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        return self.app[keys.REGISTRY]
+
+    def openai(self, **kwargs: Any) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key="unused", max_retries=0,
+                                  **kwargs)
+
+    def sample(self, name: str, labels: dict[str, str] | None = None) -> float | None:
+        return self.registry.get_sample_value(name, labels or {})
+
+
+async def wait_ready(url: str, limit_seconds: float = 30.0) -> None:
+    async with aiohttp.ClientSession() as session:
+        deadline = asyncio.get_running_loop().time() + limit_seconds
+        while asyncio.get_running_loop().time() < deadline:
+            async with session.get(f"{url}/health") as response:
+                if response.status == 200:
+                    return
+            await asyncio.sleep(0.05)
+    raise AssertionError("the service never became healthy")
+
+
+ServiceFactory = Callable[..., Awaitable[Service]]
+
+
+@pytest.fixture
+async def make_service(
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+) -> ServiceFactory:
+    async def make(
+        config: ServiceConfig | None = None, *, engine: Engine | None = None,
+        env: dict[str, str] | None = None, wait: bool = True, **overrides: Any,
+    ) -> Service:
+        base = config or ServiceConfig(engine=SIM, admin_token=Secret(ADMIN_TOKEN))
+        config = replace(base, **overrides)
+        if engine is None:
+            app = create_app(config, env=env or {})
+        else:
+            chosen = engine
+            app = create_app(config, engine_factory=lambda _c, _r: chosen, env=env or {})
+        service = Service(await aiohttp_server(app))
+        if wait:
+            await wait_ready(service.url)
+        return service
+
+    return make
+
+
+@pytest.fixture
+async def service(make_service: ServiceFactory) -> Service:
+    return await make_service()
+
+
+@pytest.fixture
+async def scripted(make_service: ServiceFactory) -> Callable[..., Awaitable[Service]]:
+    async def make(script: Script | None = None, **overrides: Any) -> Service:
+        return await make_service(engine=ScriptedEngine(script), wait=False, **overrides)
+
+    return make

@@ -1,0 +1,106 @@
+"""Malformed, hostile and oversized input: a 4xx with OpenAI's body, and the server serves on."""
+
+from __future__ import annotations
+
+import json
+
+import aiohttp
+import pytest
+
+from tests.inference.conftest import Service, ServiceFactory
+
+CHAT_PATH = "/v1/chat/completions"
+
+
+async def good_request_works(service: Service) -> None:
+    body = {"model": service.engine.model_name,
+            "messages": [{"role": "user", "content": "still there?"}], "max_tokens": 2}
+    async with aiohttp.ClientSession() as session, session.post(
+        service.url + CHAT_PATH, json=body
+    ) as response:
+        assert response.status == 200, await response.text()
+
+
+async def send(service: Service, method: str, path: str, data: bytes,
+               headers: dict[str, str] | None = None) -> tuple[int, dict[str, object]]:
+    async with aiohttp.ClientSession() as session, session.request(
+        method, service.url + path, data=data,
+        headers={"Content-Type": "application/json", **(headers or {})},
+    ) as response:
+        payload = await response.read()
+        assert response.headers["Content-Type"].startswith("application/json")
+        return response.status, json.loads(payload)
+
+
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [
+        pytest.param(b"", 400, id="an empty body"),
+        pytest.param(b"{not json", 400, id="malformed JSON"),
+        pytest.param(b"\xff\xfe\x00garbage", 400, id="binary garbage"),
+        pytest.param(b"[" * 100_000 + b"]" * 100_000, 400, id="JSON nested 100k deep"),
+        pytest.param(b"null", 400, id="a JSON null"),
+        pytest.param(b'{"model": null, "messages": null}', 400, id="nulls"),
+        pytest.param(b'{"model":"m","messages":[{"role":"user","content":"x"}],'
+                     b'"max_tokens":1e400}', 400, id="an infinite max_tokens"),
+    ],
+)
+async def test_malformed_bodies_are_400(service: Service, data: bytes, status: int) -> None:
+    code, body = await send(service, "POST", CHAT_PATH, data)
+    assert code == status
+    error = body["error"]
+    assert isinstance(error, dict)
+    assert set(error) == {"message", "type", "param", "code"}
+    await good_request_works(service)
+
+
+async def test_unknown_model_is_404(service: Service) -> None:
+    code, body = await send(service, "POST", CHAT_PATH, json.dumps(
+        {"model": "gpt-17", "messages": [{"role": "user", "content": "x"}]}).encode())
+    assert code == 404
+    assert body["error"]["code"] == "model_not_found"  # type: ignore[index]
+
+
+async def test_a_prompt_longer_than_the_context_is_400(service: Service) -> None:
+    prompt = "word " * (service.engine.max_model_len * 2)
+    code, body = await send(service, "POST", "/v1/completions", json.dumps(
+        {"model": service.engine.model_name, "prompt": prompt}).encode())
+    assert code == 400
+    assert body["error"]["code"] == "context_length_exceeded"  # type: ignore[index]
+    await good_request_works(service)
+
+
+async def test_an_oversized_body_is_413_and_costs_nothing(make_service: ServiceFactory) -> None:
+    service = await make_service(max_body_bytes=64 * 1024)
+    big = json.dumps({"model": service.engine.model_name,
+                      "messages": [{"role": "user", "content": "x" * 200_000}]}).encode()
+    code, body = await send(service, "POST", CHAT_PATH, big)
+    assert code == 413
+    assert body["error"]["code"] == "request_too_large"  # type: ignore[index]
+    await good_request_works(service)
+
+
+async def test_unknown_routes_and_methods_get_json_errors(service: Service) -> None:
+    code, _ = await send(service, "GET", "/v1/nope", b"")
+    assert code == 404
+    code, _ = await send(service, "GET", CHAT_PATH, b"")
+    assert code == 405
+    code, _ = await send(service, "GET", "/../../etc/passwd", b"")
+    assert code == 404
+
+
+async def test_hostile_strings_are_served_as_text(service: Service) -> None:
+    body = {"model": service.engine.model_name, "max_tokens": 8, "messages": [
+        {"role": "user", "content": "\u0000\u202e<script>alert(1)</script>\ud7ff 💥 " * 50}]}
+    code, payload = await send(service, "POST", CHAT_PATH, json.dumps(body).encode())
+    assert code == 200
+    assert payload["object"] == "chat.completion"
+
+
+async def test_a_burst_of_bad_requests_leaves_no_trace_in_flight(service: Service) -> None:
+    for _ in range(50):
+        await send(service, "POST", CHAT_PATH, b'{"model": 1}')
+    assert service.sample("governor_requests_in_flight") == 0.0
+    assert service.sample("governor_requests_total",
+                          {"route": CHAT_PATH, "code": "400"}) == 50.0
+    await good_request_works(service)

@@ -1,0 +1,109 @@
+"""/metrics: governor_ series with SLO buckets and trace exemplars, vLLM's names, promtool."""
+
+from __future__ import annotations
+
+import subprocess
+
+import aiohttp
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from prometheus_client.parser import text_string_to_metric_families as text_families
+
+from inference import metric_names as m
+from tests.inference.conftest import Service
+
+
+async def scrape(service: Service, accept: str = "") -> tuple[str, str]:
+    headers = {"Accept": accept} if accept else {}
+    async with aiohttp.ClientSession() as session, session.get(
+        f"{service.url}/metrics", headers=headers
+    ) as response:
+        return response.headers["Content-Type"], await response.text()
+
+
+async def drive(service: Service, requests: int = 3) -> None:
+    client = service.openai()
+    for _ in range(requests):
+        stream = await client.chat.completions.create(
+            model=service.engine.model_name, max_tokens=8, stream=True,
+            messages=[{"role": "user", "content": "measure me please"}])
+        async for _ in stream:
+            pass
+
+
+async def test_latency_histograms_hold_the_slo_thresholds_as_buckets(service: Service) -> None:
+    await drive(service)
+    _, text = await scrape(service)
+    families = {f.name: f for f in text_families(text)}
+    itl = families[m.INTER_TOKEN_LATENCY]
+    edges = {s.labels["le"] for s in itl.samples if s.name.endswith("_bucket")}
+    assert "0.12" in edges
+    ttft = families[m.TIME_TO_FIRST_TOKEN]
+    assert "1.0" in {s.labels["le"] for s in ttft.samples if s.name.endswith("_bucket")}
+    count = next(s.value for s in ttft.samples if s.name.endswith("_count"))
+    assert count == 3
+
+
+async def test_openmetrics_carries_trace_id_exemplars(service: Service) -> None:
+    await drive(service)
+    content_type, text = await scrape(service, "application/openmetrics-text; version=1.0.0")
+    assert content_type.startswith("application/openmetrics-text")
+    exemplars = [
+        sample.exemplar
+        for family in text_string_to_metric_families(text)  # type: ignore[no-untyped-call]
+        if family.name in {m.INTER_TOKEN_LATENCY, m.TIME_TO_FIRST_TOKEN}
+        for sample in family.samples if sample.exemplar is not None
+    ]
+    assert exemplars
+    assert all(len(e.labels[m.EXEMPLAR_TRACE_ID]) == 32 for e in exemplars)
+    # vLLM's colon names survive OpenMetrics (prometheus_client would rewrite them by default).
+    assert f"\n{m.VLLM_NUM_REQUESTS_RUNNING}{{" in text
+
+
+async def test_vllm_series_keep_vllms_names(service: Service) -> None:
+    await drive(service)
+    _, text = await scrape(service)
+    names = {f.name for f in text_families(text)}
+    for name in (m.VLLM_NUM_REQUESTS_RUNNING, m.VLLM_NUM_REQUESTS_WAITING, m.VLLM_KV_CACHE_USAGE,
+                 m.VLLM_TIME_TO_FIRST_TOKEN, m.VLLM_INTER_TOKEN_LATENCY,
+                 m.VLLM_E2E_REQUEST_LATENCY, m.VLLM_REQUEST_QUEUE_TIME):
+        assert name in names, name
+    assert f"{m.counter_series(m.VLLM_GENERATION_TOKENS)}{{" in text
+    assert f"{m.counter_series(m.VLLM_NUM_PREEMPTIONS)}{{" in text
+
+
+async def test_the_default_global_registry_is_not_used(service: Service) -> None:
+    _, text = await scrape(service)
+    assert "process_cpu_seconds_total" not in text
+    assert "python_gc_objects_collected_total" not in text
+
+
+async def test_requests_are_counted_by_route_and_code(service: Service) -> None:
+    await drive(service, 2)
+    assert service.sample(m.counter_series(m.REQUESTS),
+                          {"route": "/v1/chat/completions", "code": "200"}) == 2.0
+
+
+# promtool lints vLLM's own names ("vllm:…" has a colon; "vllm:iteration_tokens_total" is a
+# histogram ending in _total). Those names are vLLM's contract, kept so boards and rules work on
+# real fleets; everything else must be clean.
+VLLM_LINTS = ("metric names should not contain ':'",
+              'non-counter metrics should not have "_total" suffix')
+
+
+def promtool_check(text: str) -> tuple[int, list[str]]:
+    result = subprocess.run(["promtool", "check", "metrics"], input=text.encode(),
+                            capture_output=True, check=False)
+    problems = (result.stdout + result.stderr).decode().strip().splitlines()
+    return result.returncode, problems
+
+
+async def test_promtool_accepts_the_exposition(service: Service) -> None:
+    await drive(service)
+    _, text = await scrape(service)
+    _, problems = promtool_check(text)
+    for problem in problems:
+        name, _, message = problem.partition(" ")
+        assert name.startswith("vllm:") and message in VLLM_LINTS, problem
+    own = "\n".join(line for line in text.splitlines() if "vllm:" not in line) + "\n"
+    code, problems = promtool_check(own)
+    assert code == 0, problems

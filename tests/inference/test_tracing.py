@@ -1,0 +1,89 @@
+"""Traces: a SERVER span per request honouring traceparent, GenAI attributes, queue/prefill/decode.
+
+Checked against an OTLP/HTTP receiver that decodes the real ``ExportTraceServiceRequest``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+import aiohttp
+import pytest
+
+from inference.config import TracingSettings
+from tests.inference.conftest import ServiceFactory
+from tests.support.otlp import OtlpReceiver, ReceivedSpan
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_ID = "00f067aa0ba902b7"
+SERVER_KIND = 2
+
+
+async def test_the_span_tree_attributes_and_propagated_trace_id(
+    make_service: ServiceFactory,
+) -> None:
+    with OtlpReceiver() as receiver:
+        service = await make_service(tracing=TracingSettings(
+            otlp_endpoint=receiver.endpoint, service_name="governor-test"))
+        body = {"model": service.engine.model_name, "max_tokens": 6, "stream": True,
+                "ignore_eos": True,
+                "messages": [{"role": "user", "content": "trace this request"}]}
+        async with aiohttp.ClientSession() as session, session.post(
+            f"{service.url}/v1/chat/completions", json=body,
+            headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"},
+        ) as response:
+            assert response.status == 200
+            await response.read()
+        await service.server.close()  # shutting down flushes the batch processor
+
+        spans = receiver.wait_for(lambda s: any(x.kind == SERVER_KIND for x in s))
+    server = next(s for s in spans if s.kind == SERVER_KIND)
+    assert server.trace_id == TRACE_ID
+    assert server.parent_span_id == PARENT_ID
+    assert server.name == "POST /v1/chat/completions"
+    assert server.resource["service.name"] == "governor-test"
+    attributes = server.attributes
+    assert attributes["gen_ai.system"] == "vllm"
+    assert attributes["gen_ai.request.model"] == service.engine.model_name
+    assert attributes["gen_ai.request.max_tokens"] == 6
+    assert attributes["gen_ai.usage.input_tokens"] > 0
+    assert attributes["gen_ai.usage.output_tokens"] == 6
+    assert attributes["gen_ai.response.finish_reasons"] == ["length"]
+    assert attributes["http.response.status_code"] == 200
+    assert "gen_ai.first_token" in server.events
+
+    children = {s.name: s for s in spans if s.parent_span_id == server.span_id}
+    assert set(children) == {"gen_ai.queue", "gen_ai.prefill", "gen_ai.decode"}
+    assert all(c.trace_id == TRACE_ID for c in children.values())
+    ordered: list[ReceivedSpan] = [children[n] for n in ("gen_ai.queue", "gen_ai.prefill",
+                                                         "gen_ai.decode")]
+    for earlier, later in itertools.pairwise(ordered):
+        assert earlier.end_ns <= later.start_ns + 1_000
+    assert server.start_ns <= ordered[0].start_ns
+    assert ordered[-1].end_ns <= server.end_ns
+
+
+async def test_a_request_without_traceparent_starts_a_new_trace(
+    make_service: ServiceFactory,
+) -> None:
+    with OtlpReceiver() as receiver:
+        service = await make_service(env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint})
+        await service.openai().completions.create(
+            model=service.engine.model_name, prompt="hello", max_tokens=2)
+        await service.server.close()
+        spans = receiver.wait_for(lambda s: any(x.kind == SERVER_KIND for x in s))
+    server = next(s for s in spans if s.kind == SERVER_KIND)
+    assert server.parent_span_id == ""
+    assert server.attributes["gen_ai.operation.name"] == "text_completion"
+
+
+async def test_without_an_endpoint_nothing_is_exported_and_one_line_says_so(
+    make_service: ServiceFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    service = await make_service(env={})
+    await service.openai().completions.create(
+        model=service.engine.model_name, prompt="hello", max_tokens=2)
+    lines = [r.getMessage() for r in caplog.records if "OTLP" in r.getMessage()]
+    assert lines == ["tracing: no OTLP endpoint configured, spans are not exported"]
