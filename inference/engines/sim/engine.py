@@ -97,6 +97,7 @@ class SimEngine:
         self._wakeup: asyncio.Event | None = None
         self._failure: BaseException | None = None
         self._closed = False
+        self._last_enqueued = -math.inf
 
     # ---- Engine properties -------------------------------------------------------------------
 
@@ -227,7 +228,9 @@ class SimEngine:
         request = stream.request
         if request.status is Status.FINISHED or self._closed:
             return  # aborted before it reached the scheduler
-        self._core.scheduler.add(request, self._now())
+        now = self._now()
+        self._last_enqueued = now
+        self._core.scheduler.add(request, now)
         if self._wakeup is not None:
             self._wakeup.set()
 
@@ -306,6 +309,8 @@ class SimEngine:
             # A late wake-up (the event loop's timers are coarse) does not shift the timeline;
             # a loop that fell far behind restarts it from now.
             start = planned_end if now - planned_end < _MAX_LAG_SECONDS else now
+            # ...but a step never starts before a request it may admit has arrived.
+            start = max(start, self._last_enqueued)
             plan = scheduler.schedule(start)
             if plan.empty:
                 # Nothing fits until a request finishes or is aborted: wait for news.
