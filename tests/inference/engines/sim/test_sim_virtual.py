@@ -236,3 +236,33 @@ def test_a_request_larger_than_the_kv_cache_is_refused() -> None:
     sim = VirtualSim(replace(TINY, num_kv_blocks=4))
     with pytest.raises(ValueError, match="KV cache"):
         sim.submit(arrival=0.0, prompt=100, output_tokens=1)
+
+
+def test_raw_samples_are_available_for_a_window() -> None:
+    sim = VirtualSim(TINY)
+    busy(sim, n=2, outputs=30)
+    sim.run_until_idle()
+    itls = sim.itl_samples(0.0, sim.now + 1)
+    assert len(itls) == 2 * 29
+    assert sorted(itls) == sorted(x for r in sim.records() for x in r.inter_token_latencies)
+    assert len(sim.ttft_samples(0.0, sim.now + 1)) == 2
+
+
+def test_a_bounded_history_forgets_old_steps_samples_and_requests() -> None:
+    sim = VirtualSim(TINY, history_seconds=1.0, record_token_times=False)
+    for i in range(40):
+        sim.submit(arrival=0.25 * i, prompt=20, output_tokens=5)
+    sim.run_until(10.5)
+    assert sim.steps[0].start >= 10.5 - 2.5  # history, plus up to a quarter of it, plus a gap
+    assert sim.itl_samples(0.0, 7.5) == []
+    assert len(sim.itl_samples(9.6, 10.5)) > 0
+    assert len(sim.records()) < 10
+    with pytest.raises(KeyError):
+        sim.record("r0")
+    recent = sim.window(sim.now - 1.0, sim.now)
+    assert recent.itl_count > 0
+
+
+def test_history_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="history_seconds"):
+        VirtualSim(TINY, history_seconds=0)
