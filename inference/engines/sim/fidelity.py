@@ -253,35 +253,72 @@ def all_cells(preset: Preset, seed: int = 0) -> list[Cell]:
     return [*decode_cells(preset, seed), *prefill_cells(preset, seed), *budget_cells(preset, seed)]
 
 
+def _marks(cells: Sequence[Cell], tolerance: float) -> tuple[dict[Cell, str], list[str]]:
+    """A mark per cell out of tolerance (a note number for the documented ones) and the notes."""
+    marks: dict[Cell, str] = {}
+    notes: list[str] = []
+    for cell in cells:
+        if abs(cell.error) <= tolerance:
+            continue
+        exception = UNREPRODUCED.get((cell.table, cell.row, cell.column))
+        if exception is None:
+            marks[cell] = " ✗"
+            continue
+        if exception[1] not in notes:
+            notes.append(exception[1])
+        marks[cell] = f" [{notes.index(exception[1]) + 1}]"
+    return marks, notes
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.1f}" if value >= 100 else f"{value:.2f}"
+
+
+def _summary(cells: Sequence[Cell], tolerance: float, notes: Sequence[str]) -> list[str]:
+    within = sum(abs(c.error) <= tolerance for c in cells)
+    worst = max(cells, key=lambda c: abs(c.error))
+    return [
+        "",
+        f"{within}/{len(cells)} cells within ±{tolerance:.0%}; worst {worst.error:+.1%} "
+        f"({worst.row}, {worst.column})",
+        *(f"[{i}] {note}" for i, note in enumerate(notes, 1)),
+    ]
+
+
 def render(cells: Sequence[Cell], tolerance: float) -> str:
     """A Markdown table: measured, simulated, their ratio and the error of every cell."""
+    marks, notes = _marks(cells, tolerance)
     lines = [
         "| table | row | figure | measured | simulated | sim/measured | error |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
-    notes: list[str] = []
     for cell in cells:
-        key = (cell.table, cell.row, cell.column)
-        mark = ""
-        if abs(cell.error) > tolerance:
-            mark = " ✗"
-            if key in UNREPRODUCED:
-                notes.append(UNREPRODUCED[key][1])
-                mark = f" [{len(notes)}]"
         lines.append(
-            f"| {cell.table} | {cell.row} | {cell.column} | {cell.measured:,.2f} | "
-            f"{cell.simulated:,.2f} | {cell.simulated / cell.measured:.2f} | "
-            f"{cell.error:+.1%}{mark} |"
+            f"| {cell.table} | {cell.row} | {cell.column} | {_number(cell.measured)} | "
+            f"{_number(cell.simulated)} | {cell.simulated / cell.measured:.2f} | "
+            f"{cell.error:+.1%}{marks.get(cell, '')} |"
         )
-    within = sum(abs(c.error) <= tolerance for c in cells)
-    worst = max(cells, key=lambda c: abs(c.error))
-    lines += [
-        "",
-        f"{within}/{len(cells)} cells within ±{tolerance:.0%}; worst {worst.error:+.1%} "
-        f"({worst.row}, {worst.column})",
-    ]
-    lines += [f"[{i}] {note}" for i, note in enumerate(notes, 1)]
-    return "\n".join(lines)
+    return "\n".join(lines + _summary(cells, tolerance, notes))
+
+
+def render_grid(cells: Sequence[Cell], tolerance: float) -> str:
+    """The same cells laid out like REFERENCE.md's tables: ``measured → simulated (error)``."""
+    marks, notes = _marks(cells, tolerance)
+    lines: list[str] = []
+    for table in dict.fromkeys(c.table for c in cells):
+        group = [c for c in cells if c.table == table]
+        columns = list(dict.fromkeys(c.column for c in group))
+        by_key = {(c.row, c.column): c for c in group}
+        lines.append(f"| {table} | " + " | ".join(columns) + " |")
+        lines.append("| --- |" + " ---: |" * len(columns))
+        for row in dict.fromkeys(c.row for c in group):
+            texts = [
+                f"{_number(c.measured)} → {_number(c.simulated)} ({c.error:+.0%}{marks.get(c, '')})"
+                for c in (by_key[(row, column)] for column in columns)
+            ]
+            lines.append(f"| {row} | " + " | ".join(texts) + " |")
+        lines.append("")
+    return "\n".join(lines[:-1] + _summary(cells, tolerance, notes))
 
 
 def failures(cells: Sequence[Cell], tolerance: float) -> list[Cell]:
@@ -313,6 +350,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--preset", default="llama-3-8b@h200", help="sim preset to check")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed")
     parser.add_argument(
+        "--grid",
+        action="store_true",
+        help="lay the cells out like REFERENCE.md's tables instead of one row per cell",
+    )
+    parser.add_argument(
         "--tolerance",
         type=_tolerance,
         default=0.15,
@@ -332,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cells = all_cells(preset, args.seed)
     wall = time.perf_counter() - started
     print(f"sim preset {preset.name} vs real vLLM 0.25 on an H200 (REFERENCE.md §6), ms\n")
-    print(render(cells, args.tolerance))
+    print(render_grid(cells, args.tolerance) if args.grid else render(cells, args.tolerance))
     speed = budget_run(preset, BUDGET_ROWS[0], seed=args.seed)
     rate = speed.generation_tokens / speed.wall_seconds
     target = SPEED_TARGET_TOKENS_PER_SECOND

@@ -44,3 +44,16 @@ def test_documented_exceptions_pass_within_their_own_bound(monkeypatch: pytest.M
     assert fidelity.failures([within], 0.15) == []
     assert fidelity.failures([beyond], 0.15) == [beyond]
     assert "[1] a reason" in fidelity.render([within], 0.15)
+
+
+def test_the_grid_lays_cells_out_like_the_reference_tables() -> None:
+    cells = [
+        fidelity.Cell("decode", "B=1", "ITL p50", 4.85, 4.9),
+        fidelity.Cell("decode", "B=1", "tokens/s", 206.0, 202.0),
+        fidelity.Cell("decode", "B=8", "ITL p50", 5.0, 7.0),
+        fidelity.Cell("decode", "B=8", "tokens/s", 1600.0, 1571.0),
+    ]
+    grid = fidelity.render_grid(cells, 0.15)
+    assert "| decode | ITL p50 | tokens/s |" in grid
+    assert "| B=1 | 4.85 → 4.90 (+1%) | 206.0 → 202.0 (-2%) |" in grid
+    assert "| B=8 | 5.00 → 7.00 (+40% ✗) | 1,600 → 1,571 (-2%) |" in grid
