@@ -183,14 +183,27 @@ class VirtualSim:
 
     def run_until(self, end: float) -> None:
         """Run every step that starts before ``end`` (the last one may finish after it)."""
+        self._advance(end, until_idle=False)
+
+    def run_until_idle(self, limit: float = math.inf) -> None:
+        """Run until every submitted request has finished (or until ``limit``).
+
+        ``now`` is then the end of the last step, not a later time.
+        """
+        self._advance(limit, until_idle=True)
+
+    def _advance(self, end: float, *, until_idle: bool) -> None:
         scheduler = self.core.scheduler
         while True:
             self._admit(self.now)
             self._apply_limit_changes(self.now)
             if not scheduler.has_work:
+                if until_idle and not self._arrivals:
+                    return
                 upcoming = self._next_event()
                 if upcoming >= end:
-                    self.now = max(self.now, end)
+                    if not until_idle:
+                        self.now = max(self.now, end)
                     return
                 self.now = upcoming
                 continue
@@ -200,11 +213,6 @@ class VirtualSim:
             if plan.empty:
                 raise RuntimeError(f"nothing schedulable at {self.now}: {scheduler.waiting[0]!r}")
             self._run_step(plan)
-
-    def run_until_idle(self, limit: float = math.inf) -> None:
-        """Run until every submitted request has finished (or until ``limit``)."""
-        while self.now < limit and (self.core.scheduler.has_work or self._arrivals):
-            self.run_until(min(limit, max(self._next_event(), self.now) + 1.0))
 
     def _run_step(self, plan: StepPlan) -> None:
         end = plan.start + self.core.step_seconds(plan)

@@ -266,3 +266,13 @@ def test_a_bounded_history_forgets_old_steps_samples_and_requests() -> None:
 def test_history_must_be_positive() -> None:
     with pytest.raises(ValueError, match="history_seconds"):
         VirtualSim(TINY, history_seconds=0)
+
+
+def test_running_until_idle_stops_at_the_last_step() -> None:
+    sim = VirtualSim(TINY)
+    sim.submit(arrival=0.0, prompt=10, output_tokens=3)
+    sim.submit(arrival=4.0, prompt=10, output_tokens=3)
+    sim.run_until_idle()
+    last = sim.steps[-1]
+    assert sim.now == last.start + last.duration
+    assert 4.0 < sim.now < 4.1
