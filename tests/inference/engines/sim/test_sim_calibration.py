@@ -15,8 +15,6 @@ from inference.engines.sim import fidelity
 from inference.engines.sim.presets import get_preset
 from inference.engines.sim.virtual import VirtualSim
 
-pytestmark = pytest.mark.slow
-
 H200 = get_preset("llama-3-8b@h200")
 TOLERANCE = 0.15
 
