@@ -129,7 +129,8 @@ class VirtualSim:
         self._requests: dict[str, SimRequest] = {}
         self._arrivals: list[tuple[float, int, SimRequest]] = []  # (schedulable at, seq, request)
         self._limit_changes: list[tuple[float, int, BatchingLimits]] = []
-        self._seq = 0
+        self._seq = 0  # submission order: names requests, breaks ties between equal times
+        self._changes = 0
         self._samples = _SampleLog()
 
     # ---- driving ---------------------------------------------------------------------------
@@ -177,8 +178,8 @@ class VirtualSim:
     def set_limits(self, limits: BatchingLimits, *, at: float | None = None) -> None:
         """Change the limits from the first step that starts at or after ``at`` (default now)."""
         when = self.now if at is None else at
-        heapq.heappush(self._limit_changes, (when, self._seq, limits))
-        self._seq += 1
+        heapq.heappush(self._limit_changes, (when, self._changes, limits))
+        self._changes += 1
         self._apply_limit_changes(self.now)
 
     def run_until(self, end: float) -> None:
