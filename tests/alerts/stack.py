@@ -43,12 +43,12 @@ class Process:
     log: Path
 
     @classmethod
-    def start(cls, name: str, argv: Sequence[str], logs: Path, env: dict[str, str] | None = None,
+    def start(cls, name: str, argv: Sequence[str], logs: Path, cwd: Path | None = None,
               ) -> Process:
         log = logs / f"{name}.log"
         with log.open("wb") as sink:
             popen = subprocess.Popen(list(argv), stdout=sink, stderr=subprocess.STDOUT,
-                                     start_new_session=True, env=env)
+                                     start_new_session=True, cwd=cwd)
         return cls(name, popen, log)
 
     def output(self) -> str:
