@@ -1,0 +1,466 @@
+"""The ``vllm`` engine: vLLM's ``AsyncLLM`` in-process frontend behind the engine interface.
+
+This is the only module of the service that imports vLLM, and only inside :meth:`start`, so
+``governor serve --engine sim`` never pays for it. The engine core runs in a process vLLM
+spawns; batching limits move live through the plugin's utility methods (see ``plugin.py``),
+vLLM's ``vllm:*`` series reach the service's ``/metrics`` through a bridge collector, and the
+service's trace context is handed to ``generate`` so vLLM's ``llm_request`` span nests under
+the service's SERVER span::
+
+    engine = create_vllm_engine(EngineSettings(kind="vllm", model="/models/llama"), registry)
+    await engine.start()                       # ~20 s on CPU, 65-110 s on an H200
+    await engine.set_limits(BatchingLimits(max_num_seqs=16, max_num_batched_tokens=512))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import inspect
+import logging
+import os
+from collections import deque
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+
+import prometheus_client
+from prometheus_client import CollectorRegistry
+
+from inference.engines.base import (
+    BatchingLimits,
+    EngineError,
+    EngineErrorKind,
+    EngineStats,
+    GenerateRequest,
+    TokenDelta,
+)
+from inference.engines.settings import EngineSettings
+from inference.engines.vllm import convert
+from inference.engines.vllm.args import (
+    EngineArgsError,
+    engine_kwargs,
+    otlp_traces_url,
+)
+from inference.engines.vllm.metrics import VllmMetricsBridge
+from inference.engines.vllm.plugin import UTILITY_REPORT, UTILITY_SET
+from inference.engines.vllm.version import check_version, parse_version
+
+log = logging.getLogger(__name__)
+
+# How long an admin call waits for the engine core to answer between two steps.
+UTILITY_TIMEOUT_SECONDS = 30.0
+# Finished requests whose engine timestamps are kept for inspection (tests, debugging).
+TIMINGS_KEPT = 1024
+# vLLM's own spans go to the service's collector under this name unless OTEL_SERVICE_NAME says
+# otherwise; the default ``unknown_service:python`` would hide them in a trace viewer.
+VLLM_SERVICE_NAME = "vllm"
+OTLP_PROTOCOL = "http/protobuf"
+
+
+class SchedulerStatsRecorder:
+    """Keeps the latest scheduler snapshot vLLM reports after each engine step.
+
+    Given to ``AsyncLLM`` as a stat logger (vLLM's in-process hook), so :meth:`VllmEngine.stats`
+    reads plain numbers instead of scraping vLLM's gauges.
+    """
+
+    def __init__(self, vllm_config: object = None, engine_index: int = 0) -> None:
+        self.engine_index = engine_index
+        self.latest = EngineStats(0, 0, 0.0)
+
+    def record(
+        self,
+        scheduler_stats: Any,
+        iteration_stats: Any,
+        mm_cache_stats: Any = None,
+        engine_idx: int = 0,
+    ) -> None:
+        if scheduler_stats is None:
+            return
+        waiting = scheduler_stats.num_waiting_reqs + getattr(
+            scheduler_stats, "num_skipped_waiting_reqs", 0
+        )
+        usage: Any = getattr(scheduler_stats, "kv_cache_usage", None)
+        if usage is None:  # the name before vLLM 0.9
+            usage = getattr(scheduler_stats, "gpu_cache_usage", 0.0)
+        self.latest = EngineStats(scheduler_stats.num_running_reqs, waiting, float(usage))
+
+    def log_engine_initialized(self) -> None:
+        """Nothing to say: the service logs its own start-up."""
+
+    def log(self) -> None:
+        """Nothing to print: the numbers are read, not logged."""
+
+    def record_sleep_state(self, is_awake: int, level: int) -> None:
+        """Sleep mode is not used by the service."""
+
+
+@contextlib.contextmanager
+def _scoped_environ(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables while vLLM starts, then restore them.
+
+    vLLM configures its tracer from the environment in the frontend and in the engine process
+    it spawns (both during construction); scoping keeps the service's own tracer unaffected.
+    """
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+class VllmEngine:
+    """The engine interface over one ``AsyncLLM`` (create with :func:`create_vllm_engine`)."""
+
+    def __init__(self, settings: EngineSettings, registry: CollectorRegistry) -> None:
+        self._settings = settings
+        self._registry = registry
+        self._llm: Any = None
+        self._tokenizer: Any = None
+        self._closed = False
+        self._max_model_len = settings.max_model_len or 0
+        self._floor = BatchingLimits(settings.min_num_seqs, settings.min_num_batched_tokens)
+        startup = BatchingLimits(settings.max_num_seqs or 0, settings.max_num_batched_tokens or 0)
+        self._ceiling = startup
+        self._limits = startup
+        self._retune_problem: str | None = "the engine has not started"
+        self._limits_lock = asyncio.Lock()
+        self._stats = SchedulerStatsRecorder()
+        self._tracing = settings.otlp_traces_endpoint is not None
+        self._timings: deque[convert.RequestTiming] = deque(maxlen=TIMINGS_KEPT)
+        self._bridge: VllmMetricsBridge | None = None
+        if registry is not prometheus_client.REGISTRY:
+            # Registered now, before vLLM exists: it yields nothing until vLLM's loggers do.
+            self._bridge = VllmMetricsBridge(prometheus_client.REGISTRY)
+            registry.register(self._bridge)
+
+    # ---- identity and limits ---------------------------------------------------------------
+
+    @property
+    def system(self) -> str:
+        return "vllm"
+
+    @property
+    def model_name(self) -> str:
+        return self._settings.served_model_name or self._settings.model or ""
+
+    @property
+    def max_model_len(self) -> int:
+        return self._max_model_len
+
+    @property
+    def ready(self) -> bool:
+        return self._llm is not None and not self._closed and not self._llm.errored
+
+    @property
+    def limits(self) -> BatchingLimits:
+        return self._limits
+
+    @property
+    def floor(self) -> BatchingLimits:
+        return self._floor
+
+    @property
+    def ceiling(self) -> BatchingLimits:
+        return self._ceiling
+
+    @property
+    def retuning_problem(self) -> str | None:
+        """Why live retuning is unavailable on this engine, or ``None`` when it works."""
+        return self._retune_problem
+
+    def recent_timings(self) -> tuple[convert.RequestTiming, ...]:
+        """Engine-side timestamps of the most recently finished requests, oldest first."""
+        return tuple(self._timings)
+
+    def stats(self) -> EngineStats:
+        return self._stats.latest
+
+    # ---- life cycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        import vllm
+        from vllm import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+        from vllm.v1.metrics.loggers import StatLoggerBase
+
+        version = parse_version(vllm.__version__)
+        problem = check_version(version)
+        if problem is not None:
+            raise EngineArgsError(problem)
+        if not version.tested:
+            log.warning("vLLM %s has not been tested with this service", version)
+        fields = {f.name: f.default for f in dataclasses.fields(AsyncEngineArgs)}
+        kwargs = engine_kwargs(self._settings, fields)
+        environ = {}
+        if self._settings.otlp_traces_endpoint is not None:
+            protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", OTLP_PROTOCOL)
+            environ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] = protocol
+            environ["OTEL_SERVICE_NAME"] = os.environ.get("OTEL_SERVICE_NAME", VLLM_SERVICE_NAME)
+            kwargs["otlp_traces_endpoint"] = otlp_traces_url(
+                self._settings.otlp_traces_endpoint, protocol
+            )
+        # vLLM wants a StatLoggerBase subclass; the recorder supplies every method it declares.
+        recorder_class = type("GovernorStatsRecorder", (SchedulerStatsRecorder, StatLoggerBase), {})
+
+        def recorder_factory(vllm_config: object, engine_index: int = 0) -> Any:
+            recorder = recorder_class(vllm_config, engine_index)
+            self._stats = recorder
+            return recorder
+
+        def build() -> Any:
+            with _scoped_environ(environ):
+                return AsyncLLM.from_engine_args(
+                    AsyncEngineArgs(**kwargs), stat_loggers=[recorder_factory]
+                )
+
+        log.info("starting vLLM %s with %s", version, _describe(kwargs))
+        # The constructor blocks until the engine process is up (20 s to minutes); a thread keeps
+        # the event loop serving /health meanwhile. The output handler starts on first use.
+        self._llm = await asyncio.to_thread(build)
+        self._max_model_len = int(self._llm.model_config.max_model_len)
+        tokenizer = self._llm.get_tokenizer()
+        self._tokenizer = await tokenizer if inspect.isawaitable(tokenizer) else tokenizer
+        await self._probe_retuning()
+        log.info(
+            "vLLM ready: model %s, max_model_len %d, limits %s, live retuning %s",
+            self.model_name,
+            self._max_model_len,
+            self._limits.as_dict(),
+            self._retune_problem or "available",
+        )
+
+    async def _probe_retuning(self) -> None:
+        scheduler_config = self._llm.vllm_config.scheduler_config
+        self._ceiling = BatchingLimits(
+            int(scheduler_config.max_num_seqs), int(scheduler_config.max_num_batched_tokens)
+        )
+        try:
+            report = await self._call_utility(UTILITY_REPORT)
+        except EngineError as error:
+            self._retune_problem = (
+                "vLLM's engine core has no governor retuning method: the governor distribution "
+                "(its vllm.general_plugins entry point) is not installed in the interpreter that "
+                f"runs vLLM ({error.message})"
+            )
+        else:
+            if report.get("supported"):
+                self._retune_problem = None
+                self._ceiling = BatchingLimits(
+                    int(report["ceiling_max_num_seqs"]),
+                    int(report["ceiling_max_num_batched_tokens"]),
+                )
+            else:
+                self._retune_problem = f"this vLLM cannot be retuned live: {report.get('reason')}"
+        self._limits = self._ceiling
+        if not self._floor.within(BatchingLimits(1, 1), self._ceiling):
+            raise EngineArgsError(
+                f"the batching floor {self._floor.as_dict()} is above the engine's start-up "
+                f"limits {self._ceiling.as_dict()}: lower --min-num-seqs/--min-num-batched-tokens"
+            )
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._bridge is not None:
+            self._registry.unregister(self._bridge)
+            self._bridge = None
+        llm, self._llm = self._llm, None
+        if llm is not None:
+            llm.shutdown()
+
+    def _require_llm(self) -> Any:
+        if self._llm is None or self._closed:
+            raise EngineError(EngineErrorKind.DEAD, "the vLLM engine is not running")
+        if self._llm.errored:
+            raise EngineError(EngineErrorKind.DEAD, "the vLLM engine has died")
+        return self._llm
+
+    # ---- text ------------------------------------------------------------------------------
+
+    async def tokenize(self, text: str) -> Sequence[int]:
+        self._require_llm()
+        bos = getattr(self._tokenizer, "bos_token", None)
+        # A rendered chat template usually starts with BOS already; adding another would
+        # change what the model sees compared with vLLM's own chat endpoint.
+        add_special_tokens = not (bos and text.startswith(bos))
+        ids: list[int] = self._tokenizer.encode(text, add_special_tokens=add_special_tokens)
+        return ids
+
+    def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
+        self._require_llm()
+        if getattr(self._tokenizer, "chat_template", None):
+            try:
+                rendered = self._tokenizer.apply_chat_template(
+                    [dict(message) for message in messages],
+                    tokenize=False,
+                    add_generation_prompt=True,
+                )
+            except Exception as error:
+                # Templates reject conversations they cannot express (e.g. roles that do not
+                # alternate) by raising; that is the client's mistake, not the server's.
+                raise EngineError(
+                    EngineErrorKind.INVALID_REQUEST,
+                    f"the model's chat template rejected the messages: {error}",
+                    param="messages",
+                ) from error
+            return str(rendered)
+        return plain_chat(messages)
+
+    # ---- generation ------------------------------------------------------------------------
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[TokenDelta]:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        llm = self._require_llm()
+        error = convert.context_error(
+            len(request.prompt_token_ids), request.max_tokens, self._max_model_len
+        )
+        if error is not None:
+            raise error
+        try:
+            params = SamplingParams(
+                **convert.sampling_kwargs(request), output_kind=RequestOutputKind.DELTA
+            )
+        except Exception as exc:
+            raise _engine_error_or(exc) from exc
+        options: dict[str, Any] = {}
+        if self._tracing and request.trace_headers:
+            options["trace_headers"] = dict(request.trace_headers)
+        if request.priority:
+            options["priority"] = request.priority
+        stream = llm.generate(
+            {"prompt_token_ids": list(request.prompt_token_ids)},
+            params,
+            request_id=request.request_id,
+            **options,
+        )
+        finished = False
+        first = True
+        try:
+            async with contextlib.aclosing(stream):
+                async for output in stream:
+                    delta = convert.delta(output, first=first)
+                    first = False
+                    if output.finished:
+                        finished = True
+                        self._record_timing(request.request_id, output.metrics)
+                    yield delta
+        except EngineError:
+            raise
+        except Exception as exc:
+            mapped = convert.classify_error(exc)
+            if mapped is None:
+                raise
+            raise mapped from exc
+        finally:
+            if not finished:
+                # Closing vLLM's stream aborts the request on 0.32; older releases rely on this.
+                await self._abort_quietly(request.request_id)
+
+    def _record_timing(self, request_id: str, metrics: Any) -> None:
+        timing = convert.request_timing(request_id, metrics)
+        if timing is not None:
+            self._timings.append(timing)
+
+    async def abort(self, request_id: str) -> None:
+        if self._llm is not None and not self._closed:
+            await self._llm.abort(request_id)
+
+    async def _abort_quietly(self, request_id: str) -> None:
+        try:
+            await self.abort(request_id)
+        except Exception:
+            # The engine is gone or already forgot the request; either way it is not running.
+            log.debug("abort of %s failed", request_id, exc_info=True)
+
+    # ---- live retuning ---------------------------------------------------------------------
+
+    async def set_limits(self, limits: BatchingLimits) -> BatchingLimits:
+        self._require_llm()
+        if self._retune_problem is not None:
+            raise EngineError(EngineErrorKind.UNSUPPORTED, self._retune_problem)
+        async with self._limits_lock:
+            report = await self._call_utility(
+                UTILITY_SET, limits.max_num_seqs, limits.max_num_batched_tokens
+            )
+            self._limits = BatchingLimits(
+                int(report["max_num_seqs"]), int(report["max_num_batched_tokens"])
+            )
+            log.info(
+                "batching limits now %s (strategy %s, admission cap %s while %s run)",
+                self._limits.as_dict(),
+                report.get("strategy"),
+                report.get("admission_cap"),
+                report.get("num_running"),
+            )
+        return self._limits
+
+    async def batching_report(self) -> dict[str, Any]:
+        """What the engine core reports now: strategy, limits, admission cap, number running."""
+        report: dict[str, Any] = await self._call_utility(UTILITY_REPORT)
+        return report
+
+    async def _call_utility(self, name: str, *args: Any) -> Any:
+        llm = self._require_llm()
+        core = llm.engine_core
+        parallel = llm.vllm_config.parallel_config
+        fan_out = getattr(parallel, "data_parallel_size", 1) > 1
+        if fan_out and not hasattr(core, "call_utility_all_async"):
+            raise EngineError(
+                EngineErrorKind.UNSUPPORTED,
+                "this vLLM cannot address every data-parallel engine; retuning needs dp=1",
+            )
+        try:
+            if fan_out:
+                # Every data-parallel engine has its own scheduler; all must move together.
+                results = await asyncio.wait_for(
+                    core.call_utility_all_async(name, *args), UTILITY_TIMEOUT_SECONDS
+                )
+                return results[0]
+            return await asyncio.wait_for(
+                core.call_utility_async(name, *args), UTILITY_TIMEOUT_SECONDS
+            )
+        except TimeoutError as exc:
+            raise EngineError(
+                EngineErrorKind.OVERLOADED,
+                f"the vLLM engine core did not answer {name} within "
+                f"{UTILITY_TIMEOUT_SECONDS:.0f} s; the change may still apply",
+            ) from exc
+        except Exception as exc:
+            if llm.errored:
+                raise EngineError(EngineErrorKind.DEAD, "the vLLM engine has died") from exc
+            raise EngineError(EngineErrorKind.UNSUPPORTED, str(exc)) from exc
+
+
+def plain_chat(messages: Sequence[Mapping[str, str]]) -> str:
+    """The fallback prompt for a model without a chat template: one ``role: content`` line
+    per message, then the assistant's cue."""
+    lines = [f"{message.get('role', 'user')}: {message.get('content', '')}" for message in messages]
+    return "\n".join([*lines, "assistant:"])
+
+
+def _engine_error_or(exc: Exception) -> EngineError:
+    """A bad ``SamplingParams`` is always the request's fault, whatever vLLM raised."""
+    return convert.classify_error(exc) or EngineError(
+        EngineErrorKind.INVALID_REQUEST, f"invalid sampling parameters: {exc}"
+    )
+
+
+def _describe(kwargs: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={value!r}" for key, value in sorted(kwargs.items()))
+
+
+def create_vllm_engine(settings: EngineSettings, registry: CollectorRegistry) -> VllmEngine:
+    """The vLLM engine for ``settings``; vLLM itself is imported and started by ``start()``."""
+    if not settings.model:
+        raise EngineArgsError("the vllm engine needs --model (a model directory or name)")
+    return VllmEngine(settings, registry)

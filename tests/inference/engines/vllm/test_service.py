@@ -1,0 +1,340 @@
+"""The HTTP service over the real vLLM engine: the openai client, errors, disconnects, live
+retuning through ``PUT /admin/batching``, nested traces and ``/metrics``.
+
+Each test builds the service with the real app factory and lends it the session's engine (the
+app would otherwise start and stop its own, 20 s each).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, cast
+
+import aiohttp
+import openai
+import prometheus_client
+import pytest
+import pytest_asyncio
+from aiohttp.test_utils import TestServer
+from prometheus_client import CollectorRegistry
+from prometheus_client.openmetrics import parser as openmetrics_parser
+from prometheus_client.parser import text_string_to_metric_families
+
+from common.secrets import Secret
+from inference import keys
+from inference import metric_names as names
+from inference.app import create_app
+from inference.config import ServiceConfig, TracingSettings
+from inference.engines.base import BatchingLimits, Engine
+from inference.engines.settings import EngineSettings
+from inference.engines.vllm.engine import VllmEngine
+from inference.engines.vllm.metrics import VllmMetricsBridge
+from tests.inference.engines.vllm.conftest import (
+    MAX_MODEL_LEN,
+    MAX_NUM_BATCHED_TOKENS,
+    MAX_NUM_SEQS,
+    SERVED_MODEL_NAME,
+)
+from tests.inference.engines.vllm.test_retuning import max_overlap
+from tests.support.otlp import OtlpReceiver, ReceivedSpan
+
+pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="session")]
+
+ADMIN_TOKEN = "vllm-admin-token-41c9"
+SERVICE_NAME = "governor-vllm-test"
+SERVER_KIND = 2
+LABELS = {names.VLLM_LABEL_MODEL: SERVED_MODEL_NAME, names.VLLM_LABEL_ENGINE: "0"}
+
+
+class Lent:
+    """The session's engine lent to one app: the app starts and closes it; neither happens."""
+
+    def __init__(self, engine: VllmEngine) -> None:
+        self._engine = engine
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+    async def start(self) -> None:
+        """Already started by the session."""
+
+    async def close(self) -> None:
+        """The session closes it."""
+
+
+class Service:
+    def __init__(self, server: TestServer, engine: VllmEngine) -> None:
+        self.server = server
+        self.engine = engine
+        self.url = str(server.make_url("")).rstrip("/")
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        return self.server.app[keys.REGISTRY]
+
+    def openai(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key="unused", max_retries=0)
+
+    async def put_limits(self, session: aiohttp.ClientSession, **limits: int) -> dict[str, Any]:
+        async with session.put(
+            f"{self.url}/admin/batching", json=limits,
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        ) as response:
+            assert response.status == 200, await response.text()
+            body: dict[str, Any] = await response.json()
+            return body
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def service(
+    vllm_engine: VllmEngine, engine_settings: EngineSettings, otlp: OtlpReceiver
+) -> AsyncIterator[Service]:
+    def lend(_config: ServiceConfig, registry: CollectorRegistry) -> Engine:
+        # What create_vllm_engine does for the registry it is given, done for this app's.
+        registry.register(VllmMetricsBridge(prometheus_client.REGISTRY))
+        return cast(Engine, Lent(vllm_engine))
+
+    config = ServiceConfig(
+        engine=engine_settings, admin_token=Secret(ADMIN_TOKEN),
+        tracing=TracingSettings(otlp_endpoint=otlp.endpoint, service_name=SERVICE_NAME),
+    )
+    server = TestServer(create_app(config, engine_factory=lend, env={}))
+    await server.start_server()
+    try:
+        yield Service(server, vllm_engine)
+    finally:
+        await server.close()
+        await vllm_engine.set_limits(BatchingLimits(MAX_NUM_SEQS, MAX_NUM_BATCHED_TOKENS))
+
+
+def chat_body(max_tokens: int = 8, stream: bool = True, content: str = "hello") -> dict[str, Any]:
+    return {"model": SERVED_MODEL_NAME, "max_tokens": max_tokens, "stream": stream,
+            "ignore_eos": True, "temperature": 0,
+            "messages": [{"role": "user", "content": content}]}
+
+
+async def test_the_openai_client_chats_and_completes_over_vllm(service: Service) -> None:
+    client = service.openai()
+    models = await client.models.list()
+    assert [m.id for m in models.data] == [SERVED_MODEL_NAME]
+
+    reply = await client.chat.completions.create(
+        model=SERVED_MODEL_NAME, messages=[{"role": "user", "content": "hi there"}],
+        max_tokens=6, temperature=0, extra_body={"ignore_eos": True},
+    )
+    assert reply.choices[0].finish_reason == "length"
+    assert reply.usage is not None and reply.usage.completion_tokens == 6
+    assert reply.choices[0].message.content
+
+    stream = await client.chat.completions.create(
+        model=SERVED_MODEL_NAME, messages=[{"role": "user", "content": "hi there"}],
+        max_tokens=6, temperature=0, stream=True, stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True},
+    )
+    pieces, usage, reasons = [], None, []
+    async for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            pieces.append(choice.delta.content or "")
+            reasons.append(choice.finish_reason)
+    # Greedy decoding: streaming and not streaming produce the same text.
+    assert "".join(pieces) == reply.choices[0].message.content
+    assert reasons[-1] == "length" and usage is not None and usage.completion_tokens == 6
+
+    completion = await client.completions.create(
+        model=SERVED_MODEL_NAME, prompt="once upon a time", max_tokens=5, temperature=0,
+        extra_body={"ignore_eos": True},
+    )
+    assert completion.usage is not None and completion.usage.completion_tokens == 5
+    await client.close()
+
+
+async def test_requests_vllm_cannot_take_get_openai_errors(service: Service) -> None:
+    client = service.openai()
+    with pytest.raises(openai.BadRequestError) as raised:
+        await client.completions.create(
+            model=SERVED_MODEL_NAME, prompt="word " * (MAX_MODEL_LEN * 2), max_tokens=4
+        )
+    assert raised.value.status_code == 400
+    assert str(MAX_MODEL_LEN) in raised.value.message
+    with pytest.raises(openai.NotFoundError):
+        await client.chat.completions.create(
+            model="no-such-model", messages=[{"role": "user", "content": "x"}], max_tokens=2
+        )
+    await client.close()
+    assert service.engine.ready
+
+
+async def test_a_client_gone_mid_stream_has_its_vllm_request_aborted(service: Service) -> None:
+    async with aiohttp.ClientSession() as session:
+        response = await session.post(
+            f"{service.url}/v1/chat/completions", json=chat_body(max_tokens=400)
+        )
+        assert response.status == 200
+        for _ in range(4):
+            await response.content.readline()
+        assert service.engine.stats().num_requests_running == 1
+        response.close()
+        await asyncio.sleep(0.3)
+        # One more request: its last step reports the scheduler after it, and the first is gone.
+        async with session.post(
+            f"{service.url}/v1/chat/completions", json=chat_body(max_tokens=1, stream=False)
+        ) as settle:
+            assert settle.status == 200
+    assert service.engine.stats().num_requests_running == 0
+    assert service.registry.get_sample_value(names.VLLM_NUM_REQUESTS_RUNNING, LABELS) == 0.0
+
+
+async def stream_one(session: aiohttp.ClientSession, url: str) -> str:
+    """Stream one chat completion; returns the response id (the engine's request id)."""
+    response_id = ""
+    async with session.post(f"{url}/v1/chat/completions", json=chat_body(max_tokens=24)) as r:
+        assert r.status == 200, await r.text()
+        async for raw in r.content:
+            line = raw.strip()
+            if line.startswith(b"data: {"):
+                response_id = json.loads(line[6:])["id"]
+    return response_id
+
+
+async def scrape_peak(session: aiohttp.ClientSession, url: str, stop: asyncio.Event) -> float:
+    """The highest ``vllm:num_requests_running`` seen by scraping ``/metrics`` until ``stop``."""
+    peak = 0.0
+    while not stop.is_set():
+        async with session.get(f"{url}/metrics") as response:
+            text = await response.text()
+        for family in text_string_to_metric_families(text):
+            if family.name == names.VLLM_NUM_REQUESTS_RUNNING:
+                peak = max([peak, *(sample.value for sample in family.samples)])
+        await asyncio.sleep(0.01)
+    return peak
+
+
+async def eight_streams(service: Service, session: aiohttp.ClientSession) -> tuple[int, float]:
+    """Eight concurrent streams: the most running at once (scheduling timestamps) and the peak
+    of the running gauge on ``/metrics``."""
+    stop = asyncio.Event()
+    scraper = asyncio.create_task(scrape_peak(session, service.url, stop))
+    try:
+        ids = await asyncio.gather(*(stream_one(session, service.url) for _ in range(8)))
+    finally:
+        stop.set()
+    peak = await scraper
+    timings = [t for t in service.engine.recent_timings() if t.request_id in set(ids)]
+    assert len(timings) == 8
+    return max_overlap(timings), peak
+
+
+async def test_put_admin_batching_retunes_the_running_engine_without_a_restart(
+    service: Service,
+) -> None:
+    engine_pid = (await service.engine.batching_report())["pid"]
+    async with aiohttp.ClientSession() as session:
+        body = await service.put_limits(session, max_num_seqs=2)
+        assert body["max_num_seqs"] == 2
+        assert body["ceiling"] == {"max_num_seqs": 8, "max_num_batched_tokens": 512}
+        overlap, peak = await eight_streams(service, session)
+        assert overlap == 2
+        assert peak <= 2
+
+        body = await service.put_limits(session, max_num_seqs=8)
+        assert body["max_num_seqs"] == 8
+        overlap, peak = await eight_streams(service, session)
+        assert overlap == 8
+        assert peak > 2
+
+        async with session.get(f"{service.url}/health") as health:
+            assert health.status == 200
+    # The same engine-core process answered throughout: nothing restarted.
+    assert (await service.engine.batching_report())["pid"] == engine_pid
+    limit = service.registry.get_sample_value(
+        names.BATCHING_LIMIT, {names.LABEL_PARAM: names.PARAM_MAX_NUM_SEQS}
+    )
+    assert limit == 8.0
+
+
+async def test_the_admin_api_keeps_vllm_within_its_start_up_limits(service: Service) -> None:
+    async with aiohttp.ClientSession() as session, session.put(
+        f"{service.url}/admin/batching", json={"max_num_seqs": MAX_NUM_SEQS + 1},
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+    ) as response:
+        assert response.status == 422
+    assert service.engine.limits.max_num_seqs == MAX_NUM_SEQS
+
+
+def by_trace(spans: Sequence[ReceivedSpan], trace_id: str) -> list[ReceivedSpan]:
+    return [span for span in spans if span.trace_id == trace_id]
+
+
+async def test_vllms_llm_request_span_nests_under_the_services_server_span(
+    service: Service, otlp: OtlpReceiver
+) -> None:
+    trace_id = "7bf92f3577b34da6a3ce929d0e0e4739"
+    async with aiohttp.ClientSession() as session, session.post(
+        f"{service.url}/v1/chat/completions", json=chat_body(max_tokens=5),
+        headers={"traceparent": f"00-{trace_id}-20f067aa0ba902b9-01"},
+    ) as response:
+        assert response.status == 200
+        await response.read()
+    await service.server.close()  # flushes the service's batch span processor
+
+    def complete(spans: list[ReceivedSpan]) -> bool:
+        mine = {span.name for span in by_trace(spans, trace_id)}
+        return {"llm_request", "POST /v1/chat/completions"} <= mine
+
+    spans = by_trace(otlp.wait_for(complete), trace_id)
+    server = next(s for s in spans if s.name == "POST /v1/chat/completions")
+    vllm_span = next(s for s in spans if s.name == "llm_request")
+    assert server.kind == SERVER_KIND and server.resource["service.name"] == SERVICE_NAME
+    assert vllm_span.parent_span_id == server.span_id
+    assert vllm_span.resource["service.name"] == "vllm"
+    assert vllm_span.attributes["gen_ai.usage.completion_tokens"] == 5
+    assert vllm_span.attributes["gen_ai.request.id"] == server.attributes["gen_ai.response.id"]
+    # vLLM's span lies within the service's.
+    assert server.start_ns <= vllm_span.start_ns and vllm_span.end_ns <= server.end_ns
+
+
+def family_names(families: Any) -> list[str]:
+    return [family.name for family in families]
+
+
+async def scrape(service: Service, accept: str) -> str:
+    async with aiohttp.ClientSession() as session:
+        async with session.post(
+            f"{service.url}/v1/chat/completions", json=chat_body(max_tokens=3, stream=False)
+        ) as response:
+            assert response.status == 200
+        async with session.get(f"{service.url}/metrics", headers={"Accept": accept}) as response:
+            return await response.text()
+
+
+def assert_both_kinds_once(parsed: list[str]) -> None:
+    assert len(parsed) == len(set(parsed))
+    assert any(name.startswith("governor_") for name in parsed)
+    vllm_names = {name for name in parsed if name.startswith("vllm:")}
+    assert {names.VLLM_NUM_REQUESTS_RUNNING, names.VLLM_KV_CACHE_USAGE} <= vllm_names
+
+
+async def test_metrics_show_vllm_series_beside_the_services_without_duplicates(
+    service: Service,
+) -> None:
+    text = await scrape(service, "text/plain")
+    assert_both_kinds_once(family_names(text_string_to_metric_families(text)))
+    for name in (names.VLLM_TIME_TO_FIRST_TOKEN, names.VLLM_E2E_REQUEST_LATENCY):
+        # Stat logging is on: per-request timings are populated.
+        assert (service.registry.get_sample_value(name + "_count", LABELS) or 0.0) >= 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="prometheus_client 0.26 writes OpenMetrics sample names with ':' turned into '_' "
+    "under their unchanged TYPE line (prometheus/client_python#1177); the service's /metrics "
+    "must encode with escaping=ALLOWUTF8 until that is fixed",
+)
+async def test_openmetrics_keeps_vllms_colon_names_consistent(service: Service) -> None:
+    text = await scrape(service, "application/openmetrics-text")
+    parse: Any = openmetrics_parser.text_string_to_metric_families  # untyped in 0.26
+    assert_both_kinds_once(family_names(parse(text)))
