@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import random
 import sys
 from collections.abc import AsyncIterator
@@ -189,8 +188,6 @@ async def _query(session: aiohttp.ClientSession, prometheus: str, expr: str) -> 
         return result
 
 
-@pytest.mark.skipif(importlib.util.find_spec("inference.engines.sim") is None,
-                    reason="the sim engine has not reached this branch yet")
 async def test_the_sim_service_breaching_its_itl_slo_alerts_the_controller_then_resolves(
     tmp_path: Path,
 ) -> None:
