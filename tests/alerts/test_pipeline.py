@@ -199,9 +199,9 @@ async def test_the_sim_service_breaching_its_itl_slo_alerts_the_controller_then_
             model = (await response.json())["data"][0]["id"]
         load = Load(session, url, model)
         async with alert_stack(spec, FAST, [instance], tmp_path, session) as stack, \
-                load.running(decoders=8):
+                load.running(decoders=4):
             try:
-                await asyncio.sleep(8)  # steady decoding: the tail stays far under 120 ms
+                await asyncio.sleep(6)  # steady decoding: the tail stays far under 120 ms
                 assert stack.receiver.alerts_named(ALERT, "firing") == []
 
                 load.prefill_rate = 2.0
