@@ -171,8 +171,8 @@ def _weighting_test(spec: SloSpec, slo: SLO) -> RuleTest:
 
 def slo_tests(spec: SloSpec, slo: SLO) -> tuple[RuleTest, ...]:
     alerts = {a.labels["severity"]: a for a in burn_alerts(spec, slo)}
-    if not alerts:
-        return ()
+    if not alerts:  # no tier can fire: only the recording rules are left to test
+        return (_weighting_test(spec, slo),)
     name = next(iter(alerts.values())).alert
     page, ticket = _thresholds(spec, slo, "page"), _thresholds(spec, slo, "ticket")
     healthy = min(page + ticket) / 2
