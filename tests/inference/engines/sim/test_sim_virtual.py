@@ -141,18 +141,6 @@ def test_a_smaller_budget_lowers_the_worst_step_and_raises_ttft() -> None:
     assert slow_ttft > fast_ttft
 
 
-def test_more_running_requests_make_every_step_longer() -> None:
-    def median_step(seqs: int) -> float:
-        sim = VirtualSim(H200, limits=BatchingLimits(seqs, 8192))
-        for _ in range(256):
-            sim.submit(arrival=0.0, prompt=128, output_tokens=300)
-        sim.run_until(1.5)
-        durations = sorted(s.duration for s in sim.steps if s.prefill_tokens == 0)
-        return durations[len(durations) // 2]
-
-    assert median_step(64) < median_step(128) < median_step(256)
-
-
 def test_a_full_kv_cache_preempts_and_every_request_still_finishes() -> None:
     small = replace(TINY, num_kv_blocks=64)  # 1024 tokens of KV
     sim = VirtualSim(small, limits=BatchingLimits(16, 512))
