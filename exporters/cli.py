@@ -53,7 +53,7 @@ def build_parser() -> EnvArgumentParser:
     parser.add_argument("--port", type=port_number, default=9400, help="listen port")
     parser.add_argument("--interval", type=parse_duration_seconds, default=1.0,
                         help="sampling interval (1s, 500ms, …; at least 100ms for GPM)")
-    parser.add_argument("--slow-interval", type=parse_duration_seconds, default=30.0,
+    parser.add_argument("--slow-interval", type=parse_duration_seconds, default=60.0,
                         help="interval for slow readings: energy, PCIe counters, remapped rows, "
                              "BAR1, power limit, GPM breakdowns, MIG topology")
     parser.add_argument("--staleness", type=parse_duration_seconds, default=None,

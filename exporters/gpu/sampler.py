@@ -41,7 +41,7 @@ log = logging.getLogger("exporters.gpu.sampler")
 @dataclass(frozen=True, slots=True)
 class SamplerConfig:
     interval_seconds: float = 1.0
-    slow_interval_seconds: float = 30.0
+    slow_interval_seconds: float = 60.0
     gpm: bool = True
     xid: bool = True
     processes: bool = True

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_defaults() -> None:
     config = parse_config([])
-    assert (config.port, config.interval_seconds, config.slow_interval_seconds) == (9400, 1.0, 30.0)
+    assert (config.port, config.interval_seconds, config.slow_interval_seconds) == (9400, 1.0, 60.0)
     assert config.fake_gpus == 0 and config.gpm and config.xid and config.processes
     assert config.staleness_limit_seconds == 5.0
 
