@@ -27,7 +27,7 @@ UPDATE = os.environ.get("GOVERNOR_UPDATE_GOLDEN") == "1"  # regenerate: GOVERNOR
 def golden_snapshot(tmp_path: Path) -> Snapshot:
     """Two fake GPUs after a slow round, every clock pinned: the same bytes on every machine."""
     clock = FakeClock(1000.0)
-    sampler = make_sampler(FakeNvml(2, clock=clock), clock, tmp_path)
+    sampler = make_sampler(FakeNvml(2, clock=clock), clock, tmp_path, slow_interval_seconds=30.0)
     sampler.tick()
     clock.advance(30.0)
     snapshot = sampler.tick()

@@ -39,7 +39,7 @@ def test_after_a_slow_round_every_catalogued_gpu_metric_is_there(
     clock: FakeClock, tmp_path: Path
 ) -> None:
     sampler = make_sampler(FakeNvml(1, clock=clock, mig_gpus=[0]), clock, tmp_path,
-                           xid=False)
+                           xid=False, slow_interval_seconds=30.0)
     sampler.tick()
     clock.advance(30.0)
     sampler.tick()
