@@ -13,13 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import dashboard as dm
+
 from alerts.render import GENERATED_MARK, dump_yaml
 from alerts.spec import SloSpec
 from dashboards import controller_board, gpu_board, inference_board, slo_board
 from dashboards.board import GENERATED_NOTE
 from dashboards.provisioning import GrafanaParams, dashboard_providers, datasources
-from grafana_foundation_sdk.cog.encoder import JSONEncoder
-from grafana_foundation_sdk.models import dashboard as dm
 
 DASHBOARDS_DIR: Final = "grafana/dashboards"
 DATASOURCES: Final = "grafana/provisioning/datasources/governor.yml"
