@@ -53,9 +53,14 @@ def describe_sli(slo: SLO) -> str:
     return f"`{slo.sli.errors}` out of `{slo.sli.total}`"
 
 
+def table_cell(markdown: str) -> str:
+    """A pipe (regex alternation in a selector) would end a markdown table cell early."""
+    return markdown.replace("|", "\\|")
+
+
 def summary(spec: SloSpec) -> str:
     """A markdown table of the spec, so the board says what it measures against."""
-    rows = [f"| {slo.name} | {percent(slo.objective)} | {describe_sli(slo)} | "
+    rows = [f"| {slo.name} | {percent(slo.objective)} | {table_cell(describe_sli(slo))} | "
             f"{'yes' if slo.controller else 'no'} |" for slo in spec.slos]
     return (f"Service **{spec.service}**, rolling period **{spec.period}**.\n\n"
             "| SLO | objective | good events | controller |\n| --- | --- | --- | --- |\n"
