@@ -98,7 +98,7 @@ def _stats(spec: SloSpec, slo: SLO, board: Board) -> None:
     window = SLI_WINDOWS[0]
     board.panel(stat(Spec(f"Events per second ({format_duration(window)})",
                           "Traffic the SLI counts; with little traffic one bad event moves the "
-                          "ratios a lot.", "reqps", width=5, height=5),
+                          "ratios a lot.", "short", width=5, height=5),
                      Query(series(n.windowed(n.SLI_EVENTS_RATE, window)), instant=True),
                      decimals=2))
 
