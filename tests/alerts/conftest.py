@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 from pathlib import Path
 
@@ -11,16 +13,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--update-golden", action="store_true", default=False,
-        help="rewrite tests/alerts/golden/ from the generator instead of comparing with it",
-    )
+    # Another package's conftest may offer the same switch; one registration serves both.
+    with contextlib.suppress(ValueError):
+        parser.addoption(
+            "--update-golden", action="store_true", default=False,
+            help="rewrite golden files from the generators instead of comparing with them "
+                 "(or set GOVERNOR_UPDATE_GOLDEN=1)",
+        )
 
 
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
-    # The option exists only when this conftest was loaded at start-up; default to comparing.
-    return bool(request.config.getoption("--update-golden", default=False))
+    # pytest knows the option only when this conftest loads at start-up (`pytest tests/alerts
+    # --update-golden`); from the repository root, GOVERNOR_UPDATE_GOLDEN=1 does the same.
+    flag = bool(request.config.getoption("--update-golden", default=False))
+    return flag or os.environ.get("GOVERNOR_UPDATE_GOLDEN", "") in {"1", "true", "yes"}
 
 
 def _tool(name: str) -> str:
