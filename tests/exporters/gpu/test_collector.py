@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +19,6 @@ from tests.exporters.conftest import FakeClock, make_sampler
 DATA = Path(__file__).resolve().parents[2] / "data"
 GOLDEN = {Format.TEXT: DATA / "gpu_golden_fake2.prom",
           Format.OPENMETRICS: DATA / "gpu_golden_fake2.openmetrics"}
-UPDATE = os.environ.get("GOVERNOR_UPDATE_GOLDEN") == "1"  # regenerate: GOVERNOR_UPDATE_GOLDEN=1
 
 
 def golden_snapshot(tmp_path: Path) -> Snapshot:
@@ -36,16 +33,15 @@ def golden_snapshot(tmp_path: Path) -> Snapshot:
 
 
 @pytest.mark.parametrize("fmt", [Format.TEXT, Format.OPENMETRICS], ids=lambda f: f.name.lower())
-def test_golden_exposition(fmt: Format, tmp_path: Path) -> None:
+def test_golden_exposition(fmt: Format, tmp_path: Path, update_golden: bool) -> None:
     body = render_snapshot(golden_snapshot(tmp_path), fmt, version="test")
-    if UPDATE:
+    if update_golden:
         GOLDEN[fmt].write_bytes(body)
     assert body == GOLDEN[fmt].read_bytes(), (
         "exposition changed; if on purpose, rerun with GOVERNOR_UPDATE_GOLDEN=1 and review it")
 
 
 @pytest.mark.integration
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
 def test_promtool_accepts_the_golden_exposition() -> None:
     done = subprocess.run(["promtool", "check", "metrics"], input=GOLDEN[Format.TEXT].read_bytes(),
                           capture_output=True, timeout=60, check=False)
