@@ -81,3 +81,15 @@ def alertmanager_config(endpoints: Endpoints, params: RenderParams) -> dict[str,
             {"name": RECEIVER_TICKET},
         ],
     }
+
+
+def alertmanager_args(*, config_file: str, storage_path: str,
+                      listen_address: str = "0.0.0.0:9093") -> list[str]:
+    """The flags to start a single Alertmanager 0.25 with this configuration. Clustering is
+    off: a lone instance would otherwise wait for gossip to settle before it notifies."""
+    return [
+        f"--config.file={config_file}",
+        f"--storage.path={storage_path}",
+        f"--web.listen-address={listen_address}",
+        "--cluster.listen-address=",
+    ]

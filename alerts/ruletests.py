@@ -43,16 +43,37 @@ class AlertCheck:
 
 
 @dataclass(frozen=True)
+class ExprCheck:
+    """A PromQL expression's samples at a time. Floats compare exactly, so ``expr`` should yield
+    exact values (``bool`` comparisons: 1 or 0)."""
+
+    eval_seconds: int
+    expr: str
+    samples: tuple[tuple[str, float], ...]  # (series as 'name{labels}' or '{labels}', value)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"expr": self.expr, "eval_time": format_duration(self.eval_seconds),
+                "exp_samples": [{"labels": labels, "value": value}
+                                for labels, value in self.samples]}
+
+
+@dataclass(frozen=True)
 class RuleTest:
     name: str
     interval_seconds: int
     input_series: tuple[InputSeries, ...]
     checks: tuple[AlertCheck, ...]
+    expr_checks: tuple[ExprCheck, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "interval": format_duration(self.interval_seconds),
-                "input_series": [series.to_dict() for series in self.input_series],
-                "alert_rule_test": [check.to_dict() for check in self.checks]}
+        out: dict[str, object] = {
+            "name": self.name, "interval": format_duration(self.interval_seconds),
+            "input_series": [series.to_dict() for series in self.input_series],
+            "alert_rule_test": [check.to_dict() for check in self.checks],
+        }
+        if self.expr_checks:
+            out["promql_expr_test"] = [check.to_dict() for check in self.expr_checks]
+        return out
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ Budget remaining, objective, period and an info series complete the set for dash
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from alerts import metric_names as n
 from alerts.promql import (
@@ -45,48 +44,36 @@ def le_matcher(threshold: float) -> Matcher:
     return Matcher("le", "=~", f"{text}|{text}\\.0")
 
 
-@dataclass(frozen=True)
-class SliQueries:
-    """PromQL for an SLI's event rates over a window."""
+def _histogram(sli: LatencySLI, suffix: str, *extra: Matcher) -> str:
+    matchers = tuple(Matcher(k, "=", v) for k, v in sorted(sli.selector.items()))
+    return Selector(sli.metric + suffix, (*matchers, *extra)).render()
 
-    sli: LatencySLI | Selector
-    errors_selector: Selector | None = None
 
-    @classmethod
-    def of(cls, slo: SLO) -> SliQueries:
-        if isinstance(slo.sli, LatencySLI):
-            return cls(slo.sli)
-        return cls(parse_selector(slo.sli.total), parse_selector(slo.sli.errors))
+def events_rate(slo: SLO, window: str) -> str:
+    """PromQL: all of the SLI's events per second over ``window``."""
+    if isinstance(slo.sli, LatencySLI):
+        return f"sum(rate({_histogram(slo.sli, '_count')}[{window}]))"
+    return f"sum(rate({parse_selector(slo.sli.total).render()}[{window}]))"
 
-    def _histogram(self, suffix: str, extra: tuple[Matcher, ...] = ()) -> Selector:
-        assert isinstance(self.sli, LatencySLI)
-        matchers = tuple(Matcher(k, "=", v) for k, v in sorted(self.sli.selector.items()))
-        return Selector(self.sli.metric + suffix, (*matchers, *extra))
 
-    def events(self, window: str) -> str:
-        if isinstance(self.sli, LatencySLI):
-            return f"sum(rate({self._histogram('_count').render()}[{window}]))"
-        return f"sum(rate({self.sli.render()}[{window}]))"
-
-    def errors(self, window: str) -> str:
-        if isinstance(self.sli, LatencySLI):
-            good = self._histogram("_bucket", (le_matcher(self.sli.threshold_seconds),))
-            return f"{self.events(window)}\n-\nsum(rate({good.render()}[{window}]))"
-        assert self.errors_selector is not None
-        # A service that never failed has no error series at all: count that as zero errors.
-        return f"sum(rate({self.errors_selector.render()}[{window}])) or vector(0)"
+def error_events_rate(slo: SLO, window: str) -> str:
+    """PromQL: the SLI's bad events per second over ``window``."""
+    if isinstance(slo.sli, LatencySLI):
+        good = _histogram(slo.sli, "_bucket", le_matcher(slo.sli.threshold_seconds))
+        return f"{events_rate(slo, window)}\n-\nsum(rate({good}[{window}]))"
+    # A service that never failed has no error series at all: count that as zero errors.
+    return f"sum(rate({parse_selector(slo.sli.errors).render()}[{window}])) or vector(0)"
 
 
 def _window_rules(spec: SloSpec, slo: SLO, window_seconds: int) -> tuple[RecordingRule, ...]:
     labels = slo_labels(spec, slo)
-    queries = SliQueries.of(slo)
     window = format_duration(window_seconds)
     errors = n.windowed(n.SLI_ERROR_EVENTS_RATE, window_seconds)
     events = n.windowed(n.SLI_EVENTS_RATE, window_seconds)
     ratio = n.windowed(n.SLI_ERROR_RATIO, window_seconds)
     return (
-        RecordingRule(events, queries.events(window), labels),
-        RecordingRule(errors, queries.errors(window), labels),
+        RecordingRule(events, events_rate(slo, window), labels),
+        RecordingRule(errors, error_events_rate(slo, window), labels),
         RecordingRule(ratio, f"{recorded(errors, spec, slo)}\n/\n{recorded(events, spec, slo)}",
                       labels),
         RecordingRule(n.windowed(n.BURN_RATE, window_seconds),

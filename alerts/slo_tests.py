@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 
+from alerts import metric_names as n
 from alerts.promql import (
     Matcher,
     Selector,
@@ -23,8 +24,8 @@ from alerts.promql import (
     to_decimal,
 )
 from alerts.rules import AlertRule
-from alerts.ruletests import AlertCheck, ExpectedAlert, InputSeries, RuleTest
-from alerts.slo_rules import alert_labels, burn_alerts, firing_tiers
+from alerts.ruletests import AlertCheck, ExpectedAlert, ExprCheck, InputSeries, RuleTest
+from alerts.slo_rules import alert_labels, burn_alerts, firing_tiers, recorded, slo_labels
 from alerts.spec import SLO, LatencySLI, SloSpec
 from alerts.synth import Series, matching, split_events
 from alerts.windows import SEVERITIES, BurnTier
@@ -146,10 +147,32 @@ def _thresholds(spec: SloSpec, slo: SLO, severity: str) -> list[Decimal]:
             for t in firing_tiers(spec, slo, severity)]
 
 
+def _within(series: str, low: Decimal, high: Decimal) -> str:
+    return (f"({series} > bool {format_number(low)}) * ({series} < bool {format_number(high)})")
+
+
+def _weighting_test(spec: SloSpec, slo: SLO) -> RuleTest:
+    """An hour at 100 events a minute, half of them bad, then an hour at 900 a minute, all good:
+    5% of events were bad. An average of 5-minute ratios would say about 25%."""
+    segments = [Segment(Decimal(100), Decimal(50), 60), Segment(Decimal(900), Decimal(0), 60)]
+    ratio = recorded(n.SLI_ERROR_RATIO_PERIOD, spec, slo)
+    remaining = recorded(n.ERROR_BUDGET_REMAINING, spec, slo)
+    budget = slo.error_budget
+    labels = Series("", tuple(sorted(slo_labels(spec, slo).items()))).render()
+    return RuleTest(
+        f"{slo.name}: the period ratio counts events, not 5-minute slices", MINUTE,
+        traffic(slo, segments), (),
+        (ExprCheck(120 * MINUTE, _within(ratio, Decimal("0.04"), Decimal("0.06")),
+                   ((labels, 1),)),
+         ExprCheck(120 * MINUTE, _within(remaining, 1 - Decimal("0.06") / budget,
+                                         1 - Decimal("0.04") / budget), ((labels, 1),))),
+    )
+
+
 def slo_tests(spec: SloSpec, slo: SLO) -> tuple[RuleTest, ...]:
     alerts = {a.labels["severity"]: a for a in burn_alerts(spec, slo)}
-    if not alerts:
-        return ()
+    if not alerts:  # no tier can fire: only the recording rules are left to test
+        return (_weighting_test(spec, slo),)
     name = next(iter(alerts.values())).alert
     page, ticket = _thresholds(spec, slo, "page"), _thresholds(spec, slo, "ticket")
     healthy = min(page + ticket) / 2
@@ -177,6 +200,7 @@ def slo_tests(spec: SloSpec, slo: SLO) -> tuple[RuleTest, ...]:
     if slow is not None:
         tests.append(test("a slow burn opens a ticket and no page", [segment(slow, 150)],
                           [(150, True)]))
+    tests.append(_weighting_test(spec, slo))
     if slo.min_event_rate_per_second > 0:
         trickle = to_decimal(slo.min_event_rate_per_second) * MINUTE / 4
         tests.append(test("an outage at a trickle below the traffic guard stays quiet",

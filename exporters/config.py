@@ -1,4 +1,4 @@
-"""The exporter's configuration: one frozen dataclass, validated once with every error reported.
+r"""The exporter's configuration: one frozen dataclass, validated once with every error reported.
 
 >>> try:
 ...     ExporterConfig(interval_seconds=0.05, fake_gpus=-1)
@@ -37,7 +37,7 @@ class ExporterConfig:
     port: int = 9400
     interval_seconds: float = 1.0
     # dcgm-exporter's own collection interval; energy alone costs 3.3 ms a read on an H200.
-    slow_interval_seconds: float = 30.0
+    slow_interval_seconds: float = 60.0
     # Readings older than this are withheld (gpu_up 0). None: five intervals, at least 5 s.
     staleness_seconds: float | None = None
     fake_gpus: int = 0  # 0: the real GPUs through NVML

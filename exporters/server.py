@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import web
 
 from exporters.config import ExporterConfig, package_version
-from exporters.exposition import ExpositionCache, negotiate
+from exporters.exposition import ExpositionCache, accepts_gzip, negotiate
 from exporters.gpu import nvml as nv
 from exporters.gpu.fake import FakeNvml
 from exporters.gpu.readings import Snapshot
@@ -85,8 +85,12 @@ async def metrics(request: web.Request) -> web.Response:
     age = _age(request, snapshot)
     fresh = age <= app[CONFIG].staleness_limit_seconds
     fmt = negotiate(request.headers.get("Accept"))
-    body = app[CACHE].body(snapshot, fresh=fresh, fmt=fmt, age_seconds=age)
-    return web.Response(body=body, headers={"Content-Type": fmt.content_type})
+    gzip = accepts_gzip(request.headers.get("Accept-Encoding"))
+    body = app[CACHE].body(snapshot, fresh=fresh, fmt=fmt, age_seconds=age, gzip=gzip)
+    headers = {"Content-Type": fmt.content_type, "Vary": "Accept, Accept-Encoding"}
+    if gzip:
+        headers["Content-Encoding"] = "gzip"
+    return web.Response(body=body, headers=headers)
 
 
 def health_report(
@@ -99,6 +103,8 @@ def health_report(
         status, reason = "stale", f"no sampling round for {age_seconds:.1f} s"
     elif not snapshot.nvml_up:
         status, reason = "degraded", snapshot.nvml_message
+    elif not snapshot.gpus and snapshot.sequence:
+        status, reason = "degraded", "NVML is up but reports no GPU"
     elif lost:
         status, reason = "degraded", f"GPU(s) not answering: {', '.join(map(str, lost))}"
     else:

@@ -24,11 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+
+from alerts.alertmanager import alertmanager_args
+from alerts.catalog import load_checked_spec
 from alerts.params import Endpoints, RenderParams
 from alerts.prometheus import prometheus_args
 from alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
-from alerts.spec import SpecError, load_spec
-
+from alerts.spec import SloSpec, SpecError
 from common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
 from common.logs import setup_logging
 
@@ -93,12 +95,16 @@ def render_params(config: UpConfig) -> RenderParams:
     )
 
 
+def load(slo: Path) -> SloSpec:
+    try:
+        return load_checked_spec(slo)
+    except SpecError as exc:
+        raise UpError(f"{slo} is invalid:\n  " + "\n  ".join(exc.errors)) from None
+
+
 def prepare(config: UpConfig) -> tuple[dict[str, str], RenderParams]:
     """Write the rendered configuration and the tokens; returns the tokens and parameters."""
-    try:
-        spec = load_spec(config.slo)
-    except SpecError as exc:
-        raise UpError(f"{config.slo} is invalid:\n  " + "\n  ".join(exc.errors)) from None
+    spec = load(config.slo)
     host, ports = config.host, config.ports
     endpoints = Endpoints((f"{host}:{ports.inference}",), (f"{host}:{ports.exporter}",),
                           (f"{host}:{ports.controller}",), (f"{host}:{ports.alertmanager}",))
@@ -118,7 +124,7 @@ def prepare(config: UpConfig) -> tuple[dict[str, str], RenderParams]:
 def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> list[Child]:
     host, ports, run = config.host, config.ports, config.run_dir.resolve()
     python = [sys.executable, "-m", "governor"]
-    spec = load_spec(config.slo)
+    spec = load(config.slo)
     exporter = ["--fake-gpus", str(config.fake_gpus)] if not config.real_gpus else []
     return [
         Child("inference", [*python, "serve", "--engine", "sim", "--preset", config.preset,
@@ -138,11 +144,9 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
                              "--state-file", str(run / "controller" / "state.json"),
                              "--audit-log", str(run / "controller" / "audit.jsonl")],
               f"http://{host}:{ports.controller}/health"),
-        Child("alertmanager", [find_binary(ALERTMANAGER_BINARIES),
-                               f"--config.file={run / ALERTMANAGER_CONFIG}",
-                               f"--storage.path={run / 'alertmanager-data'}",
-                               f"--web.listen-address={host}:{ports.alertmanager}",
-                               "--cluster.listen-address="],
+        Child("alertmanager", [find_binary(ALERTMANAGER_BINARIES), *alertmanager_args(
+            config_file=str(run / ALERTMANAGER_CONFIG), storage_path=str(run / "alertmanager-data"),
+            listen_address=f"{host}:{ports.alertmanager}")],
               f"http://{host}:{ports.alertmanager}/-/ready"),
         Child("prometheus", [find_binary(PROMETHEUS_BINARIES), *prometheus_args(
             spec, params, config_file=str(run / PROMETHEUS_CONFIG),

@@ -48,10 +48,11 @@ def create_app(
     *,
     engine_factory: EngineFactory = default_engine_factory,
     env: Mapping[str, str] | None = None,
+    registry: CollectorRegistry | None = None,
 ) -> web.Application:
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_observe])
     app[keys.CONFIG] = config
-    app[keys.REGISTRY] = CollectorRegistry(auto_describe=True)
+    app[keys.REGISTRY] = registry or CollectorRegistry(auto_describe=True)
     app[keys.ADMIN_LOCK] = asyncio.Lock()
     app.cleanup_ctx.append(_tracing_ctx(os.environ if env is None else env))
     app.cleanup_ctx.append(_engine_ctx(engine_factory))

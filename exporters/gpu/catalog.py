@@ -74,7 +74,8 @@ PER_GPU: dict[str, MetricSpec] = _s(
                "field 198 PCIE_COUNT_RX_BYTES", cadence=SLOW),
     MetricSpec(m.PCIE_REPLAYS, "counter", "PCIe link replays (retransmissions).",
                "field 94 PCIE_REPLAY_COUNTER", "DEV_PCIE_REPLAY_COUNTER", cadence=SLOW),
-    MetricSpec(m.MEMORY_TOTAL, "gauge", "Frame buffer size.", "nvmlDeviceGetMemoryInfo_v2().total"),
+    MetricSpec(m.MEMORY_TOTAL, "gauge", "Frame buffer size.", "nvmlDeviceGetMemoryInfo_v2().total",
+               "DEV_FB_TOTAL"),
     MetricSpec(m.MEMORY_USED, "gauge", "Frame buffer in use.", "nvmlDeviceGetMemoryInfo_v2().used",
                "DEV_FB_USED"),
     MetricSpec(m.MEMORY_FREE, "gauge", "Frame buffer free.", "nvmlDeviceGetMemoryInfo_v2().free",
@@ -82,7 +83,7 @@ PER_GPU: dict[str, MetricSpec] = _s(
     MetricSpec(m.MEMORY_RESERVED, "gauge", "Frame buffer reserved by the driver.",
                "nvmlDeviceGetMemoryInfo_v2().reserved", "DEV_FB_RESERVED"),
     MetricSpec(m.BAR1_TOTAL, "gauge", "BAR1 aperture size.", "nvmlDeviceGetBAR1MemoryInfo()",
-               cadence=SLOW),
+               "DEV_BAR1_TOTAL", cadence=SLOW),
     MetricSpec(m.BAR1_USED, "gauge", "BAR1 aperture in use.", "nvmlDeviceGetBAR1MemoryInfo()",
                "DEV_BAR1_USED", cadence=SLOW),
     MetricSpec(m.PROCESS_MEMORY_USED, "gauge", "GPU memory used by a process (host pid).",
@@ -148,7 +149,7 @@ PER_GPU: dict[str, MetricSpec] = _s(
 OWN: dict[str, MetricSpec] = _s(
     MetricSpec(m.INFO, "info", "Identity: driver_version, cuda_version, pci_bus_id.",
                "nvmlDeviceGetName/UUID/PciInfo, nvmlSystemGetDriverVersion/CudaDriverVersion",
-               "DRIVER_VERSION label",
+               "DRIVER_VERSION",
                (m.LABEL_DRIVER_VERSION, m.LABEL_CUDA_VERSION, m.LABEL_PCI_BUS_ID)),
     MetricSpec(m.UP, "gauge",
                "1 while the GPU answers NVML, 0 once it is lost or its readings are stale.",
@@ -177,11 +178,11 @@ OWN: dict[str, MetricSpec] = _s(
 
 def markdown_table() -> str:
     """The README's metric table (``python -m exporters.gpu.catalog``)."""
-    rows = ["| metric | type | labels | NVML source | dcgm-exporter | cadence |",
+    rows = ["| metric | type | labels | NVML source | dcgm-exporter (`DCGM_FI_…`) | cadence |",
             "| --- | --- | --- | --- | --- | --- |"]
     for spec in (*OWN.values(), *PER_GPU.values()):
         exposed = f"{spec.name}_total" if spec.kind == "counter" else spec.name
-        dcgm = f"`{spec.dcgm}`" if spec.dcgm else "—"
+        dcgm = spec.dcgm or "—"
         rows.append(f"| `{exposed}` | {spec.kind} | {', '.join(spec.labels) or '—'} | {spec.nvml} "
                     f"| {dcgm} | {spec.cadence} |")
     return "\n".join(rows)

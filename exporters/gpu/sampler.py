@@ -41,7 +41,7 @@ log = logging.getLogger("exporters.gpu.sampler")
 @dataclass(frozen=True, slots=True)
 class SamplerConfig:
     interval_seconds: float = 1.0
-    slow_interval_seconds: float = 30.0
+    slow_interval_seconds: float = 60.0
     gpm: bool = True
     xid: bool = True
     processes: bool = True
@@ -334,14 +334,24 @@ class Sampler:
             rotator.close()
             gpu.rotator = None
         if result is None:
+            if slow_due:  # the breakdowns of the last slow round would now be served too old
+                gpu.gpm_slow = ()
             return []
-        for metric_id, code in result.failed:
-            gpu.guard.failed(f"gpm_{metric_id}", code, f"GPM metric {metric_id}: nvmlReturn {code}")
-            if code in nv.PERMANENT_CODES:
-                rotator.drop(metric_id)
+        self._gpm_failures(gpu, rotator, result, "gpm")
         if result.slow is not None:
             gpu.gpm_slow = result.slow
         return list(result.fast)
+
+    @staticmethod
+    def _gpm_failures(
+        gpu: _Gpu, rotator: gpm.GpmRotator, result: gpm.GpmResult, where: str
+    ) -> None:
+        """Count the metrics that did not answer; stop asking for those that never will."""
+        for metric_id, code in result.failed:
+            name = f"{where}_{metric_id}"
+            gpu.guard.failed(name, code, f"GPM metric {metric_id}: nvmlReturn {code}")
+            if code in nv.PERMANENT_CODES:
+                rotator.drop(metric_id)
 
     def _mig(self, nvml: nv.NvmlApi, gpu: _Gpu, slow_due: bool) -> list[Sample]:
         if slow_due:
@@ -351,6 +361,7 @@ class Sampler:
         for gi, rotator in gpu.mig_rotators.items():
             result = gpu.guard(f"mig_gpm_{gi}", partial(rotator.tick, False))
             if result is not None:
+                self._gpm_failures(gpu, rotator, result, f"mig_gpm_{gi}")
                 samples += result.fast
         return samples
 

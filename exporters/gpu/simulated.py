@@ -30,12 +30,13 @@ class Activity:
 
 
 def activity(gpu: int, t: float) -> Activity:
-    load = 0.55 + 0.4 * math.sin(2 * math.pi * t / 120.0 + 0.9 * gpu)
-    compute_share = 0.5 + 0.5 * math.sin(2 * math.pi * t / 300.0 + 1.7 * gpu)
+    # Rounded so that golden files do not depend on the last bit of the platform's sin().
+    load = round(0.55 + 0.4 * math.sin(2 * math.pi * t / 120.0 + 0.9 * gpu), 6)
+    compute_share = round(0.5 + 0.5 * math.sin(2 * math.pi * t / 300.0 + 1.7 * gpu), 6)
     return Activity(
         load=load,
-        tensor=load * compute_share * 0.95,
-        dram=0.05 + load * (1.0 - compute_share) * 0.85,
+        tensor=round(load * compute_share * 0.95, 6),
+        dram=round(0.05 + load * (1.0 - compute_share) * 0.85, 6),
     )
 
 

@@ -7,6 +7,7 @@ counts are copied into each snapshot by the sampler, never read by a scrape.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 from collections.abc import Sequence
@@ -22,6 +23,15 @@ log = logging.getLogger("exporters.gpu.xid")
 UNKNOWN_GPU = -1
 
 
+def handle_key(handle: Any) -> Any:
+    """A hashable identity for a device handle: the address for pynvml's ctypes pointers, the
+    handle itself otherwise (the fake's handles are frozen dataclasses)."""
+    try:
+        return ctypes.cast(handle, ctypes.c_void_p).value
+    except (TypeError, ctypes.ArgumentError):
+        return handle
+
+
 class XidWatcher:
     def __init__(
         self, nvml: nv.NvmlApi, handles: Sequence[tuple[int, Any]], ledger: ErrorLedger,
@@ -29,6 +39,7 @@ class XidWatcher:
     ) -> None:
         self._nvml = nvml
         self._handles = list(handles)
+        self._by_handle = {handle_key(handle): index for index, handle in self._handles}
         self._ledger = ledger
         self._poll_ms = poll_ms
         self._counts: dict[tuple[int, int], int] = {}
@@ -75,6 +86,11 @@ class XidWatcher:
                 self._count(self._index_of(data.device), int(data.eventData))
 
     def _index_of(self, device: Any) -> int:
+        """The GPU an event is about. By handle first: an XID 79 comes from a GPU that has just
+        fallen off the bus, and asking NVML for its index would only answer GPU_IS_LOST."""
+        index = self._by_handle.get(handle_key(device))
+        if index is not None:
+            return index
         try:
             return int(self._nvml.nvmlDeviceGetIndex(device))
         except self._nvml.NVMLError:

@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from alerts.alertmanager import alertmanager_args
 from alerts.params import Endpoints, RenderParams
 from alerts.prometheus import prometheus_args
 from alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
@@ -43,12 +44,12 @@ class Process:
     log: Path
 
     @classmethod
-    def start(cls, name: str, argv: Sequence[str], logs: Path, env: dict[str, str] | None = None,
+    def start(cls, name: str, argv: Sequence[str], logs: Path, cwd: Path | None = None,
               ) -> Process:
         log = logs / f"{name}.log"
         with log.open("wb") as sink:
             popen = subprocess.Popen(list(argv), stdout=sink, stderr=subprocess.STDOUT,
-                                     start_new_session=True, env=env)
+                                     start_new_session=True, cwd=cwd)
         return cls(name, popen, log)
 
     def output(self) -> str:
@@ -160,12 +161,11 @@ async def alert_stack(
     processes: list[Process] = []
     async with receiver.serving(ports["controller"]):
         try:
-            alertmanager = Process.start("alertmanager", [
-                "prometheus-alertmanager", f"--config.file={deploy / ALERTMANAGER_CONFIG}",
-                f"--storage.path={workdir / 'alertmanager-data'}",
-                f"--web.listen-address={LOOPBACK}:{ports['alertmanager']}",
-                "--cluster.listen-address=",  # no gossip: a single instance is ready at once
-            ], workdir)
+            am_flags = alertmanager_args(config_file=str(deploy / ALERTMANAGER_CONFIG),
+                                         storage_path=str(workdir / "alertmanager-data"),
+                                         listen_address=f"{LOOPBACK}:{ports['alertmanager']}")
+            alertmanager = Process.start("alertmanager", ["prometheus-alertmanager", *am_flags],
+                                         workdir)
             processes.append(alertmanager)
             prometheus = Process.start("prometheus", ["prometheus", *prometheus_args(
                 spec, params, config_file=str(deploy / PROMETHEUS_CONFIG),

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -20,7 +23,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from alerts.catalog import load_checked_spec
 from inference import metric_names as m
 from tests.alerts.cases import FAST, ROOT
-from tests.alerts.stack import LOOPBACK, alert_stack, free_port
+from tests.alerts.stack import LOOPBACK, Process, alert_stack, free_port, wait_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -102,3 +105,122 @@ async def test_a_latency_breach_reaches_the_controller_webhook_then_resolves(
         except (AssertionError, TimeoutError):
             print(stack.logs(), "\nnotifications:", stack.receiver.notifications)
             raise
+
+
+# ---- the real service on the simulated engine --------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def sim_service(
+    session: aiohttp.ClientSession, port: int, workdir: Path
+) -> AsyncIterator[str]:
+    """``governor serve --engine sim`` (llama-3-8b@h200 preset, real time); yields its URL."""
+    process = Process.start("inference", [
+        sys.executable, "-m", "governor", "serve", "--engine", "sim", "--host", LOOPBACK,
+        "--port", str(port), "--log-level", "warning",
+    ], workdir, cwd=ROOT)
+    url = f"http://{LOOPBACK}:{port}"
+    try:
+        await wait_ready(session, url + "/health", process)
+        yield url
+    finally:
+        process.stop()
+
+
+class Load:
+    """Chat streams that keep decoding, plus, when ``prefill_rate`` is set, long unique prompts.
+
+    Each long prompt (~7000 tokens, unique so prefix caching cannot skip it) fills a step with a
+    prefill chunk, stretching the gap between tokens of every stream decoding in that step: with
+    the default 8192-token budget, two a second push the p99 inter-token latency from ~15 ms to
+    ~200 ms on the llama-3-8b@h200 preset, the physics the controller exploits.
+    """
+
+    def __init__(self, session: aiohttp.ClientSession, url: str, model: str) -> None:
+        self.session, self.url, self.model = session, url, model
+        self.prefill_rate = 0.0
+        self.statuses: list[int] = []
+        self._rng = random.Random(7)
+
+    async def _chat(self, content: str, max_tokens: int) -> None:
+        body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "stream": True,
+                                "messages": [{"role": "user", "content": content}]}
+        async with self.session.post(self.url + "/v1/chat/completions", json=body) as response:
+            async for _ in response.content:
+                pass
+            self.statuses.append(response.status)
+
+    async def _decoder(self) -> None:
+        while True:
+            await self._chat("translate this sentence into another language " * 40, 256)
+
+    def _long_prompt(self) -> str:
+        # Words of up to six letters are one token each for the sim's tokenizer.
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        return " ".join("".join(self._rng.choices(letters, k=5)) for _ in range(7000))
+
+    async def _prefills(self) -> None:
+        pending: set[asyncio.Task[None]] = set()
+        while True:
+            if self.prefill_rate > 0:
+                task = asyncio.create_task(self._chat(self._long_prompt(), 1))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+                await asyncio.sleep(1 / self.prefill_rate)
+            else:
+                await asyncio.sleep(0.1)
+
+    @contextlib.asynccontextmanager
+    async def running(self, decoders: int) -> AsyncIterator[None]:
+        tasks = [asyncio.create_task(self._decoder()) for _ in range(decoders)]
+        tasks.append(asyncio.create_task(self._prefills()))
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _query(session: aiohttp.ClientSession, prometheus: str, expr: str) -> list[Any]:
+    async with session.get(prometheus + "/api/v1/query", params={"query": expr}) as response:
+        result: list[Any] = (await response.json())["data"]["result"]
+        return result
+
+
+async def test_the_sim_service_breaching_its_itl_slo_alerts_the_controller_then_resolves(
+    tmp_path: Path,
+) -> None:
+    spec = load_checked_spec(ROOT / "slo.yaml")
+    port = free_port()
+    instance = f"{LOOPBACK}:{port}"
+    async with aiohttp.ClientSession() as session, sim_service(session, port, tmp_path) as url:
+        async with session.get(url + "/v1/models") as response:
+            model = (await response.json())["data"][0]["id"]
+        load = Load(session, url, model)
+        async with alert_stack(spec, FAST, [instance], tmp_path, session) as stack, \
+                load.running(decoders=4):
+            try:
+                await asyncio.sleep(6)  # steady decoding: the tail stays far under 120 ms
+                assert stack.receiver.alerts_named(ALERT, "firing") == []
+
+                load.prefill_rate = 2.0
+                async with asyncio.timeout(60):
+                    firing = await stack.receiver.wait_for(ALERT, "firing")
+                assert firing["labels"]["instance"] == instance
+                assert firing["labels"]["severity"] == "control"
+                assert firing["labels"]["slo"] == "inter-token-latency"
+                # The SLO's own recording rules see the same breach in the service's series.
+                bad = await _query(session, stack.prometheus_url,
+                                   'slo:sli_error:ratio_rate5m{slo="inter-token-latency"} > 0')
+                assert bad, "the 5m error ratio of the ITL SLO should be above zero"
+
+                load.prefill_rate = 0.0
+                async with asyncio.timeout(60):
+                    resolved = await stack.receiver.wait_for(ALERT, "resolved")
+                assert resolved["fingerprint"] == firing["fingerprint"]
+                assert stack.receiver.rejected == 0
+                assert set(load.statuses) == {200}
+            except (AssertionError, TimeoutError):
+                print(stack.logs(), "\nnotifications:", stack.receiver.notifications)
+                raise

@@ -94,3 +94,23 @@ def test_the_unit_tests_catch_broken_alerts(
     result = run(promtool, "test", "rules", str(tmp_path / f"prometheus/tests/{rules}.test.yml"))
     assert result.returncode != 0, f"{rules}: the tests passed against broken alerts"
     assert "FAILED" in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_the_unit_tests_catch_a_period_ratio_that_averages_slices(
+    promtool: str, tmp_path: Path
+) -> None:
+    """Sloth's period ratio averages 5-minute ratios; the generated test must reject that."""
+    files = render_all(load_checked_spec(ROOT / "slo.yaml"))
+    path = "prometheus/rules/slo-availability.yml"
+    selector = '{slo="availability", service="inference"}'
+    weighted = (f"sum_over_time(slo:sli_error_events:rate5m{selector}[30d])\n"
+                f"          /\n          sum_over_time(slo:sli_events:rate5m{selector}[30d])")
+    assert weighted in files[path]
+    averaged = files[path].replace(
+        weighted, f"avg_over_time(slo:sli_error:ratio_rate5m{selector}[30d])")
+    write_all({**files, path: averaged}, tmp_path)
+    result = run(promtool, "test", "rules",
+                 str(tmp_path / "prometheus/tests/slo-availability.test.yml"))
+    assert result.returncode != 0
+    assert 'FAILED:\n    expr: "(slo:sli_error:ratio_period' in result.stderr

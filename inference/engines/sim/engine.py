@@ -7,8 +7,8 @@ new tokens and are waiting. A consumer turns whatever its request produced since
 into one :class:`TokenDelta`, so a slow consumer gets fewer, larger deltas instead of a backlog.
 
 Timestamps follow the step plan, not the moment the loop woke up, so the ``vllm:*`` latencies
-are the simulated ones even when the event loop is late; if it falls behind, the next step
-starts when the loop gets to it.
+are the simulated ones even when the event loop wakes up late; if it falls behind by more than
+a few milliseconds, the timeline restarts from the moment the loop gets to it.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from inference.engines.sim.request import SimRequest, Status
 from inference.engines.sim.tokenizer import OutputPlan, SimTokenizer, plan_output, render_chat
 
 log = logging.getLogger(__name__)
+
+_MAX_LAG_SECONDS = 0.005
 
 
 class _Stream:
@@ -95,6 +97,7 @@ class SimEngine:
         self._wakeup: asyncio.Event | None = None
         self._failure: BaseException | None = None
         self._closed = False
+        self._last_enqueued = -math.inf
 
     # ---- Engine properties -------------------------------------------------------------------
 
@@ -225,7 +228,9 @@ class SimEngine:
         request = stream.request
         if request.status is Status.FINISHED or self._closed:
             return  # aborted before it reached the scheduler
-        self._core.scheduler.add(request, self._now())
+        now = self._now()
+        self._last_enqueued = now
+        self._core.scheduler.add(request, now)
         if self._wakeup is not None:
             self._wakeup.set()
 
@@ -300,7 +305,12 @@ class SimEngine:
                 wakeup.clear()
                 await wakeup.wait()
                 continue
-            start = max(self._now(), planned_end)
+            now = self._now()
+            # A late wake-up (the event loop's timers are coarse) does not shift the timeline;
+            # a loop that fell far behind restarts it from now.
+            start = planned_end if now - planned_end < _MAX_LAG_SECONDS else now
+            # ...but a step never starts before a request it may admit has arrived.
+            start = max(start, self._last_enqueued)
             plan = scheduler.schedule(start)
             if plan.empty:
                 # Nothing fits until a request finishes or is aborted: wait for news.

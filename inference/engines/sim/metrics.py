@@ -45,6 +45,8 @@ class Histogram:
         self.total = 0.0
 
     def observe(self, value: float) -> None:
+        if value < 0.0:
+            value = 0.0  # float rounding of equal timestamps; a histogram sum must not fall
         self.counts[bisect_left(self.bounds, value)] += 1
         self.total += value
 

@@ -177,10 +177,10 @@ HOPPER_VLLM_025 = Efficiency(
     attention_efficiency=0.45,
     step_overhead_seconds=0.25e-3,
     per_sequence_seconds=11e-6,
-    mixed_step_overhead_seconds=1.0e-3,
+    mixed_step_overhead_seconds=2.2e-3,
     roofline_sharpness=4.0,
     jitter_mean_seconds=0.15e-3,
-    frontend_latency_seconds=6.0e-3,
+    frontend_latency_seconds=3.5e-3,
 )
 
 LLAMA_3_8B_H200 = Preset(
@@ -224,9 +224,7 @@ TINY = Preset(
         vocab_size=32000,
     ),
     hardware=H200,
-    efficiency=replace(
-        HOPPER_VLLM_025, jitter_mean_seconds=0.0, frontend_latency_seconds=0.0
-    ),
+    efficiency=replace(HOPPER_VLLM_025, jitter_mean_seconds=0.0, frontend_latency_seconds=0.0),
     max_model_len=2048,
     num_kv_blocks=256,
     max_num_seqs=16,

@@ -3,19 +3,23 @@
 An iteration runs the whole batch through the model once. Its time is the sum of what cannot
 overlap on a GPU:
 
-* ``step_overhead`` — the fixed host cost of an iteration (scheduling, input preparation,
-  kernel launch of the CUDA graphs, sampling set-up);
-* ``per_sequence x sequences`` — host and sampler cost per scheduled request (block tables,
-  logits processing, detokenisation bookkeeping); this is what makes a decode step grow with
-  the batch even while the GEMMs are still bound by the weight read;
-* the dense layers (GEMMs): each weight is streamed from HBM once per iteration, and every
-  scheduled token multiplies through it, so their time is ``max(weight bytes / (η·BW),
-  linear FLOPs / (MFU·peak))`` — memory-bound for decode batches, compute-bound past the ridge
-  (about 200 tokens per iteration on an H200);
+* ``step_overhead`` - the fixed host cost of an iteration (scheduling, input preparation,
+  CUDA-graph replay, sampling set-up);
+* ``mixed_step_overhead`` - paid by a step that carries any prefill chunk: only uniform decode
+  batches replay vLLM's full CUDA graph; a mixed batch runs attention outside the graph
+  (piecewise mode) and builds variable-length attention metadata;
+* ``per_sequence * sequences`` - host and sampler cost per scheduled request (block tables,
+  logits processing, output bookkeeping); with the KV read it makes a decode step grow with the
+  batch while the GEMMs are still bound by the weight read;
+* the dense layers (GEMMs): every weight is streamed from HBM once per iteration and every
+  scheduled token multiplies through it, so they cost the weight read ``W / (eta * BW)`` or the
+  compute ``tokens * FLOPs per token / (MFU * peak)``, whichever dominates. The two are joined by
+  a p-norm (``roofline_sharpness``): near the ridge (about 200 tokens per step on an H200)
+  neither bound is reached alone and a step costs more than the larger of the two;
 * attention, separate kernels that do not overlap the GEMMs: decodes read their whole context's
-  KV cache (``context tokens x KV bytes per token / (η·BW)``), and prefill chunks compute one
-  score per (query, key) pair (``pairs x attention FLOPs per pair / (attention efficiency ·
-  peak)``), which is the term quadratic in the prompt length.
+  KV cache (``context tokens * KV bytes per token / (eta * BW)``), and prefill chunks compute a
+  score per (query, key) pair (``pairs * FLOPs per pair / (attention efficiency * peak)``),
+  which is the term quadratic in the prompt length; a chunk also re-reads its prefix's KV.
 
 Everything here is pure arithmetic on a :class:`StepShape`; the scheduler builds the shape.
 """

@@ -111,14 +111,14 @@ class Scheduler:
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan(now)
         budget = self.limits.max_num_batched_tokens
-        budget = self._schedule_running(plan, budget, now)
+        budget = self._schedule_running(plan, budget)
         if plan.num_preempted == 0 and self.waiting:
             # An engine with nothing else to run schedules at once, whatever arrived when.
             pipelined = self.async_scheduling and not plan.empty
             self._schedule_waiting(plan, budget, now, pipelined=pipelined)
         return plan
 
-    def _schedule_running(self, plan: StepPlan, budget: int, now: float) -> int:
+    def _schedule_running(self, plan: StepPlan, budget: int) -> int:
         kv, running = self.kv, self.running
         block_size = kv.block_size
         requests, tokens = plan.requests, plan.tokens
@@ -166,9 +166,8 @@ class Scheduler:
             req = waiting[0]
             if pipelined and prev_start < req.queued_time <= prev_end:
                 break  # arrived while the step now ending was running
-            hit: list[int] = []
-            fresh = req.num_computed == 0
-            if fresh and req.block_hashes and kv.enable_prefix_caching:
+            hit: list[int] = []  # waiting requests hold no blocks: fresh, or preempted
+            if req.block_hashes and kv.enable_prefix_caching:
                 # The last token is always recomputed, to sample from its logits.
                 max_blocks = (req.num_tokens - 1) // kv.block_size
                 hit = kv.longest_cached_prefix(req.block_hashes, max_blocks)

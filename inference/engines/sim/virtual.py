@@ -26,6 +26,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -110,24 +111,27 @@ class VirtualSim:
         limits: BatchingLimits | None = None,
         seed: int = 0,
         record_token_times: bool = True,
+        history_seconds: float | None = None,
         on_finish: Callable[[VirtualSim, RequestRecord], None] | None = None,
     ) -> None:
+        """``history_seconds`` bounds memory on long runs: steps, samples and finished requests
+        older than that are forgotten (``None`` keeps everything)."""
+        if history_seconds is not None and not history_seconds > 0:
+            raise ValueError(f"history_seconds must be positive, got {history_seconds}")
         self.preset = preset
         self.core = EngineCore(preset, limits=limits, seed=seed, observer=self)
         self.now = 0.0
         self.steps: list[StepRecord] = []
         self._record_token_times = record_token_times
+        self._history = history_seconds
+        self._next_trim = history_seconds or math.inf
         self._on_finish = on_finish
         self._requests: dict[str, SimRequest] = {}
         self._arrivals: list[tuple[float, int, SimRequest]] = []  # (schedulable at, seq, request)
         self._limit_changes: list[tuple[float, int, BatchingLimits]] = []
-        self._seq = 0
-        # Samples in emission order, and for each step the offset of its first sample.
-        self._itl: list[float] = []
-        self._ttft: list[float] = []
-        self._step_ends: list[float] = []
-        self._itl_offsets: list[int] = []
-        self._ttft_offsets: list[int] = []
+        self._seq = 0  # submission order: names requests, breaks ties between equal times
+        self._changes = 0
+        self._samples = _SampleLog()
 
     # ---- driving ---------------------------------------------------------------------------
 
@@ -174,20 +178,33 @@ class VirtualSim:
     def set_limits(self, limits: BatchingLimits, *, at: float | None = None) -> None:
         """Change the limits from the first step that starts at or after ``at`` (default now)."""
         when = self.now if at is None else at
-        heapq.heappush(self._limit_changes, (when, self._seq, limits))
-        self._seq += 1
+        heapq.heappush(self._limit_changes, (when, self._changes, limits))
+        self._changes += 1
         self._apply_limit_changes(self.now)
 
     def run_until(self, end: float) -> None:
         """Run every step that starts before ``end`` (the last one may finish after it)."""
+        self._advance(end, until_idle=False)
+
+    def run_until_idle(self, limit: float = math.inf) -> None:
+        """Run until every submitted request has finished (or until ``limit``).
+
+        ``now`` is then the end of the last step, not a later time.
+        """
+        self._advance(limit, until_idle=True)
+
+    def _advance(self, end: float, *, until_idle: bool) -> None:
         scheduler = self.core.scheduler
         while True:
             self._admit(self.now)
             self._apply_limit_changes(self.now)
             if not scheduler.has_work:
+                if until_idle and not self._arrivals:
+                    return
                 upcoming = self._next_event()
                 if upcoming >= end:
-                    self.now = max(self.now, end)
+                    if not until_idle:
+                        self.now = max(self.now, end)
                     return
                 self.now = upcoming
                 continue
@@ -197,11 +214,6 @@ class VirtualSim:
             if plan.empty:
                 raise RuntimeError(f"nothing schedulable at {self.now}: {scheduler.waiting[0]!r}")
             self._run_step(plan)
-
-    def run_until_idle(self, limit: float = math.inf) -> None:
-        """Run until every submitted request has finished (or until ``limit``)."""
-        while self.now < limit and (self.core.scheduler.has_work or self._arrivals):
-            self.run_until(min(limit, max(self._next_event(), self.now) + 1.0))
 
     def _run_step(self, plan: StepPlan) -> None:
         end = plan.start + self.core.step_seconds(plan)
@@ -221,10 +233,11 @@ class VirtualSim:
                 preemptions=plan.num_preempted,
             )
         )
-        self._step_ends.append(end)
-        self._itl_offsets.append(len(self._itl))
-        self._ttft_offsets.append(len(self._ttft))
+        self._samples.close_step(end)
         self.now = end
+        if end >= self._next_trim and self._history is not None:
+            self._forget_before(end - self._history)
+            self._next_trim = end + self._history / 4
         if self._on_finish is not None:
             for request in finished:
                 self._on_finish(self, _record(request))
@@ -251,10 +264,10 @@ class VirtualSim:
     # ---- StepObserver: collect samples for windows -------------------------------------------
 
     def on_first_token(self, request: SimRequest) -> None:
-        self._ttft.append(request.first_token_time - request.arrival_time)
+        self._samples.ttft.append(request.first_token_time - request.arrival_time)
 
     def on_inter_token(self, seconds: float) -> None:
-        self._itl.append(seconds)
+        self._samples.itl.append(seconds)
 
     def on_finished(self, request: SimRequest) -> None:
         pass
@@ -270,15 +283,21 @@ class VirtualSim:
     def records(self) -> list[RequestRecord]:
         return [_record(r) for r in self._requests.values()]
 
+    def itl_samples(self, start: float, end: float) -> list[float]:
+        """Every inter-token latency emitted by a step that ended in ``[start, end)``."""
+        return self._samples.between(self._samples.itl, self._samples.itl_offsets, start, end)
+
+    def ttft_samples(self, start: float, end: float) -> list[float]:
+        """Every time to first token emitted by a step that ended in ``[start, end)``."""
+        return self._samples.between(self._samples.ttft, self._samples.ttft_offsets, start, end)
+
     def window(self, start: float, end: float) -> WindowStats:
         """ITL and TTFT percentiles of the samples emitted by steps ending in ``[start, end)``."""
-        first = bisect_left(self._step_ends, start)
-        last = bisect_left(self._step_ends, end)
-        itl = self._samples_between(self._itl, self._itl_offsets, first, last)
-        ttft = self._samples_between(self._ttft, self._ttft_offsets, first, last)
+        itl = self.itl_samples(start, end)
+        ttft = self.ttft_samples(start, end)
         p50, p90, p99, p100 = _percentiles(itl, (50, 90, 99, 100))
         t50, t99 = _percentiles(ttft, (50, 99))
-        tokens = len(itl) + len(ttft)
+        tokens = len(itl) + len(ttft)  # every generated token is one or the other
         duration = end - start
         return WindowStats(
             start=start,
@@ -294,15 +313,53 @@ class VirtualSim:
             generation_tokens_per_second=tokens / duration if duration > 0 else math.nan,
         )
 
-    @staticmethod
-    def _samples_between(
-        samples: list[float], offsets: list[int], first: int, last: int
+    def _forget_before(self, cutoff: float) -> None:
+        dropped = self._samples.trim_before(cutoff)
+        del self.steps[:dropped]
+        self._requests = {
+            rid: r for rid, r in self._requests.items() if not r.finished or r.finish_time >= cutoff
+        }
+
+
+class _SampleLog:
+    """ITL and TTFT samples in emission order, indexed by the end of the step that emitted them.
+
+    ``*_offsets[k]`` is the number of samples after step ``k``, so step ``k``'s samples are
+    ``values[offsets[k - 1]:offsets[k]]``.
+    """
+
+    def __init__(self) -> None:
+        self.itl = array("d")
+        self.ttft = array("d")
+        self.ends: list[float] = []
+        self.itl_offsets: list[int] = []
+        self.ttft_offsets: list[int] = []
+
+    def close_step(self, end: float) -> None:
+        self.ends.append(end)
+        self.itl_offsets.append(len(self.itl))
+        self.ttft_offsets.append(len(self.ttft))
+
+    def between(
+        self, values: array[float], offsets: list[int], start: float, end: float
     ) -> list[float]:
-        # offsets[k] is the sample count *after* step k, so step k's samples are
-        # samples[offsets[k-1]:offsets[k]].
+        first = bisect_left(self.ends, start)
+        last = bisect_left(self.ends, end)
         lo = offsets[first - 1] if first > 0 else 0
         hi = offsets[last - 1] if last > 0 else 0
-        return samples[lo:hi]
+        return values[lo:hi].tolist()
+
+    def trim_before(self, cutoff: float) -> int:
+        """Forget the steps that ended before ``cutoff``; returns how many."""
+        steps = bisect_left(self.ends, cutoff)
+        if steps == 0:
+            return 0
+        for values, offsets in ((self.itl, self.itl_offsets), (self.ttft, self.ttft_offsets)):
+            dropped = offsets[steps - 1]
+            del values[:dropped]
+            offsets[:] = [n - dropped for n in offsets[steps:]]
+        del self.ends[:steps]
+        return steps
 
 
 def _record(request: SimRequest) -> RequestRecord:

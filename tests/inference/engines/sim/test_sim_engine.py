@@ -343,3 +343,33 @@ def test_settings_set_the_ceiling_and_the_served_name() -> None:
     assert sim.ceiling == sim.limits == BatchingLimits(64, 2048)
     assert sim.floor == BatchingLimits(1, 2048)  # a floor above the ceiling is lowered to it
     assert sim.max_model_len == 4096
+
+
+async def test_a_late_event_loop_never_makes_latencies_negative() -> None:
+    """Regression: a step restarted on the planned timeline once began before a new arrival."""
+    from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
+
+    registry = CollectorRegistry()
+    sim = create_sim_engine(EngineSettings(preset="tiny", time_scale=5.0), registry)
+    await sim.start()
+
+    async def hog_the_loop() -> None:
+        while True:
+            time.sleep(0.002)  # noqa: ASYNC251 - blocking on purpose: every timer fires late
+            await asyncio.sleep(0.001)
+
+    async def one(i: int) -> list[TokenDelta]:
+        await asyncio.sleep(0.0037 * i)
+        return await collect(sim.generate(await request(sim, f"r{i}", "late loop", 6)))
+
+    hog = asyncio.create_task(hog_the_loop())
+    try:
+        results = await asyncio.gather(*[one(i) for i in range(30)])
+    finally:
+        hog.cancel()
+        await sim.close()
+    queued = [deltas[0].queued_seconds for deltas in results]
+    assert all(q is not None and q >= 0 for q in queued)
+    assert value(registry, names.VLLM_REQUEST_QUEUE_TIME + "_sum") >= 0
+    assert value(registry, names.VLLM_TIME_TO_FIRST_TOKEN + "_sum") >= 0
+    openmetrics(registry)  # type: ignore[no-untyped-call]  # refuses negative histogram sums

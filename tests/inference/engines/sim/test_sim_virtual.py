@@ -141,18 +141,6 @@ def test_a_smaller_budget_lowers_the_worst_step_and_raises_ttft() -> None:
     assert slow_ttft > fast_ttft
 
 
-def test_more_running_requests_make_every_step_longer() -> None:
-    def median_step(seqs: int) -> float:
-        sim = VirtualSim(H200, limits=BatchingLimits(seqs, 8192))
-        for _ in range(256):
-            sim.submit(arrival=0.0, prompt=128, output_tokens=300)
-        sim.run_until(1.5)
-        durations = sorted(s.duration for s in sim.steps if s.prefill_tokens == 0)
-        return durations[len(durations) // 2]
-
-    assert median_step(64) < median_step(128) < median_step(256)
-
-
 def test_a_full_kv_cache_preempts_and_every_request_still_finishes() -> None:
     small = replace(TINY, num_kv_blocks=64)  # 1024 tokens of KV
     sim = VirtualSim(small, limits=BatchingLimits(16, 512))
@@ -236,3 +224,43 @@ def test_a_request_larger_than_the_kv_cache_is_refused() -> None:
     sim = VirtualSim(replace(TINY, num_kv_blocks=4))
     with pytest.raises(ValueError, match="KV cache"):
         sim.submit(arrival=0.0, prompt=100, output_tokens=1)
+
+
+def test_raw_samples_are_available_for_a_window() -> None:
+    sim = VirtualSim(TINY)
+    busy(sim, n=2, outputs=30)
+    sim.run_until_idle()
+    itls = sim.itl_samples(0.0, sim.now + 1)
+    assert len(itls) == 2 * 29
+    assert sorted(itls) == sorted(x for r in sim.records() for x in r.inter_token_latencies)
+    assert len(sim.ttft_samples(0.0, sim.now + 1)) == 2
+
+
+def test_a_bounded_history_forgets_old_steps_samples_and_requests() -> None:
+    sim = VirtualSim(TINY, history_seconds=1.0, record_token_times=False)
+    for i in range(40):
+        sim.submit(arrival=0.25 * i, prompt=20, output_tokens=5)
+    sim.run_until(10.5)
+    assert sim.steps[0].start >= 10.5 - 2.5  # history, plus up to a quarter of it, plus a gap
+    assert sim.itl_samples(0.0, 7.5) == []
+    assert len(sim.itl_samples(9.6, 10.5)) > 0
+    assert len(sim.records()) < 10
+    with pytest.raises(KeyError):
+        sim.record("r0")
+    recent = sim.window(sim.now - 1.0, sim.now)
+    assert recent.itl_count > 0
+
+
+def test_history_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="history_seconds"):
+        VirtualSim(TINY, history_seconds=0)
+
+
+def test_running_until_idle_stops_at_the_last_step() -> None:
+    sim = VirtualSim(TINY)
+    sim.submit(arrival=0.0, prompt=10, output_tokens=3)
+    sim.submit(arrival=4.0, prompt=10, output_tokens=3)
+    sim.run_until_idle()
+    last = sim.steps[-1]
+    assert sim.now == last.start + last.duration
+    assert 4.0 < sim.now < 4.1
