@@ -10,11 +10,12 @@ import logging
 import aiohttp
 
 from common.secrets import Secret
+from controller import metric_names
 from controller.model import Decision
 
 log = logging.getLogger(__name__)
 
-TAG = "governor-controller"
+TAG = metric_names.ANNOTATION_TAG
 
 
 def annotation(target: str, decision: Decision, at: float) -> dict[str, object]:

@@ -19,6 +19,9 @@ ALERTS_FIRING: Final = "governor_controller_alerts_firing"  # gauge
 OBSERVED: Final = "governor_controller_observed"  # gauge {target, quantity}, base units
 DRY_RUN: Final = "governor_controller_dry_run"  # gauge 0/1
 
+# The tag on every Grafana annotation the controller posts (``--grafana-url``).
+ANNOTATION_TAG: Final = "governor-controller"
+
 LABEL_ACTION: Final = "action"
 LABEL_REASON: Final = "reason"
 LABEL_TARGET: Final = "target"
