@@ -18,8 +18,8 @@ from dashboards.board import PrometheusAnnotation, tagged_annotations
 from dashboards.promql import JOB, changed, equals, events, ref
 from inference.metric_names import counter_series
 
-# The tag controller.grafana puts on every annotation it posts (a test pins the two together).
-CONTROLLER_TAG: Final = "governor-controller"
+# The tag controller.grafana puts on every annotation it posts.
+CONTROLLER_TAG: Final = c.ANNOTATION_TAG
 # The controller's "nothing to do" action (controller.model.Action.HOLD; a test pins it): holds
 # happen every reconcile and would bury the real changes.
 HOLD_ACTION: Final = "hold"
