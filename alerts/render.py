@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from alerts.alertmanager import HEADER_NOTE, alertmanager_config
+from alerts.artifacts import Artifacts
 from alerts.catalog import HISTOGRAM_BUCKETS
 from alerts.control_rules import control_rule_file, fast_alert_tests
 from alerts.health_rules import health_rule_file, health_tests
@@ -109,44 +110,16 @@ def render_all(
     return dict(sorted(files.items()))
 
 
-def write_all(files: Mapping[str, str], out: Path) -> list[Path]:
-    """Write the files under ``out``; delete generated files there that are no longer produced
-    (an SLO removed from the spec must not leave its rules behind). Returns what changed."""
-    changed = []
-    for relative, text in files.items():
-        path = out / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
-            changed.append(path)
-    for stale in stale_files(files, out):
-        stale.unlink()
-        changed.append(stale)
-    return changed
-
-
-def stale_files(files: Mapping[str, str], out: Path) -> list[Path]:
-    """Generated files under ``out`` that ``files`` no longer contains."""
-    found = []
-    for directory in OWNED_DIRS:
-        for path in sorted((out / directory).glob("*.yml")):
-            relative = path.relative_to(out).as_posix()
-            if relative not in files and _is_generated(path):
-                found.append(path)
-    return found
-
-
-def differences(files: Mapping[str, str], out: Path) -> list[str]:
-    """Relative paths under ``out`` that differ from ``files`` (missing, changed or stale)."""
-    differing = [relative for relative, text in files.items()
-                 if not (out / relative).is_file()
-                 or (out / relative).read_text(encoding="utf-8") != text]
-    return differing + [p.relative_to(out).as_posix() for p in stale_files(files, out)]
-
-
 def _is_generated(path: Path) -> bool:
     try:
         with path.open(encoding="utf-8") as handle:
             return handle.readline().startswith(GENERATED_MARK)
     except (OSError, UnicodeDecodeError):
         return False
+
+
+ARTIFACTS = Artifacts(owned=tuple((directory, "*.yml") for directory in OWNED_DIRS),
+                      is_generated=_is_generated)
+write_all = ARTIFACTS.write_all
+stale_files = ARTIFACTS.stale_files
+differences = ARTIFACTS.differences

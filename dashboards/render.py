@@ -9,13 +9,13 @@ Output is deterministic: sorted keys, fixed uids and panel ids, no timestamps.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as dm
 
+from alerts.artifacts import Artifacts
 from alerts.render import GENERATED_MARK, dump_yaml
 from alerts.spec import SloSpec
 from dashboards import controller_board, gpu_board, inference_board, slo_board
@@ -63,36 +63,11 @@ def _is_generated(path: Path) -> bool:
     return isinstance(description, str) and BOARD_MARK in description
 
 
-def stale_files(files: Mapping[str, str], out: Path) -> list[Path]:
-    """Generated files under ``out`` that ``files`` no longer contains (a hand-made board or
-    datasource next to them is left alone)."""
-    found = []
-    for directory, pattern in ((DASHBOARDS_DIR, "*.json"), (Path(DATASOURCES).parent, "*.yml"),
-                               (Path(PROVIDERS).parent, "*.yml")):
-        for path in sorted((out / directory).glob(pattern)):
-            if path.relative_to(out).as_posix() not in files and _is_generated(path):
-                found.append(path)
-    return found
-
-
-def differences(files: Mapping[str, str], out: Path) -> list[str]:
-    """Relative paths under ``out`` that differ from ``files`` (missing, changed or stale)."""
-    differing = [relative for relative, text in files.items()
-                 if not (out / relative).is_file()
-                 or (out / relative).read_text(encoding="utf-8") != text]
-    return differing + [p.relative_to(out).as_posix() for p in stale_files(files, out)]
-
-
-def write_all(files: Mapping[str, str], out: Path) -> list[Path]:
-    """Write what changed and delete stale generated files; returns the paths touched."""
-    changed = []
-    for relative, text in files.items():
-        path = out / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
-            changed.append(path)
-    for stale in stale_files(files, out):
-        stale.unlink()
-        changed.append(stale)
-    return changed
+# A hand-made board or datasource next to the generated ones is left alone.
+ARTIFACTS = Artifacts(
+    owned=((DASHBOARDS_DIR, "*.json"), (str(Path(DATASOURCES).parent), "*.yml"),
+           (str(Path(PROVIDERS).parent), "*.yml")),
+    is_generated=_is_generated)
+write_all = ARTIFACTS.write_all
+stale_files = ARTIFACTS.stale_files
+differences = ARTIFACTS.differences
