@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 # name → (module, one-line summary)
 BENCHES: dict[str, tuple[str, str]] = {
     "service": ("governor.bench.service", "the service's own overhead vs a bare aiohttp server"),
+    "vllm": ("governor.bench.vllm_compare", "the service over vLLM vs vLLM's own OpenAI server"),
 }
 
 
