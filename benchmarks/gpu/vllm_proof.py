@@ -28,12 +28,14 @@ import dataclasses
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -105,6 +107,26 @@ class TraceSink:
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+
+def full_vocab_model(model: Path, directory: Path) -> Path:
+    """A copy of ``model`` whose tokenizer decodes every id the model can emit.
+
+    The gpu-kit's dummy Llama-3-8B has Llama-3's 128,256-row vocabulary but a locally trained
+    8,192-token tokenizer, so ~94% of the random model's tokens decode to nothing and a stream
+    shows text only every ~15th token: client-side ITL would measure 15 steps. Giving ids
+    8192… a plain word each (``x8192``…; unreachable when encoding, so prompts are unchanged)
+    makes every token visible, like the real Llama-3 tokenizer. The model itself is untouched.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in ("config.json", "tokenizer_config.json"):
+        shutil.copy(model / name, directory / name)
+    tokenizer = json.loads((model / "tokenizer.json").read_text())
+    vocab: dict[str, int] = tokenizer["model"]["vocab"]
+    size = json.loads((model / "config.json").read_text())["vocab_size"]
+    vocab.update({f"x{i}": i for i in range(len(vocab), size)})
+    (directory / "tokenizer.json").write_text(json.dumps(tokenizer))
+    return directory
 
 
 def prompt_of(tokenizer: Any, length: int, seed: int) -> str:
@@ -208,8 +230,9 @@ class Client:
         return float(sum(sample.value for f in family for sample in f.samples))
 
     async def ttft_alone(self, prompt: str, runs: int = 5) -> list[float]:
+        """Milliseconds to the first token of a request alone, one output token as in §6."""
         spec = LoadSpec(url=self.url, model=SERVED, requests=1, concurrency=1, prompt=prompt,
-                        max_tokens=2, chat=False)
+                        max_tokens=1, chat=False)
         values = []
         for _ in range(runs):
             load = await run_load(spec)
@@ -335,6 +358,42 @@ async def traced_request(client: Client, sink: TraceSink, prompt: str) -> dict[s
     return {"one_trace": False, "spans": [s for s in sink.spans if s["trace_id"] == trace_id]}
 
 
+async def stage(report: dict[str, Any], name: str, step: Awaitable[Any]) -> None:
+    """Run one step into ``report[name]``; a failure is recorded and the next step still runs
+    (a GPU call is too scarce to lose the rest of it to one mistake)."""
+    try:
+        report[name] = await step
+    except Exception as error:
+        report[name] = {"error": f"{type(error).__name__}: {error}"}
+    print(name, json.dumps(report[name])[:2000], flush=True)
+
+
+async def prefill(client: Client, prompts: dict[int, str], plan: Plan) -> dict[int, Any]:
+    result = {}
+    for length in plan.prompt_lengths:
+        values = await client.ttft_alone(prompts[length])
+        result[length] = {
+            "median": round(statistics.median(values), 2) if values else None,
+            "runs": [round(v, 2) for v in values],
+            "reference_in_process": REFERENCE_TTFT_MS.get(length)}
+    return result
+
+
+async def metrics_check(client: Client) -> dict[str, Any]:
+    families = await client.families()
+    return {
+        "vllm_families": sorted(n for n in families if n.startswith("vllm:")),
+        "governor_families": sorted(n for n in families if n.startswith("governor_")),
+        "duplicates": sorted(n for n, fs in families.items() if len(fs) > 1),
+    }
+
+
+async def final_limits(client: Client) -> Any:
+    async with client.session.get(f"{client.url}/admin/batching",
+                                  headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as r:
+        return await r.json()
+
+
 async def prove(model: str, out: Path, sink: TraceSink, plan: Plan) -> dict[str, Any]:
     from tokenizers import Tokenizer
 
@@ -351,28 +410,14 @@ async def prove(model: str, out: Path, sink: TraceSink, plan: Plan) -> dict[str,
             warm = LoadSpec(url=client.url, model=SERVED, requests=16, concurrency=8,
                             prompt=prompts[128], max_tokens=32, chat=False)
             summarize(await run_load(warm))
-            report["decode"] = await decode_sweep(client, prompts[128], plan)
-            report["prefill_ttft_ms"] = {}
-            for length in plan.prompt_lengths:
-                values = await client.ttft_alone(prompts[length])
-                report["prefill_ttft_ms"][length] = {
-                    "median": round(statistics.median(values), 2),
-                    "reference_in_process": REFERENCE_TTFT_MS.get(length)}
-            print("prefill", report["prefill_ttft_ms"], flush=True)
-            report["budget_retuning"] = await budget_retuning(client, prompts[plan.budget_prompt])
-            report["cap_retuning"] = await cap_retuning(client, prompts[128], plan)
-            print("cap", {k: v for k, v in report["cap_retuning"].items()
-                          if k != "running_series"}, flush=True)
-            report["trace"] = await traced_request(client, sink, prompts[128])
-            families = await client.families()
-            report["metrics"] = {
-                "vllm_families": sorted(n for n in families if n.startswith("vllm:")),
-                "governor_families": sorted(n for n in families if n.startswith("governor_")),
-                "duplicates": sorted(n for n, fs in families.items() if len(fs) > 1),
-            }
-            async with session.get(f"{client.url}/admin/batching",
-                                   headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as r:
-                report["final_limits"] = await r.json()
+            await stage(report, "decode", decode_sweep(client, prompts[128], plan))
+            await stage(report, "prefill_ttft_ms", prefill(client, prompts, plan))
+            await stage(report, "budget_retuning",
+                        budget_retuning(client, prompts[plan.budget_prompt]))
+            await stage(report, "cap_retuning", cap_retuning(client, prompts[128], plan))
+            await stage(report, "trace", traced_request(client, sink, prompts[128]))
+            await stage(report, "metrics", metrics_check(client))
+            await stage(report, "final_limits", final_limits(client))
             report["service_alive_at_end"] = process.poll() is None
     return report
 
@@ -387,13 +432,16 @@ def main() -> int:
     plan = SMOKE if args.smoke else Plan()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    # Not under --out: everything there is sent back.
+    model = full_vocab_model(Path(args.model), Path(tempfile.mkdtemp()) / "model")
     sink = TraceSink()
     try:
-        report = asyncio.run(prove(args.model, out, sink, plan))
+        report = asyncio.run(prove(str(model), out, sink, plan))
     finally:
         (out / "spans.json").write_text(json.dumps(sink.spans[-2000:]))
     (out / "gpu_proof.json").write_text(json.dumps(report, indent=1))
-    print(json.dumps({k: v for k, v in report.items() if k != "cap_retuning"}, indent=1))
+    print("done:", json.dumps({k: v for k, v in report.items()
+                               if k not in {"cap_retuning", "metrics", "trace"}}))
     return 0
 
 
