@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -100,6 +101,7 @@ class BenchConfig:
     rate_per_slot: float
     max_tokens: int
     startup_seconds: float
+    rounds: int = 1
 
 
 def vllm_cli_args(pairs: Sequence[str]) -> list[str]:
@@ -222,7 +224,7 @@ async def warm_up(server: Server, config: BenchConfig) -> None:
 
 def run(config: BenchConfig, logs: Path) -> dict[str, Any]:
     ports = {OURS: free_port(), THEIRS: free_port()}
-    report: dict[str, Any] = {"config": dataclasses.asdict(config), "rows": []}
+    report: dict[str, Any] = {"config": dataclasses.asdict(config), "rounds": []}
     with OtlpSink() as sink, \
             running(OURS, governor_argv(config, ports[OURS], sink.endpoint), ports[OURS],
                     logs / f"{OURS}.log") as ours, \
@@ -234,17 +236,44 @@ def run(config: BenchConfig, logs: Path) -> dict[str, Any]:
             await asyncio.gather(*(_wait_healthy(s, config.startup_seconds) for s in servers))
             for server in servers:
                 await warm_up(server, config)
-            for index, concurrency in enumerate(config.concurrencies):
-                row: dict[str, Any] = {"concurrency": concurrency}
-                # Alternate who goes first, so neither always runs on a warmer machine.
-                order = servers if index % 2 == 0 else servers[::-1]
-                for server in order:
-                    row[server.name] = await measure(server, config, concurrency)
-                report["rows"].append(row)
+            turn = 0
+            for _ in range(config.rounds):
+                rows = []
+                for concurrency in config.concurrencies:
+                    row: dict[str, Any] = {"concurrency": concurrency}
+                    # Alternate who goes first, so neither always runs on a warmer machine.
+                    order = servers if turn % 2 == 0 else servers[::-1]
+                    turn += 1
+                    for server in order:
+                        row[server.name] = await measure(server, config, concurrency)
+                    rows.append(row)
+                report["rounds"].append(rows)
 
         asyncio.run(session())
+        report["rows"] = combine_rounds(report["rounds"])
         report["otlp_exports"] = {"requests": sink.requests, "bytes": sink.bytes}
     return report
+
+
+def _median_of(values: list[Any]) -> Any:
+    """Median of numbers; nested dicts (quantile groups) are combined key by key."""
+    if isinstance(values[0], dict):
+        return {key: _median_of([v[key] for v in values]) for key in values[0]}
+    numbers = [v for v in values if v is not None]
+    return statistics.median(numbers) if numbers else None
+
+
+def combine_rounds(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per concurrency and server, the median of each measurement over the rounds; errors add."""
+    combined = []
+    for level, first in enumerate(rounds[0]):
+        row: dict[str, Any] = {"concurrency": first["concurrency"]}
+        for name in (OURS, THEIRS):
+            summaries = [rows[level][name] for rows in rounds]
+            row[name] = {key: _median_of([s[key] for s in summaries]) for key in summaries[0]}
+            row[name]["errors"] = sum(s["errors"] for s in summaries)
+        combined.append(row)
+    return combined
 
 
 def _ms(value: float | None) -> str:
@@ -292,7 +321,9 @@ def render(report: dict[str, Any]) -> str:
             for _, path, _ in METRICS
         )
         lines.append(f"{'':>3} {'ratio':<12}{ratios}")
-    lines.append("ratio = service / vLLM server: above 1.00x is better for tok/s, below for times")
+    rounds = report["config"]["rounds"]
+    lines.append(f"medians of {rounds} round(s); ratio = service / vLLM server: above 1.00x is "
+                 "better for tok/s, below 1.00x for times")
     return "\n".join(lines)
 
 
@@ -315,6 +346,8 @@ def parse_args(argv: Sequence[str]) -> Any:
                         help="Poisson arrival rate per unit of concurrency, requests/s")
     parser.add_argument("--max-tokens", type=positive_int, default=64,
                         help="output tokens per request (EOS ignored)")
+    parser.add_argument("--rounds", type=positive_int, default=2,
+                        help="repeat every level this often; the table shows medians")
     parser.add_argument("--startup-seconds", type=float, default=300.0,
                         help="how long each server may take to become healthy")
     parser.add_argument("--logs", default=None, help="directory for the servers' logs")
@@ -341,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             concurrencies=tuple(args.concurrency or (1, 16, 64)),
             requests_per_slot=args.requests_per_slot, min_requests=args.min_requests,
             rate_per_slot=args.rate_per_slot, max_tokens=args.max_tokens,
-            startup_seconds=args.startup_seconds,
+            startup_seconds=args.startup_seconds, rounds=args.rounds,
         )
         logs = Path(args.logs) if args.logs else Path(scratch)
         logs.mkdir(parents=True, exist_ok=True)
