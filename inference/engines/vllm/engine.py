@@ -56,6 +56,9 @@ TIMINGS_KEPT = 1024
 # otherwise; the default ``unknown_service:python`` would hide them in a trace viewer.
 VLLM_SERVICE_NAME = "vllm"
 OTLP_PROTOCOL = "http/protobuf"
+# Texts up to this many characters are tokenized inline (tens of microseconds); longer ones in a
+# thread.
+INLINE_TOKENIZE_CHARS = 16_384
 
 
 class SchedulerStatsRecorder:
@@ -223,7 +226,14 @@ class VllmEngine:
         log.info("starting vLLM %s with %s", version, _describe(kwargs))
         # The constructor blocks until the engine process is up (20 s to minutes); a thread keeps
         # the event loop serving /health meanwhile. The output handler starts on first use.
-        self._llm = await asyncio.to_thread(build)
+        building = asyncio.ensure_future(asyncio.to_thread(build))
+        try:
+            self._llm = await asyncio.shield(building)
+        except asyncio.CancelledError:
+            # A thread cannot be interrupted: shut the engine down once it exists, or its
+            # processes would outlive the service.
+            building.add_done_callback(_shut_down_when_built)
+            raise
         self._max_model_len = int(self._llm.model_config.max_model_len)
         tokenizer = self._llm.get_tokenizer()
         self._tokenizer = await tokenizer if inspect.isawaitable(tokenizer) else tokenizer
@@ -291,8 +301,15 @@ class VllmEngine:
         # A rendered chat template usually starts with BOS already; adding another would
         # change what the model sees compared with vLLM's own chat endpoint.
         add_special_tokens = not (bos and text.startswith(bos))
-        ids: list[int] = self._tokenizer.encode(text, add_special_tokens=add_special_tokens)
-        return ids
+        if len(text) <= INLINE_TOKENIZE_CHARS:
+            ids: list[int] = self._tokenizer.encode(text, add_special_tokens=add_special_tokens)
+            return ids
+        # A long text takes milliseconds to seconds to encode: not on the event loop, where it
+        # would stall every stream (vLLM's tokenizer is thread-safe).
+        encoded: list[int] = await asyncio.to_thread(
+            self._tokenizer.encode, text, add_special_tokens=add_special_tokens
+        )
+        return encoded
 
     def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
         self._require_llm()
@@ -446,6 +463,11 @@ def plain_chat(messages: Sequence[Mapping[str, str]]) -> str:
     per message, then the assistant's cue."""
     lines = [f"{message.get('role', 'user')}: {message.get('content', '')}" for message in messages]
     return "\n".join([*lines, "assistant:"])
+
+
+def _shut_down_when_built(building: asyncio.Future[Any]) -> None:
+    if not building.cancelled() and building.exception() is None:
+        building.result().shutdown()
 
 
 def _engine_error_or(exc: Exception) -> EngineError:

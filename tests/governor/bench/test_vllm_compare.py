@@ -51,7 +51,7 @@ def test_both_servers_get_the_same_engine_options_and_tracing() -> None:
 
 
 def summary(tokens: float, ttft: float, errors: int = 0) -> dict[str, Any]:
-    return {"output_tokens_per_second": tokens, "errors": errors,
+    return {"output_tokens_per_second": tokens, "errors": errors, "frontend_cpu_us_per_token": 80.0,
             "ttft_seconds": {"p50": ttft, "p99": ttft * 2},
             "itl_seconds": {"p50": 0.01, "p99": None}}
 

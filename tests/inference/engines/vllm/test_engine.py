@@ -243,3 +243,27 @@ async def test_vllms_llm_request_span_is_a_child_of_the_callers_span(
     assert span.attributes["gen_ai.request.id"] == request.request_id
     assert span.attributes["gen_ai.usage.completion_tokens"] == 5
     assert span.resource["service.name"] == "vllm"
+
+
+async def test_a_long_text_is_tokenized_without_stalling_the_event_loop(
+    vllm_engine: VllmEngine,
+) -> None:
+    text = "lorem ipsum dolor " * 100_000  # 1.8 MB, the size of a hostile request body
+    ticks = 0
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(0.001)
+
+    ticker = asyncio.create_task(tick())
+    started = asyncio.get_running_loop().time()
+    ids = await vllm_engine.tokenize(text)
+    elapsed = asyncio.get_running_loop().time() - started
+    done.set()
+    await ticker
+    assert len(ids) > 100_000
+    # The loop kept turning while the text was encoded (at least a tick per 20 ms).
+    assert ticks >= elapsed / 0.02
