@@ -96,9 +96,10 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def otlp() -> Iterator[OtlpReceiver]:
-    with OtlpReceiver() as receiver:
-        yield receiver
+def otlp() -> OtlpReceiver:
+    """Left running to the end of the process: vLLM's tracer providers flush at exit, after
+    every fixture is gone, and a closed receiver would make them retry and complain."""
+    return OtlpReceiver().__enter__()
 
 
 @pytest.fixture(scope="session")
