@@ -321,15 +321,15 @@ def _get(summary: dict[str, Any], path: tuple[str, ...]) -> float | None:
 
 def render(report: dict[str, Any]) -> str:
     """One block per concurrency: both servers and the ratio (service / vLLM), times in ms."""
-    header = f"{'C':>3} {'server':<12}" + "".join(f"{name:>10}" for name, _, _ in METRICS)
+    header = f"{'C':>3} {'server':<12}" + "".join(f"{name:>11}" for name, _, _ in METRICS)
     lines = [header + f"{'errors':>8}"]
     for row in report["rows"]:
         for name in (OURS, THEIRS):
             summary = row[name]
-            cells = "".join(f"{fmt(_get(summary, path)):>10}" for _, path, fmt in METRICS)
+            cells = "".join(f"{fmt(_get(summary, path)):>11}" for _, path, fmt in METRICS)
             lines.append(f"{row['concurrency']:>3} {name:<12}{cells}{summary['errors']:>8}")
         ratios = "".join(
-            f"{_ratio(_get(row[OURS], path), _get(row[THEIRS], path)):>10}"
+            f"{_ratio(_get(row[OURS], path), _get(row[THEIRS], path)):>11}"
             for _, path, _ in METRICS
         )
         lines.append(f"{'':>3} {'ratio':<12}{ratios}")

