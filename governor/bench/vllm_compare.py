@@ -353,12 +353,12 @@ def parse_args(argv: Sequence[str]) -> Any:
                         help="in-flight cap of a load level, repeatable (default 1, 16, 64)")
     parser.add_argument("--requests-per-slot", type=positive_int, default=3,
                         help="requests per level = concurrency * this (at least --min-requests)")
-    parser.add_argument("--min-requests", type=positive_int, default=16)
+    parser.add_argument("--min-requests", type=positive_int, default=32)
     parser.add_argument("--rate-per-slot", type=float, default=2.0,
                         help="Poisson arrival rate per unit of concurrency, requests/s")
     parser.add_argument("--max-tokens", type=positive_int, default=64,
                         help="output tokens per request (EOS ignored)")
-    parser.add_argument("--rounds", type=positive_int, default=2,
+    parser.add_argument("--rounds", type=positive_int, default=5,
                         help="repeat every level this often; the table shows medians")
     parser.add_argument("--startup-seconds", type=float, default=300.0,
                         help="how long each server may take to become healthy")
