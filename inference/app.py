@@ -18,8 +18,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from aiohttp import web
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
-from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import choose_encoder
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.openmetrics import exposition as openmetrics
 
 from inference import __version__ as VERSION
 from inference import admin, generation, keys
@@ -47,10 +48,11 @@ def create_app(
     *,
     engine_factory: EngineFactory = default_engine_factory,
     env: Mapping[str, str] | None = None,
+    registry: CollectorRegistry | None = None,
 ) -> web.Application:
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_observe])
     app[keys.CONFIG] = config
-    app[keys.REGISTRY] = CollectorRegistry(auto_describe=True)
+    app[keys.REGISTRY] = registry or CollectorRegistry(auto_describe=True)
     app[keys.ADMIN_LOCK] = asyncio.Lock()
     app.cleanup_ctx.append(_tracing_ctx(os.environ if env is None else env))
     app.cleanup_ctx.append(_engine_ctx(engine_factory))
@@ -198,9 +200,26 @@ async def _health(request: web.Request) -> web.Response:
     return web.json_response({"status": "unavailable"}, status=503)
 
 
+OPENMETRICS = "application/openmetrics-text"
+OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+
+
+def _wants_openmetrics(accept: str) -> bool:
+    return any(part.split(";")[0].strip() == OPENMETRICS for part in accept.split(","))
+
+
 async def _metrics(request: web.Request) -> web.Response:
-    encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-    body = encoder(request.app[keys.REGISTRY])
+    registry = request.app[keys.REGISTRY]
+    if _wants_openmetrics(request.headers.get("Accept", "")):
+        # prometheus_client's default OpenMetrics escaping rewrites the colon in vLLM's sample
+        # names ("vllm:x" → "vllm_x") but not in their TYPE lines, which no parser accepts; names
+        # with colons are valid classic names, so "allow-utf-8" leaves them as they are.
+        body = openmetrics.generate_latest(  # type: ignore[no-untyped-call]
+            registry, escaping=openmetrics.ALLOWUTF8)
+        content_type = OPENMETRICS_CONTENT_TYPE
+    else:
+        body = generate_latest(registry)
+        content_type = CONTENT_TYPE_PLAIN_0_0_4
     response = web.Response(body=body)
     response.headers["Content-Type"] = content_type
     return response

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from aiohttp import web
 
@@ -23,8 +24,8 @@ from inference.engines.settings import ENGINE_KINDS, EngineSettings
 log = logging.getLogger(__name__)
 
 
-def build_parser() -> EnvArgumentParser:
-    p = EnvArgumentParser(prog="governor serve", description=__doc__)
+def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
+    p = EnvArgumentParser(prog="governor serve", description=__doc__, env=env)
     p.add_argument("--host", default="0.0.0.0", help="listen address")
     p.add_argument("--port", type=positive_int, default=8000, help="listen port")
     p.add_argument("--engine", choices=ENGINE_KINDS, default="sim",
@@ -69,7 +70,7 @@ def build_parser() -> EnvArgumentParser:
     return p
 
 
-def _admin_token(args: argparse.Namespace, env: dict[str, str]) -> Secret | None:
+def _admin_token(args: argparse.Namespace, env: Mapping[str, str]) -> Secret | None:
     if args.admin_token_file:
         try:
             return Secret.from_file(args.admin_token_file)
@@ -79,7 +80,7 @@ def _admin_token(args: argparse.Namespace, env: dict[str, str]) -> Secret | None
     return Secret(value) if value else None
 
 
-def config_from_args(args: argparse.Namespace, env: dict[str, str]) -> ServiceConfig:
+def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> ServiceConfig:
     for item in args.engine_arg:
         if "=" not in item:
             raise SystemExit(f"governor serve: --engine-arg {item!r} is not KEY=VALUE")
@@ -110,19 +111,25 @@ def config_from_args(args: argparse.Namespace, env: dict[str, str]) -> ServiceCo
         raise SystemExit(f"governor serve: {exc}") from None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    import os
-
-    env = dict(os.environ)
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    env = os.environ if env is None else env
+    args = build_parser(env).parse_args(list(sys.argv[1:] if argv is None else argv))
     setup_logging(args.log_level)
     config = config_from_args(args, env)
-    from inference.app import create_app
+    from prometheus_client import CollectorRegistry
 
+    from inference.app import create_app
+    from inference.engines.registry import create_engine
+
+    registry = CollectorRegistry(auto_describe=True)
+    try:
+        # Built here, not at start-up, so that a bad preset or model option is one clear line.
+        engine = create_engine(config.engine, registry)
+    except ValueError as exc:
+        raise SystemExit(f"governor serve: {exc}") from None
     if config.admin_token is None:
         log.warning("no admin token set (GOVERNOR_ADMIN_TOKEN): the admin API answers 401")
-    web.run_app(
-        create_app(config), host=config.host, port=config.port, print=None,
-        handler_cancellation=True, access_log=None,
-    )
+    app = create_app(config, engine_factory=lambda _config, _registry: engine, registry=registry)
+    web.run_app(app, host=config.host, port=config.port, print=None, handler_cancellation=True,
+                access_log=None)
     return 0

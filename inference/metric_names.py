@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-# ---- the service's own series, as seen on the HTTP stream -------------------------------------
+# ---- the service's own series, as seen on the HTTP stream ---
 TIME_TO_FIRST_TOKEN: Final = "governor_time_to_first_token_seconds"
 INTER_TOKEN_LATENCY: Final = "governor_inter_token_latency_seconds"
 REQUEST_DURATION: Final = "governor_request_duration_seconds"
@@ -54,7 +54,7 @@ REQUEST_DURATION_BUCKETS: Final[tuple[float, ...]] = (
     90.0, 120.0, 240.0, 480.0,
 )
 
-# ---- vLLM's own engine series (emitted by vLLM itself, or identically by the sim engine) -------
+# ---- vLLM's own engine series (emitted by vLLM itself, or identically by the sim engine) ---
 VLLM_NUM_REQUESTS_RUNNING: Final = "vllm:num_requests_running"
 VLLM_NUM_REQUESTS_WAITING: Final = "vllm:num_requests_waiting"
 VLLM_KV_CACHE_USAGE: Final = "vllm:kv_cache_usage_perc"  # a 0..1 fraction despite the name

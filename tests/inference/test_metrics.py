@@ -55,6 +55,8 @@ async def test_openmetrics_carries_trace_id_exemplars(service: Service) -> None:
     ]
     assert exemplars
     assert all(len(e.labels[m.EXEMPLAR_TRACE_ID]) == 32 for e in exemplars)
+    # vLLM's colon names survive OpenMetrics (prometheus_client would rewrite them by default).
+    assert f"\n{m.VLLM_NUM_REQUESTS_RUNNING}{{" in text
 
 
 async def test_vllm_series_keep_vllms_names(service: Service) -> None:

@@ -27,6 +27,7 @@ async def test_the_span_tree_attributes_and_propagated_trace_id(
         service = await make_service(tracing=TracingSettings(
             otlp_endpoint=receiver.endpoint, service_name="governor-test"))
         body = {"model": service.engine.model_name, "max_tokens": 6, "stream": True,
+                "ignore_eos": True,
                 "messages": [{"role": "user", "content": "trace this request"}]}
         async with aiohttp.ClientSession() as session, session.post(
             f"{service.url}/v1/chat/completions", json=body,

@@ -328,12 +328,8 @@ async def test_metrics_show_vllm_series_beside_the_services_without_duplicates(
         assert (service.registry.get_sample_value(name + "_count", LABELS) or 0.0) >= 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="prometheus_client 0.26 writes OpenMetrics sample names with ':' turned into '_' "
-    "under their unchanged TYPE line (prometheus/client_python#1177); the service's /metrics "
-    "must encode with escaping=ALLOWUTF8 until that is fixed",
-)
+# prometheus_client 0.26's default OpenMetrics escaping writes "vllm:x" samples as "vllm_x" under
+# an unchanged TYPE line; the service encodes with escaping=ALLOWUTF8 so that both agree.
 async def test_openmetrics_keeps_vllms_colon_names_consistent(service: Service) -> None:
     text = await scrape(service, "application/openmetrics-text")
     parse: Any = openmetrics_parser.text_string_to_metric_families  # untyped in 0.26

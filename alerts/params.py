@@ -1,0 +1,95 @@
+"""Where the stack's parts live and how fast the alert pipeline runs: the generator's inputs
+besides the spec.
+
+The defaults are production-sensible and address the compose services (``inference:8000`` …);
+``governor up`` passes localhost addresses, and the integration test shrinks every interval so
+that an alert travels from a scrape to the controller's webhook in seconds::
+
+    params = RenderParams(scrape_interval_seconds=1, evaluation_interval_seconds=1,
+                          fast_window_seconds=5, fast_for_seconds=2, ...)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Final
+
+DAY: Final = 86400
+INFERENCE_PORT: Final = 8000
+EXPORTER_PORT: Final = 9400
+CONTROLLER_PORT: Final = 9500
+PROMETHEUS_PORT: Final = 9090
+ALERTMANAGER_PORT: Final = 9093
+
+# Scrape job names (other components and dashboards select on them).
+JOB_INFERENCE: Final = "inference"
+JOB_GPU: Final = "gpu"
+JOB_CONTROLLER: Final = "controller"
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """``host:port`` addresses, as Prometheus and Alertmanager reach them."""
+
+    inference: tuple[str, ...] = (f"inference:{INFERENCE_PORT}",)
+    exporter: tuple[str, ...] = (f"exporter:{EXPORTER_PORT}",)
+    controller: tuple[str, ...] = (f"controller:{CONTROLLER_PORT}",)
+    alertmanager: tuple[str, ...] = (f"alertmanager:{ALERTMANAGER_PORT}",)
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            addresses = getattr(self, item.name)
+            if isinstance(addresses, str) or not all(_is_address(a) for a in addresses):
+                raise ValueError(f"{item.name}: expected host:port addresses, got {addresses!r}")
+        if not self.controller:
+            raise ValueError("controller: at least one address is needed for its webhook")
+
+    @classmethod
+    def local(cls, host: str = "127.0.0.1") -> Endpoints:
+        """Everything on one machine at the default ports (``governor up``)."""
+        return cls((f"{host}:{INFERENCE_PORT}",), (f"{host}:{EXPORTER_PORT}",),
+                   (f"{host}:{CONTROLLER_PORT}",), (f"{host}:{ALERTMANAGER_PORT}",))
+
+
+def _is_address(address: object) -> bool:
+    if not isinstance(address, str):
+        return False
+    host, _, port = address.rpartition(":")
+    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_[]:")
+    return bool(host) and set(host) <= allowed and port.isdigit() and 0 < int(port) < 65536
+
+
+@dataclass(frozen=True)
+class RenderParams:
+    """Intervals (whole seconds) and paths that are not part of the SLO spec."""
+
+    scrape_interval_seconds: int = 15
+    evaluation_interval_seconds: int = 30
+    # The fast P99 alert: histogram_quantile over this window, firing after `for`.
+    fast_window_seconds: int = 60
+    fast_for_seconds: int = 60
+    # Alertmanager: page/ticket routes, and the controller's route (faster, repeats sooner).
+    group_wait_seconds: int = 30
+    group_interval_seconds: int = 300
+    repeat_interval_seconds: int = 4 * 3600
+    ticket_repeat_interval_seconds: int = 24 * 3600
+    control_group_wait_seconds: int = 10
+    control_group_interval_seconds: int = 60
+    control_repeat_interval_seconds: int = 300
+    # Prometheus keeps the SLO period plus this margin, so the [period] queries are always full.
+    retention_margin_seconds: int = 5 * DAY
+    # Where Alertmanager reads the controller's bearer token (a Docker secret in compose).
+    controller_token_file: str = "/run/secrets/controller_token"
+    # The health alerts' `for`, scaled down by tests; never above each alert's own default.
+    health_for_cap_seconds: int = 3600
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name.endswith("_seconds") and (not isinstance(value, int) or value <= 0):
+                raise ValueError(f"{item.name} must be a positive whole number: got {value!r}")
+        if self.fast_window_seconds < 2 * self.scrape_interval_seconds:
+            raise ValueError("fast_window_seconds must cover at least two scrapes "
+                             f"({2 * self.scrape_interval_seconds}s) for rate() to see a change")
+        if not self.controller_token_file or "\n" in self.controller_token_file:
+            raise ValueError("controller_token_file must be a path")

@@ -1,0 +1,65 @@
+"""Multi-window, multi-burn-rate alert tiers (SRE workbook ch. 5), as data, for any SLO period.
+
+A tier fires when the error ratio over both its long and its short window exceeds
+``factor * error budget``. The windows are fixed; the factor follows from the share of the
+period's budget the tier lets burn before it fires::
+
+    factor = budget_consumed * period / long_window
+
+For 30 days that gives the workbook's 14.4 / 6 / 3 / 1; for 28 days 13.44 / 5.6 / 2.8 / 0.9333.
+Arithmetic is decimal and rounded to :data:`SIGNIFICANT_DIGITS`, so thresholds read
+``0.0144``, never ``14.4 * 0.0009999999999999432``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal, localcontext
+from typing import Final
+
+SIGNIFICANT_DIGITS: Final = 4
+MINUTE, HOUR, DAY = 60, 3600, 86400
+
+
+@dataclass(frozen=True)
+class BurnTier:
+    severity: str  # "page" or "ticket": the Alertmanager route
+    short_seconds: int
+    long_seconds: int
+    budget_consumed: Decimal  # share of the period's error budget spent when the tier fires
+
+    def factor(self, period_seconds: int) -> Decimal:
+        """The burn rate this tier fires at, for an SLO period."""
+        exact = self.budget_consumed * Decimal(period_seconds) / Decimal(self.long_seconds)
+        return round_significant(exact)
+
+    def threshold(self, period_seconds: int, error_budget: Decimal) -> Decimal:
+        """The error ratio both windows must exceed: ``factor * (1 - objective)``."""
+        return round_significant(self.factor(period_seconds) * error_budget)
+
+    def can_fire(self, period_seconds: int, error_budget: Decimal) -> bool:
+        """A threshold at or above 100% errors can never be crossed (e.g. a 90% SLO's page tier)."""
+        return self.threshold(period_seconds, error_budget) < 1
+
+
+def round_significant(value: Decimal, digits: int = SIGNIFICANT_DIGITS) -> Decimal:
+    with localcontext() as context:
+        context.prec = digits
+        rounded = +value  # unary plus applies the context's precision
+    return rounded.normalize()
+
+
+TIERS: Final[tuple[BurnTier, ...]] = (
+    BurnTier("page", 5 * MINUTE, HOUR, Decimal("0.02")),
+    BurnTier("page", 30 * MINUTE, 6 * HOUR, Decimal("0.05")),
+    BurnTier("ticket", 2 * HOUR, DAY, Decimal("0.10")),
+    BurnTier("ticket", 6 * HOUR, 3 * DAY, Decimal("0.10")),
+)
+SEVERITIES: Final = ("page", "ticket")
+
+# Every window an SLI error ratio is recorded over: the tiers' windows (5m is also the slice the
+# event-weighted period ratio is summed from).
+SLI_WINDOWS: Final[tuple[int, ...]] = tuple(
+    sorted({t.short_seconds for t in TIERS} | {t.long_seconds for t in TIERS})
+)
+PERIOD_SLICE_SECONDS: Final = 5 * MINUTE

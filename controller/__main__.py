@@ -1,0 +1,7 @@
+"""``python -m controller``: the same as ``governor controller``."""
+
+import sys
+
+from controller.cli import main
+
+sys.exit(main())

@@ -1,0 +1,182 @@
+"""Alertmanager's webhook (payload version 4): parse strictly, record idempotently.
+
+The webhook does not decide anything: it records which alerts fire (deduplicated by fingerprint,
+resolved ones cleared) and wakes the reconciler, which then reads the actual state itself.
+
+>>> book = AlertBook()
+>>> payload = parse_webhook(b'{"version": "4", "status": "firing", "alerts": [{"status": '
+...     b'"firing", "labels": {"alertname": "InterTokenLatencyP99High", "instance": "a:8000"}, '
+...     b'"startsAt": "2026-01-01T00:00:00Z", "fingerprint": "f1"}]}')
+>>> book.record(payload, now=0.0)
+RecordOutcome(new=1, duplicate=0, resolved=0)
+>>> book.record(payload, now=1.0)
+RecordOutcome(new=0, duplicate=1, resolved=0)
+>>> sorted(book.instances())
+['a:8000']
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# Limits on what one notification may carry; Alertmanager's own are far below these.
+MAX_ALERTS = 1000
+MAX_LABELS = 64
+MAX_LABEL_BYTES = 1024
+MAX_FINGERPRINT = 128
+# How many alerts the book remembers; the oldest resolved ones go first.
+MAX_RECORDS = 10_000
+
+
+class IntakeError(ValueError):
+    """A webhook body the controller will not take; ``errors`` lists every problem found."""
+
+    def __init__(self, errors: tuple[str, ...]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    fingerprint: str
+    status: str  # "firing" | "resolved"
+    labels: Mapping[str, str]
+    starts_at: str
+    ends_at: str
+
+    @property
+    def instance(self) -> str | None:
+        return self.labels.get("instance")
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookPayload:
+    status: str
+    group_key: str
+    alerts: tuple[Alert, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordOutcome:
+    new: int
+    duplicate: int
+    resolved: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRecord:
+    alert: Alert
+    received_at: float
+
+
+def parse_webhook(raw: bytes) -> WebhookPayload:
+    """Validate a notification; raise :class:`IntakeError` naming every problem at once."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise IntakeError((f"body: not JSON ({exc})",)) from None
+    if not isinstance(body, dict):
+        raise IntakeError(("body: must be a JSON object",))
+    errors: list[str] = []
+    if body.get("version") != "4":
+        errors.append(f"version: expected \"4\" (Alertmanager webhook v4), got "
+                      f"{_show(body.get('version'))}")
+    alerts = body.get("alerts")
+    if not isinstance(alerts, list):
+        errors.append("alerts: must be a list")
+        alerts = []
+    elif len(alerts) > MAX_ALERTS:
+        errors.append(f"alerts: at most {MAX_ALERTS} per notification, got {len(alerts)}")
+        alerts = []
+    parsed = [_alert(f"alerts[{i}]", a, errors) for i, a in enumerate(alerts)]
+    if errors:
+        raise IntakeError(tuple(errors))
+    return WebhookPayload(_text(body.get("status")), _text(body.get("groupKey")),
+                          tuple(a for a in parsed if a is not None))
+
+
+def _alert(where: str, raw: Any, errors: list[str]) -> Alert | None:
+    if not isinstance(raw, dict):
+        errors.append(f"{where}: must be an object")
+        return None
+    before = len(errors)
+    status = raw.get("status")
+    if status not in ("firing", "resolved"):
+        errors.append(f"{where}.status: expected \"firing\" or \"resolved\", got {_show(status)}")
+    fingerprint = raw.get("fingerprint")
+    if not isinstance(fingerprint, str) or not 0 < len(fingerprint) <= MAX_FINGERPRINT:
+        errors.append(f"{where}.fingerprint: must be a non-empty string of at most "
+                      f"{MAX_FINGERPRINT} characters")
+    labels = _labels(f"{where}.labels", raw.get("labels"), errors)
+    if len(errors) > before:
+        return None
+    return Alert(str(fingerprint), str(status), labels, _text(raw.get("startsAt")),
+                 _text(raw.get("endsAt")))
+
+
+def _labels(where: str, raw: Any, errors: list[str]) -> dict[str, str]:
+    if not isinstance(raw, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        errors.append(f"{where}: must be an object of string values")
+        return {}
+    if len(raw) > MAX_LABELS or any(len(k) + len(v) > MAX_LABEL_BYTES for k, v in raw.items()):
+        errors.append(f"{where}: at most {MAX_LABELS} labels of {MAX_LABEL_BYTES} bytes each")
+        return {}
+    return dict(raw)
+
+
+def _text(value: Any) -> str:
+    return value[:256] if isinstance(value, str) else ""
+
+
+def _show(value: Any) -> str:
+    return repr(value)[:40]
+
+
+class AlertBook:
+    """The alerts Alertmanager has told the controller about, by fingerprint.
+
+    A repeated notification (Alertmanager re-sends every ``group_interval``/``repeat_interval``)
+    is a duplicate when its status and start time are unchanged; a resolved one clears the alert.
+    """
+
+    def __init__(self, max_records: int = MAX_RECORDS) -> None:
+        self._records: dict[str, AlertRecord] = {}
+        self._max = max_records
+
+    def record(self, payload: WebhookPayload, now: float) -> RecordOutcome:
+        new = duplicate = resolved = 0
+        for alert in payload.alerts:
+            known = self._records.get(alert.fingerprint)
+            if known is not None and (known.alert.status, known.alert.starts_at) == (
+                    alert.status, alert.starts_at):
+                duplicate += 1
+                continue
+            if alert.status == "resolved":
+                resolved += 1
+            else:
+                new += 1
+            self._records[alert.fingerprint] = AlertRecord(alert, now)
+        self._evict()
+        return RecordOutcome(new, duplicate, resolved)
+
+    def firing(self) -> list[AlertRecord]:
+        return [r for r in self._records.values() if r.alert.status == "firing"]
+
+    def instances(self) -> set[str]:
+        """Instances named by firing alerts."""
+        return {r.alert.instance for r in self.firing() if r.alert.instance}
+
+    def _evict(self) -> None:
+        excess = len(self._records) - self._max
+        if excess <= 0:
+            return
+        # Resolved first, then the oldest firing ones: a flood of fingerprints costs memory
+        # bounded by max_records, never the alerts that matter most.
+        order = sorted(self._records.values(),
+                       key=lambda r: (r.alert.status == "firing", r.received_at))
+        for record in order[:excess]:
+            del self._records[record.alert.fingerprint]

@@ -1,0 +1,98 @@
+"""Spec → every Grafana file, as text, laid out as compose mounts them under ``grafana/``::
+
+    files = render_all(load_checked_spec("slo.yaml"))       # relative path → text
+    write_all(files, Path("deploy"))
+
+Output is deterministic: sorted keys, fixed uids and panel ids, no timestamps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import dashboard as dm
+
+from alerts.render import GENERATED_MARK, dump_yaml
+from alerts.spec import SloSpec
+from dashboards import controller_board, gpu_board, inference_board, slo_board
+from dashboards.board import GENERATED_NOTE
+from dashboards.provisioning import GrafanaParams, dashboard_providers, datasources
+
+DASHBOARDS_DIR: Final = "grafana/dashboards"
+DATASOURCES: Final = "grafana/provisioning/datasources/governor.yml"
+PROVIDERS: Final = "grafana/provisioning/dashboards/governor.yml"
+# How a generated board says so: the note's text before the source name.
+BOARD_MARK: Final = GENERATED_NOTE.split("{source}")[0]
+
+
+def boards(spec: SloSpec, source: str) -> tuple[dm.Dashboard, ...]:
+    return (slo_board.build(spec, source), inference_board.build(spec, source),
+            gpu_board.build(source), controller_board.build(spec, source))
+
+
+def dashboard_json(dashboard: dm.Dashboard) -> str:
+    return json.dumps(dashboard, cls=JSONEncoder, sort_keys=True, indent=2,
+                      ensure_ascii=False) + "\n"
+
+
+def render_all(spec: SloSpec, params: GrafanaParams | None = None, *,
+               source: str = "slo.yaml") -> dict[str, str]:
+    params = params or GrafanaParams()
+    files = {f"{DASHBOARDS_DIR}/{board.uid}.json": dashboard_json(board)
+             for board in boards(spec, source)}
+    files[DATASOURCES] = dump_yaml(datasources(params), source)
+    files[PROVIDERS] = dump_yaml(dashboard_providers(), source)
+    return dict(sorted(files.items()))
+
+
+def _is_generated(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    if path.suffix == ".yml":
+        return text.startswith(GENERATED_MARK)
+    try:
+        description = json.loads(text).get("description", "")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(description, str) and BOARD_MARK in description
+
+
+def stale_files(files: Mapping[str, str], out: Path) -> list[Path]:
+    """Generated files under ``out`` that ``files`` no longer contains (a hand-made board or
+    datasource next to them is left alone)."""
+    found = []
+    for directory, pattern in ((DASHBOARDS_DIR, "*.json"), (Path(DATASOURCES).parent, "*.yml"),
+                               (Path(PROVIDERS).parent, "*.yml")):
+        for path in sorted((out / directory).glob(pattern)):
+            if path.relative_to(out).as_posix() not in files and _is_generated(path):
+                found.append(path)
+    return found
+
+
+def differences(files: Mapping[str, str], out: Path) -> list[str]:
+    """Relative paths under ``out`` that differ from ``files`` (missing, changed or stale)."""
+    differing = [relative for relative, text in files.items()
+                 if not (out / relative).is_file()
+                 or (out / relative).read_text(encoding="utf-8") != text]
+    return differing + [p.relative_to(out).as_posix() for p in stale_files(files, out)]
+
+
+def write_all(files: Mapping[str, str], out: Path) -> list[Path]:
+    """Write what changed and delete stale generated files; returns the paths touched."""
+    changed = []
+    for relative, text in files.items():
+        path = out / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            changed.append(path)
+    for stale in stale_files(files, out):
+        stale.unlink()
+        changed.append(stale)
+    return changed

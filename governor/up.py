@@ -1,0 +1,288 @@
+"""``governor up``: the whole stack natively, without Docker.
+
+It renders the SLO spec's rules and configuration for localhost into a run directory, then starts
+and supervises, in order: the inference service (sim engine by default), the GPU exporter (fake
+GPUs unless ``--real-gpus``), the controller, Debian's Alertmanager and Prometheus binaries. It
+waits until each answers, prints where everything is, and stops them all on Ctrl-C, on
+``--duration`` or when one of them dies. ``--load`` adds a demo workload (chat streams plus long
+documents) so the boards, alerts and controller have something to show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+from alerts.alertmanager import alertmanager_args
+from alerts.catalog import load_checked_spec
+from alerts.params import Endpoints, RenderParams
+from alerts.prometheus import prometheus_args
+from alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
+from alerts.spec import SloSpec, SpecError
+from common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
+from common.logs import setup_logging
+
+ALERTMANAGER_BINARIES = ("prometheus-alertmanager", "alertmanager")
+PROMETHEUS_BINARIES = ("prometheus",)
+
+
+class UpError(Exception):
+    """Something the user can fix (a missing binary, a port in use, a bad slo.yaml)."""
+
+
+@dataclass(frozen=True)
+class Ports:
+    inference: int = 8000
+    exporter: int = 9400
+    controller: int = 9500
+    prometheus: int = 9090
+    alertmanager: int = 9093
+
+
+@dataclass(frozen=True)
+class UpConfig:
+    run_dir: Path = Path(".run")
+    slo: Path = Path("slo.yaml")
+    host: str = "127.0.0.1"
+    ports: Ports = field(default_factory=Ports)
+    preset: str = "llama-3-8b@h200"
+    fake_gpus: int = 2
+    real_gpus: bool = False
+    # Short intervals (5 s scrapes, 30 s fast-alert window) so a demo reacts within a minute.
+    fast: bool = True
+    load: bool = False
+    duration_seconds: float | None = None
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    health_url: str
+    env: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+
+
+def find_binary(candidates: Sequence[str]) -> str:
+    for name in candidates:
+        path = shutil.which(name)
+        if path:
+            return path
+    raise UpError(f"none of {list(candidates)} is on PATH; on Debian: "
+                  "apt-get install prometheus prometheus-alertmanager")
+
+
+def render_params(config: UpConfig) -> RenderParams:
+    token_file = str((config.run_dir / "controller_token").resolve())
+    if not config.fast:
+        return RenderParams(controller_token_file=token_file)
+    return RenderParams(
+        scrape_interval_seconds=5, evaluation_interval_seconds=5, fast_window_seconds=30,
+        fast_for_seconds=15, control_group_wait_seconds=5, control_group_interval_seconds=30,
+        control_repeat_interval_seconds=60, controller_token_file=token_file,
+    )
+
+
+def load(slo: Path) -> SloSpec:
+    try:
+        return load_checked_spec(slo)
+    except SpecError as exc:
+        raise UpError(f"{slo} is invalid:\n  " + "\n  ".join(exc.errors)) from None
+
+
+def prepare(config: UpConfig) -> tuple[dict[str, str], RenderParams]:
+    """Write the rendered configuration and the tokens; returns the tokens and parameters."""
+    spec = load(config.slo)
+    host, ports = config.host, config.ports
+    endpoints = Endpoints((f"{host}:{ports.inference}",), (f"{host}:{ports.exporter}",),
+                          (f"{host}:{ports.controller}",), (f"{host}:{ports.alertmanager}",))
+    params = render_params(config)
+    config.run_dir.mkdir(parents=True, exist_ok=True)
+    write_all(render_all(spec, endpoints, params, source=str(config.slo)), config.run_dir)
+    tokens = {}
+    for name in ("admin_token", "controller_token"):
+        path = config.run_dir / name
+        if not path.exists():
+            path.write_text(secrets.token_urlsafe(32) + "\n", encoding="utf-8")
+            path.chmod(0o600)
+        tokens[name] = str(path.resolve())
+    return tokens, params
+
+
+def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> list[Child]:
+    host, ports, run = config.host, config.ports, config.run_dir.resolve()
+    python = [sys.executable, "-m", "governor"]
+    spec = load(config.slo)
+    exporter = ["--fake-gpus", str(config.fake_gpus)] if not config.real_gpus else []
+    return [
+        Child("inference", [*python, "serve", "--engine", "sim", "--preset", config.preset,
+                            "--host", host, "--port", str(ports.inference),
+                            "--admin-token-file", tokens["admin_token"]],
+              f"http://{host}:{ports.inference}/health"),
+        Child("exporter", [*python, "exporter", *exporter, "--host", host,
+                           "--port", str(ports.exporter)],
+              f"http://{host}:{ports.exporter}/health"),
+        Child("controller", [*python, "controller", "--slo", str(config.slo.resolve()),
+                             "--host", host, "--port", str(ports.controller),
+                             "--prometheus", f"http://{host}:{ports.prometheus}",
+                             "--targets", f"http://{host}:{ports.inference}",
+                             "--scrape-interval", f"{params.scrape_interval_seconds}s",
+                             "--admin-token-file", tokens["admin_token"],
+                             "--webhook-token-file", tokens["controller_token"],
+                             "--state-file", str(run / "controller" / "state.json"),
+                             "--audit-log", str(run / "controller" / "audit.jsonl")],
+              f"http://{host}:{ports.controller}/health"),
+        Child("alertmanager", [find_binary(ALERTMANAGER_BINARIES), *alertmanager_args(
+            config_file=str(run / ALERTMANAGER_CONFIG), storage_path=str(run / "alertmanager-data"),
+            listen_address=f"{host}:{ports.alertmanager}")],
+              f"http://{host}:{ports.alertmanager}/-/ready"),
+        Child("prometheus", [find_binary(PROMETHEUS_BINARIES), *prometheus_args(
+            spec, params, config_file=str(run / PROMETHEUS_CONFIG),
+            storage_path=str(run / "prometheus-data"),
+            listen_address=f"{host}:{ports.prometheus}")],
+              f"http://{host}:{ports.prometheus}/-/ready"),
+    ]
+
+
+async def _healthy(url: str) -> bool:
+    with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session, \
+                session.get(url) as response:
+            return response.status == 200
+    return False
+
+
+def wait_healthy(child: Child, limit_seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + limit_seconds
+    while time.monotonic() < deadline:
+        assert child.process is not None
+        if child.process.poll() is not None:
+            raise UpError(f"{child.name} exited with status {child.process.returncode}; "
+                          f"see {child.name}.log in the run directory")
+        if asyncio.run(_healthy(child.health_url)):
+            return
+        time.sleep(0.2)
+    raise UpError(f"{child.name} did not answer {child.health_url} within {limit_seconds:.0f}s")
+
+
+@contextlib.contextmanager
+def supervised(config: UpConfig, stack: list[Child]) -> Iterator[list[Child]]:
+    logs = config.run_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    try:
+        for child in stack:
+            log_file = (logs / f"{child.name}.log").open("ab")
+            child.process = subprocess.Popen(
+                child.argv, stdout=log_file, stderr=subprocess.STDOUT,
+                env={**os.environ, **child.env}, start_new_session=True)
+            wait_healthy(child)
+        yield stack
+    finally:
+        for child in reversed(stack):
+            if child.process is not None and child.process.poll() is None:
+                child.process.send_signal(signal.SIGTERM)
+        for child in reversed(stack):
+            if child.process is not None:
+                try:
+                    child.process.wait(15)
+                except subprocess.TimeoutExpired:
+                    child.process.kill()
+
+
+def summary(config: UpConfig) -> str:
+    h, p = config.host, config.ports
+    return "\n".join([
+        "governor up: the stack is running",
+        f"  inference   http://{h}:{p.inference}/v1   (OpenAI API; /metrics, /admin/batching)",
+        f"  exporter    http://{h}:{p.exporter}/metrics",
+        f"  controller  http://{h}:{p.controller}/status",
+        f"  prometheus  http://{h}:{p.prometheus}",
+        f"  alertmanager http://{h}:{p.alertmanager}",
+        f"  logs, state and tokens in {config.run_dir.resolve()}",
+        "Ctrl-C stops everything.",
+    ])
+
+
+def run(config: UpConfig) -> int:
+    tokens, params = prepare(config)
+    stack = children(config, tokens, params)
+    stop = {"now": False}
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    with supervised(config, stack):
+        print(summary(config), flush=True)
+        load = _start_load(config) if config.load else None
+        deadline = None if config.duration_seconds is None else (
+            time.monotonic() + config.duration_seconds)
+        try:
+            while not stop["now"] and (deadline is None or time.monotonic() < deadline):
+                for child in stack:
+                    assert child.process is not None
+                    if child.process.poll() is not None:
+                        raise UpError(f"{child.name} exited with status "
+                                      f"{child.process.returncode}; see its log")
+                time.sleep(0.5)
+        finally:
+            if load is not None:
+                load.terminate()
+                load.wait(10)
+    return 0
+
+
+def _start_load(config: UpConfig) -> subprocess.Popen[bytes]:
+    log_file = (config.run_dir / "logs" / "load.log").open("ab")
+    return subprocess.Popen(
+        [sys.executable, "-m", "governor.demo_load", "--url",
+         f"http://{config.host}:{config.ports.inference}"],
+        stdout=log_file, stderr=subprocess.STDOUT)
+
+
+def build_parser() -> EnvArgumentParser:
+    p = EnvArgumentParser(prog="governor up", description=__doc__)
+    p.add_argument("--run-dir", type=Path, default=Path(".run"),
+                   help="where configuration, data, logs and tokens go")
+    p.add_argument("--slo", type=Path, default=Path("slo.yaml"), help="the SLO spec")
+    p.add_argument("--host", default="127.0.0.1", help="address every component listens on")
+    p.add_argument("--preset", default="llama-3-8b@h200", help="the sim engine's preset")
+    p.add_argument("--fake-gpus", type=positive_int, default=2,
+                   help="simulated GPUs for the exporter")
+    p.add_argument("--real-gpus", action="store_true", help="export the real GPUs over NVML")
+    p.add_argument("--slow", action="store_true",
+                   help="production intervals (15 s scrapes, 1 m alert windows)")
+    p.add_argument("--load", action="store_true", help="drive a demo workload")
+    p.add_argument("--duration", type=parse_duration_seconds, default=None,
+                   help="stop after this long (default: until Ctrl-C)")
+    for name, default in vars(Ports()).items():
+        p.add_argument(f"--{name}-port", type=positive_int, default=default,
+                       help=f"{name} port")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    setup_logging("info")
+    ports = Ports(**{name: getattr(args, f"{name}_port") for name in vars(Ports())})
+    config = UpConfig(run_dir=args.run_dir, slo=args.slo, host=args.host, ports=ports,
+                      preset=args.preset, fake_gpus=args.fake_gpus, real_gpus=args.real_gpus,
+                      fast=not args.slow, load=args.load, duration_seconds=args.duration)
+    try:
+        return run(config)
+    except UpError as exc:
+        print(f"governor up: {exc}", file=sys.stderr)
+        return 1

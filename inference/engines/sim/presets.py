@@ -1,0 +1,242 @@
+"""Model + hardware presets of the simulated engine, and where each constant comes from.
+
+A preset fixes what a vLLM deployment fixes at start-up: the model's shape, the GPU, the KV
+cache capacity, vLLM's default batching limits for that GPU class, and the efficiencies that
+turn the roofline into measured step times (see :mod:`inference.engines.sim.roofline`).
+
+* ``llama-3-8b@h200`` — calibrated against real vLLM 0.25 on an H200 (REFERENCE.md §6):
+  Llama-3-8B shape, BF16, ``gpu_memory_utilization`` 0.85 → 840,016 KV tokens, as measured.
+* ``llama-3-8b@h100`` — the same model and efficiencies on an H100 SXM 80 GB (3.35 TB/s,
+  989 TFLOPS dense BF16): Hopper has the same SMs and kernels, so only the bandwidth and the
+  memory change; KV capacity follows from vLLM's default utilisation 0.9.
+* ``tiny`` — a small fast model for tests: millisecond steps, 4096 KV tokens, small limits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+BLOCK_SIZE = 16  # vLLM's default KV block size on CUDA, in tokens
+
+
+@dataclass(frozen=True, slots=True)
+class ModelShape:
+    """A dense decoder-only transformer, enough of it to count bytes and FLOPs."""
+
+    name: str
+    num_params: float
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    bytes_per_param: int = 2  # BF16
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.num_params * self.bytes_per_param
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        # K and V, per layer, per KV head.
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * self.bytes_per_param
+
+    @property
+    def lm_head_flops_per_token(self) -> float:
+        """The output projection runs only for the positions that sample a token."""
+        return 2.0 * self.vocab_size * self.hidden_size
+
+    @property
+    def linear_flops_per_token(self) -> float:
+        """Dense-layer FLOPs of one token, without the embedding lookup and the LM head."""
+        return 2.0 * (self.num_params - 2 * self.vocab_size * self.hidden_size)
+
+    @property
+    def attention_flops_per_pair(self) -> float:
+        """QKᵀ and PV for one (query, key) pair over all layers and query heads."""
+        return 4.0 * self.num_layers * self.num_attention_heads * self.head_dim
+
+
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    name: str
+    memory_bytes: float
+    hbm_bandwidth_bytes_per_second: float
+    peak_flops: float  # dense BF16
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    """How far the real engine is from the ideal roofline, and its host-side costs."""
+
+    bandwidth_efficiency: float  # η: achieved / peak HBM bandwidth
+    mfu: float  # GEMM FLOPs achieved / peak
+    attention_efficiency: float  # prefill attention FLOPs achieved / peak
+    step_overhead_seconds: float
+    per_sequence_seconds: float
+    # A step that mixes prefill chunks with decodes cannot replay the full CUDA graph captured
+    # for uniform decode batches: attention runs outside the graph (vLLM's piecewise mode).
+    mixed_step_overhead_seconds: float
+    # How sharply the GEMMs turn from memory- to compute-bound: the step pays the p-norm of
+    # the two times (∞ is the ideal roofline's max, 1 their sum). Near the ridge neither bound
+    # is reached alone, which is what makes small prefill chunks cost more than the max.
+    roofline_sharpness: float
+    # Host jitter added to every step: exponentially distributed with this mean.
+    jitter_mean_seconds: float
+    # Tokenisation and IPC between the API and the scheduler: a request becomes schedulable
+    # this long after it arrives.
+    frontend_latency_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    name: str
+    model: ModelShape
+    hardware: Hardware
+    efficiency: Efficiency
+    max_model_len: int
+    num_kv_blocks: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int = BLOCK_SIZE
+    enable_prefix_caching: bool = True
+    # vLLM's async scheduling: the next step is scheduled while this one runs, so a request
+    # that arrives during a step can join only the step after the next one.
+    async_scheduling: bool = True
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.num_kv_blocks * self.block_size
+
+    def with_overrides(
+        self,
+        *,
+        max_model_len: int | None = None,
+        max_num_seqs: int | None = None,
+        max_num_batched_tokens: int | None = None,
+        enable_prefix_caching: bool | None = None,
+    ) -> Preset:
+        """The preset with some start-up settings replaced (``None`` keeps the preset's)."""
+        return replace(
+            self,
+            max_model_len=self.max_model_len if max_model_len is None else max_model_len,
+            max_num_seqs=self.max_num_seqs if max_num_seqs is None else max_num_seqs,
+            max_num_batched_tokens=(
+                self.max_num_batched_tokens
+                if max_num_batched_tokens is None
+                else max_num_batched_tokens
+            ),
+            enable_prefix_caching=(
+                self.enable_prefix_caching
+                if enable_prefix_caching is None
+                else enable_prefix_caching
+            ),
+        )
+
+
+def kv_cache_blocks(
+    hardware: Hardware,
+    model: ModelShape,
+    *,
+    gpu_memory_utilization: float,
+    reserved_bytes: float,
+    block_size: int = BLOCK_SIZE,
+) -> int:
+    """KV blocks vLLM allocates: the memory budget, less weights and activations, in blocks."""
+    free = gpu_memory_utilization * hardware.memory_bytes - model.weight_bytes - reserved_bytes
+    return int(free // (model.kv_bytes_per_token * block_size))
+
+
+# Llama-3-8B (REFERENCE.md §4.5): 32 layers, 32 query / 8 KV heads of 128, hidden 4096,
+# vocabulary 128256, 8.03 B parameters → 16.06 GB of BF16 weights, 131,072 KV bytes per token.
+LLAMA_3_8B = ModelShape(
+    name="llama-3-8b",
+    num_params=8.03e9,
+    num_layers=32,
+    hidden_size=4096,
+    num_attention_heads=32,
+    num_kv_heads=8,
+    head_dim=128,
+    vocab_size=128256,
+)
+
+# nvidia-smi reports 143,771 MiB on an H200 and 81,559 MiB on an H100 SXM 80 GB.
+H200 = Hardware("h200", 143_771 * 2**20, 4.8e12, 989e12)
+H100 = Hardware("h100", 81_559 * 2**20, 3.35e12, 989e12)
+
+# vLLM keeps memory outside weights and KV for activations, CUDA graphs and the sampler. On the
+# H200 run 0.85 x 143,771 MiB - 16.06 GB weights - 102.5 GiB KV leaves ≈ 2.0 GB.
+ACTIVATION_RESERVE_BYTES = 2.0e9
+
+# Fitted to the H200 measurements of REFERENCE.md §6 by ``python -m
+# inference.engines.sim.fidelity``; the README's sim section shows the fit cell by cell.
+HOPPER_VLLM_025 = Efficiency(
+    bandwidth_efficiency=0.74,
+    mfu=0.70,
+    attention_efficiency=0.45,
+    step_overhead_seconds=0.25e-3,
+    per_sequence_seconds=11e-6,
+    mixed_step_overhead_seconds=2.2e-3,
+    roofline_sharpness=4.0,
+    jitter_mean_seconds=0.15e-3,
+    frontend_latency_seconds=3.5e-3,
+)
+
+LLAMA_3_8B_H200 = Preset(
+    name="llama-3-8b@h200",
+    model=LLAMA_3_8B,
+    hardware=H200,
+    efficiency=HOPPER_VLLM_025,
+    max_model_len=8192,
+    # Measured: 102.5 GiB of KV cache = 840,016 tokens at gpu_memory_utilization 0.85.
+    num_kv_blocks=840_016 // BLOCK_SIZE,
+    # vLLM's API-server defaults for GPUs of ≥ 70 GiB other than A100 (REFERENCE.md §1.9).
+    max_num_seqs=1024,
+    max_num_batched_tokens=8192,
+)
+
+LLAMA_3_8B_H100 = Preset(
+    name="llama-3-8b@h100",
+    model=LLAMA_3_8B,
+    hardware=H100,
+    efficiency=HOPPER_VLLM_025,
+    max_model_len=8192,
+    num_kv_blocks=kv_cache_blocks(
+        H100, LLAMA_3_8B, gpu_memory_utilization=0.9, reserved_bytes=ACTIVATION_RESERVE_BYTES
+    ),
+    max_num_seqs=1024,
+    max_num_batched_tokens=8192,
+)
+
+# A 0.5 B-parameter toy on the H200: steps of about a millisecond, a KV cache small enough to
+# fill in a test, no jitter and no frontend latency so that tests can predict every step.
+TINY = Preset(
+    name="tiny",
+    model=ModelShape(
+        name="tiny",
+        num_params=0.5e9,
+        num_layers=8,
+        hidden_size=1024,
+        num_attention_heads=8,
+        num_kv_heads=2,
+        head_dim=128,
+        vocab_size=32000,
+    ),
+    hardware=H200,
+    efficiency=replace(HOPPER_VLLM_025, jitter_mean_seconds=0.0, frontend_latency_seconds=0.0),
+    max_model_len=2048,
+    num_kv_blocks=256,
+    max_num_seqs=16,
+    max_num_batched_tokens=512,
+)
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (LLAMA_3_8B_H200, LLAMA_3_8B_H100, TINY)}
+
+
+def get_preset(name: str) -> Preset:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        known = ", ".join(sorted(PRESETS))
+        raise ValueError(f"unknown sim preset {name!r}: expected one of {known}") from None

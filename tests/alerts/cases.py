@@ -1,0 +1,25 @@
+"""Specs and parameters shared by the alerts tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alerts.params import Endpoints, RenderParams
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+TESTDATA = Path(__file__).parent / "testdata"
+GOLDEN = Path(__file__).parent / "golden"
+
+# Every interval shrunk, as the integration test runs the pipeline.
+FAST = RenderParams(scrape_interval_seconds=1, evaluation_interval_seconds=1,
+                    fast_window_seconds=5, fast_for_seconds=2, group_wait_seconds=1,
+                    control_group_wait_seconds=1, control_group_interval_seconds=1,
+                    control_repeat_interval_seconds=60, health_for_cap_seconds=60,
+                    controller_token_file="/tmp/token")
+
+# Golden cases: name → (spec, endpoints, parameters).
+CASES = {
+    "period-28d-guarded": (TESTDATA / "period-28d-guarded.yaml", Endpoints(), RenderParams()),
+    "openslo-fast-local": (TESTDATA / "openslo.yaml", Endpoints.local(), FAST),
+}

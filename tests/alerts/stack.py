@@ -1,0 +1,182 @@
+"""Real Prometheus and Alertmanager processes on free ports, and a webhook receiver standing in
+for the controller, for the alert pipeline's integration tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from alerts.alertmanager import alertmanager_args
+from alerts.params import Endpoints, RenderParams
+from alerts.prometheus import prometheus_args
+from alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
+from alerts.spec import SloSpec
+from common.secrets import Secret
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((LOOPBACK, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Process:
+    """A child process with its output in a log file; stopped by its own pid only."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    @classmethod
+    def start(cls, name: str, argv: Sequence[str], logs: Path, cwd: Path | None = None,
+              ) -> Process:
+        log = logs / f"{name}.log"
+        with log.open("wb") as sink:
+            popen = subprocess.Popen(list(argv), stdout=sink, stderr=subprocess.STDOUT,
+                                     start_new_session=True, cwd=cwd)
+        return cls(name, popen, log)
+
+    def output(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            os.kill(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(timeout=10)
+
+
+READY_SECONDS = 30.0
+
+
+async def wait_ready(session: aiohttp.ClientSession, url: str, process: Process) -> None:
+    """Poll ``url`` until it answers 200, failing early with the log if the process died."""
+    try:
+        async with asyncio.timeout(READY_SECONDS):
+            while True:
+                if process.popen.poll() is not None:
+                    raise RuntimeError(f"{process.name} exited:\n{process.output()}")
+                with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
+                    async with session.get(url, timeout=aiohttp.ClientTimeout(total=2)) as r:
+                        if r.status == 200:
+                            return
+                await asyncio.sleep(0.2)
+    except TimeoutError:
+        raise TimeoutError(f"{process.name} not ready at {url}:\n{process.output()}") from None
+
+
+@dataclass
+class WebhookReceiver:
+    """The controller's ``POST /alerts`` as Alertmanager sees it: bearer-protected, recording
+    every notification. It also answers ``/metrics`` so the controller scrape job is up."""
+
+    token: Secret
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+    rejected: int = 0
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def alerts(self, request: web.Request) -> web.Response:
+        if not self.token.matches_bearer(request.headers.get("Authorization")):
+            self.rejected += 1
+            return web.json_response({"error": "unauthorized"}, status=401)
+        self.notifications.append(json.loads(await request.read()))
+        self.arrived.set()
+        return web.json_response({"status": "recorded"})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        return web.Response(text="# an empty exposition\n")
+
+    def alerts_named(self, alertname: str, status: str) -> list[dict[str, Any]]:
+        return [alert for note in self.notifications for alert in note["alerts"]
+                if alert["labels"].get("alertname") == alertname and alert["status"] == status]
+
+    async def wait_for(self, alertname: str, status: str) -> dict[str, Any]:
+        """The first ``status`` notification of ``alertname`` (bound it with asyncio.timeout)."""
+        while not (found := self.alerts_named(alertname, status)):
+            self.arrived.clear()
+            await self.arrived.wait()
+        return found[0]
+
+    @contextlib.asynccontextmanager
+    async def serving(self, port: int) -> AsyncIterator[None]:
+        app = web.Application()
+        app.router.add_post("/alerts", self.alerts)
+        app.router.add_get("/metrics", self.metrics)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, LOOPBACK, port).start()
+        try:
+            yield
+        finally:
+            await runner.cleanup()
+
+
+@dataclass
+class Stack:
+    prometheus_url: str
+    alertmanager_url: str
+    receiver: WebhookReceiver
+    processes: list[Process]
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.output()}" for p in self.processes)
+
+
+@contextlib.asynccontextmanager
+async def alert_stack(
+    spec: SloSpec, params: RenderParams, inference: Sequence[str], workdir: Path,
+    session: aiohttp.ClientSession,
+) -> AsyncIterator[Stack]:
+    """Generated configuration → Alertmanager, Prometheus and the webhook receiver, running."""
+    token = Secret("pipeline-test-token")
+    token_file = workdir / "controller-token"
+    token_file.write_text(token.reveal() + "\n", encoding="utf-8")
+    ports = {name: free_port() for name in ("prometheus", "alertmanager", "controller")}
+    endpoints = Endpoints(inference=tuple(inference), exporter=(),
+                          controller=(f"{LOOPBACK}:{ports['controller']}",),
+                          alertmanager=(f"{LOOPBACK}:{ports['alertmanager']}",))
+    params = RenderParams(**{**params.__dict__, "controller_token_file": str(token_file)})
+    deploy = workdir / "deploy"
+    write_all(render_all(spec, endpoints, params), deploy)
+    receiver = WebhookReceiver(token)
+    processes: list[Process] = []
+    async with receiver.serving(ports["controller"]):
+        try:
+            am_flags = alertmanager_args(config_file=str(deploy / ALERTMANAGER_CONFIG),
+                                         storage_path=str(workdir / "alertmanager-data"),
+                                         listen_address=f"{LOOPBACK}:{ports['alertmanager']}")
+            alertmanager = Process.start("alertmanager", ["prometheus-alertmanager", *am_flags],
+                                         workdir)
+            processes.append(alertmanager)
+            prometheus = Process.start("prometheus", ["prometheus", *prometheus_args(
+                spec, params, config_file=str(deploy / PROMETHEUS_CONFIG),
+                storage_path=str(workdir / "prometheus-data"),
+                listen_address=f"{LOOPBACK}:{ports['prometheus']}",
+            )], workdir)
+            processes.append(prometheus)
+            urls = {name: f"http://{LOOPBACK}:{ports[name]}" for name in ports}
+            await wait_ready(session, urls["alertmanager"] + "/-/ready", alertmanager)
+            await wait_ready(session, urls["prometheus"] + "/-/ready", prometheus)
+            yield Stack(urls["prometheus"], urls["alertmanager"], receiver, processes)
+        finally:
+            for process in reversed(processes):
+                process.stop()

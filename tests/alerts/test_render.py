@@ -1,0 +1,241 @@
+"""The generated artifacts: committed copies up to date, golden files, what each file says."""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from alerts import metric_names as n
+from alerts.catalog import load_checked_spec
+from alerts.params import Endpoints, RenderParams
+from alerts.prometheus import prometheus_args, retention_seconds
+from alerts.render import (
+    ALERTMANAGER_CONFIG,
+    PROMETHEUS_CONFIG,
+    PROMETHEUS_RULE,
+    differences,
+    render_all,
+    write_all,
+)
+from exporters.gpu import metric_names as gpu
+from inference import metric_names as m
+from tests.alerts.cases import CASES, DEPLOY, FAST, GOLDEN, ROOT, TESTDATA
+
+
+@functools.cache
+def _default_files() -> tuple[tuple[str, str], ...]:
+    return tuple(render_all(load_checked_spec(ROOT / "slo.yaml")).items())
+
+
+def default_files() -> dict[str, str]:
+    """The default spec rendered with default parameters (rendered once per session)."""
+    return dict(_default_files())
+
+
+def load(text: str) -> Any:
+    return yaml.safe_load(text)
+
+
+def rules_of(files: dict[str, str]) -> list[dict[str, Any]]:
+    return [rule for path, text in files.items() if path.startswith("prometheus/rules/")
+            for group in load(text)["groups"] for rule in group["rules"]]
+
+
+# ---- committed artifacts and golden files --------------------------------------------------------
+
+
+def test_the_committed_deploy_files_are_what_the_generator_writes_now() -> None:
+    stale = differences(default_files(), DEPLOY)
+    assert not stale, (f"deploy/ is stale ({', '.join(stale)}): run "
+                       "`governor generate --slo slo.yaml --out deploy` and commit the result")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_output_matches_the_golden_files(case: str, update_golden: bool) -> None:
+    spec_path, endpoints, params = CASES[case]
+    files = render_all(load_checked_spec(spec_path), endpoints, params, source=spec_path.name)
+    golden = GOLDEN / case
+    if update_golden:
+        write_all(files, golden)
+    stale = differences(files, golden)
+    assert not stale, f"{case}: {stale} differ; rerun with --update-golden if that is intended"
+
+
+def test_rendering_is_deterministic() -> None:
+    assert render_all(load_checked_spec(ROOT / "slo.yaml")) == default_files()
+
+
+def test_writing_removes_generated_files_that_are_no_longer_produced(tmp_path: Path) -> None:
+    files = default_files()
+    write_all(files, tmp_path)
+    old = tmp_path / "prometheus/rules/slo-retired.yml"
+    old.write_text(files["prometheus/rules/slo-availability.yml"], encoding="utf-8")
+    mine = tmp_path / "prometheus/rules/hand-written.yml"
+    mine.write_text("groups: []\n", encoding="utf-8")
+    assert differences(files, tmp_path) == ["prometheus/rules/slo-retired.yml"]
+    assert old in write_all(files, tmp_path)
+    assert not old.exists()
+    assert mine.exists()
+    assert write_all(files, tmp_path) == []
+
+
+# ---- rules ---------------------------------------------------------------------------------------
+
+
+def test_every_alert_has_a_unit_test_that_sees_it_fire_and_stay_quiet() -> None:
+    files = render_all(load_checked_spec(TESTDATA / "period-28d-guarded.yaml"))
+    alerts = {rule["alert"] for rule in rules_of(files) if "alert" in rule}
+    firing: set[str] = set()
+    quiet: set[str] = set()
+    for path, text in files.items():
+        if path.startswith("prometheus/tests/"):
+            for test in load(text)["tests"]:
+                for check in test["alert_rule_test"]:
+                    (firing if check["exp_alerts"] else quiet).add(check["alertname"])
+    assert alerts == firing == quiet
+    assert len(alerts) > 15
+
+
+def test_the_default_spec_yields_the_expected_alerts() -> None:
+    alerts = sorted({rule["alert"] for rule in rules_of(default_files()) if "alert" in rule})
+    slo_alerts = [a for a in alerts if a.endswith(("ErrorBudgetBurn", "P99High"))]
+    assert slo_alerts == ["AvailabilityErrorBudgetBurn", "InterTokenLatencyErrorBudgetBurn",
+                          "InterTokenLatencyP99High", "TimeToFirstTokenErrorBudgetBurn"]
+    for health in ("GovernorTargetDown", "GpuExporterStale", "VllmKvCacheNearlyFull",
+                   "VllmPreemptionsHigh", "VllmQueueGrowing", "GpuXidErrors",
+                   "GpuThermalThrottling", "GpuPowerThrottling", "GpuMemoryNearlyFull"):
+        assert health in alerts
+
+
+def test_the_fast_alert_is_per_instance_and_routed_to_the_controller() -> None:
+    (rule,) = [r for r in rules_of(default_files()) if r.get("alert") == "InterTokenLatencyP99High"]
+    assert rule["expr"] == (
+        f"histogram_quantile(0.99, sum by (le, instance) "
+        f"(rate({m.bucket_series(m.INTER_TOKEN_LATENCY)}[1m])))\n> 0.12"
+    )
+    assert rule["for"] == "1m"
+    assert rule["labels"] == {"slo": "inter-token-latency", "severity": "control",
+                              "service": "inference", "team": "inference"}
+
+
+def test_latency_slis_count_the_threshold_bucket_in_both_le_spellings() -> None:
+    exprs = "\n".join(r["expr"] for r in rules_of(default_files()) if "record" in r)
+    assert f'{m.bucket_series(m.TIME_TO_FIRST_TOKEN)}{{le=~"1|1\\\\.0"}}[5m]' in exprs
+    assert f'{m.bucket_series(m.INTER_TOKEN_LATENCY)}{{le="0.12"}}[1h]' in exprs
+
+
+def test_the_period_ratio_is_weighted_by_events() -> None:
+    (expr,) = {r["expr"] for r in rules_of(default_files())
+               if r.get("record") == n.SLI_ERROR_RATIO_PERIOD
+               and r["labels"]["slo"] == "availability"}
+    assert expr == (
+        'sum_over_time(slo:sli_error_events:rate5m{slo="availability", service="inference"}[30d])'
+        '\n/\n'
+        'sum_over_time(slo:sli_events:rate5m{slo="availability", service="inference"}[30d])'
+    )
+
+
+def test_thresholds_carry_no_float_noise() -> None:
+    for rule in rules_of(render_all(load_checked_spec(TESTDATA / "period-28d-guarded.yaml"))):
+        for number in re.findall(r"\d+\.\d+", rule["expr"]):
+            assert len(number.rstrip("0").split(".")[1]) <= 6, (number, rule["expr"])
+
+
+def test_health_alerts_read_the_components_metric_names() -> None:
+    exprs = "\n".join(r["expr"] for r in rules_of(default_files()) if "alert" in r)
+    for name in (m.VLLM_KV_CACHE_USAGE, m.counter_series(m.VLLM_NUM_PREEMPTIONS),
+                 m.VLLM_NUM_REQUESTS_WAITING, gpu.UP, gpu.EXPORTER_LAST_SUCCESS,
+                 m.counter_series(gpu.XID_ERRORS), gpu.CLOCK_EVENT_ACTIVE, gpu.MEMORY_USED):
+        assert name in exprs
+
+
+# ---- Alertmanager, Prometheus, Kubernetes -----------------------------------------------------
+
+
+def test_alertmanager_sends_control_alerts_to_the_controller_with_a_bearer_token_file() -> None:
+    config = load(default_files()[ALERTMANAGER_CONFIG])
+    (control,) = [r for r in config["route"]["routes"] if r["receiver"] == "controller"]
+    assert control["matchers"] == ['severity="control"']
+    assert "instance" in control["group_by"]
+    (receiver,) = [r for r in config["receivers"] if r["name"] == "controller"]
+    (webhook,) = receiver["webhook_configs"]
+    assert webhook == {
+        "url": "http://controller:9500/alerts", "send_resolved": True, "max_alerts": 0,
+        "http_config": {"authorization": {"type": "Bearer",
+                                          "credentials_file": "/run/secrets/controller_token"}},
+    }
+
+
+def test_alertmanager_groups_by_slo_and_pages_inhibit_tickets() -> None:
+    config = load(default_files()[ALERTMANAGER_CONFIG])
+    assert config["route"]["group_by"] == ["alertname", "slo", "severity"]
+    assert {r["name"] for r in config["receivers"]} == {"controller", "page", "ticket"}
+    (inhibit,) = config["inhibit_rules"]
+    assert inhibit["source_matchers"][0] == 'severity="page"'
+    assert inhibit["target_matchers"][0] == 'severity="ticket"'
+    assert inhibit["equal"] == ["slo", "service"]
+
+
+def test_prometheus_scrapes_the_three_jobs_and_loads_the_rules() -> None:
+    config = load(default_files()[PROMETHEUS_CONFIG])
+    jobs = {job["job_name"]: job["static_configs"][0]["targets"]
+            for job in config["scrape_configs"]}
+    assert jobs == {"inference": ["inference:8000"], "gpu": ["exporter:9400"],
+                    "controller": ["controller:9500"]}
+    assert config["rule_files"] == ["rules/*.yml"]
+    assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == [
+        "alertmanager:9093"]
+    assert config["storage"]["exemplars"]["max_exemplars"] > 0
+
+
+def test_local_endpoints_and_fast_params_reach_the_configs() -> None:
+    files = render_all(load_checked_spec(ROOT / "slo.yaml"), Endpoints.local(), FAST)
+    prometheus = load(files[PROMETHEUS_CONFIG])
+    assert prometheus["global"] == {"scrape_interval": "1s", "scrape_timeout": "1s",
+                                    "evaluation_interval": "1s"}
+    assert prometheus["scrape_configs"][0]["static_configs"][0]["targets"] == ["127.0.0.1:8000"]
+    webhook = load(files[ALERTMANAGER_CONFIG])["receivers"][0]["webhook_configs"][0]
+    assert webhook["url"] == "http://127.0.0.1:9500/alerts"
+    assert webhook["http_config"]["authorization"]["credentials_file"] == "/tmp/token"
+
+
+def test_prometheus_keeps_the_slo_period_and_stores_exemplars() -> None:
+    spec = load_checked_spec(ROOT / "slo.yaml")
+    args = prometheus_args(spec, RenderParams(), config_file="p.yml", storage_path="/data")
+    assert "--storage.tsdb.retention.time=35d" in args
+    assert "--enable-feature=exemplar-storage" in args
+    assert retention_seconds(spec, RenderParams()) > spec.period_seconds
+    assert "--storage.tsdb.retention.time=35d" in default_files()[PROMETHEUS_CONFIG]
+
+
+def test_the_prometheus_rule_holds_the_same_groups() -> None:
+    files = default_files()
+    resource = load(files[PROMETHEUS_RULE])
+    assert (resource["apiVersion"], resource["kind"]) == ("monitoring.coreos.com/v1",
+                                                          "PrometheusRule")
+    groups = [g for path, text in files.items() if path.startswith("prometheus/rules/")
+              for g in load(text)["groups"]]
+    assert sorted(resource["spec"]["groups"], key=lambda g: g["name"]) == sorted(
+        groups, key=lambda g: g["name"])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"scrape_interval_seconds": 0}, "positive whole number"),
+     ({"fast_window_seconds": 20}, "at least two scrapes"),
+     ({"controller_token_file": ""}, "must be a path")],
+)
+def test_render_params_are_validated(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        RenderParams(**kwargs)
+
+
+@pytest.mark.parametrize("addresses", [("inference",), ("a:b",), ("a:0",), ("a b:1",), "a:1"])
+def test_endpoints_are_validated(addresses: Any) -> None:
+    with pytest.raises(ValueError, match="host:port"):
+        Endpoints(inference=addresses)

@@ -1,0 +1,179 @@
+"""The HTTP face: the webhook with hostile input, /status, /metrics; secrets never leak."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+from aiohttp.web import Application
+from prometheus_client import CollectorRegistry
+
+from common.secrets import Secret
+from controller import metric_names as names
+from controller.actuator import Target
+from controller.app import RECONCILER, Overrides, Secrets, create_app
+from controller.config import ControllerConfig
+from controller.model import Observation, SloTargets
+from controller.queries import QuerySet
+from tests.controller.fakes import FakeActuator, FakeClock, FakeObserver
+
+ClientFactory = Callable[[Application], Awaitable[TestClient[Any, Any]]]
+TOKEN = "webhook-secret-value"
+ADMIN_TOKEN = "admin-secret-value"
+A = Target("a:8000", "http://a:8000")
+BREACH = Observation(itl_tail_seconds=0.21, itl_median_seconds=0.006, itl_tail_long_seconds=0.2,
+                     prompt_tokens_per_second=14000.0, requests_running=64.0)
+
+
+def notification(status: str = "firing", fingerprint: str = "fp1") -> dict[str, Any]:
+    return {"version": "4", "status": status, "receiver": "controller", "groupKey": "g",
+            "alerts": [{"status": status, "fingerprint": fingerprint,
+                        "startsAt": "2026-11-29T08:27:05Z", "endsAt": "0001-01-01T00:00:00Z",
+                        "labels": {"alertname": "InterTokenLatencyP99High",
+                                   "instance": A.name, "severity": "control"}}]}
+
+
+class Stack:
+    def __init__(self, tmp: Path, *, run_loop: bool = False) -> None:
+        self.observer = FakeObserver({A.name: BREACH})
+        self.actuator = FakeActuator()
+        self.registry = CollectorRegistry()
+        config = ControllerConfig(
+            slo=SloTargets(0.12, 0.99, 1.0, 0.99), queries=QuerySet.default(),
+            static_targets=(A,), discover=False, resync_seconds=3600.0,
+            state_path=tmp / "state.json", audit_path=tmp / "audit.jsonl")
+        self.app = create_app(config, Secrets(webhook=Secret(TOKEN), admin=Secret(ADMIN_TOKEN)),
+                              registry=self.registry,
+                              overrides=Overrides(self.observer, self.actuator, clock=FakeClock(),
+                                                  run_loop=run_loop))
+
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer nope"}, {"Authorization": TOKEN},
+     {"Authorization": f"Basic {TOKEN}"}],
+    ids=["no header", "wrong token", "no scheme", "wrong scheme"],
+)
+async def test_the_webhook_wants_the_bearer_token(
+    aiohttp_client: ClientFactory, tmp_path: Path, headers: dict[str, str]
+) -> None:
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+    response = await client.post("/alerts", json=notification(), headers=headers)
+    assert response.status == 401
+    assert (await response.json())["error"]["type"] == "authentication_error"
+    assert stack.app[RECONCILER]._book.firing() == []
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"", b"{", b"null", b'{"version": "4", "alerts": [{"status": "firing"}]}',
+     json.dumps({**notification(), "alerts": [{"labels": ["x"]}]}).encode()],
+    ids=["empty", "truncated", "null", "alert without fingerprint", "labels a list"],
+)
+async def test_a_malformed_notification_is_a_400_that_changes_nothing(
+    aiohttp_client: ClientFactory, tmp_path: Path, raw: bytes
+) -> None:
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+    response = await client.post("/alerts", data=raw, headers=AUTH)
+    assert response.status == 400
+    error = (await response.json())["error"]
+    assert error["code"] == "invalid_payload"
+    assert error["errors"]
+    assert stack.app[RECONCILER]._book.firing() == []
+
+
+async def test_an_oversized_body_is_a_413(aiohttp_client: ClientFactory, tmp_path: Path) -> None:
+    client = await aiohttp_client(Stack(tmp_path).app)
+    response = await client.post("/alerts", data=b"x" * (2 * 1024 * 1024), headers=AUTH)
+    assert response.status == 413
+
+
+async def test_a_notification_is_recorded_deduplicated_and_wakes_the_loop(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    stack = Stack(tmp_path, run_loop=True)
+    client = await aiohttp_client(stack.app)
+    reconciler = stack.app[RECONCILER]
+    for _ in range(100):  # the first pass runs at start-up
+        if reconciler.last_pass_at is not None:
+            break
+        await asyncio.sleep(0.01)
+    reads = stack.actuator.reads
+    first = await client.post("/alerts", json=notification(), headers=AUTH)
+    assert await first.json() == {"new": 1, "duplicate": 0, "resolved": 0}
+    for _ in range(100):
+        if stack.actuator.reads > reads:
+            break
+        await asyncio.sleep(0.01)
+    assert stack.actuator.reads == reads + 1
+    again = await client.post("/alerts", json=notification(), headers=AUTH)
+    assert await again.json() == {"new": 0, "duplicate": 1, "resolved": 0}
+    resolved = await client.post("/alerts", json=notification("resolved"), headers=AUTH)
+    assert await resolved.json() == {"new": 0, "duplicate": 0, "resolved": 1}
+    assert reconciler._book.firing() == []
+
+
+async def test_status_explains_each_target(aiohttp_client: ClientFactory, tmp_path: Path) -> None:
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+    await client.post("/alerts", json=notification(), headers=AUTH)
+    await stack.app[RECONCILER].reconcile_once()
+    status = await (await client.get("/status")).json()
+    target = status["targets"][A.name]
+    assert target["last_decision"]["action"] == "tighten"
+    assert target["last_decision"]["explanation"].startswith("tighten max_num_batched_tokens")
+    assert target["limits"]["ceiling"] == {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}
+    assert target["state"]["probe"]["kind"] == "tighten"
+    assert target["observation"]["itl_tail_seconds"] == 0.21
+    assert status["alerts"][0]["labels"]["alertname"] == "InterTokenLatencyP99High"
+    assert status["slo"]["itl_seconds"] == 0.12
+
+
+async def test_metrics_are_exposed_and_count_webhook_answers(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+    await client.post("/alerts", json=notification(), headers=AUTH)
+    await client.post("/alerts", data=b"{", headers=AUTH)
+    await stack.app[RECONCILER].reconcile_once()
+    text = await (await client.get("/metrics")).text()
+    assert f'{names.WEBHOOK_REQUESTS}_total{{code="400"}} 1.0' in text
+    assert f'{names.WEBHOOK_REQUESTS}_total{{code="200"}} 1.0' in text
+    assert f'{names.DECISIONS}_total{{action="tighten",reason="itl_breach"}} 1.0' in text
+    assert names.TARGET_LIMITS in text
+    assert (await client.get("/health")).status == 200
+
+
+async def test_tokens_never_reach_status_metrics_or_logs(
+    aiohttp_client: ClientFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+    await client.post("/alerts", json=notification(), headers={"Authorization": "Bearer wrong"})
+    await client.post("/alerts", json=notification(), headers=AUTH)
+    await stack.app[RECONCILER].reconcile_once()
+    everything = (await (await client.get("/status")).text()) + (
+        await (await client.get("/metrics")).text()) + caplog.text + (
+        tmp_path / "audit.jsonl").read_text()
+    assert TOKEN not in everything
+    assert ADMIN_TOKEN not in everything
+
+
+async def test_unknown_routes_and_methods_are_refused(aiohttp_client: ClientFactory,
+                                                      tmp_path: Path) -> None:
+    client = await aiohttp_client(Stack(tmp_path).app)
+    assert (await client.get("/alerts")).status == 405
+    assert (await client.get("/nope")).status == 404

@@ -1,0 +1,82 @@
+"""The audit trail and Grafana annotations explain each decision by themselves."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from common.secrets import Secret
+from controller.audit import AuditLog, record
+from controller.grafana import TAG, GrafanaAnnotator
+from controller.model import Action, Decision, Limits, Reason, TargetState
+
+DECISION = Decision(Action.TIGHTEN, Reason.ITL_BREACH, Limits(64, 8192), Limits(64, 3328),
+                    "tighten max_num_batched_tokens 8192 → 3328: spikes", TargetState(),
+                    {"itl_tail_seconds": 0.21, "ttft_tail_seconds": None})
+
+
+def test_an_audit_line_holds_reason_inputs_before_and_after(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "audit" / "decisions.jsonl")
+    log.write(record("a:8000", DECISION, at=0.0, applied=True, dry_run=False))
+    log.write(record("a:8000", DECISION, at=1.5, applied=False, dry_run=False, error="HTTP 503"))
+    text = (tmp_path / "audit" / "decisions.jsonl").read_text()
+    lines = [json.loads(x) for x in text.splitlines()]
+    assert lines[0] == {
+        "at": "1970-01-01T00:00:00.000Z", "target": "a:8000", "action": "tighten",
+        "reason": "itl_breach", "before": {"max_num_seqs": 64, "max_num_batched_tokens": 8192},
+        "after": {"max_num_seqs": 64, "max_num_batched_tokens": 3328}, "applied": True,
+        "dry_run": False, "error": None, "explanation": DECISION.explanation,
+        "inputs": {"itl_tail_seconds": 0.21, "ttft_tail_seconds": None},
+    }
+    assert lines[1]["error"] == "HTTP 503"
+
+
+def test_an_unwritable_audit_log_does_not_stop_the_decision(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    AuditLog(blocker / "audit.jsonl").write(record("a", DECISION, at=0.0, applied=True,
+                                                   dry_run=False))
+
+
+ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
+
+
+async def test_changes_are_annotated_on_grafana_with_the_token(
+    aiohttp_server: ServerFactory,
+) -> None:
+    received: list[tuple[str | None, Any]] = []
+
+    async def annotations(request: web.Request) -> web.Response:
+        received.append((request.headers.get("Authorization"), await request.json()))
+        return web.json_response({"id": 1, "message": "Annotation added"})
+
+    app = web.Application()
+    app.router.add_post("/api/annotations", annotations)
+    server = await aiohttp_server(app)
+    async with aiohttp.ClientSession() as session:
+        annotator = GrafanaAnnotator(session, str(server.make_url("/")), Secret("g-token"))
+        assert await annotator.annotate("a:8000", DECISION, 12.5)
+    ((auth, body),) = received
+    assert auth == "Bearer g-token"
+    assert body == {"time": 12500, "tags": [TAG, "a:8000", "tighten", "itl_breach"],
+                    "text": f"a:8000: {DECISION.explanation}"}
+
+
+async def test_a_failing_grafana_is_logged_not_raised(aiohttp_server: ServerFactory) -> None:
+    async def refuse(request: web.Request) -> web.Response:
+        return web.json_response({"message": "no"}, status=403)
+
+    app = web.Application()
+    app.router.add_post("/api/annotations", refuse)
+    server = await aiohttp_server(app)
+    async with aiohttp.ClientSession() as session:
+        assert not await GrafanaAnnotator(session, str(server.make_url("/")),
+                                          None).annotate("a", DECISION, 0.0)
+        assert not await GrafanaAnnotator(session, "http://127.0.0.1:9", None,
+                                          timeout_seconds=1.0).annotate("a", DECISION, 0.0)

@@ -1,0 +1,109 @@
+"""``governor controller``'s options: environment, validation, clear errors, no tracebacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controller.cli import build_config, build_parser, build_secrets, main, parse_targets
+from controller.model import SloTargets
+
+REPO = Path(__file__).resolve().parents[2]
+SLO_YAML = str(REPO / "slo.yaml")
+
+
+def test_help_is_complete_and_names_the_variables(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["--help"], env={})
+    assert caught.value.code == 0
+    out = capsys.readouterr().out
+    for option in ("--prometheus", "--targets", "--cooldown", "--dry-run", "--grafana-url",
+                   "--state-file", "--audit-log", "--webhook-token-file"):
+        assert option in out
+    assert "GOVERNOR_PROMETHEUS" in out
+    assert "GOVERNOR_WEBHOOK_TOKEN" in out
+
+
+def test_the_repositorys_slo_yaml_gives_the_default_objectives() -> None:
+    args = build_parser({}).parse_args(["--slo", SLO_YAML])
+    config = build_config(args)
+    assert config.slo == SloTargets(0.12, 0.99, 1.0, 0.99)
+    assert config.queries.itl.metric == "governor_inter_token_latency_seconds"
+    assert config.law.cooldown_seconds == 45.0
+
+
+def test_options_read_the_environment() -> None:
+    env = {"GOVERNOR_PROMETHEUS": "http://prom:9090", "GOVERNOR_DRY_RUN": "true",
+           "GOVERNOR_TARGETS": "http://a:8000, http://b:8000", "GOVERNOR_RESYNC": "2s",
+           "GOVERNOR_SLO": SLO_YAML}
+    config = build_config(build_parser(env).parse_args([]))
+    assert (config.prometheus_url, config.dry_run, config.resync_seconds) == (
+        "http://prom:9090", True, 2.0)
+    assert [t.name for t in config.static_targets] == ["a:8000", "b:8000"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["--slo", "/nonexistent/slo.yaml"], {}, "slo.yaml"),
+        (["--cooldown", "20s"], {}, "cooldown_seconds: must exceed"),
+        (["--itl-slo", "availability"], {}, "not a latency SLO"),
+        (["--ttft-slo", "nope"], {}, "no such SLO"),
+        (["--static-only"], {}, "--static-only needs --targets"),
+        ([], {"GOVERNOR_WEBHOOK_TOKEN": ""}, "the webhook needs a bearer token"),
+        (["--webhook-token-file", "/nonexistent/token"], {}, "cannot read token file"),
+    ],
+    ids=["missing spec", "cooldown shorter than the window", "decode SLO not a latency SLO",
+         "unknown TTFT SLO", "static-only without targets", "no webhook token",
+         "unreadable token file"],
+)
+def test_a_users_mistake_is_one_clear_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], env: dict[str, str], message: str
+) -> None:
+    full = ["--slo", SLO_YAML, *argv] if "--slo" not in argv else argv
+    assert main(full, env=env) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--targets", "a:8000"], ["--targets", "ftp://a:1"], ["--targets", "http://a"],
+     ["--targets", "http://u:p@a:1"], ["--port", "-1"], ["--resync", "soon"]],
+    ids=["no scheme", "wrong scheme", "no port", "credentials", "negative port",
+         "not a duration"],
+)
+def test_malformed_option_values_are_rejected_by_the_parser(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(argv, env={})
+    assert caught.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_an_empty_token_file_is_refused(tmp_path: Path) -> None:
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    args = build_parser({}).parse_args(["--webhook-token-file", str(empty)])
+    with pytest.raises(Exception, match="is empty"):
+        build_secrets(args, {})
+
+
+def test_tokens_come_from_files_or_variables_never_from_option_values(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("from-file\n")
+    args = build_parser({}).parse_args(["--webhook-token-file", str(token)])
+    secrets = build_secrets(args, {"GOVERNOR_ADMIN_TOKEN": "from-env"})
+    assert secrets.webhook is not None
+    assert secrets.webhook.matches("from-file")
+    assert secrets.admin is not None
+    assert secrets.admin.matches("from-env")
+    assert secrets.grafana is None
+
+
+def test_parse_targets_names_targets_as_prometheus_does() -> None:
+    (target,) = parse_targets("https://10.0.0.5:8443/")
+    assert (target.name, target.url) == ("10.0.0.5:8443", "https://10.0.0.5:8443")

@@ -1,0 +1,446 @@
+"""The decision law, table-driven on a fake clock (no I/O, no sleeping)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.law import decide
+from controller.law_config import LawConfig, LawConfigError
+from controller.model import (
+    Action,
+    Avoid,
+    ChangeKind,
+    Decision,
+    Limits,
+    Observation,
+    Param,
+    Probe,
+    Reason,
+    SloTargets,
+    TargetLimits,
+    TargetState,
+)
+from tests.controller.plant import Plant
+
+SLO = SloTargets(itl_seconds=0.12, itl_quantile=0.99, ttft_seconds=1.0, ttft_quantile=0.99)
+LAW = LawConfig()
+CEILING = Limits(max_num_seqs=1024, max_num_batched_tokens=8192)
+FLOOR = Limits(max_num_seqs=8, max_num_batched_tokens=256)
+T0 = 1_000_000.0
+
+
+def target(seqs: int = 1024, budget: int = 8192) -> TargetLimits:
+    return TargetLimits(Limits(seqs, budget), FLOOR, CEILING)
+
+
+def calm(**overrides: float | None) -> Observation:
+    """A healthy engine: 64 decoders, short chats, nothing near a limit."""
+    base = Observation(
+        itl_tail_seconds=0.009, itl_median_seconds=0.006, itl_tail_long_seconds=0.009,
+        ttft_tail_seconds=0.2, prompt_tokens_per_second=2000.0,
+        generation_tokens_per_second=9000.0, requests_running=64.0, requests_waiting=0.0,
+        waiting_growth_per_second=0.0, kv_cache_usage_ratio=0.2, preemptions_per_second=0.0,
+    )
+    return replace(base, **overrides)
+
+
+def spiky(tail: float = 0.21, **overrides: float | None) -> Observation:
+    """Documents arriving: every prefill chunk is an inter-token spike of ``tail`` seconds."""
+    values: dict[str, float | None] = {"itl_tail_seconds": tail, "itl_tail_long_seconds": tail,
+                                       "prompt_tokens_per_second": 14000.0}
+    return calm(**{**values, **overrides})
+
+
+def run(obs: Observation, *, state: TargetState | None = None, now: float = T0,
+        limits: TargetLimits | None = None, law: LawConfig = LAW) -> Decision:
+    return decide(SLO, law, obs, limits or target(), state or TargetState(), now)
+
+
+# -- single decisions --------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "obs",
+    [
+        calm(itl_tail_seconds=None),
+        calm(itl_median_seconds=None),
+        calm(itl_tail_seconds=math.nan),
+        calm(itl_median_seconds=math.inf),
+    ],
+    ids=["no tail", "no median", "NaN tail (no traffic in the window)", "infinite median"],
+)
+def test_missing_or_nan_observations_hold_and_change_nothing(obs: Observation) -> None:
+    decision = run(obs)
+    assert decision.action is Action.HOLD
+    assert decision.reason is Reason.MISSING_DATA
+    assert decision.after == decision.before
+    assert decision.state == TargetState()
+
+
+def test_a_breach_without_a_long_window_still_tightens_but_relaxing_needs_it() -> None:
+    assert run(spiky(itl_tail_long_seconds=None)).action is Action.TIGHTEN
+    relaxing = run(calm(itl_tail_long_seconds=None), limits=target(budget=2048))
+    assert relaxing.reason is Reason.MISSING_DATA
+
+
+def test_itl_breach_cuts_the_budget_to_where_the_spike_model_puts_spikes_under_the_slo() -> None:
+    decision = run(spiky(0.21))
+    assert (decision.action, decision.reason) == (Action.TIGHTEN, Reason.ITL_BREACH)
+    budget = decision.after.max_num_batched_tokens
+    # cost max(tail bound 24.9 µs, prior 25 µs); aim 0.75 * 120 ms → (0.09 - 0.006) / cost
+    assert budget == 3328
+    assert budget % LAW.budget_quantum == 0
+    assert decision.after.max_num_seqs == 1024
+    # The tail bounds the cost from below at 24.9 µs/token; the configured prior (25) is higher.
+    assert decision.state.prefill_seconds_per_token == pytest.approx(25e-6)
+    assert decision.state.probe is not None
+    assert decision.state.probe.kind is ChangeKind.TIGHTEN
+    assert decision.state.last_change_at == T0
+    assert decision.state.last_breach_at == T0
+    assert "8192 → 3328" in decision.explanation
+
+
+def test_a_huge_tail_cuts_the_budget_at_most_to_a_quarter() -> None:
+    obs = spiky(1.0, prompt_tokens_per_second=2000.0)
+    assert run(obs).after.max_num_batched_tokens == 8192 // 4
+
+
+def test_a_tail_the_spike_model_cannot_place_gets_the_default_cut() -> None:
+    # The median itself is above the aim: no budget puts spikes under it, so halve and verify.
+    obs = spiky(0.125, itl_median_seconds=0.095, prompt_tokens_per_second=10000.0)
+    assert run(obs).after.max_num_batched_tokens == 4096
+
+
+def test_the_budget_never_goes_below_its_floor() -> None:
+    decision = run(spiky(0.5, prompt_tokens_per_second=2000.0), limits=target(budget=300))
+    assert decision.after.max_num_batched_tokens == FLOOR.max_num_batched_tokens
+
+
+def test_the_budget_never_drops_below_the_running_decodes() -> None:
+    decision = run(spiky(5.0, requests_running=900.0), limits=target(budget=2048))
+    assert decision.after.max_num_batched_tokens == 960
+
+
+def test_slow_decode_without_prefill_pressure_cuts_max_num_seqs_relative_to_what_runs() -> None:
+    obs = calm(itl_tail_seconds=0.15, itl_median_seconds=0.09, requests_running=400.0,
+               prompt_tokens_per_second=500.0)
+    decision = run(obs)
+    assert (decision.action, decision.reason) == (Action.TIGHTEN, Reason.DECODE_SLOW)
+    assert decision.after == Limits(300, 8192)
+
+
+def test_slow_decode_with_prefill_pressure_cuts_the_budget_first() -> None:
+    obs = spiky(0.2, itl_median_seconds=0.07, prompt_tokens_per_second=12000.0)
+    decision = run(obs)
+    assert decision.reason is Reason.ITL_BREACH
+    assert decision.after.max_num_batched_tokens < 8192
+
+
+def test_a_budget_at_its_floor_hands_over_to_max_num_seqs_then_holds_at_the_floor() -> None:
+    at_floor = target(budget=256)
+    decision = run(spiky(0.3), limits=at_floor)
+    assert decision.after == Limits(48, 256)
+    both = TargetLimits(Limits(8, 256), FLOOR, CEILING)
+    held = run(spiky(0.3, requests_running=8.0), limits=both)
+    assert (held.action, held.reason) == (Action.HOLD, Reason.AT_FLOOR)
+
+
+def test_the_ttft_guard_keeps_prefill_capacity_above_the_prompt_rate() -> None:
+    # 30k prompt tokens/s at 25 µs/token leaves the engine 25% for decode: a budget under ~1.1k
+    # could not prefill the prompts as fast as they arrive, so the cut stops there.
+    obs = spiky(0.21, prompt_tokens_per_second=30000.0)
+    cut = run(obs, limits=target(budget=2048))
+    assert cut.after.max_num_batched_tokens >= 1088
+    # With prefill alone saturating the engine no budget keeps up: the law cuts seqs instead.
+    saturated = run(spiky(0.21, prompt_tokens_per_second=45000.0), limits=target(budget=2048))
+    assert (saturated.reason, saturated.after.max_num_batched_tokens) == (Reason.ITL_BREACH, 2048)
+    assert saturated.after.max_num_seqs == 48
+
+
+def test_preemptions_and_a_full_kv_cache_cut_max_num_seqs() -> None:
+    pre = run(calm(preemptions_per_second=0.5), limits=target(seqs=256))
+    assert (pre.action, pre.reason, pre.after.max_num_seqs) == (Action.TIGHTEN,
+                                                               Reason.PREEMPTIONS, 48)
+    kv = run(calm(kv_cache_usage_ratio=0.97, requests_running=200.0), limits=target(seqs=256))
+    assert (kv.reason, kv.after.max_num_seqs) == (Reason.KV_PRESSURE, 150)
+
+
+def test_cooldown_holds_every_change_until_the_window_has_only_new_data() -> None:
+    first = run(spiky())
+    for dt in (1.0, 20.0, LAW.cooldown_seconds - 0.1):
+        held = run(spiky(), state=first.state, now=T0 + dt,
+                   limits=TargetLimits(first.after, FLOOR, CEILING))
+        assert (held.action, held.reason) == (Action.HOLD, Reason.COOLDOWN)
+        assert held.after == first.after
+
+
+def test_an_improved_but_still_breaching_cut_continues_cutting() -> None:
+    first = run(spiky(0.21))
+    limits = TargetLimits(first.after, FLOOR, CEILING)
+    second = run(spiky(0.15), state=first.state, now=T0 + LAW.cooldown_seconds, limits=limits)
+    assert (second.action, second.reason) == (Action.TIGHTEN, Reason.ITL_BREACH)
+    assert second.after.max_num_batched_tokens < first.after.max_num_batched_tokens
+
+
+def test_a_cut_that_made_the_tail_worse_is_deepened_past_the_hump() -> None:
+    # REFERENCE §6: 8192 → 2048 raised P99 (rare 195 ms steps became frequent 55 ms ones). With a
+    # 40 ms SLO the law must go on to ~512, not back to 8192.
+    slo = replace(SLO, itl_seconds=0.04)
+    first = decide(slo, LAW, spiky(0.045), target(), TargetState(), T0)
+    assert first.after.max_num_batched_tokens < 8192
+    limits = TargetLimits(first.after, FLOOR, CEILING)
+    second = decide(slo, LAW, spiky(0.0555), limits, first.state, T0 + LAW.cooldown_seconds)
+    assert (second.action, second.reason) == (Action.TIGHTEN, Reason.NON_MONOTONIC)
+    assert second.after.max_num_batched_tokens < first.after.max_num_batched_tokens
+
+
+def test_a_cut_that_made_the_tail_worse_and_cannot_deepen_is_undone_and_avoided() -> None:
+    state = TargetState(
+        limits=Limits(1024, 256), last_change_at=T0,
+        probe=Probe(ChangeKind.TIGHTEN, Param.MAX_NUM_BATCHED_TOKENS, Limits(1024, 512),
+                    Limits(1024, 256), T0, itl_tail_before=0.13, ttft_tail_before=0.3),
+    )
+    now = T0 + LAW.cooldown_seconds
+    decision = run(spiky(0.2), state=state, now=now, limits=target(budget=256))
+    assert (decision.action, decision.reason) == (Action.UNDO, Reason.CUT_MADE_WORSE)
+    assert decision.after == Limits(1024, 512)
+    assert decision.state.avoid == (
+        Avoid(Param.MAX_NUM_BATCHED_TOKENS, 256, 511, now + LAW.avoid_seconds, 14000.0),
+    )
+
+
+def test_a_relaxation_that_brings_the_breach_back_is_undone_even_inside_its_cooldown() -> None:
+    state = TargetState(
+        limits=Limits(1024, 4096), last_change_at=T0, last_breach_at=T0 - 1000,
+        probe=Probe(ChangeKind.RELAX, Param.MAX_NUM_BATCHED_TOKENS, Limits(1024, 3584),
+                    Limits(1024, 4096), T0, itl_tail_before=0.008, ttft_tail_before=0.3),
+    )
+    decision = run(spiky(0.13), state=state, now=T0 + 15, limits=target(budget=4096))
+    assert (decision.action, decision.reason) == (Action.UNDO, Reason.RELAX_BREACHED)
+    assert decision.after == Limits(1024, 3584)
+    (avoid,) = decision.state.avoid
+    assert (avoid.low, avoid.high) == (3585, 8192)  # everything above the last good value
+
+
+def test_a_cut_of_max_num_seqs_spares_a_time_to_first_token_without_margin() -> None:
+    obs = calm(itl_tail_seconds=0.15, itl_median_seconds=0.09, requests_running=400.0,
+               prompt_tokens_per_second=500.0, ttft_tail_seconds=0.9)
+    decision = run(obs, limits=target(budget=256))
+    assert (decision.action, decision.reason) == (Action.HOLD, Reason.TTFT_GUARD)
+    # Preemptions are cut regardless: they slow everyone, first tokens included.
+    forced = run(calm(preemptions_per_second=1.0, ttft_tail_seconds=0.9), limits=target(seqs=256))
+    assert forced.reason is Reason.PREEMPTIONS
+
+
+def test_the_prefill_cost_is_learnt_from_the_mean_inter_token_latency() -> None:
+    # mean = median / (1 - rate * cost): 16 ms over 9.4 ms at 16.6k prompt tokens/s → 24.8 µs.
+    obs = calm(itl_mean_seconds=0.016, itl_median_seconds=0.0094,
+               prompt_tokens_per_second=16600.0, itl_tail_seconds=0.1, itl_tail_long_seconds=0.1)
+    first = run(obs, limits=target(budget=4096))
+    assert first.state.prefill_seconds_per_token == pytest.approx(24.8e-6, rel=0.01)
+    # Folded in as an average with what was known.
+    second = run(obs, state=replace(first.state, prefill_seconds_per_token=15e-6),
+                 limits=target(budget=4096))
+    assert second.state.prefill_seconds_per_token == pytest.approx(19.9e-6, rel=0.01)
+    # No visible prefill effect (mean within 10% of the median): nothing learnt.
+    flat = run(replace(obs, itl_mean_seconds=0.0099), limits=target(budget=4096))
+    assert flat.state.prefill_seconds_per_token is None
+
+
+def test_a_cut_that_broke_time_to_first_token_gives_half_of_itself_back() -> None:
+    state = TargetState(
+        limits=Limits(1024, 1024), last_change_at=T0,
+        probe=Probe(ChangeKind.TIGHTEN, Param.MAX_NUM_BATCHED_TOKENS, Limits(1024, 4096),
+                    Limits(1024, 1024), T0, itl_tail_before=0.15, ttft_tail_before=0.6),
+    )
+    obs = calm(ttft_tail_seconds=1.4, prompt_tokens_per_second=14000.0)
+    decision = run(obs, state=state, now=T0 + LAW.cooldown_seconds, limits=target(budget=1024))
+    assert (decision.action, decision.reason) == (Action.UNDO, Reason.TTFT_REGRESSION)
+    assert decision.after.max_num_batched_tokens == 2560
+
+
+def test_a_ttft_breach_with_decode_margin_raises_the_budget() -> None:
+    obs = calm(ttft_tail_seconds=1.5, prompt_tokens_per_second=3000.0)
+    decision = run(obs, limits=target(budget=1024))
+    assert (decision.action, decision.reason) == (Action.RELAX, Reason.TTFT_BREACH)
+    assert decision.after.max_num_batched_tokens == 1536
+
+
+def test_a_ttft_breach_without_decode_margin_holds() -> None:
+    obs = calm(ttft_tail_seconds=1.5, itl_tail_seconds=0.11)
+    assert run(obs, limits=target(budget=1024)).reason is Reason.TTFT_BREACH
+    assert run(obs, limits=target(budget=1024)).action is Action.HOLD
+
+
+def test_relaxing_waits_for_the_stabilisation_window_then_steps_additively() -> None:
+    state = TargetState(last_breach_at=T0 - 100)
+    waiting = run(calm(), state=state, limits=target(budget=2048))
+    assert waiting.reason is Reason.WAITING_FOR_STABILITY
+    later = T0 - 100 + LAW.stabilisation_seconds
+    relaxed = run(calm(), state=state, now=later, limits=target(budget=2048))
+    assert (relaxed.action, relaxed.reason) == (Action.RELAX, Reason.STABLE)
+    assert relaxed.after.max_num_batched_tokens == 2048 + LAW.budget_relax_step
+
+
+@pytest.mark.parametrize(
+    ("obs", "reason"),
+    [
+        (calm(itl_tail_seconds=0.1), Reason.WITHIN_SLO),
+        (calm(itl_tail_long_seconds=0.1), Reason.WITHIN_SLO),
+        (calm(waiting_growth_per_second=0.5, requests_running=10.0), Reason.QUEUE_GROWING),
+    ],
+    ids=["short-window tail inside the margin", "long-window tail inside the margin",
+         "queue growing while the cap does not bind"],
+)
+def test_no_relaxation_without_margin_or_while_the_queue_grows(
+    obs: Observation, reason: Reason
+) -> None:
+    decision = run(obs, limits=target(budget=2048))
+    assert (decision.action, decision.reason) == (Action.HOLD, reason)
+
+
+def test_a_growing_queue_held_back_by_our_own_cap_relaxes_the_cap() -> None:
+    obs = calm(waiting_growth_per_second=0.5, requests_running=64.0, requests_waiting=20.0)
+    decision = run(obs, limits=TargetLimits(Limits(64, 8192), FLOOR, CEILING))
+    assert (decision.action, decision.after.max_num_seqs) == (Action.RELAX, 80)
+
+
+def test_nothing_to_relax_at_the_ceiling() -> None:
+    assert run(calm()).reason is Reason.AT_CEILING
+
+
+def test_relaxing_never_enters_an_avoided_range_while_the_load_stays() -> None:
+    avoid = Avoid(Param.MAX_NUM_BATCHED_TOKENS, 4096, 8192, T0 + 600, load=2000.0)
+    state = TargetState(avoid=(avoid,))
+    blocked = run(calm(), state=state, limits=target(budget=4032))
+    assert blocked.reason is Reason.RELAX_BLOCKED
+    # Half the load: the avoided range no longer applies.
+    freed = run(calm(prompt_tokens_per_second=1000.0), state=state, limits=target(budget=4032))
+    assert freed.after.max_num_batched_tokens == 4544
+    assert freed.state.avoid == ()
+    # Expired.
+    expired = run(calm(), state=state, now=T0 + 601, limits=target(budget=4032))
+    assert expired.action is Action.RELAX
+
+
+def test_a_relaxation_grows_spikes_only_as_far_as_the_tail_has_room() -> None:
+    # The tail sits at 90 ms; at 60 µs/token only (120 - 90) / 60e-6 = 500 tokens fit under the
+    # SLO, so the step is shortened from 512 to 448 (the quantum below).
+    state = TargetState(prefill_seconds_per_token=60e-6)
+    obs = calm(itl_tail_seconds=0.09, itl_tail_long_seconds=0.09,
+               prompt_tokens_per_second=14000.0)
+    law = replace(LAW, relax_margin=0.8)
+    shortened = run(obs, state=state, limits=target(budget=3328), law=law)
+    assert shortened.after.max_num_batched_tokens == 3328 + 448
+    no_room = run(replace(obs, itl_tail_seconds=0.0959, itl_tail_long_seconds=0.0959),
+                  state=replace(state, prefill_seconds_per_token=1e-3),
+                  limits=target(budget=3328))
+    assert no_room.reason is Reason.RELAX_BLOCKED
+
+
+def test_without_prefill_the_budget_relaxes_freely() -> None:
+    obs = calm(prompt_tokens_per_second=0.0)
+    state = TargetState(prefill_seconds_per_token=1e-3)
+    assert run(obs, state=state, limits=target(budget=3328)).after.max_num_batched_tokens == 3840
+
+
+def test_a_limit_changed_by_someone_else_drops_the_pending_verdict() -> None:
+    probe = Probe(ChangeKind.RELAX, Param.MAX_NUM_BATCHED_TOKENS, Limits(1024, 2048),
+                  Limits(1024, 2560), T0, 0.01, 0.3)
+    state = TargetState(limits=Limits(1024, 2560), last_change_at=T0, probe=probe)
+    decision = run(spiky(0.13), state=state, now=T0 + 10, limits=target(budget=1024))
+    assert decision.state.probe is None
+    assert decision.state.limits == Limits(1024, 1024)
+
+
+def test_law_config_reports_every_problem_at_once() -> None:
+    with pytest.raises(LawConfigError) as caught:
+        LawConfig(cooldown_seconds=20.0, relax_margin=1.5, budget_relax_step=0)
+    text = "\n".join(caught.value.errors)
+    assert "cooldown_seconds: must exceed" in text
+    assert "relax_margin: must be in (0, 1)" in text
+    assert "budget_relax_step: must be positive" in text
+
+
+# -- sequences on the analytical plant ---------------------------------------------------------
+def simulate(plants: list[tuple[float, Plant]], *, step: float = 15.0,
+             law: LawConfig = LAW) -> list[tuple[float, Decision]]:
+    """Reconcile every ``step`` seconds; ``plants`` gives (start time, load) phases."""
+    limits, state, log = CEILING, TargetState(), []
+    end = plants[-1][0]
+    now = T0
+    while now < T0 + end:
+        plant = [p for start, p in plants if T0 + start <= now][-1]
+        decision = decide(SLO, law, plant.observe(limits), TargetLimits(limits, FLOOR, CEILING),
+                          state, now)
+        log.append((now, decision))
+        limits, state = decision.after, decision.state
+        now += step
+    return log
+
+
+def test_a_steady_breaching_load_settles_in_a_few_changes_and_then_never_moves() -> None:
+    log = simulate([(0.0, Plant()), (4 * 3600.0, Plant())])
+    changes = [(t - T0, d) for t, d in log if d.changes]
+    assert 1 <= len(changes) <= 3, [(t, d.reason, d.after) for t, d in changes]
+    settled = changes[-1][0]
+    assert settled <= LAW.stabilisation_seconds + LAW.cooldown_seconds
+    final = log[-1][1]
+    assert Plant().observe(final.after).itl_tail_seconds <= SLO.itl_seconds  # type: ignore[operator]
+
+
+def test_the_limits_return_to_the_ceiling_after_the_load_drops() -> None:
+    log = simulate([(0.0, Plant()), (1800.0, Plant(docs_per_second=0.0)), (4 * 3600.0, Plant())])
+    during = [d for t, d in log if t - T0 < 1800.0]
+    assert during[-1].after.max_num_batched_tokens < CEILING.max_num_batched_tokens
+    assert log[-1][1].after == CEILING
+    relaxes = [d for _, d in log if d.action is Action.RELAX]
+    assert all(d.after.get(Param.MAX_NUM_BATCHED_TOKENS) - d.before.get(
+        Param.MAX_NUM_BATCHED_TOKENS) <= LAW.budget_relax_step for d in relaxes)
+
+
+def test_changes_are_at_least_a_cooldown_apart() -> None:
+    log = simulate([(0.0, Plant()), (1800.0, Plant(docs_per_second=0.0)),
+                    (3600.0, Plant(docs_per_second=3.0)), (7200.0, Plant())])
+    times = [t for t, d in log if d.changes]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert gaps
+    assert min(gaps) >= LAW.cooldown_seconds
+
+
+# -- properties --------------------------------------------------------------------------------
+optional_seconds = st.one_of(st.none(), st.just(math.nan), st.floats(0.0, 10.0))
+observations = st.builds(
+    Observation,
+    itl_tail_seconds=optional_seconds, itl_median_seconds=optional_seconds,
+    itl_tail_long_seconds=optional_seconds, ttft_tail_seconds=optional_seconds,
+    prompt_tokens_per_second=st.one_of(st.none(), st.floats(0.0, 1e6)),
+    requests_running=st.one_of(st.none(), st.floats(0.0, 5000.0)),
+    waiting_growth_per_second=st.one_of(st.none(), st.floats(-10.0, 10.0)),
+    kv_cache_usage_ratio=st.one_of(st.none(), st.floats(0.0, 1.0)),
+    preemptions_per_second=st.one_of(st.none(), st.floats(0.0, 100.0)),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(obs=observations, seqs=st.integers(8, 1024), budget=st.integers(256, 8192),
+       learnt=st.one_of(st.none(), st.floats(1e-7, 1e-3)), dt=st.floats(0.0, 4000.0))
+def test_every_decision_stays_within_floor_and_ceiling_and_moves_one_knob(
+    obs: Observation, seqs: int, budget: int, learnt: float | None, dt: float
+) -> None:
+    state = TargetState(last_change_at=T0 - dt, last_breach_at=T0 - dt,
+                        prefill_seconds_per_token=learnt)
+    decision = run(obs, state=state, limits=target(seqs, budget))
+    after = decision.after
+    assert FLOOR.max_num_seqs <= after.max_num_seqs <= CEILING.max_num_seqs
+    assert FLOOR.max_num_batched_tokens <= after.max_num_batched_tokens
+    assert after.max_num_batched_tokens <= CEILING.max_num_batched_tokens
+    moved = [p for p in Param if after.get(p) != decision.before.get(p)]
+    assert len(moved) <= 1
+    assert decision.changes == (decision.action is not Action.HOLD)
+    if decision.action is Action.TIGHTEN:
+        assert all(after.get(p) < decision.before.get(p) for p in moved)

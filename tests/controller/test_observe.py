@@ -1,0 +1,107 @@
+"""Reading observations from Prometheus's HTTP API."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from controller.observe import PrometheusClient, PrometheusError, assemble, parse_vector
+from controller.queries import QuerySet
+
+ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
+
+
+def vector(*samples: tuple[str, str]) -> dict[str, Any]:
+    return {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"instance": i}, "value": [1.0, v]} for i, v in samples]}}
+
+
+def test_parse_vector_keeps_nan_and_infinity_for_the_law_to_reject() -> None:
+    out = parse_vector(vector(("a", "NaN"), ("b", "+Inf"), ("c", "0.5")))
+    assert math.isnan(out["a"])
+    assert out["b"] == math.inf
+    assert out["c"] == 0.5
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"status": "error", "errorType": "bad_data", "error": "parse error"},
+        {"status": "success", "data": {"resultType": "matrix", "result": []}},
+        {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}}]}},
+        {"status": "success", "data": {"resultType": "vector",
+                                       "result": [{"metric": {"instance": "a"},
+                                                   "value": [1, "x"]}]}},
+        ["not", "an", "object"],
+    ],
+    ids=["error answer", "range vector", "sample without value", "non-numeric value",
+         "not an object"],
+)
+def test_parse_vector_rejects_what_is_not_an_instant_vector(body: Any) -> None:
+    with pytest.raises(PrometheusError):
+        parse_vector(body)
+
+
+def test_assemble_fills_absent_and_non_finite_values_with_none() -> None:
+    obs = assemble({"itl_tail_seconds": {"a": 0.2, "b": math.nan},
+                    "itl_median_seconds": {"a": 0.01}}, ["a", "b", "c"])
+    assert obs["a"].itl_tail_seconds == 0.2
+    assert obs["b"].itl_tail_seconds is None
+    assert obs["c"].itl_median_seconds is None
+
+
+def prometheus_app(answers: dict[str, dict[str, Any]], status: int = 200) -> web.Application:
+    async def query(request: web.Request) -> web.Response:
+        expr = request.query["query"]
+        return web.json_response(answers.get(expr, vector()), status=status)
+
+    app = web.Application()
+    app.router.add_get("/api/v1/query", query)
+    return app
+
+
+async def test_snapshot_queries_every_expression_and_discovers_scraped_instances(
+    aiohttp_server: ServerFactory,
+) -> None:
+    queries = QuerySet.default()
+    exprs = queries.expressions()
+    answers = {
+        queries.targets(): vector(("a:8000", "1"), ("b:8000", "0")),
+        exprs["itl_tail_seconds"]: vector(("a:8000", "0.21")),
+        exprs["itl_median_seconds"]: vector(("a:8000", "0.007")),
+        exprs["kv_cache_usage_ratio"]: vector(("a:8000", "0.3"), ("b:8000", "0.1")),
+    }
+    server = await aiohttp_server(prometheus_app(answers))
+    async with aiohttp.ClientSession() as session:
+        client = PrometheusClient(session, str(server.make_url("/")), queries)
+        snap = await client.snapshot(["static:9000"])
+    assert snap.scraped_instances == {"a:8000", "b:8000"}
+    assert set(snap.observations) == {"a:8000", "b:8000", "static:9000"}
+    a = snap.observations["a:8000"]
+    assert (a.itl_tail_seconds, a.itl_median_seconds, a.kv_cache_usage_ratio) == (0.21, 0.007,
+                                                                                   0.3)
+    assert snap.observations["static:9000"].itl_tail_seconds is None
+
+
+@pytest.mark.parametrize("status", [500, 503, 429])
+async def test_a_failing_prometheus_is_a_prometheus_error(aiohttp_server: ServerFactory,
+                                                          status: int) -> None:
+    server = await aiohttp_server(prometheus_app({}, status=status))
+    async with aiohttp.ClientSession() as session:
+        client = PrometheusClient(session, str(server.make_url("/")), QuerySet.default())
+        with pytest.raises(PrometheusError, match=str(status)):
+            await client.snapshot([])
+
+
+async def test_an_unreachable_prometheus_is_a_prometheus_error() -> None:
+    async with aiohttp.ClientSession() as session:
+        client = PrometheusClient(session, "http://127.0.0.1:9", QuerySet.default(),
+                                  timeout_seconds=1.0)
+        with pytest.raises(PrometheusError):
+            await client.query("up")

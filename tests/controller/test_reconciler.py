@@ -1,0 +1,221 @@
+"""The reconcile loop on a fake clock with a fake Prometheus and a fake admin API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from controller import metric_names as names
+from controller.actuator import Target
+from controller.audit import AuditLog
+from controller.config import ControllerConfig
+from controller.intake import AlertBook, parse_webhook
+from controller.metrics import ControllerMetrics
+from controller.model import Decision, Limits, Observation, SloTargets
+from controller.queries import QuerySet
+from controller.reconciler import Reconciler
+from controller.state import StateStore
+from tests.controller.fakes import (
+    CEILING,
+    FakeActuator,
+    FakeClock,
+    FakeObserver,
+    permanent,
+    temporary,
+)
+
+SLO = SloTargets(0.12, 0.99, 1.0, 0.99)
+BREACH = Observation(itl_tail_seconds=0.21, itl_median_seconds=0.006, itl_tail_long_seconds=0.2,
+                     ttft_tail_seconds=0.3, prompt_tokens_per_second=14000.0,
+                     requests_running=64.0)
+CALM = replace(BREACH, itl_tail_seconds=0.01, itl_tail_long_seconds=0.01)
+A = Target("a:8000", "http://a:8000")
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.annotations: list[tuple[str, Decision]] = []
+
+    async def annotate(self, target: str, decision: Decision, at: float) -> bool:
+        self.annotations.append((target, decision))
+        return True
+
+
+class Harness:
+    def __init__(self, tmp: Path, *, dry_run: bool = False, discover: bool = False) -> None:
+        self.tmp = tmp
+        self.clock = FakeClock()
+        self.observer = FakeObserver({A.name: BREACH})
+        self.actuator = FakeActuator()
+        self.book = AlertBook()
+        self.annotator = Recorder()
+        self.registry = CollectorRegistry()
+        self.config = ControllerConfig(
+            slo=SLO, queries=QuerySet.default(), static_targets=(A,), discover=discover,
+            dry_run=dry_run, state_path=tmp / "state.json", audit_path=tmp / "audit.jsonl")
+        self.reconciler = self.build()
+
+    def build(self) -> Reconciler:
+        """A controller process; each build is a fresh process with its own metrics."""
+        self.registry = CollectorRegistry()
+        return Reconciler(self.config, self.observer, self.actuator,
+                          StateStore(self.config.state_path), AuditLog(self.config.audit_path),
+                          ControllerMetrics(self.registry), self.book, annotator=self.annotator,
+                          clock=self.clock)
+
+    def audit(self) -> list[dict[str, object]]:
+        path = self.tmp / "audit.jsonl"
+        return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        return self.registry.get_sample_value(name, labels)
+
+
+async def test_a_breach_is_applied_recorded_persisted_and_annotated(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    await h.reconciler.reconcile_once()
+    ((name, limits),) = h.actuator.applied
+    assert name == A.name
+    assert limits.max_num_batched_tokens < CEILING.max_num_batched_tokens
+    (line,) = h.audit()
+    assert (line["action"], line["reason"], line["applied"]) == ("tighten", "itl_breach", True)
+    assert h.metric(names.DECISIONS + "_total", action="tighten", reason="itl_breach") == 1
+    assert h.metric(names.TARGET_LIMITS, target=A.name,
+                    param="max_num_batched_tokens") == limits.max_num_batched_tokens
+    assert h.metric(names.RECONCILES + "_total", result="ok") == 1
+    assert [t for t, _ in h.annotator.annotations] == [A.name]
+    saved = json.loads((tmp_path / "state.json").read_text())
+    assert saved["targets"][A.name]["state"]["probe"]["kind"] == "tighten"
+
+
+async def test_a_restart_remembers_the_cooldown_and_does_not_act_again(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    await h.reconciler.reconcile_once()
+    h.clock.now += 5
+    restarted = h.build()  # a new process reading the same state file
+    await restarted.reconcile_once()
+    assert len(h.actuator.applied) == 1
+    assert restarted.targets[A.name].last_decision["reason"] == "cooldown"  # type: ignore[index]
+
+
+async def test_identical_holds_are_audited_once(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.observer.observations[A.name] = CALM
+    for _ in range(3):
+        await h.reconciler.reconcile_once()
+        h.clock.now += 10
+    assert [line["reason"] for line in h.audit()] == ["at_ceiling"]
+    assert h.metric(names.DECISIONS + "_total", action="hold", reason="at_ceiling") == 3
+    assert h.annotator.annotations == []
+
+
+async def test_dry_run_decides_and_logs_but_never_applies(tmp_path: Path) -> None:
+    h = Harness(tmp_path, dry_run=True)
+    await h.reconciler.reconcile_once()
+    h.clock.now += 5
+    await h.reconciler.reconcile_once()
+    assert h.actuator.applied == []
+    lines = h.audit()
+    assert (lines[0]["action"], lines[0]["applied"], lines[0]["dry_run"]) == ("tighten", False,
+                                                                              True)
+    assert lines[1]["reason"] == "cooldown"
+    assert h.metric(names.DRY_RUN) == 1
+
+
+async def test_a_temporary_error_backs_off_then_retries(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.actuator.errors = [temporary(), temporary()]
+    await h.reconciler.reconcile_once()
+    runtime = h.reconciler.targets[A.name]
+    assert (runtime.last_result, runtime.retry_at) == ("temporary_error", h.clock.now + 10)
+    await h.reconciler.reconcile_once()  # backing off: skipped without calling the target
+    assert h.actuator.reads == 1
+    assert h.metric(names.RECONCILES + "_total", result="skipped") == 1
+    h.clock.now += 10
+    await h.reconciler.reconcile_once()  # second failure doubles the backoff
+    assert runtime.retry_at == h.clock.now + 20
+    h.clock.now += 20
+    await h.reconciler.reconcile_once()
+    assert runtime.last_result == "ok"
+    assert len(h.actuator.applied) == 1
+
+
+async def test_a_permanent_error_waits_long_before_trying_again(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.actuator.errors = [permanent()]
+    await h.reconciler.reconcile_once()
+    runtime = h.reconciler.targets[A.name]
+    assert runtime.last_result == "permanent_error"
+    assert runtime.retry_at == h.clock.now + h.config.permanent_retry_seconds
+    assert "cannot retune live" in (runtime.last_error or "")
+
+
+async def test_prometheus_down_holds_everything_and_says_so(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.observer.error = "connection refused"
+    await h.reconciler.reconcile_once()
+    assert h.actuator.reads == 0
+    assert h.actuator.applied == []
+    assert h.reconciler.prometheus_error == "connection refused"
+    assert h.metric(names.RECONCILES + "_total", result="temporary_error") == 1
+
+
+async def test_missing_observations_for_a_target_hold(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.observer.observations = {}
+    await h.reconciler.reconcile_once()
+    assert h.actuator.applied == []
+    assert h.reconciler.targets[A.name].last_decision["reason"] == "missing_data"  # type: ignore[index]
+
+
+async def test_discovered_instances_are_managed_and_unknown_alert_instances_are_not(
+    tmp_path: Path,
+) -> None:
+    h = Harness(tmp_path, discover=True)
+    h.observer.scraped = {"b:8000"}
+    h.observer.observations["b:8000"] = BREACH
+    h.observer.observations["evil:1"] = BREACH
+    payload = parse_webhook(json.dumps({"version": "4", "status": "firing", "alerts": [
+        {"status": "firing", "fingerprint": "f", "startsAt": "x",
+         "labels": {"instance": "evil:1"}}]}).encode())
+    h.book.record(payload, 0.0)
+    await h.reconciler.reconcile_once()
+    assert sorted(name for name, _ in h.actuator.applied) == ["a:8000", "b:8000"]
+    assert h.reconciler.targets["b:8000"].target.url == "http://b:8000"
+    assert "evil:1" not in h.reconciler.targets
+
+
+async def test_the_loop_runs_on_wake_and_on_resync(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.config = replace(h.config, resync_seconds=3600.0)
+    reconciler = h.build()
+    h.observer.observations[A.name] = CALM
+    task = asyncio.create_task(reconciler.run())
+    try:
+        for _ in range(100):
+            if reconciler.last_pass_at is not None:
+                break
+            await asyncio.sleep(0.01)
+        reads = h.actuator.reads
+        reconciler.wake()
+        for _ in range(100):
+            if h.actuator.reads > reads:
+                break
+            await asyncio.sleep(0.01)
+        assert h.actuator.reads == reads + 1
+    finally:
+        task.cancel()
+
+
+async def test_limits_are_read_from_the_target_every_pass(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.actuator.limits[A.name] = Limits(100, 4096)  # set by someone else
+    h.observer.observations[A.name] = replace(CALM, itl_tail_seconds=0.11)  # inside the margin
+    await h.reconciler.reconcile_once()
+    assert h.metric(names.TARGET_LIMITS, target=A.name, param="max_num_seqs") == 100
+    assert h.metric(names.TARGET_LIMITS, target=A.name, param="max_num_batched_tokens") == 4096
+    assert h.actuator.applied == []

@@ -1,0 +1,268 @@
+"""What the boards show: derived from the spec and the components' metric names, nothing retyped."""
+
+from __future__ import annotations
+
+import json
+import re
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from alerts import metric_names as n
+from alerts.catalog import load_checked_spec, parse_checked_spec
+from alerts.windows import SLI_WINDOWS, TIERS
+from controller import grafana as controller_grafana
+from controller import metric_names as c
+from controller.model import Action
+from dashboards import controller_events
+from dashboards.board import PROMETHEUS_UID
+from dashboards.provisioning import DASHBOARDS_PATH, JAEGER_UID, GrafanaParams
+from dashboards.render import DATASOURCES, PROVIDERS, render_all
+from exporters.gpu import metric_names as g
+from inference import metric_names as m
+from tests.dashboards.boards import (
+    ROOT,
+    all_queries,
+    boards,
+    default_files,
+    metric_references,
+    panels,
+)
+
+SPEC = load_checked_spec(ROOT / "slo.yaml")
+SUFFIXES = ("_total", "_bucket", "_sum", "_count")
+
+
+def names_in(module: ModuleType) -> set[str]:
+    return {value for key, value in vars(module).items()
+            if key.isupper() and isinstance(value, str)}
+
+
+def known_metrics() -> set[str]:
+    recorded = {n.windowed(prefix, w) for w in SLI_WINDOWS for prefix in
+                (n.SLI_EVENTS_RATE, n.SLI_ERROR_EVENTS_RATE, n.SLI_ERROR_RATIO, n.BURN_RATE)}
+    return names_in(m) | names_in(g) | names_in(c) | names_in(n) | recorded
+
+
+def base_name(name: str) -> str:
+    for suffix in SUFFIXES:
+        if name.endswith(suffix) and name not in known_metrics():
+            return name[: -len(suffix)]
+    return name
+
+
+def text_of(board: dict[str, Any]) -> str:
+    return json.dumps(board)
+
+
+def exprs(board: dict[str, Any]) -> str:
+    return "\n".join(t["expr"] for p in panels(board) for t in p.get("targets", []))
+
+
+def panel_titled(board: dict[str, Any], prefix: str) -> dict[str, Any]:
+    return next(p for p in panels(board) if p["title"].startswith(prefix))
+
+
+def test_every_metric_a_query_selects_is_one_a_component_exports() -> None:
+    known = known_metrics()
+    unknown = {(q.where, name) for q in all_queries() for name in metric_references(q.expr)
+               if base_name(name) not in known}
+    assert unknown == set()
+
+
+def test_the_reference_check_notices_a_typo() -> None:
+    assert base_name("gpu_sm_activ_ratio") not in known_metrics()
+    assert base_name(m.counter_series(m.VLLM_NUM_PREEMPTIONS)) in known_metrics()
+
+
+# ---- SLO overview ------------------------------------------------------------------------------
+
+
+def test_the_slo_board_has_a_row_per_slo_with_its_objective_and_period() -> None:
+    board = boards()["governor-slo"]
+    rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
+    assert rows == ["inter-token-latency: 99% over 30d", "time-to-first-token: 99% over 30d",
+                    "availability: 99.9% over 30d"]
+
+
+@pytest.mark.parametrize("name", [n.OBJECTIVE, n.SLI_ERROR_RATIO_PERIOD,
+                                  n.ERROR_BUDGET_REMAINING, n.BURN_RATE_PERIOD])
+def test_the_slo_board_reads_each_slos_recorded_series(name: str) -> None:
+    text = exprs(boards()["governor-slo"])
+    for slo in SPEC.slos:
+        assert f'{name}{{slo="{slo.name}", service="{SPEC.service}"}}' in text
+
+
+def test_burn_rates_cover_every_alert_window_with_the_tier_factors_drawn() -> None:
+    board = boards()["governor-slo"]
+    burn = panel_titled(board, "Burn rate by window")
+    assert [t["legendFormat"] for t in burn["targets"]] == ["5m", "30m", "1h", "2h", "6h", "1d",
+                                                            "3d"]
+    steps = burn["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    factors = sorted(float(t.factor(SPEC.period_seconds)) for t in TIERS)
+    assert sorted(s["value"] for s in steps if s["value"] is not None) == factors == [1, 3, 6,
+                                                                                      14.4]
+
+
+def test_a_28_day_period_moves_the_burn_lines_and_titles() -> None:
+    spec = load_checked_spec(ROOT / "tests/alerts/testdata/period-28d-guarded.yaml")
+    board = boards(render_all(spec))["governor-slo"]
+    burn = panel_titled(board, "Burn rate by window")
+    values = sorted(s["value"] for s in burn["fieldConfig"]["defaults"]["thresholds"]["steps"]
+                    if s["value"] is not None)
+    assert 13.44 in values and 14.4 not in values
+    assert any("over 28d" in p["title"] for p in board["panels"] if p["type"] == "row")
+
+
+def test_the_slo_summary_table_lists_every_slo() -> None:
+    summary = next(p for p in panels(boards()["governor-slo"]) if p["type"] == "text")
+    content = summary["options"]["content"]
+    for slo in SPEC.slos:
+        assert f"| {slo.name} |" in content
+    assert "governor_inter_token_latency_seconds" in content and "0.12 s" in content
+
+
+# ---- SLO lines on the inference board -----------------------------------------------------------
+
+
+def test_latency_panels_draw_the_slo_thresholds_at_their_quantile() -> None:
+    board = boards()["governor-inference"]
+    itl = panel_titled(board, "Inter-token latency")
+    ttft = panel_titled(board, "Time to first token")
+    assert itl["title"] == "Inter-token latency (SLO: p99 ≤ 0.12 s)"
+    assert ttft["title"] == "Time to first token (SLO: p99 ≤ 1 s)"
+    for panel, threshold in ((itl, 0.12), (ttft, 1.0)):
+        steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+        assert [s["value"] for s in steps] == [None, threshold]
+        assert panel["fieldConfig"]["defaults"]["custom"]["thresholdsStyle"]["mode"] == "dashed"
+        assert [t["legendFormat"] for t in panel["targets"]] == ["p50", "p90", "p99"]
+        assert all(t["exemplar"] for t in panel["targets"])
+
+
+def test_changing_the_threshold_in_the_spec_moves_the_line() -> None:
+    text = (ROOT / "slo.yaml").read_text().replace("threshold: 120ms", "threshold: 100ms")
+    spec = parse_checked_spec(yaml.safe_load(text))
+    itl = panel_titled(boards(render_all(spec))["governor-inference"], "Inter-token latency")
+    assert itl["title"] == "Inter-token latency (SLO: p99 ≤ 0.1 s)"
+    assert itl["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 0.1
+
+
+def test_a_99_9_percent_objective_adds_the_p99_9_line() -> None:
+    text = (ROOT / "slo.yaml").read_text().replace("objective: 99\n", "objective: 99.9\n", 1)
+    spec = parse_checked_spec(yaml.safe_load(text))
+    itl = panel_titled(boards(render_all(spec))["governor-inference"], "Inter-token latency")
+    assert [t["legendFormat"] for t in itl["targets"]] == ["p50", "p90", "p99.9"]
+    assert "quantile(0.999," in itl["targets"][2]["expr"]
+
+
+def test_the_inference_board_covers_the_brief() -> None:
+    text = exprs(boards()["governor-inference"])
+    for name in (m.TIME_TO_FIRST_TOKEN, m.INTER_TOKEN_LATENCY, m.REQUEST_DURATION,
+                 m.VLLM_PROMPT_TOKENS, m.VLLM_GENERATION_TOKENS, m.QUEUE_DEPTH,
+                 m.VLLM_NUM_REQUESTS_RUNNING, m.VLLM_NUM_REQUESTS_WAITING, m.VLLM_KV_CACHE_USAGE,
+                 m.VLLM_PREFIX_CACHE_HITS, m.VLLM_PREFIX_CACHE_QUERIES, m.VLLM_NUM_PREEMPTIONS,
+                 m.BATCHING_LIMIT, m.BATCHING_FLOOR, m.BATCHING_CEILING):
+        assert name in text, name
+    for param in (m.PARAM_MAX_NUM_SEQS, m.PARAM_MAX_NUM_BATCHED_TOKENS):
+        assert f'{m.LABEL_PARAM}="{param}"' in text
+
+
+def test_the_gpu_board_covers_the_brief() -> None:
+    text = exprs(boards()["governor-gpu"])
+    for name in (g.SM_ACTIVE, g.SM_OCCUPANCY, g.DRAM_BANDWIDTH_UTILIZATION, g.TENSOR_ACTIVE,
+                 g.MEMORY_USED, g.POWER, g.POWER_LIMIT, g.CLOCK, g.CLOCK_EVENT_DURATION,
+                 g.XID_ERRORS, g.TEMPERATURE, g.UP):
+        assert name in text, name
+
+
+def test_the_controller_board_covers_the_brief() -> None:
+    board = boards()["governor-controller"]
+    text = exprs(board)
+    for name in (c.DECISIONS, c.TARGET_LIMITS, c.RECONCILES, c.RECONCILE_DURATION, c.OBSERVED):
+        assert name in text, name
+    assert "by (action, reason)" in text
+    observed = panel_titled(board, "Observed latency")
+    assert [s["value"] for s in observed["fieldConfig"]["defaults"]["thresholds"]["steps"]] \
+        == [None, 0.12]
+
+
+# ---- annotations and variables ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("uid", ["governor-slo", "governor-inference", "governor-controller"])
+def test_controller_actions_are_annotations_from_prometheus(uid: str) -> None:
+    found = {a["name"]: a for a in boards()[uid]["annotations"]["list"]}
+    decisions, limits = found["Controller decisions"], found["Batching limit changes"]
+    for annotation in (decisions, limits):
+        assert annotation["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        assert annotation["enable"] is True
+    assert c.DECISIONS in decisions["expr"] and 'action!="hold"' in decisions["expr"]
+    assert decisions["titleFormat"] == "controller: {{action}}"
+    assert f"changes({c.TARGET_LIMITS}" in limits["expr"]
+    posted = found["Controller (posted to Grafana)"]
+    assert posted["target"]["tags"] == [controller_grafana.TAG]
+
+
+def test_the_annotation_contracts_match_the_controller() -> None:
+    assert controller_events.CONTROLLER_TAG == controller_grafana.TAG
+    assert Action.HOLD.value == controller_events.HOLD_ACTION
+
+
+def test_every_board_reads_the_datasource_variable_defaulting_to_the_provisioned_one() -> None:
+    for board in boards().values():
+        variables = {v["name"]: v for v in board["templating"]["list"]}
+        assert variables["datasource"]["current"]["value"] == PROMETHEUS_UID
+        refs = {json.dumps(p.get("datasource"), sort_keys=True) for p in panels(board)
+                if p["type"] != "text"}
+        assert refs == {json.dumps({"type": "prometheus", "uid": "${datasource}"},
+                                   sort_keys=True)}
+
+
+def test_every_multi_value_variable_is_used_by_the_queries() -> None:
+    for uid, board in boards().items():
+        used = exprs(board)
+        for variable in board["templating"]["list"]:
+            if variable["type"] == "query":
+                assert f'=~"${variable["name"]}"' in used, (uid, variable["name"])
+                assert variable["allValue"] == ".*" and variable["multi"]
+
+
+# ---- provisioning ------------------------------------------------------------------------------
+
+
+def test_prometheus_exemplars_link_to_jaeger_by_trace_id() -> None:
+    data = yaml.safe_load(default_files()[DATASOURCES])
+    by_uid = {d["uid"]: d for d in data["datasources"]}
+    prometheus = by_uid[PROMETHEUS_UID]
+    assert prometheus["url"] == "http://prometheus:9090" and prometheus["isDefault"]
+    assert prometheus["jsonData"]["exemplarTraceIdDestinations"] == [
+        {"name": m.EXEMPLAR_TRACE_ID, "datasourceUid": JAEGER_UID}]
+    assert prometheus["jsonData"]["timeInterval"] == "15s"
+    assert by_uid[JAEGER_UID]["type"] == "jaeger"
+    assert by_uid[JAEGER_UID]["url"] == "http://jaeger:16686"
+
+
+def test_the_dashboard_provider_reads_the_mounted_folder() -> None:
+    provider = yaml.safe_load(default_files()[PROVIDERS])["providers"][0]
+    assert provider["type"] == "file"
+    assert provider["options"]["path"] == DASHBOARDS_PATH == "/var/lib/grafana/dashboards"
+
+
+def test_local_parameters_point_grafana_at_localhost() -> None:
+    files = render_all(SPEC, GrafanaParams.local(5))
+    text = files[DATASOURCES]
+    assert "http://127.0.0.1:9090" in text and "http://127.0.0.1:16686" in text
+    assert "timeInterval: 5s" in text
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("prometheus_url", "prometheus:9090", "http"),
+    ("jaeger_url", "ftp://jaeger", "http"),
+    ("scrape_interval_seconds", 0, "positive"),
+])
+def test_bad_parameters_are_refused_with_the_field_named(field: str, value: object,
+                                                         message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(field) + ".*" + message):
+        GrafanaParams(**{field: value})  # type: ignore[arg-type]

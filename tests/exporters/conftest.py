@@ -1,0 +1,47 @@
+"""Shared pieces of the exporter tests: a settable clock and samplers over the fake NVML."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporters.gpu.fake import FakeNvml
+from exporters.gpu.sampler import Sampler, SamplerConfig
+
+WALL_EPOCH = 1_700_000_000.0
+
+
+class FakeClock:
+    """Monotonic seconds that move only when a test says so."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def make_sampler(
+    nvml: FakeNvml | None, clock: FakeClock, proc_root: Path, **config: object
+) -> Sampler:
+    """A sampler on the fake clock: wall time, monotonic time and thread CPU all pinned."""
+    settings = SamplerConfig(**{"xid": False, "source": "fake", **config})  # type: ignore[arg-type]
+    return Sampler(nvml, settings, wall=lambda: WALL_EPOCH + clock(), monotonic=clock,
+                   thread_cpu=lambda: 0.0, proc_root=proc_root)
+
+
+def sample_values(
+    sampler: Sampler, name: str, gpu: int = 0
+) -> dict[tuple[tuple[str, str], ...], float]:
+    """The values of one metric for one GPU in the latest snapshot, keyed by extra labels."""
+    reading = sampler.latest().gpus[gpu]
+    return {s.labels: s.value for s in reading.samples if s.name == name}

@@ -1,0 +1,105 @@
+"""``governor up``: the native stack starts, Prometheus scrapes every part, Ctrl-C stops it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from alerts.params import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE
+from governor.up import Ports, UpConfig, UpError, prepare
+from inference import metric_names as m
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def get_json(url: str) -> dict[str, object]:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        payload: dict[str, object] = json.load(response)
+    return payload
+
+
+def targets_up(prometheus: int) -> dict[str, float]:
+    data = get_json(f"http://127.0.0.1:{prometheus}/api/v1/query?query=up")["data"]
+    assert isinstance(data, dict)
+    return {r["metric"]["job"]: float(r["value"][1]) for r in data["result"]}
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_stack_comes_up_is_scraped_and_stops_on_sigint(tmp_path: Path) -> None:
+    ports = Ports(*free_ports(5))
+    argv = [sys.executable, "-m", "governor", "up", "--run-dir", str(tmp_path / "run"),
+            "--slo", str(ROOT / "slo.yaml"), "--load", "--preset", "tiny"]
+    for name, port in vars(ports).items():
+        argv += [f"--{name}-port", str(port)]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        assert process.stdout is not None
+        banner = b""
+        deadline = time.monotonic() + 120
+        while b"Ctrl-C stops everything" not in banner and time.monotonic() < deadline:
+            line = process.stdout.readline()
+            assert line, f"governor up exited early:\n{banner.decode()}"
+            banner += line
+        up: dict[str, float] = {}
+        while time.monotonic() < deadline:
+            up = targets_up(ports.prometheus)
+            if up.get(JOB_INFERENCE) == up.get(JOB_GPU) == up.get(JOB_CONTROLLER) == 1.0:
+                break
+            time.sleep(1)
+        assert up == {JOB_INFERENCE: 1.0, JOB_GPU: 1.0, JOB_CONTROLLER: 1.0}
+        assert get_json(f"http://127.0.0.1:{ports.controller}/status")
+        rules = json.dumps(get_json(f"http://127.0.0.1:{ports.prometheus}/api/v1/rules"))
+        assert "InterTokenLatencyP99High" in rules
+        query = f"sum({m.counter_series(m.GENERATION_TOKENS)})"
+        while time.monotonic() < deadline:  # the demo load reaches the service through HTTP
+            data = get_json(f"http://127.0.0.1:{ports.prometheus}/api/v1/query?query={query}")
+            result = data["data"]["result"]  # type: ignore[index]
+            if result and float(result[0]["value"][1]) > 0:
+                break
+            time.sleep(1)
+        else:
+            pytest.fail("no generated tokens were ever scraped")
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(60) == 0
+    for port in vars(ports).values():  # every child is gone: its port is free again
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is fine
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+
+
+def test_an_invalid_slo_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "slo.yaml"
+    bad.write_text("version: governor/v1\nservice: x\nperiod: 30d\nslos: [{name: 7}]\n")
+    with pytest.raises(UpError, match="is invalid"):
+        prepare(UpConfig(run_dir=tmp_path / "run", slo=bad))
+
+
+def test_tokens_are_written_once_and_private(tmp_path: Path) -> None:
+    config = UpConfig(run_dir=tmp_path / "run", slo=ROOT / "slo.yaml")
+    tokens, _ = prepare(config)
+    first = Path(tokens["admin_token"]).read_text()
+    tokens, _ = prepare(config)
+    assert Path(tokens["admin_token"]).read_text() == first
+    assert Path(tokens["admin_token"]).stat().st_mode & 0o077 == 0

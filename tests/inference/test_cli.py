@@ -1,0 +1,66 @@
+"""``governor serve``'s options: environment variables, validation, one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from inference.cli import build_parser, config_from_args, main
+from inference.config import ServiceConfig
+
+
+def config(argv: list[str], env: dict[str, str] | None = None) -> ServiceConfig:
+    env = env or {}
+    return config_from_args(build_parser(env).parse_args(argv), env)
+
+
+def test_defaults_are_the_sim_engine_on_port_8000() -> None:
+    settings = config([])
+    assert settings.port == 8000
+    assert settings.engine.kind == "sim"
+    assert settings.admin_token is None
+
+
+def test_every_option_reads_its_environment_variable(tmp_path: Path) -> None:
+    settings = config([], {"GOVERNOR_PORT": "8100", "GOVERNOR_MAX_QUEUE": "7",
+                           "GOVERNOR_QUEUE_TIMEOUT": "250ms", "GOVERNOR_ADMIN_TOKEN": "tok",
+                           "GOVERNOR_ENGINE": "sim", "GOVERNOR_PRESET": "tiny"})
+    assert settings.port == 8100
+    assert settings.admission.max_queue == 7
+    assert settings.admission.queue_timeout_seconds == pytest.approx(0.25)
+    assert settings.admin_token is not None
+    assert settings.admin_token.matches("tok")
+    assert settings.engine.preset == "tiny"
+    token_file = tmp_path / "token"
+    token_file.write_text("from-file\n")
+    from_file = config(["--admin-token-file", str(token_file)])
+    assert from_file.admin_token is not None
+    assert from_file.admin_token.matches("from-file")
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        pytest.param(["--preset", "nope"], {}, "unknown sim preset 'nope'", id="unknown preset"),
+        pytest.param(["--engine", "vllm"], {}, "needs --model", id="vllm without a model"),
+        pytest.param(["--engine-arg", "novalue"], {}, "not KEY=VALUE", id="engine arg"),
+        pytest.param(["--time-scale", "-1"], {}, "must not be negative", id="negative time scale"),
+        pytest.param(["--admin-token-file", "/nonexistent/token"], {}, "cannot read",
+                     id="missing token file"),
+        pytest.param(["--max-body-bytes", "10"], {}, "at least 1024", id="tiny body limit"),
+    ],
+)
+def test_mistakes_are_one_line_not_a_traceback(
+    argv: list[str], env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv, env)
+    assert message in str(exit_.value.code)
+
+
+def test_a_bad_environment_value_names_the_variable(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main([], {"GOVERNOR_PORT": "eighty"})
+    assert exit_.value.code == 2
+    assert "GOVERNOR_PORT" in capsys.readouterr().err
