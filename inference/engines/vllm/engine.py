@@ -44,13 +44,12 @@ from inference.engines.vllm.args import (
     otlp_traces_url,
 )
 from inference.engines.vllm.metrics import VllmMetricsBridge
-from inference.engines.vllm.plugin import UTILITY_REPORT, UTILITY_SET
+from inference.engines.vllm.retuning import Retuner
+from inference.engines.vllm.stats import SchedulerStatsRecorder
 from inference.engines.vllm.version import check_version, parse_version
 
 log = logging.getLogger(__name__)
 
-# How long an admin call waits for the engine core to answer between two steps.
-UTILITY_TIMEOUT_SECONDS = 30.0
 # Finished requests whose engine timestamps are kept for inspection (tests, debugging).
 TIMINGS_KEPT = 1024
 # vLLM's own spans go to the service's collector under this name unless OTEL_SERVICE_NAME says
@@ -60,44 +59,6 @@ OTLP_PROTOCOL = "http/protobuf"
 # Texts up to this many characters are tokenized inline (tens of microseconds); longer ones in a
 # thread.
 INLINE_TOKENIZE_CHARS = 16_384
-
-
-class SchedulerStatsRecorder:
-    """Keeps the latest scheduler snapshot vLLM reports after each engine step.
-
-    Given to ``AsyncLLM`` as a stat logger (vLLM's in-process hook), so :meth:`VllmEngine.stats`
-    reads plain numbers instead of scraping vLLM's gauges.
-    """
-
-    def __init__(self, vllm_config: object = None, engine_index: int = 0) -> None:
-        self.engine_index = engine_index
-        self.latest = EngineStats(0, 0, 0.0)
-
-    def record(
-        self,
-        scheduler_stats: Any,
-        iteration_stats: Any,
-        mm_cache_stats: Any = None,
-        engine_idx: int = 0,
-    ) -> None:
-        if scheduler_stats is None:
-            return
-        waiting = scheduler_stats.num_waiting_reqs + getattr(
-            scheduler_stats, "num_skipped_waiting_reqs", 0
-        )
-        usage: Any = getattr(scheduler_stats, "kv_cache_usage", None)
-        if usage is None:  # the name before vLLM 0.9
-            usage = getattr(scheduler_stats, "gpu_cache_usage", 0.0)
-        self.latest = EngineStats(scheduler_stats.num_running_reqs, waiting, float(usage))
-
-    def log_engine_initialized(self) -> None:
-        """Nothing to say: the service logs its own start-up."""
-
-    def log(self) -> None:
-        """Nothing to print: the numbers are read, not logged."""
-
-    def record_sleep_state(self, is_awake: int, level: int) -> None:
-        """Sleep mode is not used by the service."""
 
 
 @contextlib.contextmanager
@@ -130,11 +91,11 @@ class VllmEngine:
         self._closed = False
         self._max_model_len = settings.max_model_len or 0
         self._floor = BatchingLimits(settings.min_num_seqs, settings.min_num_batched_tokens)
-        startup = BatchingLimits(settings.max_num_seqs or 0, settings.max_num_batched_tokens or 0)
-        self._ceiling = startup
-        self._limits = startup
-        self._retune_problem: str | None = "the engine has not started"
-        self._limits_lock = asyncio.Lock()
+        # Until start() asks the engine, the start-up limits are what the settings say.
+        self._startup = BatchingLimits(
+            settings.max_num_seqs or 0, settings.max_num_batched_tokens or 0
+        )
+        self._retuner: Retuner | None = None
         self._stats = SchedulerStatsRecorder()
         self._tracing = settings.otlp_traces_endpoint is not None
         self._timings: deque[convert.RequestTiming] = deque(maxlen=TIMINGS_KEPT)
@@ -160,11 +121,17 @@ class VllmEngine:
 
     @property
     def ready(self) -> bool:
-        return self._llm is not None and not self._closed and not self._llm.errored
+        # The retuner is the last thing start() makes: a start that failed midway is not ready.
+        return (
+            self._retuner is not None
+            and self._llm is not None
+            and not self._closed
+            and not self._llm.errored
+        )
 
     @property
     def limits(self) -> BatchingLimits:
-        return self._limits
+        return self._retuner.limits if self._retuner else self._startup
 
     @property
     def floor(self) -> BatchingLimits:
@@ -172,12 +139,12 @@ class VllmEngine:
 
     @property
     def ceiling(self) -> BatchingLimits:
-        return self._ceiling
+        return self._retuner.ceiling if self._retuner else self._startup
 
     @property
     def retuning_problem(self) -> str | None:
         """Why live retuning is unavailable on this engine, or ``None`` when it works."""
-        return self._retune_problem
+        return self._retuner.problem if self._retuner else "the engine has not started"
 
     def recent_timings(self) -> tuple[convert.RequestTiming, ...]:
         """Engine-side timestamps of the most recently finished requests, oldest first."""
@@ -238,44 +205,15 @@ class VllmEngine:
         self._max_model_len = int(self._llm.model_config.max_model_len)
         tokenizer = self._llm.get_tokenizer()
         self._tokenizer = await tokenizer if inspect.isawaitable(tokenizer) else tokenizer
-        await self._probe_retuning()
+        self._retuner = await Retuner.probe(self._llm, self._floor)
         _freeze_startup_heap()
         log.info(
             "vLLM ready: model %s, max_model_len %d, limits %s, live retuning %s",
             self.model_name,
             self._max_model_len,
-            self._limits.as_dict(),
-            self._retune_problem or "available",
+            self.limits.as_dict(),
+            self.retuning_problem or "available",
         )
-
-    async def _probe_retuning(self) -> None:
-        scheduler_config = self._llm.vllm_config.scheduler_config
-        self._ceiling = BatchingLimits(
-            int(scheduler_config.max_num_seqs), int(scheduler_config.max_num_batched_tokens)
-        )
-        try:
-            report = await self._call_utility(UTILITY_REPORT)
-        except EngineError as error:
-            self._retune_problem = (
-                "vLLM's engine core has no governor retuning method: the governor distribution "
-                "(its vllm.general_plugins entry point) is not installed in the interpreter that "
-                f"runs vLLM ({error.message})"
-            )
-        else:
-            if report.get("supported"):
-                self._retune_problem = None
-                self._ceiling = BatchingLimits(
-                    int(report["ceiling_max_num_seqs"]),
-                    int(report["ceiling_max_num_batched_tokens"]),
-                )
-            else:
-                self._retune_problem = f"this vLLM cannot be retuned live: {report.get('reason')}"
-        self._limits = self._ceiling
-        if not self._floor.within(BatchingLimits(1, 1), self._ceiling):
-            raise EngineArgsError(
-                f"the batching floor {self._floor.as_dict()} is above the engine's start-up "
-                f"limits {self._ceiling.as_dict()}: lower --min-num-seqs/--min-num-batched-tokens"
-            )
 
     async def close(self) -> None:
         if self._closed:
@@ -404,60 +342,17 @@ class VllmEngine:
     # ---- live retuning ---------------------------------------------------------------------
 
     async def set_limits(self, limits: BatchingLimits) -> BatchingLimits:
-        self._require_llm()
-        if self._retune_problem is not None:
-            raise EngineError(EngineErrorKind.UNSUPPORTED, self._retune_problem)
-        async with self._limits_lock:
-            report = await self._call_utility(
-                UTILITY_SET, limits.max_num_seqs, limits.max_num_batched_tokens
-            )
-            self._limits = BatchingLimits(
-                int(report["max_num_seqs"]), int(report["max_num_batched_tokens"])
-            )
-            log.info(
-                "batching limits now %s (strategy %s, admission cap %s while %s run)",
-                self._limits.as_dict(),
-                report.get("strategy"),
-                report.get("admission_cap"),
-                report.get("num_running"),
-            )
-        return self._limits
+        return await self._require_retuner().set_limits(limits)
 
     async def batching_report(self) -> dict[str, Any]:
         """What the engine core reports now: strategy, limits, admission cap, number running."""
-        report: dict[str, Any] = await self._call_utility(UTILITY_REPORT)
-        return report
+        return await self._require_retuner().report()
 
-    async def _call_utility(self, name: str, *args: Any) -> Any:
-        llm = self._require_llm()
-        core = llm.engine_core
-        parallel = llm.vllm_config.parallel_config
-        fan_out = getattr(parallel, "data_parallel_size", 1) > 1
-        if fan_out and not hasattr(core, "call_utility_all_async"):
-            raise EngineError(
-                EngineErrorKind.UNSUPPORTED,
-                "this vLLM cannot address every data-parallel engine; retuning needs dp=1",
-            )
-        try:
-            if fan_out:
-                # Every data-parallel engine has its own scheduler; all must move together.
-                results = await asyncio.wait_for(
-                    core.call_utility_all_async(name, *args), UTILITY_TIMEOUT_SECONDS
-                )
-                return results[0]
-            return await asyncio.wait_for(
-                core.call_utility_async(name, *args), UTILITY_TIMEOUT_SECONDS
-            )
-        except TimeoutError as exc:
-            raise EngineError(
-                EngineErrorKind.OVERLOADED,
-                f"the vLLM engine core did not answer {name} within "
-                f"{UTILITY_TIMEOUT_SECONDS:.0f} s; the change may still apply",
-            ) from exc
-        except Exception as exc:
-            if llm.errored:
-                raise EngineError(EngineErrorKind.DEAD, "the vLLM engine has died") from exc
-            raise EngineError(EngineErrorKind.UNSUPPORTED, str(exc)) from exc
+    def _require_retuner(self) -> Retuner:
+        self._require_llm()
+        if self._retuner is None:  # the engine exists but start() has not finished
+            raise EngineError(EngineErrorKind.DEAD, "the vLLM engine has not finished starting")
+        return self._retuner
 
 
 def plain_chat(messages: Sequence[Mapping[str, str]]) -> str:
