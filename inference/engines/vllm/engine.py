@@ -1,8 +1,8 @@
 """The ``vllm`` engine: vLLM's ``AsyncLLM`` in-process frontend behind the engine interface.
 
-This is the only module of the service that imports vLLM, and only inside :meth:`start`, so
-``governor serve --engine sim`` never pays for it. The engine core runs in a process vLLM
-spawns; batching limits move live through the plugin's utility methods (see ``plugin.py``),
+Only this package imports vLLM, and only when a vllm engine is created (``launch.py``) and
+started, so ``governor serve --engine sim`` never pays for it. The engine core runs in a process
+vLLM spawns; batching limits move live through the plugin's utility methods (see ``plugin.py``),
 vLLM's ``vllm:*`` series reach the service's ``/metrics`` through a bridge collector, and the
 service's trace context is handed to ``generate`` so vLLM's ``llm_request`` span nests under
 the service's SERVER span::
@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import gc
 import inspect
 import logging
-import os
 from collections import deque
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import prometheus_client
@@ -38,53 +36,28 @@ from inference.engines.base import (
 )
 from inference.engines.settings import EngineSettings
 from inference.engines.vllm import convert
-from inference.engines.vllm.args import (
-    EngineArgsError,
-    engine_kwargs,
-    otlp_traces_url,
-)
+from inference.engines.vllm.launch import Launch, prepare_launch
 from inference.engines.vllm.metrics import VllmMetricsBridge
 from inference.engines.vllm.retuning import Retuner
 from inference.engines.vllm.stats import SchedulerStatsRecorder
-from inference.engines.vllm.version import check_version, parse_version
 
 log = logging.getLogger(__name__)
 
 # Finished requests whose engine timestamps are kept for inspection (tests, debugging).
 TIMINGS_KEPT = 1024
-# vLLM's own spans go to the service's collector under this name unless OTEL_SERVICE_NAME says
-# otherwise; the default ``unknown_service:python`` would hide them in a trace viewer.
-VLLM_SERVICE_NAME = "vllm"
-OTLP_PROTOCOL = "http/protobuf"
 # Texts up to this many characters are tokenized inline (tens of microseconds); longer ones in a
 # thread.
 INLINE_TOKENIZE_CHARS = 16_384
 
 
-@contextlib.contextmanager
-def _scoped_environ(values: Mapping[str, str]) -> Iterator[None]:
-    """Set environment variables while vLLM starts, then restore them.
-
-    vLLM configures its tracer from the environment in the frontend and in the engine process
-    it spawns (both during construction); scoping keeps the service's own tracer unaffected.
-    """
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 class VllmEngine:
     """The engine interface over one ``AsyncLLM`` (create with :func:`create_vllm_engine`)."""
 
-    def __init__(self, settings: EngineSettings, registry: CollectorRegistry) -> None:
+    def __init__(
+        self, settings: EngineSettings, registry: CollectorRegistry, launch: Launch
+    ) -> None:
         self._settings = settings
+        self._launch = launch
         self._registry = registry
         self._llm: Any = None
         self._tokenizer: Any = None
@@ -156,27 +129,10 @@ class VllmEngine:
     # ---- life cycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        import vllm
-        from vllm import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
         from vllm.v1.metrics.loggers import StatLoggerBase
 
-        version = parse_version(vllm.__version__)
-        problem = check_version(version)
-        if problem is not None:
-            raise EngineArgsError(problem)
-        if not version.tested:
-            log.warning("vLLM %s has not been tested with this service", version)
-        fields = {f.name: f.default for f in dataclasses.fields(AsyncEngineArgs)}
-        kwargs = engine_kwargs(self._settings, fields)
-        environ = {}
-        if self._settings.otlp_traces_endpoint is not None:
-            protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", OTLP_PROTOCOL)
-            environ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] = protocol
-            environ["OTEL_SERVICE_NAME"] = os.environ.get("OTEL_SERVICE_NAME", VLLM_SERVICE_NAME)
-            kwargs["otlp_traces_endpoint"] = otlp_traces_url(
-                self._settings.otlp_traces_endpoint, protocol
-            )
+        launch = self._launch
         # vLLM wants a StatLoggerBase subclass; the recorder supplies every method it declares.
         recorder_class = type("GovernorStatsRecorder", (SchedulerStatsRecorder, StatLoggerBase), {})
 
@@ -186,12 +142,12 @@ class VllmEngine:
             return recorder
 
         def build() -> Any:
-            with _scoped_environ(environ):
-                return AsyncLLM.from_engine_args(
-                    AsyncEngineArgs(**kwargs), stat_loggers=[recorder_factory]
+            with launch.environment():
+                return AsyncLLM.from_vllm_config(
+                    launch.vllm_config, stat_loggers=[recorder_factory]
                 )
 
-        log.info("starting vLLM %s with %s", version, _describe(kwargs))
+        log.info("starting vLLM %s with %s", launch.version, launch.describe())
         # The constructor blocks until the engine process is up (20 s to minutes); a thread keeps
         # the event loop serving /health meanwhile. The output handler starts on first use.
         building = asyncio.ensure_future(asyncio.to_thread(build))
@@ -386,12 +342,7 @@ def _engine_error_or(exc: Exception) -> EngineError:
     )
 
 
-def _describe(kwargs: Mapping[str, Any]) -> str:
-    return ", ".join(f"{key}={value!r}" for key, value in sorted(kwargs.items()))
-
-
 def create_vllm_engine(settings: EngineSettings, registry: CollectorRegistry) -> VllmEngine:
-    """The vLLM engine for ``settings``; vLLM itself is imported and started by ``start()``."""
-    if not settings.model:
-        raise EngineArgsError("the vllm engine needs --model (a model directory or name)")
-    return VllmEngine(settings, registry)
+    """The vLLM engine for ``settings``, its arguments checked by vLLM (``EngineArgsError``, a
+    ``ValueError``, otherwise); the engine process starts in ``start()``."""
+    return VllmEngine(settings, registry, prepare_launch(settings))
