@@ -17,6 +17,7 @@ BENCHES: dict[str, tuple[str, str]] = {
                      "the sim's llama-3-8b@h200 preset vs the measured H200 tables"),
     "controller": ("governor.bench.controller",
                    "SLO controller vs default and best static limits (virtual time, H200 preset)"),
+    "vllm": ("governor.bench.vllm_compare", "the service over vLLM vs vLLM's own OpenAI server"),
 }
 
 

@@ -1,8 +1,8 @@
 """The ``vllm`` engine: vLLM's ``AsyncLLM`` in-process frontend behind the engine interface.
 
-This is the only module of the service that imports vLLM, and only inside :meth:`start`, so
-``governor serve --engine sim`` never pays for it. The engine core runs in a process vLLM
-spawns; batching limits move live through the plugin's utility methods (see ``plugin.py``),
+Only this package imports vLLM, and only when a vllm engine is created (``launch.py``) and
+started, so ``governor serve --engine sim`` never pays for it. The engine core runs in a process
+vLLM spawns; batching limits move live through the plugin's utility methods (see ``plugin.py``),
 vLLM's ``vllm:*`` series reach the service's ``/metrics`` through a bridge collector, and the
 service's trace context is handed to ``generate`` so vLLM's ``llm_request`` span nests under
 the service's SERVER span::
@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
+import gc
 import inspect
 import logging
-import os
 from collections import deque
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import prometheus_client
@@ -37,100 +36,39 @@ from inference.engines.base import (
 )
 from inference.engines.settings import EngineSettings
 from inference.engines.vllm import convert
-from inference.engines.vllm.args import (
-    EngineArgsError,
-    engine_kwargs,
-    otlp_traces_url,
-)
+from inference.engines.vllm.launch import Launch, prepare_launch
 from inference.engines.vllm.metrics import VllmMetricsBridge
-from inference.engines.vllm.plugin import UTILITY_REPORT, UTILITY_SET
-from inference.engines.vllm.version import check_version, parse_version
+from inference.engines.vllm.retuning import Retuner
+from inference.engines.vllm.stats import SchedulerStatsRecorder
 
 log = logging.getLogger(__name__)
 
-# How long an admin call waits for the engine core to answer between two steps.
-UTILITY_TIMEOUT_SECONDS = 30.0
 # Finished requests whose engine timestamps are kept for inspection (tests, debugging).
 TIMINGS_KEPT = 1024
-# vLLM's own spans go to the service's collector under this name unless OTEL_SERVICE_NAME says
-# otherwise; the default ``unknown_service:python`` would hide them in a trace viewer.
-VLLM_SERVICE_NAME = "vllm"
-OTLP_PROTOCOL = "http/protobuf"
-
-
-class SchedulerStatsRecorder:
-    """Keeps the latest scheduler snapshot vLLM reports after each engine step.
-
-    Given to ``AsyncLLM`` as a stat logger (vLLM's in-process hook), so :meth:`VllmEngine.stats`
-    reads plain numbers instead of scraping vLLM's gauges.
-    """
-
-    def __init__(self, vllm_config: object = None, engine_index: int = 0) -> None:
-        self.engine_index = engine_index
-        self.latest = EngineStats(0, 0, 0.0)
-
-    def record(
-        self,
-        scheduler_stats: Any,
-        iteration_stats: Any,
-        mm_cache_stats: Any = None,
-        engine_idx: int = 0,
-    ) -> None:
-        if scheduler_stats is None:
-            return
-        waiting = scheduler_stats.num_waiting_reqs + getattr(
-            scheduler_stats, "num_skipped_waiting_reqs", 0
-        )
-        usage: Any = getattr(scheduler_stats, "kv_cache_usage", None)
-        if usage is None:  # the name before vLLM 0.9
-            usage = getattr(scheduler_stats, "gpu_cache_usage", 0.0)
-        self.latest = EngineStats(scheduler_stats.num_running_reqs, waiting, float(usage))
-
-    def log_engine_initialized(self) -> None:
-        """Nothing to say: the service logs its own start-up."""
-
-    def log(self) -> None:
-        """Nothing to print: the numbers are read, not logged."""
-
-    def record_sleep_state(self, is_awake: int, level: int) -> None:
-        """Sleep mode is not used by the service."""
-
-
-@contextlib.contextmanager
-def _scoped_environ(values: Mapping[str, str]) -> Iterator[None]:
-    """Set environment variables while vLLM starts, then restore them.
-
-    vLLM configures its tracer from the environment in the frontend and in the engine process
-    it spawns (both during construction); scoping keeps the service's own tracer unaffected.
-    """
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+# Texts up to this many characters are tokenized inline (tens of microseconds); longer ones in a
+# thread.
+INLINE_TOKENIZE_CHARS = 16_384
 
 
 class VllmEngine:
     """The engine interface over one ``AsyncLLM`` (create with :func:`create_vllm_engine`)."""
 
-    def __init__(self, settings: EngineSettings, registry: CollectorRegistry) -> None:
+    def __init__(
+        self, settings: EngineSettings, registry: CollectorRegistry, launch: Launch
+    ) -> None:
         self._settings = settings
+        self._launch = launch
         self._registry = registry
         self._llm: Any = None
         self._tokenizer: Any = None
         self._closed = False
         self._max_model_len = settings.max_model_len or 0
         self._floor = BatchingLimits(settings.min_num_seqs, settings.min_num_batched_tokens)
-        startup = BatchingLimits(settings.max_num_seqs or 0, settings.max_num_batched_tokens or 0)
-        self._ceiling = startup
-        self._limits = startup
-        self._retune_problem: str | None = "the engine has not started"
-        self._limits_lock = asyncio.Lock()
+        # Until start() asks the engine, the start-up limits are what the settings say.
+        self._startup = BatchingLimits(
+            settings.max_num_seqs or 0, settings.max_num_batched_tokens or 0
+        )
+        self._retuner: Retuner | None = None
         self._stats = SchedulerStatsRecorder()
         self._tracing = settings.otlp_traces_endpoint is not None
         self._timings: deque[convert.RequestTiming] = deque(maxlen=TIMINGS_KEPT)
@@ -156,11 +94,17 @@ class VllmEngine:
 
     @property
     def ready(self) -> bool:
-        return self._llm is not None and not self._closed and not self._llm.errored
+        # The retuner is the last thing start() makes: a start that failed midway is not ready.
+        return (
+            self._retuner is not None
+            and self._llm is not None
+            and not self._closed
+            and not self._llm.errored
+        )
 
     @property
     def limits(self) -> BatchingLimits:
-        return self._limits
+        return self._retuner.limits if self._retuner else self._startup
 
     @property
     def floor(self) -> BatchingLimits:
@@ -168,12 +112,12 @@ class VllmEngine:
 
     @property
     def ceiling(self) -> BatchingLimits:
-        return self._ceiling
+        return self._retuner.ceiling if self._retuner else self._startup
 
     @property
     def retuning_problem(self) -> str | None:
         """Why live retuning is unavailable on this engine, or ``None`` when it works."""
-        return self._retune_problem
+        return self._retuner.problem if self._retuner else "the engine has not started"
 
     def recent_timings(self) -> tuple[convert.RequestTiming, ...]:
         """Engine-side timestamps of the most recently finished requests, oldest first."""
@@ -185,27 +129,10 @@ class VllmEngine:
     # ---- life cycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        import vllm
-        from vllm import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
         from vllm.v1.metrics.loggers import StatLoggerBase
 
-        version = parse_version(vllm.__version__)
-        problem = check_version(version)
-        if problem is not None:
-            raise EngineArgsError(problem)
-        if not version.tested:
-            log.warning("vLLM %s has not been tested with this service", version)
-        fields = {f.name: f.default for f in dataclasses.fields(AsyncEngineArgs)}
-        kwargs = engine_kwargs(self._settings, fields)
-        environ = {}
-        if self._settings.otlp_traces_endpoint is not None:
-            protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", OTLP_PROTOCOL)
-            environ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] = protocol
-            environ["OTEL_SERVICE_NAME"] = os.environ.get("OTEL_SERVICE_NAME", VLLM_SERVICE_NAME)
-            kwargs["otlp_traces_endpoint"] = otlp_traces_url(
-                self._settings.otlp_traces_endpoint, protocol
-            )
+        launch = self._launch
         # vLLM wants a StatLoggerBase subclass; the recorder supplies every method it declares.
         recorder_class = type("GovernorStatsRecorder", (SchedulerStatsRecorder, StatLoggerBase), {})
 
@@ -215,55 +142,34 @@ class VllmEngine:
             return recorder
 
         def build() -> Any:
-            with _scoped_environ(environ):
-                return AsyncLLM.from_engine_args(
-                    AsyncEngineArgs(**kwargs), stat_loggers=[recorder_factory]
+            with launch.environment():
+                return AsyncLLM.from_vllm_config(
+                    launch.vllm_config, stat_loggers=[recorder_factory]
                 )
 
-        log.info("starting vLLM %s with %s", version, _describe(kwargs))
+        log.info("starting vLLM %s with %s", launch.version, launch.describe())
         # The constructor blocks until the engine process is up (20 s to minutes); a thread keeps
         # the event loop serving /health meanwhile. The output handler starts on first use.
-        self._llm = await asyncio.to_thread(build)
+        building = asyncio.ensure_future(asyncio.to_thread(build))
+        try:
+            self._llm = await asyncio.shield(building)
+        except asyncio.CancelledError:
+            # A thread cannot be interrupted: shut the engine down once it exists, or its
+            # processes would outlive the service.
+            building.add_done_callback(_shut_down_when_built)
+            raise
         self._max_model_len = int(self._llm.model_config.max_model_len)
         tokenizer = self._llm.get_tokenizer()
         self._tokenizer = await tokenizer if inspect.isawaitable(tokenizer) else tokenizer
-        await self._probe_retuning()
+        self._retuner = await Retuner.probe(self._llm, self._floor)
+        _freeze_startup_heap()
         log.info(
             "vLLM ready: model %s, max_model_len %d, limits %s, live retuning %s",
             self.model_name,
             self._max_model_len,
-            self._limits.as_dict(),
-            self._retune_problem or "available",
+            self.limits.as_dict(),
+            self.retuning_problem or "available",
         )
-
-    async def _probe_retuning(self) -> None:
-        scheduler_config = self._llm.vllm_config.scheduler_config
-        self._ceiling = BatchingLimits(
-            int(scheduler_config.max_num_seqs), int(scheduler_config.max_num_batched_tokens)
-        )
-        try:
-            report = await self._call_utility(UTILITY_REPORT)
-        except EngineError as error:
-            self._retune_problem = (
-                "vLLM's engine core has no governor retuning method: the governor distribution "
-                "(its vllm.general_plugins entry point) is not installed in the interpreter that "
-                f"runs vLLM ({error.message})"
-            )
-        else:
-            if report.get("supported"):
-                self._retune_problem = None
-                self._ceiling = BatchingLimits(
-                    int(report["ceiling_max_num_seqs"]),
-                    int(report["ceiling_max_num_batched_tokens"]),
-                )
-            else:
-                self._retune_problem = f"this vLLM cannot be retuned live: {report.get('reason')}"
-        self._limits = self._ceiling
-        if not self._floor.within(BatchingLimits(1, 1), self._ceiling):
-            raise EngineArgsError(
-                f"the batching floor {self._floor.as_dict()} is above the engine's start-up "
-                f"limits {self._ceiling.as_dict()}: lower --min-num-seqs/--min-num-batched-tokens"
-            )
 
     async def close(self) -> None:
         if self._closed:
@@ -291,8 +197,15 @@ class VllmEngine:
         # A rendered chat template usually starts with BOS already; adding another would
         # change what the model sees compared with vLLM's own chat endpoint.
         add_special_tokens = not (bos and text.startswith(bos))
-        ids: list[int] = self._tokenizer.encode(text, add_special_tokens=add_special_tokens)
-        return ids
+        if len(text) <= INLINE_TOKENIZE_CHARS:
+            ids: list[int] = self._tokenizer.encode(text, add_special_tokens=add_special_tokens)
+            return ids
+        # A long text takes milliseconds to seconds to encode: not on the event loop, where it
+        # would stall every stream (vLLM's tokenizer is thread-safe).
+        encoded: list[int] = await asyncio.to_thread(
+            self._tokenizer.encode, text, add_special_tokens=add_special_tokens
+        )
+        return encoded
 
     def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
         self._require_llm()
@@ -385,60 +298,17 @@ class VllmEngine:
     # ---- live retuning ---------------------------------------------------------------------
 
     async def set_limits(self, limits: BatchingLimits) -> BatchingLimits:
-        self._require_llm()
-        if self._retune_problem is not None:
-            raise EngineError(EngineErrorKind.UNSUPPORTED, self._retune_problem)
-        async with self._limits_lock:
-            report = await self._call_utility(
-                UTILITY_SET, limits.max_num_seqs, limits.max_num_batched_tokens
-            )
-            self._limits = BatchingLimits(
-                int(report["max_num_seqs"]), int(report["max_num_batched_tokens"])
-            )
-            log.info(
-                "batching limits now %s (strategy %s, admission cap %s while %s run)",
-                self._limits.as_dict(),
-                report.get("strategy"),
-                report.get("admission_cap"),
-                report.get("num_running"),
-            )
-        return self._limits
+        return await self._require_retuner().set_limits(limits)
 
     async def batching_report(self) -> dict[str, Any]:
         """What the engine core reports now: strategy, limits, admission cap, number running."""
-        report: dict[str, Any] = await self._call_utility(UTILITY_REPORT)
-        return report
+        return await self._require_retuner().report()
 
-    async def _call_utility(self, name: str, *args: Any) -> Any:
-        llm = self._require_llm()
-        core = llm.engine_core
-        parallel = llm.vllm_config.parallel_config
-        fan_out = getattr(parallel, "data_parallel_size", 1) > 1
-        if fan_out and not hasattr(core, "call_utility_all_async"):
-            raise EngineError(
-                EngineErrorKind.UNSUPPORTED,
-                "this vLLM cannot address every data-parallel engine; retuning needs dp=1",
-            )
-        try:
-            if fan_out:
-                # Every data-parallel engine has its own scheduler; all must move together.
-                results = await asyncio.wait_for(
-                    core.call_utility_all_async(name, *args), UTILITY_TIMEOUT_SECONDS
-                )
-                return results[0]
-            return await asyncio.wait_for(
-                core.call_utility_async(name, *args), UTILITY_TIMEOUT_SECONDS
-            )
-        except TimeoutError as exc:
-            raise EngineError(
-                EngineErrorKind.OVERLOADED,
-                f"the vLLM engine core did not answer {name} within "
-                f"{UTILITY_TIMEOUT_SECONDS:.0f} s; the change may still apply",
-            ) from exc
-        except Exception as exc:
-            if llm.errored:
-                raise EngineError(EngineErrorKind.DEAD, "the vLLM engine has died") from exc
-            raise EngineError(EngineErrorKind.UNSUPPORTED, str(exc)) from exc
+    def _require_retuner(self) -> Retuner:
+        self._require_llm()
+        if self._retuner is None:  # the engine exists but start() has not finished
+            raise EngineError(EngineErrorKind.DEAD, "the vLLM engine has not finished starting")
+        return self._retuner
 
 
 def plain_chat(messages: Sequence[Mapping[str, str]]) -> str:
@@ -448,6 +318,23 @@ def plain_chat(messages: Sequence[Mapping[str, str]]) -> str:
     return "\n".join([*lines, "assistant:"])
 
 
+def _freeze_startup_heap() -> None:
+    """Exempt everything alive now from garbage collection.
+
+    The frontend's start-up heap (torch, transformers, vLLM: ~600k objects) lives as long as the
+    process, and a full collection walks all of it: ~0.3 s on a small CPU, during which the event
+    loop stalls every stream, which shows as an inter-token latency tail. vLLM's own OpenAI server
+    freezes its heap after start-up for the same reason (``freeze_gc_heap``).
+    """
+    gc.collect()
+    gc.freeze()
+
+
+def _shut_down_when_built(building: asyncio.Future[Any]) -> None:
+    if not building.cancelled() and building.exception() is None:
+        building.result().shutdown()
+
+
 def _engine_error_or(exc: Exception) -> EngineError:
     """A bad ``SamplingParams`` is always the request's fault, whatever vLLM raised."""
     return convert.classify_error(exc) or EngineError(
@@ -455,12 +342,7 @@ def _engine_error_or(exc: Exception) -> EngineError:
     )
 
 
-def _describe(kwargs: Mapping[str, Any]) -> str:
-    return ", ".join(f"{key}={value!r}" for key, value in sorted(kwargs.items()))
-
-
 def create_vllm_engine(settings: EngineSettings, registry: CollectorRegistry) -> VllmEngine:
-    """The vLLM engine for ``settings``; vLLM itself is imported and started by ``start()``."""
-    if not settings.model:
-        raise EngineArgsError("the vllm engine needs --model (a model directory or name)")
-    return VllmEngine(settings, registry)
+    """The vLLM engine for ``settings``, its arguments checked by vLLM (``EngineArgsError``, a
+    ``ValueError``, otherwise); the engine process starts in ``start()``."""
+    return VllmEngine(settings, registry, prepare_launch(settings))

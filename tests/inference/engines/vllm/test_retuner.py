@@ -1,0 +1,111 @@
+"""The frontend half of retuning on a stand-in AsyncLLM: every way the engine core can answer."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from inference.engines.base import BatchingLimits, EngineError, EngineErrorKind
+from inference.engines.vllm import retuning
+from inference.engines.vllm.args import EngineArgsError
+from inference.engines.vllm.plugin import UTILITY_REPORT, UTILITY_SET
+from inference.engines.vllm.retuning import Retuner
+
+FLOOR = BatchingLimits(1, 16)
+SUPPORTED = {"supported": True, "strategy": "running", "max_num_seqs": 64,
+             "max_num_batched_tokens": 2048, "ceiling_max_num_seqs": 64,
+             "ceiling_max_num_batched_tokens": 2048}
+
+
+class Core:
+    """Answers utility calls like vLLM's engine-core client, from a script."""
+
+    def __init__(self, answer: Any = None, error: Exception | None = None,
+                 delay: float = 0.0) -> None:
+        self.answer, self.error, self.delay = answer, error, delay
+        self.calls: list[tuple[Any, ...]] = []
+
+    async def call_utility_async(self, name: str, *args: Any) -> Any:
+        self.calls.append((name, *args))
+        await asyncio.sleep(self.delay)
+        if self.error is not None:
+            raise self.error
+        if name == UTILITY_SET:
+            return {**SUPPORTED, "max_num_seqs": args[0], "max_num_batched_tokens": args[1]}
+        return self.answer
+
+
+def llm(core: Any, *, errored: bool = False, data_parallel_size: int = 1) -> Any:
+    return SimpleNamespace(
+        engine_core=core, errored=errored,
+        vllm_config=SimpleNamespace(
+            scheduler_config=SimpleNamespace(max_num_seqs=64, max_num_batched_tokens=2048),
+            parallel_config=SimpleNamespace(data_parallel_size=data_parallel_size),
+        ),
+    )
+
+
+async def test_a_supported_engine_reports_its_start_up_limits_and_moves() -> None:
+    core = Core(SUPPORTED)
+    retuner = await Retuner.probe(llm(core), FLOOR)
+    assert retuner.problem is None
+    assert retuner.ceiling == retuner.limits == BatchingLimits(64, 2048)
+    assert await retuner.set_limits(BatchingLimits(8, 512)) == BatchingLimits(8, 512)
+    assert retuner.limits == BatchingLimits(8, 512)
+    assert core.calls == [(UTILITY_REPORT,), (UTILITY_SET, 8, 512)]
+
+
+async def test_without_the_plugin_retuning_is_refused_with_the_reason() -> None:
+    missing = Exception("Call to governor_batching method failed: 'EngineCoreProc' object has "
+                        "no attribute 'governor_batching'")
+    retuner = await Retuner.probe(llm(Core(error=missing)), FLOOR)
+    assert retuner.problem is not None and "not installed" in retuner.problem
+    assert retuner.ceiling == BatchingLimits(64, 2048)  # from vLLM's own configuration
+    with pytest.raises(EngineError) as raised:
+        await retuner.set_limits(BatchingLimits(8, 512))
+    assert raised.value.kind is EngineErrorKind.UNSUPPORTED
+
+
+async def test_a_scheduler_the_plugin_cannot_drive_is_refused_with_its_reason() -> None:
+    report = {"supported": False, "reason": "Scheduler has no max_num_running_reqs"}
+    retuner = await Retuner.probe(llm(Core(report)), FLOOR)
+    assert retuner.problem is not None and "max_num_running_reqs" in retuner.problem
+
+
+async def test_a_floor_above_the_start_up_limits_stops_the_start() -> None:
+    with pytest.raises(EngineArgsError, match="min-num-batched-tokens"):
+        await Retuner.probe(llm(Core(SUPPORTED)), BatchingLimits(1, 4096))
+
+
+async def test_an_engine_core_that_does_not_answer_is_overloaded_not_hung(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(retuning, "UTILITY_TIMEOUT_SECONDS", 0.05)
+    with pytest.raises(EngineError) as raised:
+        await retuning.call_utility(llm(Core(SUPPORTED, delay=1.0)), UTILITY_REPORT)
+    assert raised.value.kind is EngineErrorKind.OVERLOADED
+
+
+async def test_a_failure_on_a_dead_engine_says_dead() -> None:
+    with pytest.raises(EngineError) as raised:
+        await retuning.call_utility(
+            llm(Core(error=RuntimeError("socket closed")), errored=True), UTILITY_SET, 1, 16
+        )
+    assert raised.value.kind is EngineErrorKind.DEAD
+
+
+async def test_data_parallel_engines_move_together_or_not_at_all() -> None:
+    class AllCores(Core):
+        async def call_utility_all_async(self, name: str, *args: Any) -> list[Any]:
+            return [await self.call_utility_async(name, *args) for _ in range(2)]
+
+    core = AllCores(SUPPORTED)
+    assert (await retuning.call_utility(llm(core, data_parallel_size=2), UTILITY_REPORT))[
+        "supported"]
+    assert len(core.calls) == 2
+    with pytest.raises(EngineError) as raised:
+        await retuning.call_utility(llm(Core(SUPPORTED), data_parallel_size=2), UTILITY_REPORT)
+    assert raised.value.kind is EngineErrorKind.UNSUPPORTED
