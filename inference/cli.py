@@ -20,6 +20,7 @@ from common.logs import setup_logging
 from common.secrets import Secret
 from inference.config import AdmissionSettings, ServiceConfig, TracingSettings
 from inference.engines.settings import ENGINE_KINDS, EngineSettings
+from inference.tracing import traces_endpoint
 
 log = logging.getLogger(__name__)
 
@@ -86,13 +87,16 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
             raise SystemExit(f"governor serve: --engine-arg {item!r} is not KEY=VALUE")
     if args.time_scale < 0:
         raise SystemExit("governor serve: --time-scale must not be negative")
+    tracing = TracingSettings(otlp_endpoint=args.otlp_endpoint, service_name=args.service_name)
     engine = EngineSettings(
         kind=args.engine, model=args.model, served_model_name=args.served_model_name,
         preset=args.preset, max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens, min_num_seqs=args.min_num_seqs,
         min_num_batched_tokens=args.min_num_batched_tokens, max_model_len=args.max_model_len,
         seed=args.seed, time_scale=args.time_scale, extra_args=tuple(args.engine_arg),
-        otlp_traces_endpoint=args.otlp_endpoint,
+        # The same collector as the service's spans, from the flag or the OTEL_* variables,
+        # so that vLLM's own llm_request spans land in the same trace.
+        otlp_traces_endpoint=traces_endpoint(tracing, env),
     )
     if engine.kind == "vllm" and not engine.model:
         raise SystemExit("governor serve: --engine vllm needs --model")
@@ -102,8 +106,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
             admission=AdmissionSettings(max_in_flight=args.max_in_flight,
                                         max_queue=args.max_queue,
                                         queue_timeout_seconds=args.queue_timeout),
-            tracing=TracingSettings(otlp_endpoint=args.otlp_endpoint,
-                                    service_name=args.service_name),
+            tracing=tracing,
             admin_token=_admin_token(args, env), max_body_bytes=args.max_body_bytes,
             max_tokens_limit=args.max_tokens_limit,
         )

@@ -64,3 +64,13 @@ def test_a_bad_environment_value_names_the_variable(capsys: pytest.CaptureFixtur
         main([], {"GOVERNOR_PORT": "eighty"})
     assert exit_.value.code == 2
     assert "GOVERNOR_PORT" in capsys.readouterr().err
+
+
+def test_the_engine_traces_to_the_services_collector() -> None:
+    assert config([]).engine.otlp_traces_endpoint is None
+    from_flag = config(["--otlp-endpoint", "http://jaeger:4318"])
+    assert from_flag.engine.otlp_traces_endpoint == "http://jaeger:4318/v1/traces"
+    from_env = config([], {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"})
+    assert from_env.engine.otlp_traces_endpoint == "http://collector:4318/v1/traces"
+    disabled = config(["--otlp-endpoint", "http://jaeger:4318"], {"OTEL_SDK_DISABLED": "true"})
+    assert disabled.engine.otlp_traces_endpoint is None
