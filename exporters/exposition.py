@@ -142,6 +142,9 @@ class ExpositionCache:
         # (format, gzip) -> sequence of the last snapshot scraped that way
         self._scraped: dict[tuple[Format, bool], int] = {}
         self.renders = 0  # how many times families were rendered (tests, the benchmark)
+        # The newest snapshot whose bodies are rendered: scrapes serve it, so that a scrape
+        # landing while the sampler thread renders never renders the same snapshot again.
+        self.published: Snapshot | None = None
 
     def _render(self, snapshot: Snapshot, fresh: bool, fmt: Format) -> _Rendered:
         static = render(families(snapshot, fresh=fresh, version=self._version), fmt)
@@ -170,6 +173,7 @@ class ExpositionCache:
         """Render ahead what the scrapes of the previous snapshot asked for (sampler thread)."""
         wanted = [key for key, seq in list(self._scraped.items()) if seq >= snapshot.sequence - 1]
         if not wanted:
+            self.published = snapshot
             return
         bodies: dict[tuple[bool, Format], _Rendered] = {}
         for fmt, gzip in wanted:
@@ -178,6 +182,7 @@ class ExpositionCache:
                 rendered.gzipped()
             bodies[(True, fmt)] = rendered
         self._entry = (snapshot.sequence, bodies)
+        self.published = snapshot
 
 
 def render_snapshot(

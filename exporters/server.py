@@ -81,7 +81,7 @@ def _age(request: web.Request, snapshot: Snapshot) -> float:
 
 async def metrics(request: web.Request) -> web.Response:
     app = request.app
-    snapshot = app[SAMPLER].latest()
+    snapshot = app[CACHE].published or app[SAMPLER].latest()
     age = _age(request, snapshot)
     fresh = age <= app[CONFIG].staleness_limit_seconds
     fmt = negotiate(request.headers.get("Accept"))

@@ -165,3 +165,22 @@ def test_prepare_also_compresses_ahead_when_scrapes_asked_for_gzip(
     packed = cache.body(snapshot, fresh=True, fmt=Format.TEXT, age_seconds=0.0, gzip=True)
     assert cache.renders == 2
     assert b"gpu_exporter_collections_total 2.0" in gzip.decompress(packed)
+
+
+def test_scrapes_see_a_snapshot_only_once_it_is_rendered(
+    cache_and_sampler: CacheAndSampler, clock: FakeClock
+) -> None:
+    cache, sampler = cache_and_sampler
+    clock.advance(1.0)
+    first = sampler.tick()
+    cache.body(first, fresh=True, fmt=Format.TEXT, age_seconds=0.0)
+    cache.prepare(first)
+    assert cache.published is first
+    clock.advance(1.0)
+    second = sampler.tick()  # the sampler has a newer snapshot, not rendered yet…
+    assert cache.published is first  # …so scrapes keep serving the rendered one
+    renders = cache.renders
+    cache.prepare(second)
+    assert cache.published is second
+    cache.body(second, fresh=True, fmt=Format.TEXT, age_seconds=0.0)
+    assert cache.renders == renders + 1  # rendered once, in the sampler thread
