@@ -193,7 +193,9 @@ def budget_run(
     def replace_finished(sim: VirtualSim, record: RequestRecord) -> None:
         if record.request_id in decoders:
             decoders.add(
-                sim.submit(arrival=sim.now, prompt=decoder_prompt, output_tokens=decoder_output)
+                sim.submit(
+                    arrival=record.finish_time, prompt=decoder_prompt, output_tokens=decoder_output
+                )
             )
 
     sim = VirtualSim(

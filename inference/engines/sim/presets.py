@@ -84,9 +84,33 @@ class Efficiency:
     roofline_sharpness: float
     # Host jitter added to every step: exponentially distributed with this mean.
     jitter_mean_seconds: float
-    # Tokenisation and IPC between the API and the scheduler: a request becomes schedulable
-    # this long after it arrives.
-    frontend_latency_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class FrontendCosts:
+    """CPU time of vLLM's frontend process (``AsyncLLM``: one asyncio loop), and its IPC hop.
+
+    See :mod:`inference.engines.sim.frontend` for how the loop serves these jobs.
+    """
+
+    # Input processing of one prompt, outside the tokenizer proper (request set-up, validation,
+    # the output processor's per-request state).
+    tokenize_seconds: float
+    # Tokenization and the per-token work around it (token-id lists, validation, serialisation).
+    tokenize_per_token_seconds: float
+    # One engine step's outputs: the hop back, receiving and decoding the message, the
+    # handler's own overhead.
+    output_batch_seconds: float
+    # One request's output in that step: detokenize, stats, hand it to its consumer, and the
+    # consumer's turn on the loop.
+    per_output_seconds: float
+    # A request's hop to the engine-core process (ZMQ), after its input processing: latency,
+    # not CPU.
+    ipc_seconds: float
+
+
+# A frontend that costs nothing: outputs reach their consumers when the step ends.
+FREE_FRONTEND = FrontendCosts(0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +119,7 @@ class Preset:
     model: ModelShape
     hardware: Hardware
     efficiency: Efficiency
+    frontend: FrontendCosts
     max_model_len: int
     num_kv_blocks: int
     max_num_seqs: int
@@ -180,7 +205,15 @@ HOPPER_VLLM_025 = Efficiency(
     mixed_step_overhead_seconds=2.2e-3,
     roofline_sharpness=4.0,
     jitter_mean_seconds=0.15e-3,
-    frontend_latency_seconds=3.5e-3,
+)
+
+# vLLM 0.25's AsyncLLM process on the H200 machine's host CPU, fitted with the step model.
+VLLM_025_FRONTEND = FrontendCosts(
+    tokenize_seconds=1.0e-3,
+    tokenize_per_token_seconds=2.0e-6,
+    output_batch_seconds=0.2e-3,
+    per_output_seconds=30e-6,
+    ipc_seconds=0.3e-3,
 )
 
 LLAMA_3_8B_H200 = Preset(
@@ -188,6 +221,7 @@ LLAMA_3_8B_H200 = Preset(
     model=LLAMA_3_8B,
     hardware=H200,
     efficiency=HOPPER_VLLM_025,
+    frontend=VLLM_025_FRONTEND,
     max_model_len=8192,
     # Measured: 102.5 GiB of KV cache = 840,016 tokens at gpu_memory_utilization 0.85.
     num_kv_blocks=840_016 // BLOCK_SIZE,
@@ -201,6 +235,7 @@ LLAMA_3_8B_H100 = Preset(
     model=LLAMA_3_8B,
     hardware=H100,
     efficiency=HOPPER_VLLM_025,
+    frontend=VLLM_025_FRONTEND,
     max_model_len=8192,
     num_kv_blocks=kv_cache_blocks(
         H100, LLAMA_3_8B, gpu_memory_utilization=0.9, reserved_bytes=ACTIVATION_RESERVE_BYTES
@@ -210,7 +245,8 @@ LLAMA_3_8B_H100 = Preset(
 )
 
 # A 0.5 B-parameter toy on the H200: steps of about a millisecond, a KV cache small enough to
-# fill in a test, no jitter and no frontend latency so that tests can predict every step.
+# fill in a test, no jitter and a frontend that costs nothing, so that tests can predict every
+# step and every delivery.
 TINY = Preset(
     name="tiny",
     model=ModelShape(
@@ -224,7 +260,8 @@ TINY = Preset(
         vocab_size=32000,
     ),
     hardware=H200,
-    efficiency=replace(HOPPER_VLLM_025, jitter_mean_seconds=0.0, frontend_latency_seconds=0.0),
+    efficiency=replace(HOPPER_VLLM_025, jitter_mean_seconds=0.0),
+    frontend=FREE_FRONTEND,
     max_model_len=2048,
     num_kv_blocks=256,
     max_num_seqs=16,
