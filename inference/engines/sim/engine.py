@@ -325,7 +325,8 @@ class SimEngine:
                 wakeup.clear()
                 await wakeup.wait()
                 continue
-            planned_end = start + core.step_seconds(plan) * scale
+            idle = start > planned_end  # nothing was in flight: no overlap to hide its set-up
+            planned_end = start + core.step_seconds(plan, idle=idle) * scale
             delay = planned_end - self._now()
             await asyncio.sleep(delay if delay > 0 else 0)
             scheduler.complete(plan, planned_end)

@@ -81,9 +81,8 @@ class Frontend:
         self._check_order(at)
         costs = self.costs
         start = at if at > self._free_at else self._free_at
-        self._free_at = start + costs.tokenize_seconds + costs.tokenize_per_token_seconds * (
-            num_prompt_tokens
-        )
+        cost = costs.tokenize_seconds + costs.tokenize_per_token_seconds * num_prompt_tokens
+        self._free_at = start + cost
         self._open = None  # outputs that come later queue behind this prompt
         return self._free_at + costs.ipc_seconds
 

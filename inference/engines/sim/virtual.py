@@ -240,7 +240,9 @@ class VirtualSim:
             self._run_step(plan)
 
     def _run_step(self, plan: StepPlan) -> None:
-        end = plan.start + self.core.step_seconds(plan)
+        last = self.steps[-1] if self.steps else None
+        idle = last is None or plan.start > last.start + last.duration
+        end = plan.start + self.core.step_seconds(plan, idle=idle)
         self._feed_frontend(end)  # what the frontend does while the GPU runs the step
         self._admit(end)
         emitted = self.core.scheduler.complete(plan, end)

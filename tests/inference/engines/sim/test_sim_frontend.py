@@ -22,7 +22,10 @@ COSTS = FrontendCosts(
 
 def req(name: str) -> SimRequest:
     return SimRequest(
-        name, arrival_time=0.0, num_prompt_tokens=8, num_outputs_target=100,
+        name,
+        arrival_time=0.0,
+        num_prompt_tokens=8,
+        num_outputs_target=100,
         finish_reason=FinishReason.LENGTH,
     )
 
