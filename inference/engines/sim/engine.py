@@ -308,10 +308,12 @@ class SimEngine:
         assert wakeup is not None
         scale = self._time_scale
         planned_end = -math.inf
+        idle = True  # no step in flight: the next one pays the idle-start cost
         while True:
             if not scheduler.has_work:
                 wakeup.clear()
                 await wakeup.wait()
+                idle = True
                 continue
             now = self._now()
             # A late wake-up (the event loop's timers are coarse) does not shift the timeline;
@@ -324,9 +326,10 @@ class SimEngine:
                 # Nothing fits until a request finishes or is aborted: wait for news.
                 wakeup.clear()
                 await wakeup.wait()
+                idle = True
                 continue
-            idle = start > planned_end  # nothing was in flight: no overlap to hide its set-up
             planned_end = start + core.step_seconds(plan, idle=idle) * scale
+            idle = False
             delay = planned_end - self._now()
             await asyncio.sleep(delay if delay > 0 else 0)
             scheduler.complete(plan, planned_end)

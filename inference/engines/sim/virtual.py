@@ -295,9 +295,7 @@ class VirtualSim:
         finished: list[SimRequest] = []
         for req in outputs:
             req.num_delivered += 1
-            if req.delivery_seq == job:
-                pass  # merged with this request's earlier output in the same job
-            else:
+            if req.delivery_seq != job:  # else merged into this job's event for the request
                 req.delivery_seq = job
                 if math.isnan(req.last_delivery_time):
                     req.first_delivery_time = at

@@ -62,6 +62,22 @@ def test_a_prompt_reaches_the_scheduler_after_the_frontend_processed_it() -> Non
     assert record.time_to_first_token == pytest.approx(delivered)
 
 
+def test_a_step_that_starts_an_idle_engine_pays_the_idle_start() -> None:
+    sim = VirtualSim(STEADY)
+    sim.submit(arrival=0.0, prompt=128, output_tokens=3)
+    sim.submit(arrival=5.0, prompt=128, output_tokens=3)
+    sim.run_until_idle()
+    roofline = sim.core.roofline
+    idle = STEADY.efficiency.idle_start_seconds
+    assert idle > 0
+    starts = [s for s in sim.steps if s.prefill_tokens]
+    assert [s.duration for s in starts] == [
+        pytest.approx(roofline.prefill_step_seconds(128) + idle)
+    ] * 2
+    decodes = [s for s in sim.steps if not s.prefill_tokens]
+    assert all(s.duration < roofline.prefill_step_seconds(128) for s in decodes)
+
+
 def decoders(sim: VirtualSim, n: int = 32, outputs: int = 400) -> list[str]:
     """``n`` decoders arriving 10 ms apart (the loop tokenizes each before the next)."""
     return [sim.submit(arrival=0.01 * i, prompt=128, output_tokens=outputs) for i in range(n)]
