@@ -11,10 +11,12 @@ by more than the tolerance. The workloads, as §6 describes them:
   1/s, 1 output token) arrive at a steady rate; ITL of the decoders and TTFT of the long
   prompts over a 20 s window after a warm-up, at budgets 8192 / 2048 / 512.
 
-§6 leaves the decoders' own lengths open; they are ``DECODER_PROMPT_TOKENS`` prompts that
-generate ``DECODER_OUTPUT_TOKENS`` each and are replaced by a fresh one when they finish (a
-closed loop of 64 clients), started at staggered points of their lives so that they do not
-finish together. Prefix caching is off, as in the measured runs.
+§6 leaves the decoders' own lengths open; they are ``DecoderWorkload.decoder_prompt_tokens``
+prompts that generate ``decoder_output_tokens`` each and are replaced by a fresh one when the
+last token reaches them (a closed loop of 64 clients), started at staggered points of their
+lives so that they do not finish together. Prefix caching is off, as in the measured runs. §6
+was timed by the caller in the AsyncLLM process, so every latency here is a delivery through
+the sim's frontend model (:mod:`.frontend`), not a step end.
 """
 
 from __future__ import annotations
