@@ -220,12 +220,13 @@ HOPPER_VLLM_025 = Efficiency(
 
 # vLLM 0.25's AsyncLLM process (REFERENCE.md §6 timed in it). 0.25 tokenizes a raw prompt on the
 # event loop (vLLM moved it to a thread pool after 0.25.0: vllm-project/vllm#49608). Measured here
-# with vLLM 0.32's own code and the gpu-kit tokenizer on this machine's CPU: ``process_inputs``
-# 0.15 ms + 0.70 µs per prompt token; 14-16 µs per output for ``process_outputs`` and the
-# consumer's turn, a few µs per step message. The per-token stall is fitted at 2.9 µs, 4x the
-# tokenization alone: the measured rows need a 7000-token prompt to hold the loop ~21 ms (their
-# P99 at 8192 sits on that stall), so the benchmark's own per-prompt work on the loop is assumed
-# to make up the rest; a loop-lag probe in the measuring process would settle it.
+# with vLLM 0.32's own code and the gpu-kit tokenizer on this machine's CPU (``python -m
+# inference.engines.sim.frontend_costs``): ``process_inputs`` ~0.1 ms + 0.70 µs per prompt token;
+# ~14 µs per output for ``process_outputs`` and the consumer's turn, a few µs per step message.
+# The per-token stall is fitted at 2.9 µs, 4x the tokenization alone: the measured rows need a
+# 7000-token prompt to hold the loop ~21 ms (their P99 at 8192 sits on that stall), so the
+# benchmark's own per-prompt work on the loop is assumed to make up the rest; a loop-lag probe in
+# the measuring process would settle it.
 VLLM_025_FRONTEND = FrontendCosts(
     tokenize_seconds=0.5e-3,
     tokenize_per_token_seconds=2.9e-6,
