@@ -64,9 +64,13 @@ class EngineCore:
     def limits(self, limits: BatchingLimits) -> None:
         self.scheduler.limits = limits
 
-    def step_seconds(self, plan: StepPlan) -> float:
-        """How long ``plan`` takes on the simulated GPU, host jitter included."""
+    def step_seconds(self, plan: StepPlan, *, idle: bool = False) -> float:
+        """How long ``plan`` takes on the simulated GPU, host jitter included; ``idle``: the
+        step starts an engine that had nothing in flight (see ``Efficiency.idle_start_seconds``).
+        """
         seconds = self.roofline.step_seconds(plan.shape)
+        if idle:
+            seconds += self.preset.efficiency.idle_start_seconds
         if self._jitter_rate:
             seconds += self._rng.expovariate(self._jitter_rate)
         return seconds

@@ -9,6 +9,12 @@ into one :class:`TokenDelta`, so a slow consumer gets fewer, larger deltas inste
 Timestamps follow the step plan, not the moment the loop woke up, so the ``vllm:*`` latencies
 are the simulated ones even when the event loop wakes up late; if it falls behind by more than
 a few milliseconds, the timeline restarts from the moment the loop gets to it.
+
+vLLM's frontend process (:mod:`.frontend`) is not simulated here: the service's own event loop
+is the frontend. It tokenizes every prompt and turns every step's tokens into stream chunks,
+paying those CPU costs for real, so sleeping for the modelled ones as well would count them
+twice. The engine keeps only the one-way hop to the engine-core process (``ipc_seconds``), a
+latency that costs the loop nothing; the step loop wakes consumers as each step ends.
 """
 
 from __future__ import annotations
@@ -217,7 +223,9 @@ class SimEngine:
         stream = _Stream(sim_request, plan)
         sim_request.sink = stream
         self._streams[request.request_id] = stream
-        latency = self.preset.efficiency.frontend_latency_seconds * self._time_scale
+        # Only the hop to the engine-core process is simulated here: the service's own event
+        # loop tokenizes and streams, so it pays the frontend's CPU costs for real.
+        latency = self.preset.frontend.ipc_seconds * self._time_scale
         if latency > 0:
             asyncio.get_running_loop().call_later(latency, self._enqueue, stream)
         else:
@@ -242,7 +250,7 @@ class SimEngine:
     def _abort_stream(self, stream: _Stream) -> None:
         request = stream.request
         if request.status is Status.WAITING and math.isnan(request.queued_time):
-            # Still on its way to the scheduler (frontend latency): just mark it finished.
+            # Still on its way to the scheduler (the IPC hop): just mark it finished.
             request.status = Status.FINISHED
             request.finish_reason = FinishReason.ABORT
         else:
@@ -300,10 +308,12 @@ class SimEngine:
         assert wakeup is not None
         scale = self._time_scale
         planned_end = -math.inf
+        idle = True  # no step in flight: the next one pays the idle-start cost
         while True:
             if not scheduler.has_work:
                 wakeup.clear()
                 await wakeup.wait()
+                idle = True
                 continue
             now = self._now()
             # A late wake-up (the event loop's timers are coarse) does not shift the timeline;
@@ -316,8 +326,10 @@ class SimEngine:
                 # Nothing fits until a request finishes or is aborted: wait for news.
                 wakeup.clear()
                 await wakeup.wait()
+                idle = True
                 continue
-            planned_end = start + core.step_seconds(plan) * scale
+            planned_end = start + core.step_seconds(plan, idle=idle) * scale
+            idle = False
             delay = planned_end - self._now()
             await asyncio.sleep(delay if delay > 0 else 0)
             scheduler.complete(plan, planned_end)

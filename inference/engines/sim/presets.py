@@ -84,9 +84,37 @@ class Efficiency:
     roofline_sharpness: float
     # Host jitter added to every step: exponentially distributed with this mean.
     jitter_mean_seconds: float
-    # Tokenisation and IPC between the API and the scheduler: a request becomes schedulable
-    # this long after it arrives.
-    frontend_latency_seconds: float
+    # Paid by a step that starts an idle engine: with async scheduling a busy engine prepares
+    # the next step's inputs and launches its kernels while the GPU runs the current one, and
+    # post-processes each step while the GPU runs the next; from idle, none of it overlaps.
+    idle_start_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class FrontendCosts:
+    """CPU time of vLLM's frontend process (``AsyncLLM``: one asyncio loop), and its IPC hop.
+
+    See :mod:`inference.engines.sim.frontend` for how the loop serves these jobs.
+    """
+
+    # Input processing of one prompt, outside the tokenizer proper (request set-up, validation,
+    # the output processor's per-request state).
+    tokenize_seconds: float
+    # Tokenization and the per-token work around it (token-id lists, validation, serialisation).
+    tokenize_per_token_seconds: float
+    # One engine step's outputs: the hop back, receiving and decoding the message, the
+    # handler's own overhead.
+    output_batch_seconds: float
+    # One request's output in that step: detokenize, stats, hand it to its consumer, and the
+    # consumer's turn on the loop.
+    per_output_seconds: float
+    # A request's hop to the engine-core process (ZMQ), after its input processing: latency,
+    # not CPU.
+    ipc_seconds: float
+
+
+# A frontend that costs nothing: outputs reach their consumers when the step ends.
+FREE_FRONTEND = FrontendCosts(0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +123,7 @@ class Preset:
     model: ModelShape
     hardware: Hardware
     efficiency: Efficiency
+    frontend: FrontendCosts
     max_model_len: int
     num_kv_blocks: int
     max_num_seqs: int
@@ -169,18 +198,41 @@ H100 = Hardware("h100", 81_559 * 2**20, 3.35e12, 989e12)
 # H200 run 0.85 x 143,771 MiB - 16.06 GB weights - 102.5 GiB KV leaves ≈ 2.0 GB.
 ACTIVATION_RESERVE_BYTES = 2.0e9
 
-# Fitted to the H200 measurements of REFERENCE.md §6 by ``python -m
-# inference.engines.sim.fidelity``; the README's sim section shows the fit cell by cell.
+# Fitted, jointly with the frontend below, to the H200 measurements of REFERENCE.md §6 (``python
+# -m inference.engines.sim.fidelity`` prints the fit cell by cell). Physically: the weights stream
+# at 74% of HBM bandwidth; GEMMs run at 75% of dense BF16 peak (cuBLAS reaches 75-80% on Hopper);
+# attention at 28%, lower than FlashAttention-3's dense-kernel figures because a chunk also
+# attends to its cached prefix through the paged KV cache (the 7000-token rows' chunks at 2048
+# need ~17 ms for that part of a 55 ms step); 0.3 ms and 11 µs per request of host time per
+# step; 2.3 ms more for a step with prefill (vLLM's piecewise CUDA graphs); 2.7 ms more for a
+# step that starts an idle engine, where nothing overlaps its set-up and post-processing.
 HOPPER_VLLM_025 = Efficiency(
     bandwidth_efficiency=0.74,
-    mfu=0.70,
-    attention_efficiency=0.45,
-    step_overhead_seconds=0.25e-3,
+    mfu=0.75,
+    attention_efficiency=0.28,
+    step_overhead_seconds=0.3e-3,
     per_sequence_seconds=11e-6,
-    mixed_step_overhead_seconds=2.2e-3,
+    mixed_step_overhead_seconds=2.3e-3,
     roofline_sharpness=4.0,
     jitter_mean_seconds=0.15e-3,
-    frontend_latency_seconds=3.5e-3,
+    idle_start_seconds=2.7e-3,
+)
+
+# vLLM 0.25's AsyncLLM process (REFERENCE.md §6 timed in it). 0.25 tokenizes a raw prompt on the
+# event loop (vLLM moved it to a thread pool after 0.25.0: vllm-project/vllm#49608). Measured here
+# with vLLM 0.32's own code and the gpu-kit tokenizer on this machine's CPU (``python -m
+# inference.engines.sim.frontend_costs``): ``process_inputs`` ~0.1 ms + 0.70 µs per prompt token;
+# ~14 µs per output for ``process_outputs`` and the consumer's turn, a few µs per step message.
+# The per-token stall is fitted at 2.9 µs, 4x the tokenization alone: the measured rows need a
+# 7000-token prompt to hold the loop ~21 ms (their P99 at 8192 sits on that stall), so the
+# benchmark's own per-prompt work on the loop is assumed to make up the rest; a loop-lag probe in
+# the measuring process would settle it.
+VLLM_025_FRONTEND = FrontendCosts(
+    tokenize_seconds=0.5e-3,
+    tokenize_per_token_seconds=2.9e-6,
+    output_batch_seconds=0.1e-3,
+    per_output_seconds=15e-6,
+    ipc_seconds=0.3e-3,
 )
 
 LLAMA_3_8B_H200 = Preset(
@@ -188,6 +240,7 @@ LLAMA_3_8B_H200 = Preset(
     model=LLAMA_3_8B,
     hardware=H200,
     efficiency=HOPPER_VLLM_025,
+    frontend=VLLM_025_FRONTEND,
     max_model_len=8192,
     # Measured: 102.5 GiB of KV cache = 840,016 tokens at gpu_memory_utilization 0.85.
     num_kv_blocks=840_016 // BLOCK_SIZE,
@@ -201,6 +254,7 @@ LLAMA_3_8B_H100 = Preset(
     model=LLAMA_3_8B,
     hardware=H100,
     efficiency=HOPPER_VLLM_025,
+    frontend=VLLM_025_FRONTEND,
     max_model_len=8192,
     num_kv_blocks=kv_cache_blocks(
         H100, LLAMA_3_8B, gpu_memory_utilization=0.9, reserved_bytes=ACTIVATION_RESERVE_BYTES
@@ -210,7 +264,8 @@ LLAMA_3_8B_H100 = Preset(
 )
 
 # A 0.5 B-parameter toy on the H200: steps of about a millisecond, a KV cache small enough to
-# fill in a test, no jitter and no frontend latency so that tests can predict every step.
+# fill in a test, no jitter and a frontend that costs nothing, so that tests can predict every
+# step and every delivery.
 TINY = Preset(
     name="tiny",
     model=ModelShape(
@@ -224,7 +279,8 @@ TINY = Preset(
         vocab_size=32000,
     ),
     hardware=H200,
-    efficiency=replace(HOPPER_VLLM_025, jitter_mean_seconds=0.0, frontend_latency_seconds=0.0),
+    efficiency=replace(HOPPER_VLLM_025, jitter_mean_seconds=0.0, idle_start_seconds=0.0),
+    frontend=FREE_FRONTEND,
     max_model_len=2048,
     num_kv_blocks=256,
     max_num_seqs=16,

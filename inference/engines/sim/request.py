@@ -22,18 +22,27 @@ class SimRequest:
     the next output. A preempted request drops its KV and recomputes prompt and outputs so far.
     ``num_outputs_target`` and ``finish_reason`` are decided before the request starts (the
     simulated model knows where its text ends), so the scheduler never runs a wasted step.
+
+    The ``*_time`` fields are the engine core's; in virtual time the frontend model
+    (:mod:`.frontend`) adds what the caller sees: ``num_delivered`` outputs so far, the
+    first and last delivery, and ``token_times``, one entry per output *event* (outputs that
+    reached the caller together are one event, as in vLLM's ``RequestOutputCollector``).
     """
 
     __slots__ = (
         "arrival_time",
         "block_hashes",
         "blocks",
+        "delivery_seq",
         "finish_reason",
         "finish_time",
+        "first_delivery_time",
         "first_token_time",
+        "last_delivery_time",
         "last_token_time",
         "num_cached_tokens",
         "num_computed",
+        "num_delivered",
         "num_outputs",
         "num_outputs_target",
         "num_preemptions",
@@ -75,6 +84,11 @@ class SimRequest:
         self.first_token_time = math.nan
         self.last_token_time = math.nan
         self.finish_time = math.nan
+        # What the caller sees (virtual time's frontend model).
+        self.num_delivered = 0
+        self.delivery_seq = -1  # the frontend job that last delivered to this request
+        self.first_delivery_time = math.nan
+        self.last_delivery_time = math.nan
         self.token_times: list[float] | None = [] if record_token_times else None
         # Whoever delivers this request's tokens (the real-time engine's stream).
         self.sink = sink
@@ -86,6 +100,11 @@ class SimRequest:
     @property
     def finished(self) -> bool:
         return self.status is Status.FINISHED
+
+    @property
+    def delivered(self) -> bool:
+        """Finished, and every output has reached the caller."""
+        return self.status is Status.FINISHED and self.num_delivered == self.num_outputs
 
     def __repr__(self) -> str:
         return (

@@ -216,12 +216,14 @@ class Scheduler:
     def complete(self, plan: StepPlan, end: float) -> list[SimRequest]:
         """Apply a step that ended at ``end``: advance requests, emit tokens, finish requests.
 
-        Returns the requests that finished in this step. Requests aborted while the step ran
-        are left alone.
+        Returns the requests that got an output token in this step, in the step's order (the
+        engine core's output message); those that finished are marked so. Requests aborted
+        while the step ran are left alone.
         """
         counters, observer = self.counters, self.observer
-        finished: list[SimRequest] = []
-        generated = prefilled = 0
+        emitted: list[SimRequest] = []
+        any_finished = False
+        prefilled = 0
         for req, n in zip(plan.requests, plan.tokens, strict=True):
             if req.status is not _RUNNING:
                 continue
@@ -230,7 +232,7 @@ class Scheduler:
             if computed != req.num_prompt_tokens + req.num_outputs:
                 continue  # a prefill chunk that did not reach the end of the prompt
             req.num_outputs += 1
-            generated += 1
+            emitted.append(req)
             if req.num_outputs == 1 and math.isnan(req.first_token_time):
                 req.first_token_time = end
                 counters.prompt_tokens += req.num_prompt_tokens
@@ -240,21 +242,21 @@ class Scheduler:
             elif observer is not None:
                 observer.on_inter_token(end - req.last_token_time)
             req.last_token_time = end
-            if req.token_times is not None:
-                req.token_times.append(end)
             if req.num_outputs >= req.num_outputs_target:
                 self._finish(req, end)
-                finished.append(req)
-        counters.generation_tokens += generated
+                any_finished = True
+        counters.generation_tokens += len(emitted)
         counters.steps += 1
-        if finished:
+        if any_finished:
             self.running = [r for r in self.running if r.status is _RUNNING]
         self._prev_start, self._prev_end = plan.start, end
         if observer is not None:
-            observer.on_step(prefilled + generated)
-            for req in finished:
-                observer.on_finished(req)
-        return finished
+            observer.on_step(prefilled + len(emitted))
+            if any_finished:
+                for req in emitted:
+                    if req.status is _FINISHED:
+                        observer.on_finished(req)
+        return emitted
 
     def _finish(self, req: SimRequest, end: float) -> None:
         req.status = _FINISHED

@@ -19,6 +19,12 @@ Use (an open-loop workload, then a closed control loop)::
 
 A request's prompt is a token count (content nobody shares) or token ids (prefix caching looks
 them up). ``on_finish`` lets a closed-loop workload submit the next request when one ends.
+
+What a caller of vLLM times is modelled too: requests pass through the frontend process
+(:mod:`.frontend`) on their way in, and every step's outputs on their way out, so token times,
+TTFT and inter-token latencies here are *deliveries* to the caller, the way REFERENCE.md §6
+measured them, and engine-side times (``queued_time``, ``scheduled_time``, the step log) are the
+engine core's.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import numpy as np
 
 from inference.engines.base import BatchingLimits, FinishReason
 from inference.engines.sim.core import EngineCore
+from inference.engines.sim.frontend import Frontend
 from inference.engines.sim.presets import Preset
 from inference.engines.sim.request import SimRequest
 from inference.engines.sim.scheduler import Counters, StepPlan
@@ -54,17 +61,20 @@ class StepRecord:
 
 @dataclass(frozen=True, slots=True)
 class RequestRecord:
+    """One request as its caller saw it, with the engine core's queue and schedule times."""
+
     request_id: str
     arrival_time: float
-    queued_time: float  # reached the scheduler (after the frontend latency)
+    queued_time: float  # reached the scheduler (after the frontend's input processing)
     scheduled_time: float  # first scheduled (NaN while waiting)
-    first_token_time: float
-    finish_time: float
+    first_token_time: float  # the first output reached the caller
+    finish_time: float  # the last output reached the caller (NaN until then)
     num_prompt_tokens: int
-    num_output_tokens: int
+    num_output_tokens: int  # delivered so far
     num_cached_tokens: int
     num_preemptions: int
-    finish_reason: FinishReason | None  # None while unfinished
+    finish_reason: FinishReason | None  # None until the last output is delivered
+    # One entry per output event: outputs that reached the caller together are one event.
     token_times: tuple[float, ...]
 
     @property
@@ -80,8 +90,9 @@ class RequestRecord:
 class WindowStats:
     """Latency percentiles of one time window, as a Prometheus query over it would see them.
 
-    ITLs are the samples observed (tokens emitted) in the window, TTFTs those of requests whose
-    first token came in it. Percentiles are NaN when the window has no sample.
+    ITLs are the samples observed (output events delivered) in the window, TTFTs those of
+    requests whose first token was delivered in it. Percentiles are NaN when the window has no
+    sample.
     """
 
     start: float
@@ -115,11 +126,14 @@ class VirtualSim:
         on_finish: Callable[[VirtualSim, RequestRecord], None] | None = None,
     ) -> None:
         """``history_seconds`` bounds memory on long runs: steps, samples and finished requests
-        older than that are forgotten (``None`` keeps everything)."""
+        older than that are forgotten (``None`` keeps everything). ``on_finish`` is called when
+        a request's last output reaches its caller, at ``record.finish_time``: a closed loop
+        submits the next request at that time or later."""
         if history_seconds is not None and not history_seconds > 0:
             raise ValueError(f"history_seconds must be positive, got {history_seconds}")
         self.preset = preset
-        self.core = EngineCore(preset, limits=limits, seed=seed, observer=self)
+        self.core = EngineCore(preset, limits=limits, seed=seed)
+        self.frontend = Frontend(preset.frontend, self._deliver)
         self.now = 0.0
         self.steps: list[StepRecord] = []
         self._record_token_times = record_token_times
@@ -127,10 +141,15 @@ class VirtualSim:
         self._next_trim = history_seconds or math.inf
         self._on_finish = on_finish
         self._requests: dict[str, SimRequest] = {}
-        self._arrivals: list[tuple[float, int, SimRequest]] = []  # (schedulable at, seq, request)
+        # Requests not yet at the frontend: (arrival, seq, request).
+        self._incoming: list[tuple[float, int, SimRequest]] = []
+        # Requests on their way to the scheduler: (schedulable at, seq, request).
+        self._arrivals: list[tuple[float, int, SimRequest]] = []
         self._limit_changes: list[tuple[float, int, BatchingLimits]] = []
         self._seq = 0  # submission order: names requests, breaks ties between equal times
         self._changes = 0
+        self._fed = -math.inf  # the latest frontend event handled
+        self._deliveries = 0
         self._samples = _SampleLog()
 
     # ---- driving ---------------------------------------------------------------------------
@@ -156,8 +175,9 @@ class VirtualSim:
 
         Returns its id (``request_id``, or ``r<n>`` in submission order).
         """
-        if arrival < self.now:
-            raise ValueError(f"arrival {arrival} is before the simulation's now {self.now}")
+        clock = max(self.now, self._fed)
+        if arrival < clock:
+            raise ValueError(f"arrival {arrival} is before the simulation's now {clock}")
         request_id = request_id or f"r{self._seq}"
         if request_id in self._requests:
             raise ValueError(f"duplicate request id {request_id!r}")
@@ -170,8 +190,7 @@ class VirtualSim:
             record_token_times=self._record_token_times,
         )
         self._requests[request_id] = request
-        latency = self.preset.efficiency.frontend_latency_seconds
-        heapq.heappush(self._arrivals, (arrival + latency, self._seq, request))
+        heapq.heappush(self._incoming, (arrival, self._seq, request))
         self._seq += 1
         return request_id
 
@@ -187,21 +206,26 @@ class VirtualSim:
         self._advance(end, until_idle=False)
 
     def run_until_idle(self, limit: float = math.inf) -> None:
-        """Run until every submitted request has finished (or until ``limit``).
+        """Run until every submitted request has finished and reached its caller (or until
+        ``limit``).
 
-        ``now`` is then the end of the last step, not a later time.
+        ``now`` is then the time of the last thing that happened (a step's end, or the start of
+        the frontend's last delivery), not a later time.
         """
         self._advance(limit, until_idle=True)
 
     def _advance(self, end: float, *, until_idle: bool) -> None:
         scheduler = self.core.scheduler
         while True:
+            self._feed_frontend(self.now)
             self._admit(self.now)
             self._apply_limit_changes(self.now)
             if not scheduler.has_work:
-                if until_idle and not self._arrivals:
+                work = self._next_work()
+                if until_idle and work == math.inf:
                     return
-                upcoming = self._next_event()
+                changes = self._limit_changes
+                upcoming = min(work, changes[0][0]) if changes else work
                 if upcoming >= end:
                     if not until_idle:
                         self.now = max(self.now, end)
@@ -216,9 +240,12 @@ class VirtualSim:
             self._run_step(plan)
 
     def _run_step(self, plan: StepPlan) -> None:
-        end = plan.start + self.core.step_seconds(plan)
+        last = self.steps[-1] if self.steps else None
+        idle = last is None or plan.start > last.start + last.duration
+        end = plan.start + self.core.step_seconds(plan, idle=idle)
+        self._feed_frontend(end)  # what the frontend does while the GPU runs the step
         self._admit(end)
-        finished = self.core.scheduler.complete(plan, end)
+        emitted = self.core.scheduler.complete(plan, end)
         kv = self.core.kv
         scheduler = self.core.scheduler
         self.steps.append(
@@ -233,14 +260,57 @@ class VirtualSim:
                 preemptions=plan.num_preempted,
             )
         )
-        self._samples.close_step(end)
         self.now = end
+        self.frontend.outputs(end, emitted)
+        self._fed = end
         if end >= self._next_trim and self._history is not None:
             self._forget_before(end - self._history)
             self._next_trim = end + self._history / 4
+
+    def _feed_frontend(self, until: float) -> None:
+        """Hand the frontend, in time order, what happens up to ``until``: prompts arriving, and
+        the starts of output jobs (from then on nothing joins them: deliver them)."""
+        frontend, incoming, arrivals = self.frontend, self._incoming, self._arrivals
+        while True:
+            job = frontend.next_start
+            arrival = incoming[0][0] if incoming else math.inf
+            if job <= arrival:
+                if job > until:
+                    return
+                self._fed = job
+                frontend.deliver_next()
+            else:
+                if arrival > until:
+                    return
+                _, seq, request = heapq.heappop(incoming)
+                self._fed = arrival
+                ready = frontend.tokenize(arrival, request.num_prompt_tokens)
+                heapq.heappush(arrivals, (ready, seq, request))
+
+    def _deliver(self, at: float, outputs: list[SimRequest]) -> None:
+        """A frontend job's outputs reach their callers at ``at``: one event per request."""
+        self._deliveries += 1
+        job = self._deliveries
+        samples = self._samples
+        finished: list[SimRequest] = []
+        for req in outputs:
+            req.num_delivered += 1
+            if req.delivery_seq != job:  # else merged into this job's event for the request
+                req.delivery_seq = job
+                if math.isnan(req.last_delivery_time):
+                    req.first_delivery_time = at
+                    samples.ttft.append(at - req.arrival_time)
+                else:
+                    samples.itl.append(at - req.last_delivery_time)
+                req.last_delivery_time = at
+                if req.token_times is not None:
+                    req.token_times.append(at)
+            if req.num_delivered == req.num_outputs_target:
+                finished.append(req)
+        samples.close(at, len(outputs))
         if self._on_finish is not None:
-            for request in finished:
-                self._on_finish(self, _record(request))
+            for req in finished:
+                self._on_finish(self, _record(req))
 
     def _admit(self, until: float) -> None:
         arrivals, scheduler = self._arrivals, self.core.scheduler
@@ -253,27 +323,13 @@ class VirtualSim:
         while changes and changes[0][0] <= now:
             self.core.limits = heapq.heappop(changes)[2]
 
-    def _next_event(self) -> float:
-        candidates = [math.inf]
-        if self._arrivals:
-            candidates.append(self._arrivals[0][0])
-        if self._limit_changes:
-            candidates.append(self._limit_changes[0][0])
+    def _next_work(self) -> float:
+        """When the next request arrives somewhere, or the frontend next delivers (∞: never)."""
+        candidates = [math.inf, self.frontend.next_start]
+        for heap in (self._incoming, self._arrivals):
+            if heap:
+                candidates.append(heap[0][0])
         return min(candidates)
-
-    # ---- StepObserver: collect samples for windows -------------------------------------------
-
-    def on_first_token(self, request: SimRequest) -> None:
-        self._samples.ttft.append(request.first_token_time - request.arrival_time)
-
-    def on_inter_token(self, seconds: float) -> None:
-        self._samples.itl.append(seconds)
-
-    def on_finished(self, request: SimRequest) -> None:
-        pass
-
-    def on_step(self, iteration_tokens: int) -> None:
-        pass
 
     # ---- reading results ---------------------------------------------------------------------
 
@@ -284,20 +340,19 @@ class VirtualSim:
         return [_record(r) for r in self._requests.values()]
 
     def itl_samples(self, start: float, end: float) -> list[float]:
-        """Every inter-token latency emitted by a step that ended in ``[start, end)``."""
+        """Every inter-token latency whose output event was delivered in ``[start, end)``."""
         return self._samples.between(self._samples.itl, self._samples.itl_offsets, start, end)
 
     def ttft_samples(self, start: float, end: float) -> list[float]:
-        """Every time to first token emitted by a step that ended in ``[start, end)``."""
+        """Every time to first token whose first output was delivered in ``[start, end)``."""
         return self._samples.between(self._samples.ttft, self._samples.ttft_offsets, start, end)
 
     def window(self, start: float, end: float) -> WindowStats:
-        """ITL and TTFT percentiles of the samples emitted by steps ending in ``[start, end)``."""
+        """ITL and TTFT percentiles of the samples delivered in ``[start, end)``."""
         itl = self.itl_samples(start, end)
         ttft = self.ttft_samples(start, end)
         p50, p90, p99, p100 = _percentiles(itl, (50, 90, 99, 100))
         t50, t99 = _percentiles(ttft, (50, 99))
-        tokens = len(itl) + len(ttft)  # every generated token is one or the other
         duration = end - start
         return WindowStats(
             start=start,
@@ -310,70 +365,89 @@ class VirtualSim:
             ttft_count=len(ttft),
             ttft_p50=t50,
             ttft_p99=t99,
-            generation_tokens_per_second=tokens / duration if duration > 0 else math.nan,
+            generation_tokens_per_second=(
+                self._samples.tokens_between(start, end) / duration if duration > 0 else math.nan
+            ),
         )
 
     def _forget_before(self, cutoff: float) -> None:
-        dropped = self._samples.trim_before(cutoff)
-        del self.steps[:dropped]
+        self._samples.trim_before(cutoff)
+        del self.steps[: bisect_left(self.steps, cutoff, key=lambda s: s.start + s.duration)]
         self._requests = {
-            rid: r for rid, r in self._requests.items() if not r.finished or r.finish_time >= cutoff
+            rid: r
+            for rid, r in self._requests.items()
+            if not r.delivered or r.last_delivery_time >= cutoff
         }
 
 
 class _SampleLog:
-    """ITL and TTFT samples in emission order, indexed by the end of the step that emitted them.
+    """ITL and TTFT samples in delivery order, indexed by the time of the delivery that made them.
 
-    ``*_offsets[k]`` is the number of samples after step ``k``, so step ``k``'s samples are
-    ``values[offsets[k - 1]:offsets[k]]``.
+    ``*_offsets[k]`` is the number of samples after delivery ``k``, so delivery ``k``'s samples
+    are ``values[offsets[k - 1]:offsets[k]]``; ``tokens[k]`` counts the tokens delivered up to
+    and including delivery ``k`` (merged outputs make fewer samples than tokens).
     """
 
     def __init__(self) -> None:
         self.itl = array("d")
         self.ttft = array("d")
-        self.ends: list[float] = []
+        self.times: list[float] = []
         self.itl_offsets: list[int] = []
         self.ttft_offsets: list[int] = []
+        self.tokens: list[int] = []
+        self._tokens = 0
+        self._dropped_tokens = 0
 
-    def close_step(self, end: float) -> None:
-        self.ends.append(end)
+    def close(self, at: float, tokens: int) -> None:
+        self._tokens += tokens
+        self.times.append(at)
         self.itl_offsets.append(len(self.itl))
         self.ttft_offsets.append(len(self.ttft))
+        self.tokens.append(self._tokens)
 
     def between(
         self, values: array[float], offsets: list[int], start: float, end: float
     ) -> list[float]:
-        first = bisect_left(self.ends, start)
-        last = bisect_left(self.ends, end)
+        first = bisect_left(self.times, start)
+        last = bisect_left(self.times, end)
         lo = offsets[first - 1] if first > 0 else 0
         hi = offsets[last - 1] if last > 0 else 0
         return values[lo:hi].tolist()
 
-    def trim_before(self, cutoff: float) -> int:
-        """Forget the steps that ended before ``cutoff``; returns how many."""
-        steps = bisect_left(self.ends, cutoff)
-        if steps == 0:
-            return 0
+    def tokens_between(self, start: float, end: float) -> int:
+        first = bisect_left(self.times, start)
+        last = bisect_left(self.times, end)
+        lo = self.tokens[first - 1] if first > 0 else self._dropped_tokens
+        hi = self.tokens[last - 1] if last > 0 else self._dropped_tokens
+        return hi - lo
+
+    def trim_before(self, cutoff: float) -> None:
+        """Forget the deliveries made before ``cutoff``."""
+        dropped = bisect_left(self.times, cutoff)
+        if dropped == 0:
+            return
         for values, offsets in ((self.itl, self.itl_offsets), (self.ttft, self.ttft_offsets)):
-            dropped = offsets[steps - 1]
-            del values[:dropped]
-            offsets[:] = [n - dropped for n in offsets[steps:]]
-        del self.ends[:steps]
-        return steps
+            count = offsets[dropped - 1]
+            del values[:count]
+            offsets[:] = [n - count for n in offsets[dropped:]]
+        self._dropped_tokens = self.tokens[dropped - 1]
+        del self.tokens[:dropped]
+        del self.times[:dropped]
 
 
 def _record(request: SimRequest) -> RequestRecord:
+    delivered = request.delivered
     return RequestRecord(
         request_id=request.request_id,
         arrival_time=request.arrival_time,
         queued_time=request.queued_time,
         scheduled_time=request.scheduled_time,
-        first_token_time=request.first_token_time,
-        finish_time=request.finish_time,
+        first_token_time=request.first_delivery_time,
+        finish_time=request.last_delivery_time if delivered else math.nan,
         num_prompt_tokens=request.num_prompt_tokens,
-        num_output_tokens=request.num_outputs,
+        num_output_tokens=request.num_delivered,
         num_cached_tokens=request.num_cached_tokens,
         num_preemptions=request.num_preemptions,
-        finish_reason=request.finish_reason if request.finished else None,
+        finish_reason=request.finish_reason if delivered else None,
         token_times=tuple(request.token_times or ()),
     )

@@ -304,7 +304,7 @@ async def test_a_crashed_step_loop_fails_streams_and_readiness(
     stream = engine.generate(await request(engine, "a", "go", 1000, LONG))
     await stream.__anext__()
 
-    def broken(plan: Any) -> float:
+    def broken(plan: Any, **kwargs: Any) -> float:
         raise RuntimeError("simulated bug")
 
     monkeypatch.setattr(engine._core, "step_seconds", broken)
@@ -312,6 +312,23 @@ async def test_a_crashed_step_loop_fails_streams_and_readiness(
         await collect(stream)
     assert caught.value.kind is EngineErrorKind.DEAD
     assert not engine.ready
+
+
+async def test_only_a_step_that_starts_an_idle_engine_pays_the_idle_start(
+    engine: SimEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flags: list[bool] = []
+    step_seconds = engine._core.step_seconds
+
+    def spy(plan: Any, *, idle: bool = False) -> float:
+        flags.append(idle)
+        return step_seconds(plan, idle=idle)
+
+    monkeypatch.setattr(engine._core, "step_seconds", spy)
+    await collect(engine.generate(await request(engine, "a", "go", 5, LONG)))
+    assert flags == [True, False, False, False, False]  # the prefill, then four decodes
+    await collect(engine.generate(await request(engine, "b", "again", 2, LONG)))
+    assert flags[5:] == [True, False]  # idle again in between
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,6 @@ def request(
         num_outputs_target=outputs,
         finish_reason=FinishReason.LENGTH,
         block_hashes=prompt_block_hashes(ids, BLOCK) if ids is not None else None,
-        record_token_times=True,
     )
 
 
@@ -79,10 +78,12 @@ def test_tokens_and_timestamps_follow_the_steps() -> None:
     s = make_scheduler()
     r = request("r", 6, outputs=3)
     s.add(r, 0.5)
+    emitted = []
     for t in (1.0, 2.0, 3.0):
-        step(s, t, duration=0.5)
+        plan = s.schedule(t)
+        emitted.append(s.complete(plan, t + 0.5))
+    assert emitted == [[r], [r], [r]]  # each step's output message
     assert r.status is Status.FINISHED
-    assert r.token_times == [1.5, 2.5, 3.5]
     assert (r.scheduled_time, r.first_token_time, r.finish_time) == (1.0, 1.5, 3.5)
     assert s.counters.generation_tokens == 3
     assert s.counters.prompt_tokens == 6

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from inference.engines.base import BatchingLimits, FinishReason
-from inference.engines.sim.presets import TINY, get_preset
+from inference.engines.sim.presets import TINY, FrontendCosts, get_preset
 from inference.engines.sim.virtual import RequestRecord, VirtualSim
 
 H200 = get_preset("llama-3-8b@h200")
@@ -36,12 +36,92 @@ def test_a_request_is_recorded_from_arrival_to_finish() -> None:
     assert record.time_to_first_token == pytest.approx(record.first_token_time - 1.0)
 
 
-def test_the_frontend_latency_delays_scheduling() -> None:
-    sim = VirtualSim(H200)
-    rid = sim.submit(arrival=0.0, prompt=100, output_tokens=1)
+# The H200 preset without host jitter and with round frontend costs: times can be predicted.
+FRONTEND = FrontendCosts(
+    tokenize_seconds=0.2e-3,
+    tokenize_per_token_seconds=2e-6,  # a 7000-token prompt stalls the loop for 14.2 ms
+    output_batch_seconds=0.1e-3,
+    per_output_seconds=10e-6,
+    ipc_seconds=0.3e-3,
+)
+STEADY = replace(
+    H200, efficiency=replace(H200.efficiency, jitter_mean_seconds=0.0), frontend=FRONTEND
+)
+
+
+def test_a_prompt_reaches_the_scheduler_after_the_frontend_processed_it() -> None:
+    sim = VirtualSim(STEADY)
+    rid = sim.submit(arrival=0.0, prompt=1000, output_tokens=1)
     sim.run_until_idle()
-    latency = H200.efficiency.frontend_latency_seconds
-    assert sim.record(rid).scheduled_time == pytest.approx(latency)
+    record = sim.record(rid)
+    assert record.queued_time == pytest.approx(0.2e-3 + 2e-3 + 0.3e-3)
+    assert record.scheduled_time == record.queued_time  # an idle engine starts at once
+    step = sim.steps[0]
+    delivered = step.start + step.duration + 0.1e-3 + 10e-6
+    assert record.first_token_time == pytest.approx(delivered)
+    assert record.time_to_first_token == pytest.approx(delivered)
+
+
+def test_a_step_that_starts_an_idle_engine_pays_the_idle_start() -> None:
+    sim = VirtualSim(STEADY)
+    sim.submit(arrival=0.0, prompt=128, output_tokens=3)
+    sim.submit(arrival=5.0, prompt=128, output_tokens=3)
+    sim.run_until_idle()
+    roofline = sim.core.roofline
+    idle = STEADY.efficiency.idle_start_seconds
+    assert idle > 0
+    starts = [s for s in sim.steps if s.prefill_tokens]
+    assert [s.duration for s in starts] == [
+        pytest.approx(roofline.prefill_step_seconds(128) + idle)
+    ] * 2
+    decodes = [s for s in sim.steps if not s.prefill_tokens]
+    assert all(s.duration < roofline.prefill_step_seconds(128) for s in decodes)
+
+
+def decoders(sim: VirtualSim, n: int = 32, outputs: int = 400) -> list[str]:
+    """``n`` decoders arriving 10 ms apart (the loop tokenizes each before the next)."""
+    return [sim.submit(arrival=0.01 * i, prompt=128, output_tokens=outputs) for i in range(n)]
+
+
+def test_the_frontend_runs_behind_the_engine_by_its_processing() -> None:
+    sim = VirtualSim(STEADY, limits=BatchingLimits(256, 8192))
+    ids = decoders(sim, outputs=200)
+    sim.run_until_idle()
+    for rid in ids:
+        record = sim.record(rid)
+        assert len(record.token_times) == record.num_output_tokens == 200  # no merging
+    # Once all are decoding, each step's 32 outputs reach their callers one job after its end.
+    step = next(s for s in sim.steps if s.start > 0.5)
+    end = step.start + step.duration
+    delivered = [t for t in sim.record(ids[0]).token_times if end <= t < end + 1e-3]
+    assert delivered == [pytest.approx(end + 0.1e-3 + 32 * 10e-6)]
+
+
+def test_a_long_prompt_stalls_every_decoder_once_and_merges_their_tokens() -> None:
+    sim = VirtualSim(STEADY, limits=BatchingLimits(256, 8192))
+    ids = decoders(sim)
+    sim.submit(arrival=0.5, prompt=7000, output_tokens=1)
+    sim.run_until(1.0)
+    stall = 0.2e-3 + 7000 * 2e-6
+    for rid in ids:
+        record = sim.record(rid)
+        spans = [(a, b) for a, b in itertools.pairwise(record.token_times) if a <= 0.5 < b]
+        # One event spans the stall: the decoder saw nothing while the loop tokenized.
+        assert len(spans) == 1
+        assert spans[0][1] - spans[0][0] >= stall
+        # The steps that ended meanwhile reached it together: fewer events than tokens.
+        assert len(record.token_times) < record.num_output_tokens
+
+
+def test_windows_count_tokens_not_events() -> None:
+    sim = VirtualSim(STEADY, limits=BatchingLimits(256, 8192))
+    decoders(sim, outputs=300)
+    sim.submit(arrival=0.5, prompt=7000, output_tokens=1)
+    sim.run_until_idle()
+    window = sim.window(0.0, sim.now + 1.0)
+    tokens = round(window.generation_tokens_per_second * (sim.now + 1.0))
+    assert tokens == sim.counters.generation_tokens == 32 * 300 + 1
+    assert tokens > window.itl_count + window.ttft_count  # merged events carry several tokens
 
 
 def test_same_seed_same_run_and_another_seed_another_jitter() -> None:
@@ -195,6 +275,34 @@ def test_a_closed_loop_replaces_finished_requests() -> None:
     assert len(finished) == 10
     records = [sim.record(r) for r in finished]
     assert all(b.arrival_time == a.finish_time for a, b in itertools.pairwise(records))
+
+
+def test_a_closed_loop_submits_when_the_caller_has_the_last_token() -> None:
+    finished: list[RequestRecord] = []
+
+    def again(sim: VirtualSim, record: RequestRecord) -> None:
+        finished.append(record)
+        assert record.finish_reason is FinishReason.LENGTH
+        assert record.finish_time >= sim.now  # the clock has not passed the delivery
+        if len(finished) <= 16:  # four to start with, sixteen more
+            sim.submit(arrival=record.finish_time, prompt=500, output_tokens=30)
+
+    sim = VirtualSim(STEADY, on_finish=again)
+    for i in range(4):
+        sim.submit(arrival=0.001 * i, prompt=500, output_tokens=30)
+    sim.run_until_idle()
+    assert len(finished) == 20
+    assert all(r.num_output_tokens == 30 for r in finished)
+
+
+def test_a_callback_cannot_submit_into_the_frontend_s_past() -> None:
+    def late(sim: VirtualSim, record: RequestRecord) -> None:
+        sim.submit(arrival=record.finish_time - 0.01, prompt=10, output_tokens=1)
+
+    sim = VirtualSim(STEADY, on_finish=late)
+    sim.submit(arrival=0.0, prompt=10, output_tokens=2)
+    with pytest.raises(ValueError, match="before the simulation's now"):
+        sim.run_until_idle()
 
 
 @pytest.mark.parametrize(
