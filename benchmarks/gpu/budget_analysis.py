@@ -250,7 +250,12 @@ def render_cells(stats: Sequence[WindowStats]) -> list[str]:
             values = [r.cells_ms[i] for r in reps]
             ref = reference[i] if reference else float("nan")
             low, high = min(values), max(values)
-            verdict = "yes" if low <= ref <= high else f"no ({ref / np.median(values):.2f}x)"
+            if reference is None:
+                verdict = "-"
+            elif low <= ref <= high:
+                verdict = "yes"
+            else:
+                verdict = f"no ({ref / np.median(values):.2f}x)"
             mark = " **(disputed)**" if (key, column) in DISPUTED else ""
             lines.append(
                 f"| {key[0]} | {key[1]} | {column}{mark} | {_cell(ref)} | "

@@ -234,7 +234,7 @@ async def workload(bench: Bench, run: Run, length: int, per_second: float) -> No
 
 
 def _engine_args(model: str, plan: Plan) -> Any:
-    from vllm import AsyncEngineArgs
+    from vllm.engine.arg_utils import AsyncEngineArgs
 
     known = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
     kwargs = {k: v for k, v in plan.engine if k in known}

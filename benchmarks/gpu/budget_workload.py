@@ -37,13 +37,16 @@ class Plan:
     workloads: tuple[tuple[int, float], ...] = ((2000, 4.0), (7000, 1.0))
     budgets: tuple[int, ...] = (8192, 2048, 512)
     repetitions: int = 3
-    warmup_seconds: float = 3.0
-    settle_seconds: float = 2.0  # after a budget change, before the window opens
+    # Before a workload's first window, and for the decoders to spread out at the start.
+    warmup_seconds: float = 2.5
+    # After a budget change, before the window opens: the change holds from the next step, and
+    # the long prompt whose chunks straddle it is prefilled within 0.3 s at any budget here.
+    settle_seconds: float = 0.5
     window_seconds: float = 20.0
     lone_prompt_tokens: tuple[int, ...] = (2000, 7000)
     lone_idle_runs: int = 5
     lone_busy_runs: int = 8
-    lone_gap_seconds: float = 0.5
+    lone_gap_seconds: float = 0.4
     distinct_prompts: int = 8  # per length; prefix caching is off, so only realism needs them
 
     @property
