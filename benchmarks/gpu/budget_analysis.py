@@ -227,6 +227,81 @@ def render_lone(rows: Sequence[LoneRow]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class PromptRow:
+    """What one long prompt did to the decoders, by workload and budget (``budget`` 0: lone)."""
+
+    setting: str  # "stream", "idle" or "busy"
+    prompt_tokens: int
+    budget: int
+    loop_stall_ms: list[float]  # the loop-lag probe's longest lag just after submission
+    held_step_ms: list[float]  # the step before the prompt's first chunk (see first_chunks)
+    first_chunk_step_ms: list[float]
+
+
+# A prompt's tokenization stalls the loop right after submission; 40 ms holds a 7000-token one.
+_STALL_SECONDS = 0.04
+# The first step after submission carrying at least this share of min(prompt, budget) as
+# prefill is the prompt's first chunk (a decoder's 128-token prompt never reaches it).
+_CHUNK_SHARE = 0.6
+LONE_BUDGET = 8192  # the lone prompts run at the start budget
+
+
+def _settings(raw: Raw, windows: Sequence[Window]) -> list[tuple[int, str, int, int, float]]:
+    """(request, setting, prompt tokens, budget, submitted) of every long or lone prompt;
+    stream prompts only inside a window, where the budget is known."""
+    out: list[tuple[int, str, int, int, float]] = []
+    for rid, kind, length, submitted in zip(
+        raw.request_id.tolist(), raw.request_kind.tolist(),
+        raw.request_prompt_tokens.tolist(), raw.request_submitted.tolist(), strict=True,
+    ):
+        if kind == Kind.LONG:
+            inside = [w for w in windows if w.start <= submitted < w.end]
+            if inside:
+                out.append((rid, "stream", length, inside[0].budget, submitted))
+        elif kind in (Kind.LONE_IDLE, Kind.LONE_BUSY):
+            setting = "idle" if kind == Kind.LONE_IDLE else "busy"
+            out.append((rid, setting, length, LONE_BUDGET, submitted))
+    return out
+
+
+def prompt_rows(ix: Indexed, windows: Sequence[Window]) -> list[PromptRow]:
+    """Per long prompt: how long the frontend's loop stalled when it was submitted, and how the
+    engine core's steps around its first chunk went. With async scheduling the engine core
+    prepares step k+1 before it hands out step k's outputs, so a first chunk's preparation
+    shows up as a *held* step k: a decode step that takes far longer than 7 ms."""
+    raw = ix.raw
+    ready = raw.step_column("output_ready")
+    prefill = raw.step_column("prefill_tokens")
+    rows: dict[tuple[str, int, int], PromptRow] = {}
+    for rid, setting, length, budget, submitted in _settings(raw, windows):
+        row = rows.setdefault((setting, length, budget),
+                              PromptRow(setting, length, budget, [], [], []))
+        near = _in(raw.probe_time, submitted, submitted + _STALL_SECONDS)
+        if near.any():
+            row.loop_stall_ms.append(float(raw.probe_lag[near].max()) / MS)
+        first = ix.first_output.get(rid)
+        if first is None:
+            continue
+        candidates = np.nonzero((ready >= submitted) & (ready <= first)
+                                & (prefill >= _CHUNK_SHARE * min(length, budget)))[0]
+        if candidates.size and candidates[0] > 0:
+            chunk = int(candidates[0])
+            row.held_step_ms.append(float(ix.step_duration[chunk - 1]) / MS)
+            row.first_chunk_step_ms.append(float(ix.step_duration[chunk]) / MS)
+    return list(rows.values())
+
+
+def render_prompts(rows: Sequence[PromptRow]) -> str:
+    lines = ["| long prompt | setting | budget | loop stall at submission ms | step before its "
+             "first chunk (held) ms | first chunk step ms |",
+             "| ---: | --- | ---: | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r.prompt_tokens} | {r.setting} | {r.budget} | {_spread(r.loop_stall_ms)} "
+                     f"| {_spread(r.held_step_ms)} | {_spread(r.first_chunk_step_ms)} |")
+    return "\n".join(lines)
+
+
 def windows_of(summary: dict[str, Any]) -> list[Window]:
     return [Window(**w) for w in summary["windows"]]
 
@@ -305,9 +380,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     ix = index(raw)
-    print(render([window_stats(ix, w) for w in windows_of(summary)]))
+    windows = windows_of(summary)
+    print(render([window_stats(ix, w) for w in windows]))
     print()
     print(render_lone(lone_rows(ix)))
+    print()
+    print(render_prompts(prompt_rows(ix, windows)))
     return 0
 
 

@@ -46,8 +46,10 @@ from benchmarks.gpu.budget_analysis import (
     Window,
     index,
     lone_rows,
+    prompt_rows,
     render,
     render_lone,
+    render_prompts,
     stats_as_json,
     window_stats,
 )
@@ -295,15 +297,17 @@ def _summary(run: Run, bench: Bench) -> None:
     ix = index(load([run.out / name for name in run.raw_files]))
     stats = [window_stats(ix, w) for w in run.windows]
     lone = lone_rows(ix)
+    prompts = prompt_rows(ix, run.windows)
     summary = {
         "meta": run.meta, "plan": dataclasses.asdict(run.plan),
         "windows": [dataclasses.asdict(w) for w in run.windows],
         "window_reports": run.window_reports, "skipped": run.skipped,
         "prompt_tokens_seen_by_vllm": bench.prompt_checks, "raw_files": run.raw_files,
         "stats": stats_as_json(stats), "lone": [dataclasses.asdict(r) for r in lone],
+        "prompts": [dataclasses.asdict(r) for r in prompts],
     }
     (run.out / "budget_summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    text = "\n\n".join([render(stats), render_lone(lone)])
+    text = "\n\n".join([render(stats), render_lone(lone), render_prompts(prompts)])
     (run.out / "budget_summary.md").write_text(text + "\n")
     print(text, flush=True)
 

@@ -174,3 +174,33 @@ def test_a_broken_run_directory_is_a_clear_error(
     assert "cannot read the run" in err
     assert why in err
     assert "Traceback" not in err
+
+
+def test_a_long_prompt_gets_its_loop_stall_and_the_held_step_before_its_first_chunk() -> None:
+    clock = Clock()
+    recorder = Recorder(clock)
+    clock.now = 1.100
+    long_id = recorder.request(Kind.LONG, slot=-1, prompt_tokens=2000, max_tokens=4)
+    recorder.probe(1.106, 0.0055)  # tokenization held the loop
+    recorder.probe(1.300, 0.0001)  # too late to be this prompt's
+    clock.now = 1.180
+    recorder.event(long_id, 1)
+    # A decode step whose outputs waited 30 ms for the chunk step's preparation, then the chunk.
+    recorder.steps([(1.100, 1.107, 1.1071, 64, 64, 0, 64, 0),
+                    (1.101, 1.140, 1.1401, 64, 64, 0, 64, 0),
+                    (1.108, 1.160, 1.1601, 2064, 65, 2000, 65, 0)])
+    (row,) = analysis.prompt_rows(analysis.index(recorder.cut()), [WINDOW])
+    assert (row.setting, row.prompt_tokens, row.budget) == ("stream", 2000, 8192)
+    assert row.loop_stall_ms == pytest.approx([5.5])
+    assert row.held_step_ms == pytest.approx([33.0])
+    assert row.first_chunk_step_ms == pytest.approx([20.0])
+    rendered = analysis.render_prompts([row])
+    assert "| 2000 | stream | 8192 | 5.50 (5.50-5.50, n=1) | 33.00" in rendered
+
+
+def test_a_stream_prompt_outside_every_window_is_left_out() -> None:
+    clock = Clock()
+    recorder = Recorder(clock)
+    clock.now = 5.0
+    recorder.request(Kind.LONG, slot=-1, prompt_tokens=2000, max_tokens=4)
+    assert analysis.prompt_rows(analysis.index(recorder.cut()), [WINDOW]) == []
