@@ -75,6 +75,20 @@ class EngineCore:
             seconds += self._rng.expovariate(self._jitter_rate)
         return seconds
 
+    def hold_seconds(self, plan: StepPlan) -> float:
+        """How long after its end the previous step's outputs wait for ``plan``'s preparation
+        (see ``Efficiency.new_request_hold_seconds``)."""
+        shape, eff = plan.shape, self.preset.efficiency
+        if shape.new_prompts == 0:
+            return 0.0
+        if shape.scheduled_tokens > eff.cudagraph_max_tokens:
+            hold = eff.new_request_hold_large_seconds
+        else:
+            hold = eff.new_request_hold_seconds
+        if hold and eff.new_request_hold_spread:
+            hold *= 1.0 + eff.new_request_hold_spread * (2.0 * self._rng.random() - 1.0)
+        return hold
+
     def check_fits(self, num_prompt_tokens: int, max_tokens: int) -> None:
         """Raise :class:`RequestTooLarge` for a request this preset can never run."""
         preset = self.preset

@@ -82,32 +82,15 @@ BUDGET_ROWS = (
 )
 
 
-_SHORT_SPIKE = (
-    "These rows see the ~2000-token prefill step shorter than the rest of §6 allows. A roofline "
-    "step with GEMMs at no more than 80% of peak that gives the 7000-token step the ≥ 166 ms "
-    "its row's 194.8 ms maximum needs, and the prefill table its 51.8 ms at 2048 tokens, makes "
-    "a 2000-token chunk next to 64 decodes take ≥ 43 ms (the sim: 45-50 ms, with the "
-    "replacement prompts that join the step); the P99s (35.4 / 36.6 ms: two thirds of these "
-    "spikes under 36 ms) and the maximum at 8192 (41.3 ms) need 36-41 ms, while the same rows' "
-    "TTFT p50 (61.1 / 68.5 ms) agrees with ~45 ms. The frontend cannot hide 5-10 ms of a step: "
-    "it would have to run that far behind when the spike starts, but the decode table bounds "
-    "its cost per output below 44 µs (256 outputs per 11.2 ms step without merging; vLLM 0.32 "
-    "measured here: 15 µs), so it runs ~1 ms behind. The maxima at 8192 and 2048 (41.3 and "
-    "55.7 ms) are the same prefill step 35% apart; the sim keeps the one at 2048."
-)
-
 # Cells the simulator does not bring within the tolerance, and why: the calibration test holds
 # every other cell to ±15% and expects exactly these to miss it.
 UNREPRODUCED: dict[tuple[str, str, str], str] = {
-    ("budget", "2000 @ 4/s, budget 8192", "ITL p99"): _SHORT_SPIKE,
-    ("budget", "2000 @ 4/s, budget 8192", "ITL max"): _SHORT_SPIKE,
-    ("budget", "2000 @ 4/s, budget 2048", "ITL p99"): _SHORT_SPIKE,
-    ("budget", "7000 @ 1/s, budget 2048", "ITL max"): (
-        "One sample, 1.7x the row's P99. The workload's longest step is the third 1,982-token "
-        "chunk (~55 ms), and the frontend stalls when a prompt arrives, before its chunks start: "
-        "at a steady 1/s none lands on a chunk. 93 ms needs a ~40 ms stall at a random moment "
-        "(a garbage-collection pass in the AsyncLLM process, whose heap vLLM does not freeze "
-        "outside its API server, would do it); one such event is noise to a deterministic model."
+    ("budget", "2000 @ 4/s, budget 2048", "ITL max"): (
+        "One sample. With async scheduling the ~50 ms of a 2000-token prompt's first chunk "
+        "reach the decoders as two gaps (the decode step before it is held until the chunk "
+        "step is prepared, then the chunk's remainder), so the sim's worst gap here is ~36 ms. "
+        "Three repetitions on the H200 (benchmarks/gpu/results/budget_h200.md) measured 40.4, "
+        "43.0 and 50.0 ms: none reached §6's 55.7 ms."
     ),
 }
 

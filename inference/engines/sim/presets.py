@@ -88,6 +88,19 @@ class Efficiency:
     # the next step's inputs and launches its kernels while the GPU runs the current one, and
     # post-processes each step while the GPU runs the next; from idle, none of it overlaps.
     idle_start_seconds: float = 0.0
+    # With async scheduling the engine core prepares and launches step k+1 before it hands out
+    # step k's outputs. A step that admits a new prompt takes long to prepare, so step k's
+    # outputs leave this long after step k ends (its GPU time is not delayed, only the
+    # release; the next step cannot end before it): ``new_request_hold_seconds`` for a batch
+    # of at most ``cudagraph_max_tokens`` (replayed from a captured CUDA graph),
+    # ``new_request_hold_large_seconds`` above it, each scaled by a uniform factor in
+    # ``1 ± new_request_hold_spread``. Measured on the H200 (benchmarks/gpu/results/
+    # budget_h200.md): the decode step before a 2000-token prompt's first chunk releases its
+    # outputs 26-29 ms after it began (16-37 ms), a plain decode step after 7 ms.
+    new_request_hold_seconds: float = 0.0
+    new_request_hold_large_seconds: float = 0.0
+    new_request_hold_spread: float = 0.0
+    cudagraph_max_tokens: int = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +229,8 @@ HOPPER_VLLM_025 = Efficiency(
     roofline_sharpness=4.0,
     jitter_mean_seconds=0.15e-3,
     idle_start_seconds=2.7e-3,
+    new_request_hold_large_seconds=18e-3,
+    new_request_hold_spread=0.4,
 )
 
 # vLLM 0.25's AsyncLLM process (REFERENCE.md §6 timed in it). 0.25 tokenizes a raw prompt on the
@@ -279,7 +294,8 @@ TINY = Preset(
         vocab_size=32000,
     ),
     hardware=H200,
-    efficiency=replace(HOPPER_VLLM_025, jitter_mean_seconds=0.0, idle_start_seconds=0.0),
+    efficiency=replace(HOPPER_VLLM_025, jitter_mean_seconds=0.0, idle_start_seconds=0.0,
+                       new_request_hold_large_seconds=0.0),
     frontend=FREE_FRONTEND,
     max_model_len=2048,
     num_kv_blocks=256,

@@ -47,6 +47,8 @@ class StepShape:
     attention_pairs: int = 0
     # Requests that sample a token at the end of this step (decodes and completing prefills).
     sampled_tokens: int = 0
+    # Prompts whose first chunk this step computes (new requests, or preempted ones again).
+    new_prompts: int = 0
 
     def add_decode(self, context_tokens: int) -> None:
         self.num_seqs += 1
@@ -59,6 +61,8 @@ class StepShape:
         self.prefill_tokens += tokens
         self.prefill_context_tokens += start
         self.attention_pairs += tokens * start + tokens * (tokens + 1) // 2
+        if start == 0:
+            self.new_prompts += 1
         if samples:
             self.sampled_tokens += 1
 

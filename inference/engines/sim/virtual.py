@@ -151,6 +151,8 @@ class VirtualSim:
         self._fed = -math.inf  # the latest frontend event handled
         self._deliveries = 0
         self._samples = _SampleLog()
+        # The last step's end and outputs, until the next step's preparation lets them go.
+        self._held: tuple[float, list[SimRequest]] | None = None
 
     # ---- driving ---------------------------------------------------------------------------
 
@@ -221,6 +223,7 @@ class VirtualSim:
             self._admit(self.now)
             self._apply_limit_changes(self.now)
             if not scheduler.has_work:
+                self._release(0.0)
                 work = self._next_work()
                 if until_idle and work == math.inf:
                     return
@@ -237,12 +240,14 @@ class VirtualSim:
             plan = scheduler.schedule(self.now)
             if plan.empty:
                 raise RuntimeError(f"nothing schedulable at {self.now}: {scheduler.waiting[0]!r}")
-            self._run_step(plan)
+            released = self._release(self.core.hold_seconds(plan))
+            self._run_step(plan, not_before=released)
 
-    def _run_step(self, plan: StepPlan) -> None:
+    def _run_step(self, plan: StepPlan, *, not_before: float = -math.inf) -> None:
         last = self.steps[-1] if self.steps else None
         idle = last is None or plan.start > last.start + last.duration
-        end = plan.start + self.core.step_seconds(plan, idle=idle)
+        # The step cannot end before the host has prepared it (it released the last outputs).
+        end = max(plan.start + self.core.step_seconds(plan, idle=idle), not_before)
         self._feed_frontend(end)  # what the frontend does while the GPU runs the step
         self._admit(end)
         emitted = self.core.scheduler.complete(plan, end)
@@ -261,11 +266,23 @@ class VirtualSim:
             )
         )
         self.now = end
-        self.frontend.outputs(end, emitted)
-        self._fed = end
+        self._held = (end, emitted)
         if end >= self._next_trim and self._history is not None:
             self._forget_before(end - self._history)
             self._next_trim = end + self._history / 4
+
+    def _release(self, hold: float) -> float:
+        """Hand the last step's outputs to the frontend ``hold`` after the step ended; returns
+        when (-inf if there were none)."""
+        if self._held is None:
+            return -math.inf
+        end, emitted = self._held
+        self._held = None
+        at = end + hold
+        self._feed_frontend(at)
+        self.frontend.outputs(at, emitted)
+        self._fed = at
+        return at
 
     def _feed_frontend(self, until: float) -> None:
         """Hand the frontend, in time order, what happens up to ``until``: prompts arriving, and
