@@ -208,18 +208,23 @@ def _wants_openmetrics(accept: str) -> bool:
     return any(part.split(";")[0].strip() == OPENMETRICS for part in accept.split(","))
 
 
-async def _metrics(request: web.Request) -> web.Response:
-    registry = request.app[keys.REGISTRY]
-    if _wants_openmetrics(request.headers.get("Accept", "")):
+def _render_metrics(registry: CollectorRegistry, openmetrics_wanted: bool) -> tuple[bytes, str]:
+    if openmetrics_wanted:
         # prometheus_client's default OpenMetrics escaping rewrites the colon in vLLM's sample
         # names ("vllm:x" → "vllm_x") but not in their TYPE lines, which no parser accepts; names
         # with colons are valid classic names, so "allow-utf-8" leaves them as they are.
         body = openmetrics.generate_latest(  # type: ignore[no-untyped-call]
             registry, escaping=openmetrics.ALLOWUTF8)
-        content_type = OPENMETRICS_CONTENT_TYPE
-    else:
-        body = generate_latest(registry)
-        content_type = CONTENT_TYPE_PLAIN_0_0_4
+        return body, OPENMETRICS_CONTENT_TYPE
+    return generate_latest(registry), CONTENT_TYPE_PLAIN_0_0_4
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    # Rendering vLLM's families takes milliseconds; in a worker thread the event loop keeps
+    # streaming tokens meanwhile (the service runs with a short GIL switch interval).
+    body, content_type = await asyncio.to_thread(
+        _render_metrics, request.app[keys.REGISTRY],
+        _wants_openmetrics(request.headers.get("Accept", "")))
     response = web.Response(body=body)
     response.headers["Content-Type"] = content_type
     return response

@@ -133,6 +133,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if config.admin_token is None:
         log.warning("no admin token set (GOVERNOR_ADMIN_TOKEN): the admin API answers 401")
     app = create_app(config, engine_factory=lambda _config, _registry: engine, registry=registry)
+    # Hand the GIL back to the event loop within 1 ms of a worker thread taking it (a /metrics
+    # render, tokenizing a long prompt): tokens keep streaming meanwhile.
+    sys.setswitchinterval(0.001)
     web.run_app(app, host=config.host, port=config.port, print=None, handler_cancellation=True,
                 access_log=None)
     return 0
