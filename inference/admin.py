@@ -83,9 +83,10 @@ async def put_batching(request: web.Request) -> web.Response:
     except APIError:
         metrics.limit_changes.labels("rejected").inc()
         raise
+    retry_after = app[keys.CONFIG].admission.retry_after_seconds
     if not engine.ready:
         raise APIError(503, "the engine is not ready", type_=UNAVAILABLE,
-                       code="engine_not_ready", retry_after_seconds=1)
+                       code="engine_not_ready", retry_after_seconds=retry_after)
     async with app[keys.ADMIN_LOCK]:
         before = engine.limits
         try:
@@ -95,7 +96,7 @@ async def put_batching(request: web.Request) -> web.Response:
             if exc.kind is EngineErrorKind.UNSUPPORTED:
                 raise APIError(501, exc.message, type_=SERVER, code="unsupported") from exc
             raise APIError(503, exc.message, type_=UNAVAILABLE, code=exc.kind.value,
-                           retry_after_seconds=1) from exc
+                           retry_after_seconds=retry_after) from exc
         metrics.set_limits(metrics.limit, applied)
         metrics.limit_changes.labels("applied").inc()
     log.info("batching limits %s -> %s", before.as_dict(), applied.as_dict())

@@ -126,6 +126,7 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
         kind, params, engine, app[keys.METRICS], app[keys.TRACING].tracer, span,
         GenerateRequest(request_id, prompt, token_ids, max_tokens, params.sampling,
                         trace_headers=inject_headers(span)),
+        retry_after,
     )
     await _admit(request, run, retry_after)
     try:
@@ -178,9 +179,10 @@ class _Run:
 
     def __init__(
         self, kind: Kind, params: GenerationParams, engine: Engine, metrics: ServiceMetrics,
-        tracer: trace.Tracer, span: trace.Span, request: GenerateRequest,
+        tracer: trace.Tracer, span: trace.Span, request: GenerateRequest, retry_after: int,
     ) -> None:
         self.tracer = tracer
+        self.retry_after = retry_after
         self.kind = kind
         self.params = params
         self.engine = engine
@@ -234,7 +236,7 @@ class _Run:
         except StopAsyncIteration:
             return None
         except EngineError as exc:
-            raise engine_error(exc, 1) from exc
+            raise engine_error(exc, self.retry_after) from exc
 
     async def stream(self, http: web.Request) -> web.StreamResponse:
         deltas = self._deltas()
@@ -253,7 +255,7 @@ class _Run:
                 await self._stream_deltas(response, encoder, first, deltas)
             except EngineError as exc:
                 log.warning("request %s failed mid-stream: %s", self.request.request_id, exc)
-                await response.write(error_event(engine_error(exc, 1).body()))
+                await response.write(error_event(engine_error(exc, self.retry_after).body()))
             await response.write(DONE)
             await response.write_eof()
         except ConnectionError:
@@ -295,7 +297,7 @@ class _Run:
                     break
                 delta = await anext(deltas, None)
         except EngineError as exc:
-            raise engine_error(exc, 1) from exc
+            raise engine_error(exc, self.retry_after) from exc
         finally:
             await deltas.aclose()  # type: ignore[attr-defined]
         self.metrics.generation_tokens.inc(self.completion_tokens)
