@@ -6,12 +6,6 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
 COPY pyproject.toml README.md slo.yaml ./
 COPY governor ./governor
-COPY common ./common
-COPY inference ./inference
-COPY exporters ./exporters
-COPY controller ./controller
-COPY alerts ./alerts
-COPY dashboards ./dashboards
 RUN pip install --no-compile '.[gpu]' && useradd --uid 10001 --no-create-home governor \
     && mkdir -p /var/lib/governor && chown governor /var/lib/governor
 USER governor

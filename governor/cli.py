@@ -18,9 +18,9 @@ class Command(NamedTuple):
 
 
 COMMANDS: dict[str, Command] = {
-    "serve": Command("inference.cli", "OpenAI-compatible inference service (port 8000)"),
-    "exporter": Command("exporters.cli", "GPU exporter on NVML/GPM (port 9400)"),
-    "controller": Command("controller.cli", "SLO controller (port 9500)"),
+    "serve": Command("governor.inference.cli", "OpenAI-compatible inference service (port 8000)"),
+    "exporter": Command("governor.exporters.cli", "GPU exporter on NVML/GPM (port 9400)"),
+    "controller": Command("governor.controller.cli", "SLO controller (port 9500)"),
     "generate": Command("governor.generate", "rules, Alertmanager, Prometheus and Grafana files "
                                              "from slo.yaml"),
     "up": Command("governor.up", "the whole stack natively: Prometheus, Alertmanager, services"),

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import aiohttp
 
-from common.cli import EnvArgumentParser, positive_int
+from governor.common.cli import EnvArgumentParser, positive_int
 
 WORDS = (
     "the", "committee", "will", "review", "annual", "report", "and", "publish", "its", "findings",

@@ -3,8 +3,8 @@
 The alerts generator writes the rules, their promtool tests, alertmanager.yml and
 prometheus.yml; the dashboards generator then writes Grafana's boards and provisioning, with the
 same options. The two live apart because the layers run governor > dashboards > alerts:
-``alerts`` may not import ``dashboards``, so this module joins them (``python -m alerts`` still
-writes the alerts side alone).
+``alerts`` may not import ``dashboards``, so this module joins them (``python -m governor.alerts``
+still writes the alerts side alone).
 
     governor generate --slo slo.yaml --out deploy
     governor generate --check        # exit 1 if anything under deploy/ is stale
@@ -15,11 +15,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from alerts import cli as alerts_cli
-from alerts.catalog import load_checked_spec
-from alerts.spec import SpecError
-from common.cli import EnvArgumentParser
-from dashboards import cli as dashboards_cli
+from governor.alerts import cli as alerts_cli
+from governor.alerts.catalog import load_checked_spec
+from governor.alerts.spec import SpecError
+from governor.common.cli import EnvArgumentParser
+from governor.dashboards import cli as dashboards_cli
 
 DESCRIPTION = ("Write everything derived from the SLO spec: Prometheus rules and their promtool "
                "tests, alertmanager.yml, prometheus.yml, a PrometheusRule, and Grafana "

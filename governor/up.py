@@ -25,14 +25,14 @@ from pathlib import Path
 
 import aiohttp
 
-from alerts.alertmanager import alertmanager_args
-from alerts.catalog import load_checked_spec
-from alerts.params import Endpoints, RenderParams
-from alerts.prometheus import prometheus_args
-from alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
-from alerts.spec import SloSpec, SpecError
-from common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
-from common.logs import setup_logging
+from governor.alerts.alertmanager import alertmanager_args
+from governor.alerts.catalog import load_checked_spec
+from governor.alerts.params import Endpoints, RenderParams
+from governor.alerts.prometheus import prometheus_args
+from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
+from governor.alerts.spec import SloSpec, SpecError
+from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
+from governor.common.logs import setup_logging
 
 ALERTMANAGER_BINARIES = ("prometheus-alertmanager", "alertmanager")
 PROMETHEUS_BINARIES = ("prometheus",)

@@ -12,8 +12,9 @@ from collections.abc import Callable, Sequence
 # name → (module, one-line summary)
 BENCHES: dict[str, tuple[str, str]] = {
     "service": ("governor.bench.service", "the service's own overhead vs a bare aiohttp server"),
-    "exporter": ("exporters.bench", "exporter scrape latency vs prometheus_client's own server"),
-    "sim-fidelity": ("inference.engines.sim.fidelity",
+    "exporter": ("governor.bench.exporter",
+                 "exporter scrape latency vs prometheus_client's own server"),
+    "sim-fidelity": ("governor.bench.sim_fidelity",
                      "the sim's llama-3-8b@h200 preset vs the measured H200 tables"),
     "controller": ("governor.bench.controller",
                    "SLO controller vs default and best static limits (virtual time, H200 preset)"),

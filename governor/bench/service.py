@@ -24,8 +24,8 @@ from typing import Any
 
 import aiohttp
 
-from common.cli import EnvArgumentParser, positive_int
 from governor.bench.load import LoadSpec, run_load, summarize
+from governor.common.cli import EnvArgumentParser, positive_int
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

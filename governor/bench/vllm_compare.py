@@ -37,9 +37,9 @@ from typing import Any
 
 import aiohttp
 
-from common.cli import EnvArgumentParser, positive_int
 from governor.bench.load import LoadSpec, run_load, summarize
 from governor.bench.service import cpu_seconds, free_port
+from governor.common.cli import EnvArgumentParser, positive_int
 
 # The tiny model on CPU: float32 (bfloat16 dies with SIGILL on some CPUs), random weights, eager
 # mode, a small KV cache so two servers fit beside each other.
@@ -376,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = args.model
         engine_args = tuple(args.engine_arg or ())
         if model is None:
-            from inference.engines.vllm.tiny_model import write_tiny_llama
+            from governor.inference.engines.vllm.tiny_model import write_tiny_llama
 
             model = str(write_tiny_llama(Path(scratch) / "tiny-llama"))
             engine_args = engine_args or CPU_ENGINE_ARGS

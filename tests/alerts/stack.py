@@ -18,12 +18,12 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from alerts.alertmanager import alertmanager_args
-from alerts.params import Endpoints, RenderParams
-from alerts.prometheus import prometheus_args
-from alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
-from alerts.spec import SloSpec
-from common.secrets import Secret
+from governor.alerts.alertmanager import alertmanager_args
+from governor.alerts.params import Endpoints, RenderParams
+from governor.alerts.prometheus import prometheus_args
+from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
+from governor.alerts.spec import SloSpec
+from governor.common.secrets import Secret
 
 LOOPBACK = "127.0.0.1"
 

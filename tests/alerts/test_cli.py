@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from alerts.cli import main
-from alerts.render import PROMETHEUS_CONFIG
+from governor.alerts.cli import main
+from governor.alerts.render import PROMETHEUS_CONFIG
 from governor.cli import COMMANDS
 from governor.cli import main as governor
 from tests.alerts.cases import DEPLOY, ROOT
@@ -135,8 +135,8 @@ def test_the_governor_command_dispatches_generate(
 
 def test_python_dash_m_alerts_runs_the_same_command(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "alerts", "--slo", str(ROOT / "slo.yaml"), "--out", str(tmp_path),
-         "--check"],
+        [sys.executable, "-m", "governor.alerts", "--slo", str(ROOT / "slo.yaml"),
+         "--out", str(tmp_path), "--check"],
         capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
     )
     assert result.returncode == 1  # the empty directory is stale

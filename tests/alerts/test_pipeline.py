@@ -20,8 +20,8 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from alerts.catalog import load_checked_spec
-from inference import metric_names as m
+from governor.alerts.catalog import load_checked_spec
+from governor.inference import metric_names as m
 from tests.alerts.cases import FAST, ROOT
 from tests.alerts.stack import LOOPBACK, Process, alert_stack, free_port, wait_ready
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from alerts.promql import (
+from governor.alerts.promql import (
     Matcher,
     format_duration,
     format_number,

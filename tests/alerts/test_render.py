@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from alerts import metric_names as n
-from alerts.catalog import load_checked_spec
-from alerts.params import Endpoints, RenderParams
-from alerts.prometheus import prometheus_args, retention_seconds
-from alerts.render import (
+from governor.alerts import metric_names as n
+from governor.alerts.catalog import load_checked_spec
+from governor.alerts.params import Endpoints, RenderParams
+from governor.alerts.prometheus import prometheus_args, retention_seconds
+from governor.alerts.render import (
     ALERTMANAGER_CONFIG,
     PROMETHEUS_CONFIG,
     PROMETHEUS_RULE,
@@ -22,8 +22,8 @@ from alerts.render import (
     render_all,
     write_all,
 )
-from exporters.gpu import metric_names as gpu
-from inference import metric_names as m
+from governor.exporters.gpu import metric_names as gpu
+from governor.inference import metric_names as m
 from tests.alerts.cases import CASES, DEPLOY, FAST, GOLDEN, ROOT, TESTDATA
 
 

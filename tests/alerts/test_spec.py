@@ -12,8 +12,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alerts.catalog import HISTOGRAM_BUCKETS, load_checked_spec, parse_checked_spec
-from alerts.spec import (
+from governor.alerts.catalog import HISTOGRAM_BUCKETS, load_checked_spec, parse_checked_spec
+from governor.alerts.spec import (
     SLO,
     LatencySLI,
     RatioSLI,
@@ -23,7 +23,7 @@ from alerts.spec import (
     parse_objective,
     parse_spec,
 )
-from inference import metric_names as m
+from governor.inference import metric_names as m
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SPEC = ROOT / "slo.yaml"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from alerts.promql import Selector, parse_selector
-from alerts.synth import SynthesisError, split_events, value_for
+from governor.alerts.promql import Selector, parse_selector
+from governor.alerts.synth import SynthesisError, split_events, value_for
 
 
 def selects(selector: Selector, labels: dict[str, str]) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.cli import EnvArgumentParser, env_name, parse_duration_seconds, positive_int
+from governor.common.cli import EnvArgumentParser, env_name, parse_duration_seconds, positive_int
 
 
 def parser(env: dict[str, str]) -> EnvArgumentParser:

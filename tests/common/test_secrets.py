@@ -6,8 +6,8 @@ import io
 import logging
 from pathlib import Path
 
-from common.logs import RedactingFormatter
-from common.secrets import Secret
+from governor.common.logs import RedactingFormatter
+from governor.common.secrets import Secret
 
 
 def test_a_secret_never_prints_itself() -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 from aiohttp import web
 
-from controller.actuator import ActuationError, ErrorKind, Target
-from controller.model import Limits, Observation, TargetLimits
-from controller.observe import PrometheusError, Snapshot
+from governor.controller.actuator import ActuationError, ErrorKind, Target
+from governor.controller.model import Limits, Observation, TargetLimits
+from governor.controller.observe import PrometheusError, Snapshot
 
 FLOOR = Limits(1, 256)
 CEILING = Limits(1024, 8192)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from controller.model import Limits, Observation
+from governor.controller.model import Limits, Observation
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,15 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from common.secrets import Secret
-from controller.actuator import ActuationError, BatchingClient, ErrorKind, Target, parse_limits
-from controller.model import Limits
+from governor.common.secrets import Secret
+from governor.controller.actuator import (
+    ActuationError,
+    BatchingClient,
+    ErrorKind,
+    Target,
+    parse_limits,
+)
+from governor.controller.model import Limits
 from tests.controller.fakes import CEILING, AdminServer
 
 ServerFactory = Callable[[web.Application], Awaitable[TestServer]]

@@ -14,13 +14,13 @@ from aiohttp.test_utils import TestClient
 from aiohttp.web import Application
 from prometheus_client import CollectorRegistry
 
-from common.secrets import Secret
-from controller import metric_names as names
-from controller.actuator import Target
-from controller.app import RECONCILER, Overrides, Secrets, create_app
-from controller.config import ControllerConfig
-from controller.model import Observation, SloTargets
-from controller.queries import QuerySet
+from governor.common.secrets import Secret
+from governor.controller import metric_names as names
+from governor.controller.actuator import Target
+from governor.controller.app import RECONCILER, Overrides, Secrets, create_app
+from governor.controller.config import ControllerConfig
+from governor.controller.model import Observation, SloTargets
+from governor.controller.queries import QuerySet
 from tests.controller.fakes import FakeActuator, FakeClock, FakeObserver
 
 ClientFactory = Callable[[Application], Awaitable[TestClient[Any, Any]]]

@@ -11,10 +11,10 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from common.secrets import Secret
-from controller.audit import AuditLog, record
-from controller.grafana import TAG, GrafanaAnnotator
-from controller.model import Action, Decision, Limits, Reason, TargetState
+from governor.common.secrets import Secret
+from governor.controller.audit import AuditLog, record
+from governor.controller.grafana import TAG, GrafanaAnnotator
+from governor.controller.model import Action, Decision, Limits, Reason, TargetState
 
 DECISION = Decision(Action.TIGHTEN, Reason.ITL_BREACH, Limits(64, 8192), Limits(64, 3328),
                     "tighten max_num_batched_tokens 8192 → 3328: spikes", TargetState(),

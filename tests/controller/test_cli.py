@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import build_config, build_parser, build_secrets, main, parse_targets
-from controller.model import SloTargets
+from governor.controller.cli import build_config, build_parser, build_secrets, main, parse_targets
+from governor.controller.model import SloTargets
 
 REPO = Path(__file__).resolve().parents[2]
 SLO_YAML = str(REPO / "slo.yaml")

@@ -26,11 +26,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from alerts.params import Endpoints, RenderParams
-from alerts.prometheus import prometheus_args
-from alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
-from alerts.spec import load_spec
-from controller.queries import HistogramSli, QuerySet
+from governor.alerts.params import Endpoints, RenderParams
+from governor.alerts.prometheus import prometheus_args
+from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
+from governor.alerts.spec import load_spec
+from governor.controller.queries import HistogramSli, QuerySet
 from tests.alerts.stack import LOOPBACK, Process, free_port, wait_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -83,7 +83,7 @@ async def closed_loop(workdir: Path, session: aiohttp.ClientSession) -> AsyncIte
                             str(workdir / "admin-token"), "--log-level", "warning"),
          f"{loop.service}/health"),
         ("controller", _python(
-            "controller", "--host", LOOPBACK, "--port", str(ports["controller"]),
+            "governor.controller", "--host", LOOPBACK, "--port", str(ports["controller"]),
             "--slo", str(REPO / "slo.yaml"), "--prometheus", loop.prometheus,
             "--targets", loop.service, "--static-only", "--resync", "2s",
             "--scrape-interval", "1s", "--short-window", f"{WINDOW}s", "--long-window", "60s",

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.model import Action, Param, Reason
 from governor.bench.controller import build_parser, build_scenario
 from governor.bench.controller.loop import Run, Scenario, ceiling, run
 from governor.bench.controller.workload import Workload
+from governor.controller.model import Action, Param, Reason
 
 REPO = Path(__file__).resolve().parents[2]
 MINUTES = 6.0

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 MODULES = [
-    "controller.actuator", "controller.intake", "controller.observe", "controller.queries",
-    "controller.slo", "controller.spike", "controller.state",
+    "governor.controller.actuator", "governor.controller.intake",
+    "governor.controller.observe", "governor.controller.queries", "governor.controller.slo",
+    "governor.controller.spike", "governor.controller.state",
     "governor.bench.controller.pipeline", "governor.bench.controller.prometheus",
     "governor.bench.controller.scoring", "governor.bench.controller.workload",
 ]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from controller.intake import MAX_ALERTS, AlertBook, IntakeError, parse_webhook
+from governor.controller.intake import MAX_ALERTS, AlertBook, IntakeError, parse_webhook
 
 # Captured from Alertmanager 0.25 (REFERENCE.md §3.7), with a controller alert's labels.
 CAPTURED = {

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.law import decide
-from controller.law_config import LawConfig, LawConfigError
-from controller.model import (
+from governor.controller.law import decide
+from governor.controller.law_config import LawConfig, LawConfigError
+from governor.controller.model import (
     Action,
     Avoid,
     ChangeKind,

@@ -11,8 +11,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from controller.observe import PrometheusClient, PrometheusError, assemble, parse_vector
-from controller.queries import QuerySet
+from governor.controller.observe import PrometheusClient, PrometheusError, assemble, parse_vector
+from governor.controller.queries import QuerySet
 
 ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
 

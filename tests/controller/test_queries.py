@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from controller import queries
-from controller.queries import HistogramSli, QuerySet
-from inference import metric_names as inference_names
+from governor.controller import queries
+from governor.controller.queries import HistogramSli, QuerySet
+from governor.inference import metric_names as inference_names
 
 
 def test_every_metric_name_in_the_queries_is_the_inference_services_own() -> None:

@@ -9,16 +9,16 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from controller import metric_names as names
-from controller.actuator import Target
-from controller.audit import AuditLog
-from controller.config import ControllerConfig
-from controller.intake import AlertBook, parse_webhook
-from controller.metrics import ControllerMetrics
-from controller.model import Decision, Limits, Observation, SloTargets
-from controller.queries import QuerySet
-from controller.reconciler import Reconciler
-from controller.state import StateStore
+from governor.controller import metric_names as names
+from governor.controller.actuator import Target
+from governor.controller.audit import AuditLog
+from governor.controller.config import ControllerConfig
+from governor.controller.intake import AlertBook, parse_webhook
+from governor.controller.metrics import ControllerMetrics
+from governor.controller.model import Decision, Limits, Observation, SloTargets
+from governor.controller.queries import QuerySet
+from governor.controller.reconciler import Reconciler
+from governor.controller.state import StateStore
 from tests.controller.fakes import (
     CEILING,
     FakeActuator,

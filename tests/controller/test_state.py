@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.model import Avoid, ChangeKind, Limits, Param, Probe, TargetState
-from controller.state import PersistedTarget, StateError, StateStore, decode, encode
+from governor.controller.model import Avoid, ChangeKind, Limits, Param, Probe, TargetState
+from governor.controller.state import PersistedTarget, StateError, StateStore, decode, encode
 
 FULL = TargetState(
     limits=Limits(64, 2048), last_change_at=100.0, last_breach_at=90.0,

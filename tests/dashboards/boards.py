@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from alerts.catalog import load_checked_spec
-from dashboards.render import DASHBOARDS_DIR, render_all
+from governor.alerts.catalog import load_checked_spec
+from governor.dashboards.render import DASHBOARDS_DIR, render_all
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -10,18 +10,18 @@ from typing import Any
 import pytest
 import yaml
 
-from alerts import metric_names as n
-from alerts.catalog import load_checked_spec, parse_checked_spec
-from alerts.windows import SLI_WINDOWS, TIERS
-from controller import grafana as controller_grafana
-from controller import metric_names as c
-from controller.model import Action
-from dashboards import controller_events
-from dashboards.board import PROMETHEUS_UID
-from dashboards.provisioning import DASHBOARDS_PATH, JAEGER_UID, GrafanaParams
-from dashboards.render import DATASOURCES, PROVIDERS, render_all
-from exporters.gpu import metric_names as g
-from inference import metric_names as m
+from governor.alerts import metric_names as n
+from governor.alerts.catalog import load_checked_spec, parse_checked_spec
+from governor.alerts.windows import SLI_WINDOWS, TIERS
+from governor.controller import grafana as controller_grafana
+from governor.controller import metric_names as c
+from governor.controller.model import Action
+from governor.dashboards import controller_events
+from governor.dashboards.board import PROMETHEUS_UID
+from governor.dashboards.provisioning import DASHBOARDS_PATH, JAEGER_UID, GrafanaParams
+from governor.dashboards.render import DATASOURCES, PROVIDERS, render_all
+from governor.exporters.gpu import metric_names as g
+from governor.inference import metric_names as m
 from tests.dashboards.boards import (
     ROOT,
     all_queries,

@@ -1,5 +1,5 @@
-"""``governor generate`` writes rules and boards together; ``python -m dashboards`` the boards
-alone; a user's mistake is a message, never a traceback."""
+"""``governor generate`` writes rules and boards together; ``python -m governor.dashboards`` the
+boards alone; a user's mistake is a message, never a traceback."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import jsonschema
 import pytest
 import yaml
 
-from dashboards.cli import main as dashboards_main
-from dashboards.render import DASHBOARDS_DIR, DATASOURCES
 from governor.cli import COMMANDS
 from governor.cli import main as governor
+from governor.dashboards.cli import main as dashboards_main
+from governor.dashboards.render import DASHBOARDS_DIR, DATASOURCES
 from governor.generate import main as generate
 from tests.dashboards.boards import DEPLOY, ROOT, SCHEMAS, boards
 
@@ -116,7 +116,8 @@ def test_hostile_text_in_a_valid_spec_stays_text(tmp_path: Path) -> None:
 
 def test_python_dash_m_dashboards_checks_the_committed_files() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "dashboards", "--slo", SLO, "--out", str(DEPLOY), "--check"],
+        [sys.executable, "-m", "governor.dashboards", "--slo", SLO, "--out", str(DEPLOY),
+         "--check"],
         capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
 

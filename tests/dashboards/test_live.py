@@ -26,15 +26,15 @@ from typing import Any
 
 import pytest
 
-from alerts.catalog import load_checked_spec
-from alerts.params import Endpoints, RenderParams
-from alerts.prometheus import prometheus_args
-from alerts.render import PROMETHEUS_CONFIG
-from alerts.render import render_all as render_alerts
-from alerts.render import write_all as write_alerts
-from common.secrets import Secret
-from dashboards.render import render_all
-from inference import metric_names as m
+from governor.alerts.catalog import load_checked_spec
+from governor.alerts.params import Endpoints, RenderParams
+from governor.alerts.prometheus import prometheus_args
+from governor.alerts.render import PROMETHEUS_CONFIG
+from governor.alerts.render import render_all as render_alerts
+from governor.alerts.render import write_all as write_alerts
+from governor.common.secrets import Secret
+from governor.dashboards.render import render_all
+from governor.inference import metric_names as m
 from tests.alerts.stack import LOOPBACK, Process, free_port
 from tests.dashboards.boards import ROOT, PanelQuery, all_queries, expand
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alerts.catalog import load_checked_spec
-from dashboards.provisioning import GrafanaParams
-from dashboards.render import (
+from governor.alerts.catalog import load_checked_spec
+from governor.dashboards.provisioning import GrafanaParams
+from governor.dashboards.render import (
     DASHBOARDS_DIR,
     DATASOURCES,
     PROVIDERS,

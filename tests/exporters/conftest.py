@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from exporters.gpu.fake import FakeNvml
-from exporters.gpu.sampler import Sampler, SamplerConfig
+from governor.exporters.gpu.fake import FakeNvml
+from governor.exporters.gpu.sampler import Sampler, SamplerConfig
 
 WALL_EPOCH = 1_700_000_000.0
 

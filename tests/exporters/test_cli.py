@@ -1,4 +1,5 @@
-"""``governor exporter`` / ``python -m exporters``: options, environment, and the process itself."""
+"""``governor exporter`` / ``python -m governor.exporters``: options, environment, and the process
+itself."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from exporters.cli import main, parse_config
-from exporters.config import ConfigError, ExporterConfig
+from governor.exporters.cli import main, parse_config
+from governor.exporters.config import ConfigError, ExporterConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -105,7 +106,7 @@ def test_python_m_exporters_serves_fake_gpus_and_stops_on_sigterm() -> None:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "exporters", "--fake-gpus", "2", "--host", "127.0.0.1",
+        [sys.executable, "-m", "governor.exporters", "--fake-gpus", "2", "--host", "127.0.0.1",
          "--port", str(port), "--interval", "200ms"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
@@ -132,7 +133,7 @@ def test_a_busy_port_is_a_clear_error() -> None:
         busy.listen()
         port = busy.getsockname()[1]
         done = subprocess.run(
-            [sys.executable, "-m", "exporters", "--fake-gpus", "1", "--host", "127.0.0.1",
+            [sys.executable, "-m", "governor.exporters", "--fake-gpus", "1", "--host", "127.0.0.1",
              "--port", str(port)],
             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
             timeout=60, check=False)

@@ -7,9 +7,10 @@ import importlib
 
 import pytest
 
-MODULES = ["exporters.config", "exporters.exposition", "exporters.gpu.calls",
-           "exporters.gpu.errors", "exporters.gpu.fake", "exporters.gpu.processes",
-           "exporters.gpu.sampler"]
+MODULES = ["governor.exporters.config", "governor.exporters.exposition",
+           "governor.exporters.gpu.calls", "governor.exporters.gpu.errors",
+           "governor.exporters.gpu.fake", "governor.exporters.gpu.processes",
+           "governor.exporters.gpu.sampler"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
 
-from exporters.exposition import ExpositionCache, Format, accepts_gzip, negotiate
-from exporters.gpu import metric_names as m
-from exporters.gpu.fake import FakeNvml
-from exporters.gpu.sampler import Sampler
+from governor.exporters.exposition import ExpositionCache, Format, accepts_gzip, negotiate
+from governor.exporters.gpu import metric_names as m
+from governor.exporters.gpu.fake import FakeNvml
+from governor.exporters.gpu.sampler import Sampler
 from tests.exporters.conftest import FakeClock, make_sampler
 
 PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0;q=0.5,"

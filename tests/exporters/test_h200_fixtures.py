@@ -1,6 +1,7 @@
-"""Scrapes of the exporter on a real H200 (benchmarks/exporter_h200.py): what the GPU did shows.
+"""Scrapes of the exporter on a real H200 (governor/bench/gpu/exporter_h200.py): what the GPU did
+shows.
 
-``gpu_h200_{idle,matmul,copy}.prom`` were scraped from ``python -m exporters`` on an H200
+``gpu_h200_{idle,matmul,copy}.prom`` were scraped from ``python -m governor.exporters`` on an H200
 (driver 580.159.04) while idle, during a bf16 8192^3 matmul loop and during a 2 GiB device copy
 loop; ``gpu_h200_measurements.json`` holds that run's timings, which the README quotes.
 """
@@ -15,8 +16,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporters.gpu import catalog
-from exporters.gpu import metric_names as m
+from governor.exporters.gpu import catalog
+from governor.exporters.gpu import metric_names as m
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -100,4 +101,4 @@ def test_the_readme_quotes_the_measured_numbers() -> None:
 
 def test_the_readme_metric_table_is_the_catalog() -> None:
     assert catalog.markdown_table() in readme_section(), (
-        "regenerate the table: python -m exporters.gpu.catalog")
+        "regenerate the table: python -m governor.exporters.gpu.catalog")

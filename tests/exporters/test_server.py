@@ -13,12 +13,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporters.config import ExporterConfig
-from exporters.gpu import metric_names as m
-from exporters.gpu import nvml as nv
-from exporters.gpu.fake import FakeNvml
-from exporters.gpu.sampler import Sampler, SamplerConfig
-from exporters.server import create_app
+from governor.exporters.config import ExporterConfig
+from governor.exporters.gpu import metric_names as m
+from governor.exporters.gpu import nvml as nv
+from governor.exporters.gpu.fake import FakeNvml
+from governor.exporters.gpu.sampler import Sampler, SamplerConfig
+from governor.exporters.server import create_app
 from tests.exporters.conftest import FakeClock, make_sampler
 
 ClientFactory = Callable[[web.Application], Awaitable[TestClient]]  # type: ignore[type-arg]

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from alerts.params import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE
+from governor.alerts.params import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE
+from governor.inference import metric_names as m
 from governor.up import Ports, UpConfig, UpError, prepare
-from inference import metric_names as m
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,12 +14,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from prometheus_client import CollectorRegistry
 
-from common.secrets import Secret
-from inference import keys
-from inference.app import create_app
-from inference.config import ServiceConfig
-from inference.engines.base import Engine
-from inference.engines.settings import EngineSettings
+from governor.common.secrets import Secret
+from governor.inference import keys
+from governor.inference.app import create_app
+from governor.inference.config import ServiceConfig
+from governor.inference.engines.base import Engine
+from governor.inference.engines.settings import EngineSettings
 from tests.support.scripted import Script, ScriptedEngine
 
 ADMIN_TOKEN = "admin-test-token-7f3a"

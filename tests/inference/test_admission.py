@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from inference.admission import AdmissionQueue, QueueFull, QueueTimeout
+from governor.inference.admission import AdmissionQueue, QueueFull, QueueTimeout
 
 
 async def test_slots_are_taken_then_waiters_queue_in_order() -> None:

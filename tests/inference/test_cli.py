@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from inference.cli import build_parser, config_from_args, main
-from inference.config import ServiceConfig
+from governor.inference.cli import build_parser, config_from_args, main
+from governor.inference.config import ServiceConfig
 
 
 def config(argv: list[str], env: dict[str, str] | None = None) -> ServiceConfig:

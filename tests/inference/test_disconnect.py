@@ -6,7 +6,7 @@ import asyncio
 
 import aiohttp
 
-from inference import metric_names as m
+from governor.inference import metric_names as m
 from tests.inference.conftest import Service
 
 

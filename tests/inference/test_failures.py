@@ -8,7 +8,7 @@ import aiohttp
 import openai
 import pytest
 
-from inference.engines.base import EngineError, EngineErrorKind
+from governor.inference.engines.base import EngineError, EngineErrorKind
 from tests.inference.conftest import ADMIN_TOKEN, Service
 from tests.support.scripted import Script
 

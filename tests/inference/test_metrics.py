@@ -8,7 +8,7 @@ import aiohttp
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
-from inference import metric_names as m
+from governor.inference import metric_names as m
 from tests.inference.conftest import Service
 
 

@@ -6,7 +6,7 @@ import asyncio
 
 import aiohttp
 
-from inference.config import AdmissionSettings
+from governor.inference.config import AdmissionSettings
 from tests.inference.conftest import ServiceFactory
 
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inference.errors import APIError
-from inference.protocol import parse_chat_request, parse_completion_request
+from governor.inference.errors import APIError
+from governor.inference.protocol import parse_chat_request, parse_completion_request
 
 LIMIT = 4096
 

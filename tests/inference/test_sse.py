@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from inference.sse import DONE, ChunkEncoder, Usage, error_event, full_response
+from governor.inference.sse import DONE, ChunkEncoder, Usage, error_event, full_response
 
 
 def event(raw: bytes) -> dict[str, object]:

@@ -11,7 +11,7 @@ import logging
 import aiohttp
 import pytest
 
-from inference.config import TracingSettings
+from governor.inference.config import TracingSettings
 from tests.inference.conftest import ServiceFactory
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
 

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from inference.engines.base import (
+from governor.inference.engines.base import (
     BatchingLimits,
     EngineError,
     EngineErrorKind,

@@ -24,16 +24,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from alerts.spec import SpecError, camel_case, load_spec
-from common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
-from controller.cli import UsageError, build_config
-from controller.cli import build_parser as controller_parser
-from controller.model import Limits
-from controller.slo import objectives
+from governor.alerts.spec import SpecError, camel_case, load_spec
 from governor.bench.controller.loop import Run, Scenario, ceiling, run
 from governor.bench.controller.pipeline import pipeline_from_deploy
 from governor.bench.controller.scoring import attainment, goodput, worst_recovery
 from governor.bench.controller.workload import Arrival, Workload
+from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
+from governor.controller.cli import UsageError, build_config
+from governor.controller.cli import build_parser as controller_parser
+from governor.controller.model import Limits
+from governor.controller.slo import objectives
 
 TARGET_ATTAINMENT = 0.95
 TARGET_GOODPUT_SHARE = 0.95

@@ -1,9 +1,10 @@
 """One run of the benchmark in virtual time: the sim engine, Prometheus's view of it, and a policy.
 
-A policy is either static limits or the controller's own pure law (``controller.law.decide``)
-fed what it would read from Prometheus at that moment: the scrapes up to then, through the same
-PromQL windows the controller queries, with the fast alert evaluated and delivered as Alertmanager
-would. Decisions take effect in the engine ``actuation_seconds`` later, like a ``PUT``.
+A policy is either static limits or the controller's own pure law
+(``governor.controller.law.decide``) fed what it would read from Prometheus at that moment: the
+scrapes up to then, through the same PromQL windows the controller queries, with the fast alert
+evaluated and delivered as Alertmanager would. Decisions take effect in the engine
+``actuation_seconds`` later, like a ``PUT``.
 """
 
 from __future__ import annotations
@@ -16,10 +17,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from controller.law import decide
-from controller.law_config import LawConfig
-from controller.model import Decision, Limits, Observation, SloTargets, TargetLimits, TargetState
-from controller.queries import SPIKE_QUANTILE
 from governor.bench.controller.prometheus import AlertState, Pipeline, Scrapes, cumulative_counts
 from governor.bench.controller.scoring import (
     Episode,
@@ -31,11 +28,22 @@ from governor.bench.controller.scoring import (
     window_scores,
 )
 from governor.bench.controller.workload import Arrival, Workload
-from inference import metric_names
-from inference.engines.base import BatchingLimits
-from inference.engines.settings import EngineSettings
-from inference.engines.sim.presets import get_preset
-from inference.engines.sim.virtual import VirtualSim
+from governor.controller.law import decide
+from governor.controller.law_config import LawConfig
+from governor.controller.model import (
+    Decision,
+    Limits,
+    Observation,
+    SloTargets,
+    TargetLimits,
+    TargetState,
+)
+from governor.controller.queries import SPIKE_QUANTILE
+from governor.inference import metric_names
+from governor.inference.engines.base import BatchingLimits
+from governor.inference.engines.settings import EngineSettings
+from governor.inference.engines.sim.presets import get_preset
+from governor.inference.engines.sim.virtual import VirtualSim
 
 PROMPT, GENERATION, PREEMPTIONS = "prompt_tokens", "generation_tokens", "preemptions"
 ITL_SUM, ITL_COUNT = "itl_sum", "itl_count"
@@ -210,7 +218,8 @@ def _limits(sim: VirtualSim) -> Limits:
 
 
 def observe(scenario: Scenario, scrapes: Scrapes, at: float) -> Observation:
-    """What ``controller.queries`` would return at ``at`` — the same windows and aggregations."""
+    """What ``governor.controller.queries`` would return at ``at`` — the same windows and
+    aggregations."""
     slo, short, long = scenario.slo, scenario.short_window_seconds, scenario.long_window_seconds
     return Observation(
         itl_tail_seconds=scrapes.quantile(slo.itl_quantile, "itl", at, short),

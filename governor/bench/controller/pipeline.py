@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from alerts.promql import parse_duration
+from governor.alerts.promql import parse_duration
 from governor.bench.controller.prometheus import Pipeline
 
 _RANGE = re.compile(r"\[(\w+)\]")

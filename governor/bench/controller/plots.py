@@ -12,9 +12,9 @@ matplotlib.use("Agg")  # files only; never a display
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from controller.model import Param, SloTargets
 from governor.bench.controller.loop import Run
 from governor.bench.controller.workload import Workload
+from governor.controller.model import Param, SloTargets
 
 COLOURS = {"tighten": "tab:red", "undo": "tab:purple", "relax": "tab:green"}
 

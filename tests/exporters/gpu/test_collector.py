@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporters.exposition import Format, render_snapshot
-from exporters.gpu import metric_names as m
-from exporters.gpu.collector import families
-from exporters.gpu.fake import FakeNvml
-from exporters.gpu.readings import GpuIdentity, GpuReading, Sample, Snapshot
+from governor.exporters.exposition import Format, render_snapshot
+from governor.exporters.gpu import metric_names as m
+from governor.exporters.gpu.collector import families
+from governor.exporters.gpu.fake import FakeNvml
+from governor.exporters.gpu.readings import GpuIdentity, GpuReading, Sample, Snapshot
 from tests.exporters.conftest import FakeClock, make_sampler
 
 DATA = Path(__file__).resolve().parents[2] / "data"

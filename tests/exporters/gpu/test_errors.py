@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from exporters.gpu import metric_names as m
-from exporters.gpu.errors import ErrorLedger
+from governor.exporters.gpu import metric_names as m
+from governor.exporters.gpu.errors import ErrorLedger
 
 
 def test_counts_start_at_zero_for_every_kind() -> None:

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from exporters.gpu import nvml as nv
-from exporters.gpu.fake import FakeNvml, NVMLError, NVMLError_GpuIsLost, NVMLError_NotSupported
+from governor.exporters.gpu import nvml as nv
+from governor.exporters.gpu.fake import (
+    FakeNvml,
+    NVMLError,
+    NVMLError_GpuIsLost,
+    NVMLError_NotSupported,
+)
 from tests.exporters.conftest import FakeClock
 
 

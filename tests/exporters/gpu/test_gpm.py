@@ -6,11 +6,11 @@ from functools import partial
 
 import pytest
 
-from exporters.gpu import gpm
-from exporters.gpu import metric_names as m
-from exporters.gpu import nvml as nv
-from exporters.gpu import simulated as sim
-from exporters.gpu.fake import FakeNvml, NVMLError
+from governor.exporters.gpu import gpm
+from governor.exporters.gpu import metric_names as m
+from governor.exporters.gpu import nvml as nv
+from governor.exporters.gpu import simulated as sim
+from governor.exporters.gpu.fake import FakeNvml, NVMLError
 from tests.exporters.conftest import FakeClock
 
 

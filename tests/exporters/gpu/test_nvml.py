@@ -5,9 +5,9 @@ from __future__ import annotations
 import pynvml
 import pytest
 
-from exporters.gpu import metric_names as m
-from exporters.gpu import nvml as nv
-from exporters.gpu.fake import NVMLError
+from governor.exporters.gpu import metric_names as m
+from governor.exporters.gpu import nvml as nv
+from governor.exporters.gpu.fake import NVMLError
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,7 @@ def test_our_constants_are_pynvml_s(ours: str, theirs: str) -> None:
 
 
 def test_the_clock_event_bits_are_pynvml_s() -> None:
-    from exporters.gpu.classic import REASON_BITS
+    from governor.exporters.gpu.classic import REASON_BITS
 
     names = {
         m.REASON_GPU_IDLE: "nvmlClocksEventReasonGpuIdle",
@@ -64,7 +64,7 @@ def test_the_clock_event_bits_are_pynvml_s() -> None:
 
 
 def test_the_field_and_gpm_ids_are_pynvml_s() -> None:
-    from exporters.gpu import fields, gpm
+    from governor.exporters.gpu import fields, gpm
 
     field_names = {82: "NVML_FI_DEV_MEMORY_TEMP", 5: "NVML_FI_DEV_ECC_SBE_AGG_TOTAL",
                    6: "NVML_FI_DEV_ECC_DBE_AGG_TOTAL", 83: "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION",

@@ -7,8 +7,8 @@ from types import SimpleNamespace as Process
 
 import pytest
 
-from exporters.gpu import metric_names as m
-from exporters.gpu.processes import (
+from governor.exporters.gpu import metric_names as m
+from governor.exporters.gpu.processes import (
     ContainerResolver,
     container_id,
     read_cgroup,

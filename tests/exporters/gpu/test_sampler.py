@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from exporters.gpu import catalog
-from exporters.gpu import metric_names as m
-from exporters.gpu import nvml as nv
-from exporters.gpu.fake import FakeNvml, Handle, Record
-from exporters.gpu.readings import Snapshot
-from exporters.gpu.sampler import Sampler, SamplerConfig, cuda_version
+from governor.exporters.gpu import catalog
+from governor.exporters.gpu import metric_names as m
+from governor.exporters.gpu import nvml as nv
+from governor.exporters.gpu.fake import FakeNvml, Handle, Record
+from governor.exporters.gpu.readings import Snapshot
+from governor.exporters.gpu.sampler import Sampler, SamplerConfig, cuda_version
 from tests.exporters.conftest import WALL_EPOCH, FakeClock, make_sampler, sample_values
 
 CID = "ab" * 32

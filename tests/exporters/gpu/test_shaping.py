@@ -6,13 +6,13 @@ from types import SimpleNamespace as Answer
 
 import pytest
 
-from exporters.gpu import classic, fields
-from exporters.gpu import metric_names as m
-from exporters.gpu import nvml as nv
-from exporters.gpu.calls import CallGuard, GpuLost
-from exporters.gpu.errors import ErrorLedger
-from exporters.gpu.fake import FakeNvml, Handle, Record
-from exporters.gpu.readings import Sample
+from governor.exporters.gpu import classic, fields
+from governor.exporters.gpu import metric_names as m
+from governor.exporters.gpu import nvml as nv
+from governor.exporters.gpu.calls import CallGuard, GpuLost
+from governor.exporters.gpu.errors import ErrorLedger
+from governor.exporters.gpu.fake import FakeNvml, Handle, Record
+from governor.exporters.gpu.readings import Sample
 
 
 def test_percentages_become_ratios_clamped_to_0_1() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pynvml
 
-from exporters.gpu.fake import Handle
-from exporters.gpu.xid import handle_key
+from governor.exporters.gpu.fake import Handle
+from governor.exporters.gpu.xid import handle_key
 
 
 def test_pynvml_handles_are_keyed_by_address() -> None:

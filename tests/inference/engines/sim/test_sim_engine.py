@@ -11,8 +11,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from inference import metric_names as names
-from inference.engines.base import (
+from governor.inference import metric_names as names
+from governor.inference.engines.base import (
     BatchingLimits,
     Engine,
     EngineError,
@@ -22,8 +22,8 @@ from inference.engines.base import (
     SamplingOptions,
     TokenDelta,
 )
-from inference.engines.settings import EngineSettings
-from inference.engines.sim.engine import SimEngine, create_sim_engine
+from governor.inference.engines.settings import EngineSettings
+from governor.inference.engines.sim.engine import SimEngine, create_sim_engine
 
 LONG = SamplingOptions(ignore_eos=True)
 PLAIN = SamplingOptions()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from inference.engines.base import FinishReason
-from inference.engines.sim.frontend import Frontend
-from inference.engines.sim.presets import FREE_FRONTEND, FrontendCosts
-from inference.engines.sim.request import SimRequest
+from governor.inference.engines.base import FinishReason
+from governor.inference.engines.sim.frontend import Frontend
+from governor.inference.engines.sim.presets import FREE_FRONTEND, FrontendCosts
+from governor.inference.engines.sim.request import SimRequest
 
 # Round numbers, in milliseconds, so that every expected time can be read off the costs.
 MS = 1e-3

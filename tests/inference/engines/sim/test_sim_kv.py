@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inference.engines.sim.kv import KVCache, prompt_block_hashes
+from governor.inference.engines.sim.kv import KVCache, prompt_block_hashes
 
 
 def make(num_blocks: int = 8, *, caching: bool = True) -> KVCache:

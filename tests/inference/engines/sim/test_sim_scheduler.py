@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from inference.engines.base import BatchingLimits, FinishReason
-from inference.engines.sim.kv import KVCache, prompt_block_hashes
-from inference.engines.sim.request import SimRequest, Status
-from inference.engines.sim.scheduler import Scheduler, StepPlan
+from governor.inference.engines.base import BatchingLimits, FinishReason
+from governor.inference.engines.sim.kv import KVCache, prompt_block_hashes
+from governor.inference.engines.sim.request import SimRequest, Status
+from governor.inference.engines.sim.scheduler import Scheduler, StepPlan
 
 BLOCK = 4
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inference.engines.base import FinishReason, SamplingOptions
-from inference.engines.sim.tokenizer import (
+from governor.inference.engines.base import FinishReason, SamplingOptions
+from governor.inference.engines.sim.tokenizer import (
     SimTokenizer,
     echo_source,
     pieces,

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from inference.engines.base import BatchingLimits, FinishReason
-from inference.engines.sim.presets import TINY, FrontendCosts, get_preset
-from inference.engines.sim.virtual import RequestRecord, VirtualSim
+from governor.inference.engines.base import BatchingLimits, FinishReason
+from governor.inference.engines.sim.presets import TINY, FrontendCosts, get_preset
+from governor.inference.engines.sim.virtual import RequestRecord, VirtualSim
 
 H200 = get_preset("llama-3-8b@h200")
 

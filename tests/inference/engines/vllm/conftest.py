@@ -18,14 +18,14 @@ import pytest
 import pytest_asyncio
 from prometheus_client import CollectorRegistry
 
-from inference.engines.base import BatchingLimits
-from inference.engines.settings import EngineSettings
-from inference.engines.vllm.engine import VllmEngine, create_vllm_engine
+from governor.inference.engines.base import BatchingLimits
+from governor.inference.engines.settings import EngineSettings
+from governor.inference.engines.vllm.engine import VllmEngine, create_vllm_engine
 from tests.support.otlp import OtlpReceiver
 
 ENTRY_POINT_GROUP = "vllm.general_plugins"
 ENTRY_POINT_NAME = "governor_batching"
-ENTRY_POINT_VALUE = "inference.engines.vllm.plugin:register"
+ENTRY_POINT_VALUE = "governor.inference.engines.vllm.plugin:register"
 
 # The engine the tests share: small enough for a 2-core machine, big enough for 8 concurrent
 # requests and a 400-token prompt.
@@ -91,7 +91,7 @@ def plugin_discoverable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[No
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The model directory; while it exists, Hugging Face libraries stay off the network."""
-    from inference.engines.vllm.tiny_model import write_tiny_llama
+    from governor.inference.engines.vllm.tiny_model import write_tiny_llama
 
     saved = {key: os.environ.get(key) for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from inference.engines.settings import EngineSettings
-from inference.engines.vllm.args import (
+from governor.inference.engines.settings import EngineSettings
+from governor.inference.engines.vllm.args import (
     EngineArgsError,
     convert,
     engine_kwargs,

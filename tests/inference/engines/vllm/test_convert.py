@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from inference.engines.base import (
+from governor.inference.engines.base import (
     EngineError,
     EngineErrorKind,
     FinishReason,
     GenerateRequest,
     SamplingOptions,
 )
-from inference.engines.vllm import convert
+from governor.inference.engines.vllm import convert
 
 
 @dataclass

@@ -12,8 +12,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from inference import metric_names as names
-from inference.engines.base import (
+from governor.inference import metric_names as names
+from governor.inference.engines.base import (
     Engine,
     EngineError,
     EngineErrorKind,
@@ -22,7 +22,7 @@ from inference.engines.base import (
     SamplingOptions,
     TokenDelta,
 )
-from inference.engines.vllm.engine import VllmEngine
+from governor.inference.engines.vllm.engine import VllmEngine
 from tests.inference.engines.vllm.conftest import MAX_MODEL_LEN, SERVED_MODEL_NAME
 from tests.support.otlp import OtlpReceiver
 

@@ -11,10 +11,14 @@ import prometheus_client
 import pytest
 from prometheus_client import CollectorRegistry
 
-from inference.engines.base import EngineError, EngineErrorKind
-from inference.engines.settings import EngineSettings
-from inference.engines.vllm.args import EngineArgsError
-from inference.engines.vllm.engine import _shut_down_when_built, create_vllm_engine, plain_chat
+from governor.inference.engines.base import EngineError, EngineErrorKind
+from governor.inference.engines.settings import EngineSettings
+from governor.inference.engines.vllm.args import EngineArgsError
+from governor.inference.engines.vllm.engine import (
+    _shut_down_when_built,
+    create_vllm_engine,
+    plain_chat,
+)
 
 
 class FakeLLM:

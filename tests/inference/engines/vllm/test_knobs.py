@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inference.engines.vllm import knobs
+from governor.inference.engines.vllm import knobs
 
 
 @dataclass

@@ -5,8 +5,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from inference import metric_names as names
-from inference.engines.vllm.metrics import VllmMetricsBridge
+from governor.inference import metric_names as names
+from governor.inference.engines.vllm.metrics import VllmMetricsBridge
 
 LABELS = {names.VLLM_LABEL_MODEL: "m", names.VLLM_LABEL_ENGINE: "0"}
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from inference.engines.vllm import plugin
+from governor.inference.engines.vllm import plugin
 from tests.inference.engines.vllm.conftest import (
     ENTRY_POINT_GROUP,
     ENTRY_POINT_NAME,

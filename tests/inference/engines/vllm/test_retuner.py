@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from inference.engines.base import BatchingLimits, EngineError, EngineErrorKind
-from inference.engines.vllm import retuning
-from inference.engines.vllm.args import EngineArgsError
-from inference.engines.vllm.plugin import UTILITY_REPORT, UTILITY_SET
-from inference.engines.vllm.retuning import Retuner
+from governor.inference.engines.base import BatchingLimits, EngineError, EngineErrorKind
+from governor.inference.engines.vllm import retuning
+from governor.inference.engines.vllm.args import EngineArgsError
+from governor.inference.engines.vllm.plugin import UTILITY_REPORT, UTILITY_SET
+from governor.inference.engines.vllm.retuning import Retuner
 
 FLOOR = BatchingLimits(1, 16)
 SUPPORTED = {"supported": True, "strategy": "running", "max_num_seqs": 64,

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 import pytest
 from prometheus_client import CollectorRegistry
 
-from inference import metric_names as names
-from inference.engines.base import BatchingLimits, SamplingOptions
-from inference.engines.vllm.convert import RequestTiming
-from inference.engines.vllm.engine import VllmEngine
+from governor.inference import metric_names as names
+from governor.inference.engines.base import BatchingLimits, SamplingOptions
+from governor.inference.engines.vllm.convert import RequestTiming
+from governor.inference.engines.vllm.engine import VllmEngine
 from tests.inference.engines.vllm.conftest import (
     MAX_NUM_BATCHED_TOKENS,
     MAX_NUM_SEQS,

@@ -22,15 +22,15 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics import parser as openmetrics_parser
 from prometheus_client.parser import text_string_to_metric_families
 
-from common.secrets import Secret
-from inference import keys
-from inference import metric_names as names
-from inference.app import create_app
-from inference.config import ServiceConfig, TracingSettings
-from inference.engines.base import BatchingLimits, Engine
-from inference.engines.settings import EngineSettings
-from inference.engines.vllm.engine import VllmEngine
-from inference.engines.vllm.metrics import VllmMetricsBridge
+from governor.common.secrets import Secret
+from governor.inference import keys
+from governor.inference import metric_names as names
+from governor.inference.app import create_app
+from governor.inference.config import ServiceConfig, TracingSettings
+from governor.inference.engines.base import BatchingLimits, Engine
+from governor.inference.engines.settings import EngineSettings
+from governor.inference.engines.vllm.engine import VllmEngine
+from governor.inference.engines.vllm.metrics import VllmMetricsBridge
 from tests.inference.engines.vllm.conftest import (
     MAX_MODEL_LEN,
     MAX_NUM_BATCHED_TOKENS,

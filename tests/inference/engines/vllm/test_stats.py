@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from inference.engines.base import EngineStats
-from inference.engines.vllm.stats import SchedulerStatsRecorder
+from governor.inference.engines.base import EngineStats
+from governor.inference.engines.vllm.stats import SchedulerStatsRecorder
 
 
 def test_the_latest_snapshot_counts_deferred_requests_as_waiting() -> None:

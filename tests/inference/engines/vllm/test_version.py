@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inference.engines.vllm.version import VllmVersion, check_version, parse_version
+from governor.inference.engines.vllm.version import VllmVersion, check_version, parse_version
 
 
 @pytest.mark.parametrize(

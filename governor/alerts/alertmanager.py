@@ -1,0 +1,95 @@
+"""``alertmanager.yml``: the controller's webhook, placeholder page and ticket receivers,
+page-inhibits-ticket, and grouping by SLO.
+
+Alertmanager 0.25 takes ``url``, ``send_resolved``, ``http_config`` and ``max_alerts`` on a
+webhook; ``url_file`` and ``timeout`` are newer and amtool 0.25 rejects them. The bearer token
+is read from a file (``credentials_file``) so that it never sits in the configuration.
+"""
+
+from __future__ import annotations
+
+from governor.alerts import metric_names as n
+from governor.alerts.params import Endpoints, RenderParams
+from governor.alerts.promql import format_duration
+
+RECEIVER_CONTROLLER = "controller"
+RECEIVER_PAGE = "page"
+RECEIVER_TICKET = "ticket"
+WEBHOOK_PATH = "/alerts"
+
+HEADER_NOTE = """\
+# The page and ticket receivers are placeholders that notify nobody: give them
+# pagerduty_configs, opsgenie_configs, slack_configs or email_configs for your team (by hand in
+# a copy, or wrap this file), keeping their names so that the routes and inhibitions still apply.
+"""
+
+
+def _matcher(label: str, value: str, op: str = "=") -> str:
+    return f'{label}{op}"{value}"'
+
+
+def controller_url(address: str) -> str:
+    return f"http://{address}{WEBHOOK_PATH}"
+
+
+def alertmanager_config(endpoints: Endpoints, params: RenderParams) -> dict[str, object]:
+    webhooks = [
+        {"url": controller_url(address), "send_resolved": True, "max_alerts": 0,
+         "http_config": {"authorization": {"type": "Bearer",
+                                           "credentials_file": params.controller_token_file}}}
+        for address in endpoints.controller
+    ]
+    return {
+        "route": {
+            "receiver": RECEIVER_TICKET,
+            "group_by": ["alertname", n.LABEL_SLO, n.LABEL_SEVERITY],
+            "group_wait": format_duration(params.group_wait_seconds),
+            "group_interval": format_duration(params.group_interval_seconds),
+            "repeat_interval": format_duration(params.repeat_interval_seconds),
+            "routes": [
+                {
+                    "receiver": RECEIVER_CONTROLLER,
+                    "matchers": [_matcher(n.LABEL_SEVERITY, n.SEVERITY_CONTROL)],
+                    # One notification per breaching instance: the controller acts per target.
+                    "group_by": ["alertname", n.LABEL_SLO, n.LABEL_INSTANCE],
+                    "group_wait": format_duration(params.control_group_wait_seconds),
+                    "group_interval": format_duration(params.control_group_interval_seconds),
+                    "repeat_interval": format_duration(params.control_repeat_interval_seconds),
+                },
+                {"receiver": RECEIVER_PAGE,
+                 "matchers": [_matcher(n.LABEL_SEVERITY, n.SEVERITY_PAGE)]},
+                {"receiver": RECEIVER_TICKET,
+                 "matchers": [_matcher(n.LABEL_SEVERITY, n.SEVERITY_TICKET)],
+                 "repeat_interval": format_duration(params.ticket_repeat_interval_seconds)},
+            ],
+        },
+        "inhibit_rules": [
+            {
+                # One burn trips several tiers; the page says it all, so the same SLO's ticket
+                # stays quiet. Both sides must carry an slo label: health alerts have none, and
+                # missing labels would compare equal.
+                "source_matchers": [_matcher(n.LABEL_SEVERITY, n.SEVERITY_PAGE),
+                                    _matcher(n.LABEL_SLO, ".+", "=~")],
+                "target_matchers": [_matcher(n.LABEL_SEVERITY, n.SEVERITY_TICKET),
+                                    _matcher(n.LABEL_SLO, ".+", "=~")],
+                "equal": [n.LABEL_SLO, n.LABEL_SERVICE],
+            },
+        ],
+        "receivers": [
+            {"name": RECEIVER_CONTROLLER, "webhook_configs": webhooks},
+            {"name": RECEIVER_PAGE},
+            {"name": RECEIVER_TICKET},
+        ],
+    }
+
+
+def alertmanager_args(*, config_file: str, storage_path: str,
+                      listen_address: str = "0.0.0.0:9093") -> list[str]:
+    """The flags to start a single Alertmanager 0.25 with this configuration. Clustering is
+    off: a lone instance would otherwise wait for gossip to settle before it notifies."""
+    return [
+        f"--config.file={config_file}",
+        f"--storage.path={storage_path}",
+        f"--web.listen-address={listen_address}",
+        "--cluster.listen-address=",
+    ]

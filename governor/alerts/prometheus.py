@@ -1,0 +1,66 @@
+"""``prometheus.yml`` and the command-line flags Prometheus needs alongside it.
+
+Retention and exemplar storage are flags, not configuration, in Prometheus 2.42:
+:func:`prometheus_args` renders them for ``governor up`` and compose. Rule files are referenced
+relative to the configuration file, so the same ``prometheus.yml`` works in a container
+(``/etc/prometheus``) and natively (``deploy/prometheus``).
+"""
+
+from __future__ import annotations
+
+from governor.alerts.params import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE, Endpoints, RenderParams
+from governor.alerts.promql import format_duration
+from governor.alerts.spec import SloSpec
+
+RULES_GLOB = "rules/*.yml"
+DEFAULT_SCRAPE_TIMEOUT = 10
+MAX_EXEMPLARS = 100_000
+
+
+def retention_seconds(spec: SloSpec, params: RenderParams) -> int:
+    """The SLO period plus a margin: a ``[30d]`` query needs all 30 days on disk."""
+    return spec.period_seconds + params.retention_margin_seconds
+
+
+def prometheus_config(endpoints: Endpoints, params: RenderParams) -> dict[str, object]:
+    jobs = ((JOB_INFERENCE, endpoints.inference), (JOB_GPU, endpoints.exporter),
+            (JOB_CONTROLLER, endpoints.controller))
+    timeout = min(DEFAULT_SCRAPE_TIMEOUT, params.scrape_interval_seconds)
+    return {
+        "global": {
+            "scrape_interval": format_duration(params.scrape_interval_seconds),
+            "scrape_timeout": format_duration(timeout),
+            "evaluation_interval": format_duration(params.evaluation_interval_seconds),
+        },
+        "rule_files": [RULES_GLOB],
+        "alerting": {"alertmanagers": [{"static_configs": [
+            {"targets": list(endpoints.alertmanager)}]}]},
+        "scrape_configs": [
+            {"job_name": job, "static_configs": [{"targets": list(targets)}]}
+            for job, targets in jobs if targets
+        ],
+        # Exemplars (trace ids on latency buckets) link Grafana's panels to Jaeger's traces.
+        "storage": {"exemplars": {"max_exemplars": MAX_EXEMPLARS}},
+    }
+
+
+def flags_note(spec: SloSpec, params: RenderParams) -> str:
+    """A header for prometheus.yml naming the flags it relies on."""
+    retention = format_duration(retention_seconds(spec, params))
+    return (f"# Start Prometheus with --storage.tsdb.retention.time={retention} (the {spec.period} "
+            "SLO period plus a margin)\n# and --enable-feature=exemplar-storage: in Prometheus "
+            "2.42 both are flags, not configuration.\n")
+
+
+def prometheus_args(
+    spec: SloSpec, params: RenderParams, *, config_file: str, storage_path: str,
+    listen_address: str = "0.0.0.0:9090",
+) -> list[str]:
+    """The flags to start Prometheus 2.42 with this configuration."""
+    return [
+        f"--config.file={config_file}",
+        f"--storage.tsdb.path={storage_path}",
+        f"--storage.tsdb.retention.time={format_duration(retention_seconds(spec, params))}",
+        "--enable-feature=exemplar-storage",
+        f"--web.listen-address={listen_address}",
+    ]

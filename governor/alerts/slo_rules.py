@@ -1,0 +1,171 @@
+"""One SLO → its recording rules and its multi-window, multi-burn-rate page and ticket alerts.
+
+Per window of :data:`governor.alerts.windows.SLI_WINDOWS` the rules record the event rate, the
+bad-event rate, their ratio and the burn rate. The period ratio sums 5-minute event rates over the
+period, so it is weighted by events: a busy hour counts more than a quiet one, as the objective
+means. Budget remaining, objective, period and an info series complete the set for dashboards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from governor.alerts import metric_names as n
+from governor.alerts.promql import (
+    Matcher,
+    Selector,
+    format_duration,
+    format_number,
+    parse_selector,
+    to_decimal,
+)
+from governor.alerts.rules import AlertRule, RecordingRule, RuleFile, RuleGroup, literal
+from governor.alerts.spec import SLO, LatencySLI, SloSpec
+from governor.alerts.windows import PERIOD_SLICE_SECONDS, SEVERITIES, SLI_WINDOWS, TIERS, BurnTier
+
+
+def slo_labels(spec: SloSpec, slo: SLO) -> dict[str, str]:
+    """Labels on every series and alert of one SLO: the spec's, the SLO's, then slo and service."""
+    return {**spec.labels, **slo.labels, n.LABEL_SLO: slo.name, n.LABEL_SERVICE: spec.service}
+
+
+def recorded(name: str, spec: SloSpec, slo: SLO) -> str:
+    """A selector for one of this SLO's recorded series."""
+    return Selector(name, (Matcher(n.LABEL_SLO, "=", slo.name),
+                           Matcher(n.LABEL_SERVICE, "=", spec.service))).render()
+
+
+def le_matcher(threshold: float) -> Matcher:
+    """The ``le`` bucket of a threshold. prometheus_client writes integral edges as ``1.0``
+    and Prometheus 3 normalises them to ``1``; the regex accepts both."""
+    text = format_number(threshold)
+    if "." in text:
+        return Matcher("le", "=", text)
+    return Matcher("le", "=~", f"{text}|{text}\\.0")
+
+
+def _histogram(sli: LatencySLI, suffix: str, *extra: Matcher) -> str:
+    matchers = tuple(Matcher(k, "=", v) for k, v in sorted(sli.selector.items()))
+    return Selector(sli.metric + suffix, (*matchers, *extra)).render()
+
+
+def events_rate(slo: SLO, window: str) -> str:
+    """PromQL: all of the SLI's events per second over ``window``."""
+    if isinstance(slo.sli, LatencySLI):
+        return f"sum(rate({_histogram(slo.sli, '_count')}[{window}]))"
+    return f"sum(rate({parse_selector(slo.sli.total).render()}[{window}]))"
+
+
+def error_events_rate(slo: SLO, window: str) -> str:
+    """PromQL: the SLI's bad events per second over ``window``."""
+    if isinstance(slo.sli, LatencySLI):
+        good = _histogram(slo.sli, "_bucket", le_matcher(slo.sli.threshold_seconds))
+        return f"{events_rate(slo, window)}\n-\nsum(rate({good}[{window}]))"
+    # A service that never failed has no error series at all: count that as zero errors.
+    return f"sum(rate({parse_selector(slo.sli.errors).render()}[{window}])) or vector(0)"
+
+
+def _window_rules(spec: SloSpec, slo: SLO, window_seconds: int) -> tuple[RecordingRule, ...]:
+    labels = slo_labels(spec, slo)
+    window = format_duration(window_seconds)
+    errors = n.windowed(n.SLI_ERROR_EVENTS_RATE, window_seconds)
+    events = n.windowed(n.SLI_EVENTS_RATE, window_seconds)
+    ratio = n.windowed(n.SLI_ERROR_RATIO, window_seconds)
+    return (
+        RecordingRule(events, events_rate(slo, window), labels),
+        RecordingRule(errors, error_events_rate(slo, window), labels),
+        RecordingRule(ratio, f"{recorded(errors, spec, slo)}\n/\n{recorded(events, spec, slo)}",
+                      labels),
+        RecordingRule(n.windowed(n.BURN_RATE, window_seconds),
+                      f"{recorded(ratio, spec, slo)} / {format_number(slo.error_budget)}", labels),
+    )
+
+
+def _meta_rules(spec: SloSpec, slo: SLO) -> tuple[RecordingRule, ...]:
+    labels = slo_labels(spec, slo)
+    budget = format_number(slo.error_budget)
+    errors = n.windowed(n.SLI_ERROR_EVENTS_RATE, PERIOD_SLICE_SECONDS)
+    events = n.windowed(n.SLI_EVENTS_RATE, PERIOD_SLICE_SECONDS)
+    period = spec.period
+    info = dict(labels, objective=format_number(slo.objective), period=period,
+                controller=str(slo.controller).lower(),
+                kind="latency" if isinstance(slo.sli, LatencySLI) else "ratio")
+    if isinstance(slo.sli, LatencySLI):
+        info.update(metric=slo.sli.metric,
+                    threshold_seconds=format_number(slo.sli.threshold_seconds))
+    return (
+        RecordingRule(n.SLI_ERROR_RATIO_PERIOD,
+                      f"sum_over_time({recorded(errors, spec, slo)}[{period}])\n/\n"
+                      f"sum_over_time({recorded(events, spec, slo)}[{period}])", labels),
+        RecordingRule(n.BURN_RATE_PERIOD,
+                      f"{recorded(n.SLI_ERROR_RATIO_PERIOD, spec, slo)} / {budget}", labels),
+        RecordingRule(n.ERROR_BUDGET_REMAINING,
+                      f"1 - {recorded(n.SLI_ERROR_RATIO_PERIOD, spec, slo)} / {budget}", labels),
+        RecordingRule(n.OBJECTIVE, f"vector({format_number(slo.objective)})", labels),
+        RecordingRule(n.ERROR_BUDGET, f"vector({budget})", labels),
+        RecordingRule(n.PERIOD, f"vector({spec.period_seconds})", labels),
+        RecordingRule(n.INFO, "vector(1)", info),
+    )
+
+
+def firing_tiers(spec: SloSpec, slo: SLO, severity: str) -> tuple[BurnTier, ...]:
+    """The tiers of one severity whose threshold an error ratio can actually exceed."""
+    return tuple(t for t in TIERS
+                 if t.severity == severity and t.can_fire(spec.period_seconds, slo.error_budget))
+
+
+def _tier_condition(spec: SloSpec, slo: SLO, tier: BurnTier) -> str:
+    threshold = format_number(tier.threshold(spec.period_seconds, slo.error_budget))
+    short = recorded(n.windowed(n.SLI_ERROR_RATIO, tier.short_seconds), spec, slo)
+    long = recorded(n.windowed(n.SLI_ERROR_RATIO, tier.long_seconds), spec, slo)
+    condition = f"  {short} > {threshold}\nand\n  {long} > {threshold}"
+    if slo.min_event_rate_per_second > 0:
+        traffic = recorded(n.windowed(n.SLI_EVENTS_RATE, tier.long_seconds), spec, slo)
+        condition += f"\nand\n  {traffic} >= {format_number(slo.min_event_rate_per_second)}"
+    return f"(\n{condition}\n)"
+
+
+def _describe(spec: SloSpec, slo: SLO, tiers: tuple[BurnTier, ...]) -> str:
+    parts = [
+        f"{format_number(t.factor(spec.period_seconds))}x the sustainable rate over both "
+        f"{format_duration(t.short_seconds)} and {format_duration(t.long_seconds)}"
+        for t in tiers
+    ]
+    text = literal(f"{slo.description.strip()} ") if slo.description.strip() else ""
+    text += (f"SLO {slo.name} ({format_number(to_decimal(slo.objective) * 100)}% over "
+            f"{spec.period}) burns its error budget at more than " + ", or ".join(parts) + ".")
+    if slo.min_event_rate_per_second > 0:
+        text += (f" Quiet below {format_number(slo.min_event_rate_per_second)} events/s, where "
+                 "a single failure would look like a burn.")
+    return text
+
+
+def burn_alerts(spec: SloSpec, slo: SLO) -> tuple[AlertRule, ...]:
+    alerts = []
+    pace = {"page": "fast", "ticket": "steadily"}
+    for severity in SEVERITIES:
+        tiers = firing_tiers(spec, slo, severity)
+        if not tiers:
+            continue
+        expr = "\nor\n".join(_tier_condition(spec, slo, tier) for tier in tiers)
+        labels = {**slo_labels(spec, slo), n.LABEL_SEVERITY: severity}
+        annotations = {
+            "summary": f"{spec.service} SLO {slo.name} is burning its error budget "
+                       f"{pace[severity]}",
+            "description": _describe(spec, slo, tiers),
+        }
+        alerts.append(AlertRule(slo.camel_name + n.BURN_ALERT_SUFFIX, expr, labels, annotations))
+    return tuple(alerts)
+
+
+def slo_rule_file(spec: SloSpec, slo: SLO) -> RuleFile:
+    windows = tuple(rule for w in SLI_WINDOWS for rule in _window_rules(spec, slo, w))
+    return RuleFile(f"slo-{slo.name}", (
+        RuleGroup(f"slo-sli-{slo.name}", windows),
+        RuleGroup(f"slo-meta-{slo.name}", _meta_rules(spec, slo)),
+        RuleGroup(f"slo-alerts-{slo.name}", burn_alerts(spec, slo)),
+    ))
+
+
+def alert_labels(spec: SloSpec, slo: SLO, severity: str) -> Mapping[str, str]:
+    return {**slo_labels(spec, slo), n.LABEL_SEVERITY: severity}

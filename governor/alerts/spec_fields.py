@@ -1,0 +1,403 @@
+"""Validating a native spec field by field, collecting every problem with its place.
+
+Each parser takes a value, its path in the document and the problem list, and returns the
+parsed value or ``None`` after recording why. :func:`native` assembles the whole spec.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
+
+from governor.alerts import openslo
+from governor.alerts.promql import (
+    LABEL_NAME,
+    METRIC_NAME,
+    format_duration,
+    format_number,
+    parse_duration,
+    parse_selector,
+    to_decimal,
+)
+from governor.alerts.spec_model import (
+    MAX_LABELS,
+    MAX_PERIOD_SECONDS,
+    MAX_SLOS,
+    MAX_TEXT,
+    MIN_PERIOD_SECONDS,
+    RESERVED_LABELS,
+    SLO,
+    SPEC_VERSION,
+    Labels,
+    LatencySLI,
+    Path_,
+    RatioSLI,
+    SloSpec,
+)
+
+_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+_SERVICE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}")
+_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*/\s*(s|m|h)")
+_PER = {"s": Decimal(1), "m": Decimal(60), "h": Decimal(3600)}
+
+
+
+
+def format_path(path: Path_) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text or "(top level)"
+
+
+class Problems:
+    """Collects ``where: what`` lines; ``where`` comes from the caller (lines, OpenSLO paths)."""
+
+    def __init__(self, where: Callable[[Path_], str], *, quiet_missing: bool = False) -> None:
+        self.where = where
+        self.items: list[str] = []
+        # After a failed OpenSLO translation a missing key is a consequence, already explained.
+        self.quiet_missing = quiet_missing
+
+    def add(self, path: Path_, message: str) -> None:
+        self.items.append(f"{self.where(path)}: {message}")
+
+    def missing(self, path: Path_, key: str) -> None:
+        if self.quiet_missing:
+            self.items.append("")  # still a failure, but nothing new to say
+        else:
+            self.add(path, f"missing required key {key!r}")
+
+
+def where_in(source: str, lines: Mapping[Path_, int]) -> Callable[[Path_], str]:
+    def where(path: Path_) -> str:
+        for depth in range(len(path), -1, -1):  # the nearest line we know
+            line = lines.get(path[:depth])
+            if line is not None:
+                return f"{source}:{line}: {format_path(path)}"
+        return f"{source}: {format_path(path)}"
+
+    return where
+
+
+def _type_name(value: object) -> str:
+    names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
+             int: "an integer", float: "a number", type(None): "nothing (null)"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _mapping(
+    value: object, path: Path_, problems: Problems, allowed: Sequence[str],
+    required: Sequence[str] = (),
+) -> dict[str, object] | None:
+    """``value`` as a mapping of known string keys; unknown and missing keys become problems."""
+    if not isinstance(value, dict):
+        problems.add(path, f"must be a mapping with keys {', '.join(allowed)}: "
+                           f"got {_type_name(value)}")
+        return None
+    result: dict[str, object] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            problems.add(path, f"keys must be strings: got {key!r}")
+        elif key not in allowed:
+            close = difflib.get_close_matches(key, allowed, n=1)
+            hint = (f" (did you mean {close[0]!r}?)" if close
+                    else f" (expected: {', '.join(allowed)})")
+            problems.add((*path, key), f"unknown key {key[:80]!r}{hint}")
+        else:
+            result[key] = item
+    for key in required:
+        if key not in result:
+            problems.missing(path, key)
+    return result
+
+
+def _text(value: object, path: Path_, problems: Problems, *, what: str = "text") -> str | None:
+    if not isinstance(value, str):
+        problems.add(path, f"must be {what} (a string): got {_type_name(value)}")
+        return None
+    if len(value) > MAX_TEXT:
+        problems.add(path, f"longer than {MAX_TEXT} characters")
+        return None
+    return value
+
+
+def _labels(value: object, path: Path_, problems: Problems) -> Labels:
+    if value is None:
+        return Labels()
+    if not isinstance(value, dict):
+        problems.add(path, f"must be a mapping of label names to strings: got {_type_name(value)}")
+        return Labels()
+    if len(value) > MAX_LABELS:
+        problems.add(path, f"more than {MAX_LABELS} labels")
+        return Labels()
+    labels: dict[str, str] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not LABEL_NAME.fullmatch(key) or key.startswith("__"):
+            problems.add(path, f"{key!r} is not a valid label name ([a-zA-Z_][a-zA-Z0-9_]*, "
+                               "not starting with __)")
+        elif key in RESERVED_LABELS:
+            problems.add((*path, key), f"label {key!r} is set by Governor and cannot be overridden")
+        elif (text := _text(item, (*path, key), problems, what="a label value")) is not None:
+            labels[key] = text
+    return Labels(labels)
+
+
+def parse_objective(value: object) -> float:
+    """``99``, ``"99%"``, ``99.9``, ``0.99`` → a ratio in (0, 1); raises ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"must be a number or a percentage string: got {_type_name(value)}")
+    text = value.strip() if isinstance(value, str) else value
+    percent = isinstance(text, str) and text.endswith("%")
+    try:
+        number = to_decimal(text[:-1].strip() if isinstance(text, str) and percent else text)
+    except ValueError:
+        raise ValueError(f"not a number or percentage: {value!r}") from None
+    if not number.is_finite():
+        raise ValueError(f"must be finite: got {value!r}")
+    if not percent and 0 < number < 1:
+        return float(number)
+    if 0 < number < 100 and (percent or number >= 1):
+        return float(number / 100)
+    raise ValueError(
+        f"must be a percentage in (0, 100) such as 99.9 or \"99.9%\", or a ratio in (0, 1) "
+        f"such as 0.999: got {value!r}"
+    )
+
+
+def _objective(value: object, path: Path_, problems: Problems) -> float | None:
+    try:
+        return parse_objective(value)
+    except ValueError as exc:
+        problems.add(path, str(exc))
+        return None
+
+
+def _seconds(value: object, path: Path_, problems: Problems, what: str) -> Decimal | None:
+    """A duration string (``120ms``, ``30d``) or a bare number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        problems.add(path, f"must be {what}, as a duration such as 120ms or 30d: "
+                           f"got {_type_name(value)}")
+        return None
+    try:
+        seconds = parse_duration(value) if isinstance(value, str) else to_decimal(value)
+    except ValueError as exc:
+        problems.add(path, str(exc))
+        return None
+    if not seconds.is_finite() or seconds <= 0:
+        problems.add(path, f"must be a positive duration: got {value!r}")
+        return None
+    return seconds
+
+
+def _period(value: object, path: Path_, problems: Problems) -> int | None:
+    seconds = _seconds(value, path, problems, "the SLO period")
+    if seconds is None:
+        return None
+    if seconds != seconds.to_integral_value():
+        problems.add(path, f"must be whole seconds: got {value!r}")
+        return None
+    if not MIN_PERIOD_SECONDS <= seconds <= MAX_PERIOD_SECONDS:
+        problems.add(path, f"must be between {format_duration(MIN_PERIOD_SECONDS)} and "
+                           f"{format_duration(MAX_PERIOD_SECONDS)}: got {value!r}")
+        return None
+    return int(seconds)
+
+
+def _event_rate(value: object, path: Path_, problems: Problems) -> float | None:
+    """``0.5`` (per second), ``"30/m"``, ``"100/h"`` → events per second."""
+    rate: Decimal | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        rate = to_decimal(value)
+    elif isinstance(value, str) and (match := _RATE.fullmatch(value.strip())):
+        rate = Decimal(match.group(1)) / _PER[match.group(2)]
+    if rate is None or not rate.is_finite() or rate < 0:
+        problems.add(path, f"must be a non-negative rate: events per second (0.5) or per "
+                           f"minute or hour (\"30/m\", \"100/h\"): got {value!r}")
+        return None
+    return float(rate)
+
+
+def _nearby_edges(edges: Sequence[float], threshold: float) -> str:
+    ordered = sorted(edges)
+    below = [e for e in ordered if e < threshold][-2:]
+    above = [e for e in ordered if e > threshold][:2]
+    return ", ".join(format_number(e) for e in (*below, *above))
+
+
+def _latency(
+    value: object, path: Path_, problems: Problems,
+    histograms: Mapping[str, Sequence[float]] | None,
+) -> LatencySLI | None:
+    fields = _mapping(value, path, problems, ("metric", "threshold", "selector"),
+                      ("metric", "threshold"))
+    if fields is None:
+        return None
+    metric = _text(fields.get("metric"), (*path, "metric"), problems, what="a histogram name")
+    if metric is not None and not METRIC_NAME.fullmatch(metric):
+        problems.add((*path, "metric"), f"{metric!r} is not a valid metric name")
+        metric = None
+    elif metric is not None and metric.endswith(("_bucket", "_count", "_sum")):
+        problems.add((*path, "metric"), f"give the histogram's base name, without "
+                                        f"_bucket/_count/_sum: got {metric!r}")
+        metric = None
+    threshold: float | None = None
+    if "threshold" in fields:
+        seconds = _seconds(fields["threshold"], (*path, "threshold"), problems, "a latency")
+        threshold = None if seconds is None else float(seconds)
+    selector = _labels(fields.get("selector"), (*path, "selector"), problems)
+    if metric is None or threshold is None:
+        return None
+    if histograms is not None:
+        threshold = _bucket_edge(metric, threshold, path, problems, histograms)
+    return None if threshold is None else LatencySLI(metric, threshold, selector)
+
+
+def _bucket_edge(
+    metric: str, threshold: float, path: Path_, problems: Problems,
+    histograms: Mapping[str, Sequence[float]],
+) -> float | None:
+    """The bucket edge equal to ``threshold``: the SLI counts ``le`` buckets, so it must exist."""
+    edges = histograms.get(metric)
+    if edges is None:
+        known = ", ".join(sorted(histograms))
+        problems.add((*path, "metric"), f"{metric!r} is not a histogram Governor knows "
+                                        f"(known: {known})")
+        return None
+    for edge in edges:
+        if math.isclose(edge, threshold, rel_tol=1e-9):
+            return edge
+    problems.add((*path, "threshold"),
+                 f"{format_number(threshold)}s is not a bucket edge of {metric}, so the SLI "
+                 f"could not count it exactly (nearest edges: {_nearby_edges(edges, threshold)})")
+    return None
+
+
+def _selector(value: object, path: Path_, problems: Problems) -> str | None:
+    text = _text(value, path, problems, what="a PromQL counter selector")
+    if text is None:
+        return None
+    try:
+        return parse_selector(text).render()
+    except ValueError as exc:
+        problems.add(path, str(exc))
+        return None
+
+
+def _ratio(value: object, path: Path_, problems: Problems) -> RatioSLI | None:
+    fields = _mapping(value, path, problems, ("errors", "total"), ("errors", "total"))
+    if fields is None:
+        return None
+    errors = _selector(fields.get("errors"), (*path, "errors"), problems) if "errors" in fields \
+        else None
+    total = _selector(fields.get("total"), (*path, "total"), problems) if "total" in fields \
+        else None
+    if errors is not None and errors == total:
+        problems.add((*path, "errors"), "selects the same series as total, so the SLI would "
+                                        "always be 100% errors")
+        return None
+    return None if errors is None or total is None else RatioSLI(errors, total)
+
+
+def _sli(
+    value: object, path: Path_, problems: Problems,
+    histograms: Mapping[str, Sequence[float]] | None,
+) -> LatencySLI | RatioSLI | None:
+    fields = _mapping(value, path, problems, ("latency", "ratio"))
+    if fields is None:
+        return None
+    if len(fields) != 1:
+        problems.add(path, "must have exactly one of 'latency' or 'ratio'")
+        return None
+    if "latency" in fields:
+        return _latency(fields["latency"], (*path, "latency"), problems, histograms)
+    return _ratio(fields["ratio"], (*path, "ratio"), problems)
+
+
+_SLO_KEYS = ("name", "description", "objective", "sli", "controller", "labels", "min_event_rate")
+
+
+def _slo(
+    value: object, path: Path_, problems: Problems,
+    histograms: Mapping[str, Sequence[float]] | None,
+) -> SLO | None:
+    fields = _mapping(value, path, problems, _SLO_KEYS, ("name", "objective", "sli"))
+    if fields is None:
+        return None
+    name = _text(fields.get("name"), (*path, "name"), problems, what="a name") \
+        if "name" in fields else None
+    if name is not None and not _NAME.fullmatch(name):
+        problems.add((*path, "name"), f"{name[:80]!r} must be lower-case letters, digits and "
+                                      "dashes (at most 63, like a DNS label)")
+        name = None
+    description = _text(fields.get("description", ""), (*path, "description"), problems)
+    objective = _objective(fields["objective"], (*path, "objective"), problems) \
+        if "objective" in fields else None
+    sli = _sli(fields["sli"], (*path, "sli"), problems, histograms) if "sli" in fields else None
+    controller = fields.get("controller", False)
+    if not isinstance(controller, bool):
+        problems.add((*path, "controller"), f"must be true or false: got {_type_name(controller)}")
+        controller = False
+    elif controller and isinstance(sli, RatioSLI):
+        problems.add((*path, "controller"), "the controller acts on latency quantiles; "
+                                            "a ratio SLI cannot be controller-linked")
+    labels = _labels(fields.get("labels"), (*path, "labels"), problems)
+    min_rate = _event_rate(fields.get("min_event_rate", 0), (*path, "min_event_rate"), problems)
+    if name is None or description is None or objective is None or sli is None \
+            or min_rate is None:
+        return None
+    return SLO(name, description, objective, sli, controller, labels, min_rate)
+
+
+def _slos(
+    value: object, path: Path_, problems: Problems,
+    histograms: Mapping[str, Sequence[float]] | None,
+) -> tuple[SLO, ...]:
+    if not isinstance(value, list) or not value:
+        problems.add(path, f"must be a non-empty list of SLOs: got {_type_name(value)}")
+        return ()
+    if len(value) > MAX_SLOS:
+        problems.add(path, f"more than {MAX_SLOS} SLOs")
+        return ()
+    slos = [_slo(item, (*path, index), problems, histograms) for index, item in enumerate(value)]
+    seen: dict[str, int] = {}
+    for index, slo in enumerate(slos):
+        if slo is None:
+            continue
+        for key in (slo.name, slo.camel_name):
+            if key in seen and seen[key] != index:
+                problems.add((*path, index, "name"),
+                             f"{slo.name!r} clashes with slos[{seen[key]}] (names and their "
+                             "alert names must be unique)")
+                break
+            seen[key] = index
+    return tuple(slo for slo in slos if slo is not None)
+
+
+def native(
+    data: object, problems: Problems, histograms: Mapping[str, Sequence[float]] | None,
+) -> SloSpec | None:
+    fields = _mapping(data, (), problems, ("version", "service", "period", "labels", "slos"),
+                      ("version", "service", "period", "slos"))
+    if fields is None:
+        return None
+    version = fields.get("version")
+    if "version" in fields and version != SPEC_VERSION:
+        problems.add(("version",), f"unsupported version {version!r}: this Governor reads "
+                                   f"{SPEC_VERSION!r} (or OpenSLO {openslo.API_VERSION!r} "
+                                   "documents)")
+    service = _text(fields.get("service"), ("service",), problems, what="the service name") \
+        if "service" in fields else None
+    if service is not None and not _SERVICE.fullmatch(service):
+        problems.add(("service",), f"{service[:80]!r} must be letters, digits, '_', '.' or '-' "
+                                   "(at most 63)")
+        service = None
+    period = _period(fields["period"], ("period",), problems) if "period" in fields else None
+    labels = _labels(fields.get("labels"), ("labels",), problems)
+    slos = _slos(fields["slos"], ("slos",), problems, histograms) if "slos" in fields else ()
+    if problems.items or service is None or period is None:
+        return None
+    return SloSpec(SPEC_VERSION, service, period, slos, labels)

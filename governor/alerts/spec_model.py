@@ -1,0 +1,129 @@
+"""The SLO spec's model: frozen, hashable dataclasses (see :mod:`governor.alerts.spec` for
+loading)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Final
+
+from governor.alerts.promql import format_duration, to_decimal
+
+SPEC_VERSION: Final = "governor/v1"
+MIN_PERIOD_SECONDS: Final = 7 * 86400  # the longest burn-rate window (3d) must fit well inside
+MAX_PERIOD_SECONDS: Final = 400 * 86400
+MAX_SLOS: Final = 64
+MAX_LABELS: Final = 32
+MAX_TEXT: Final = 1024
+# Labels the generated rules set themselves; a spec may not override them.
+RESERVED_LABELS: Final = frozenset(
+    {"slo", "service", "severity", "alertname", "instance", "job", "le", "quantile"}
+)
+
+
+Path_ = tuple[str | int, ...]
+
+
+class SpecError(Exception):
+    """A spec that cannot be used; :attr:`errors` holds every problem, each ``where: what``."""
+
+    def __init__(self, errors: Sequence[str]) -> None:
+        self.errors: tuple[str, ...] = tuple(errors)
+        count = len(self.errors)
+        heading = "1 problem" if count == 1 else f"{count} problems"
+        super().__init__(f"{heading} in the SLO spec:\n  " + "\n  ".join(self.errors))
+
+
+class Labels(Mapping[str, str]):
+    """An immutable, hashable, sorted label set (so that SLO and SloSpec stay hashable)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, str] | None = None) -> None:
+        self._items: tuple[tuple[str, str], ...] = tuple(sorted((items or {}).items()))
+
+    def __getitem__(self, key: str) -> str:
+        for name, value in self._items:
+            if name == key:
+                return value
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self._items) == dict(other.items())
+
+    def __repr__(self) -> str:
+        return f"Labels({dict(self._items)!r})"
+
+
+@dataclass(frozen=True)
+class LatencySLI:
+    """Good events: observations of histogram ``metric`` at or below ``threshold_seconds``."""
+
+    metric: str  # histogram base name, e.g. "governor_inter_token_latency_seconds"
+    threshold_seconds: float  # a bucket edge of that histogram
+    selector: Mapping[str, str] = field(default_factory=Labels)  # extra equality matchers
+
+
+@dataclass(frozen=True)
+class RatioSLI:
+    """Bad events over all events, both as plain PromQL counter selectors."""
+
+    errors: str  # e.g. 'governor_requests_total{code=~"5.."}'
+    total: str  # e.g. 'governor_requests_total'
+
+
+@dataclass(frozen=True)
+class SLO:
+    name: str  # "inter-token-latency", "time-to-first-token", "availability"
+    description: str
+    objective: float  # a ratio in (0, 1), e.g. 0.99
+    sli: LatencySLI | RatioSLI
+    controller: bool  # the controller acts on this SLO
+    labels: Mapping[str, str]
+    # Burn-rate alerts stay quiet while the SLI sees fewer events per second than this (0: off).
+    min_event_rate_per_second: float = 0.0
+
+    @property
+    def camel_name(self) -> str:
+        """``inter-token-latency`` → ``InterTokenLatency``, the stem of its alert names."""
+        return camel_case(self.name)
+
+    @property
+    def error_budget(self) -> Decimal:
+        """``1 - objective``, exactly: 0.999 → Decimal('0.001'), not 0.0010000000000000009."""
+        return Decimal(1) - to_decimal(self.objective)
+
+
+@dataclass(frozen=True)
+class SloSpec:
+    version: str
+    service: str
+    period_seconds: int
+    slos: tuple[SLO, ...]
+    labels: Mapping[str, str] = field(default_factory=Labels)
+
+    def slo(self, name: str) -> SLO:
+        for slo in self.slos:
+            if slo.name == name:
+                return slo
+        known = ", ".join(s.name for s in self.slos)
+        raise KeyError(f"no SLO named {name!r} in the spec (it has: {known})")
+
+    @property
+    def period(self) -> str:
+        """The period as a Prometheus duration, e.g. ``30d``."""
+        return format_duration(self.period_seconds)
+
+
+def camel_case(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("-"))

@@ -1,0 +1,1 @@
+"""Scripts that run on a GPU machine; their results live in benchmarks/."""

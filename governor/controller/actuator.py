@@ -1,0 +1,178 @@
+"""The inference service's admin API, as the controller uses it: read limits, put limits.
+
+``PUT /admin/batching`` carries absolute values, so repeating it is harmless: the call retries
+temporary failures (503 engine not ready, 429, 5xx, timeouts, a refused connection) with
+exponential backoff, and reports permanent ones (401 bad token, 404 no admin API, 400, 501 the
+engine cannot be retuned live) at once, so the reconciler can stop hammering that target.
+
+>>> parse_limits({"max_num_seqs": 64, "max_num_batched_tokens": 2048,
+...               "floor": {"max_num_seqs": 1, "max_num_batched_tokens": 256},
+...               "ceiling": {"max_num_seqs": 256, "max_num_batched_tokens": 8192}}).current
+Limits(max_num_seqs=64, max_num_batched_tokens=2048)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from governor.common.secrets import Secret
+from governor.controller.model import Limits, Param, TargetLimits
+
+ADMIN_PATH = "/admin/batching"
+_MAX_RESPONSE_BYTES = 64 * 1024
+
+
+class ErrorKind(enum.StrEnum):
+    TEMPORARY = "temporary"  # try again later (with backoff)
+    PERMANENT = "permanent"  # trying again will not help until someone changes something
+
+
+class ActuationError(Exception):
+    def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.status = status
+
+
+# Status → (kind, whether to retry within the same call). 422 means the floor or ceiling moved
+# since the GET: the next reconcile re-reads them, retrying the same body now would not help.
+_STATUS: dict[int, tuple[ErrorKind, bool]] = {
+    400: (ErrorKind.PERMANENT, False),
+    401: (ErrorKind.PERMANENT, False),
+    403: (ErrorKind.PERMANENT, False),
+    404: (ErrorKind.PERMANENT, False),
+    405: (ErrorKind.PERMANENT, False),
+    422: (ErrorKind.TEMPORARY, False),
+    429: (ErrorKind.TEMPORARY, True),
+    501: (ErrorKind.PERMANENT, False),
+}
+
+
+def classify(status: int) -> tuple[ErrorKind, bool]:
+    """``(kind, retry now)`` for an HTTP error status."""
+    if status in _STATUS:
+        return _STATUS[status]
+    if status >= 500:
+        return ErrorKind.TEMPORARY, True
+    return ErrorKind.PERMANENT, False
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """An inference instance: its Prometheus ``instance`` label and its base URL."""
+
+    name: str
+    url: str
+
+
+def parse_limits(body: Any) -> TargetLimits:
+    """The admin API's answer → :class:`TargetLimits`; :class:`ActuationError` if malformed."""
+    try:
+        return TargetLimits(_limits(body), _limits(body["floor"]), _limits(body["ceiling"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ActuationError(ErrorKind.PERMANENT,
+                             f"malformed admin answer: {str(body)[:200]}") from exc
+
+
+def _limits(raw: Any) -> Limits:
+    values = {p.value: raw[p.value] for p in Param}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values.values()):
+        raise ValueError("limits must be positive integers")
+    return Limits(**values)
+
+
+def _error_message(status: int, raw: bytes) -> str:
+    try:
+        message = json.loads(raw)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        message = raw[:200].decode("utf-8", "replace")
+    return f"HTTP {status}: {str(message)[:300]}"
+
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class BatchingClient:
+    """Reads and moves one target's batching limits through its admin API."""
+
+    def __init__(
+        self, session: aiohttp.ClientSession, token: Secret | None, *,
+        timeout_seconds: float = 5.0, attempts: int = 3, backoff_seconds: float = 0.25,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self._session = session
+        self._token = token
+        self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
+        self._attempts = attempts
+        self._backoff = backoff_seconds
+        self._sleep = sleep
+
+    async def read(self, target: Target) -> TargetLimits:
+        return await self._call("GET", target, None)
+
+    async def apply(self, target: Target, limits: Limits) -> TargetLimits:
+        """Put ``limits`` in force; returns what the target reports as in force afterwards."""
+        return await self._call("PUT", target, limits.as_dict())
+
+    async def _call(self, method: str, target: Target, body: dict[str, int] | None
+                    ) -> TargetLimits:
+        delay = self._backoff
+        for attempt in range(1, self._attempts + 1):
+            try:
+                return await self._once(method, target, body)
+            except _Retry as retry:
+                if attempt == self._attempts:
+                    raise ActuationError(ErrorKind.TEMPORARY,
+                                         f"{retry.message} (after {attempt} attempts)",
+                                         status=retry.status) from None
+                await self._sleep(min(max(delay, retry.after), 10.0))
+                delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    async def _once(self, method: str, target: Target, body: dict[str, int] | None
+                    ) -> TargetLimits:
+        headers = {"Accept": "application/json"}
+        if self._token is not None:
+            headers["Authorization"] = f"Bearer {self._token.reveal()}"
+        try:
+            async with self._session.request(method, target.url.rstrip("/") + ADMIN_PATH,
+                                             json=body, headers=headers,
+                                             timeout=self._timeout) as response:
+                raw = await response.content.read(_MAX_RESPONSE_BYTES)
+                status = response.status
+                retry_after = _retry_after(response.headers.get("Retry-After"))
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise _Retry(f"{method} {target.name}: {type(exc).__name__}: {exc}", None,
+                         0.0) from None
+        if status == 200:
+            try:
+                return parse_limits(json.loads(raw))
+            except ValueError as exc:
+                raise ActuationError(ErrorKind.PERMANENT, f"answer is not JSON: {exc}",
+                                     status=status) from None
+        kind, retry_now = classify(status)
+        message = f"{method} {target.name}: {_error_message(status, raw)}"
+        if retry_now:
+            raise _Retry(message, status, retry_after)
+        raise ActuationError(kind, message, status=status)
+
+
+class _Retry(Exception):
+    def __init__(self, message: str, status: int | None, after: float) -> None:
+        super().__init__(message)
+        self.message, self.status, self.after = message, status, after
+
+
+def _retry_after(value: str | None) -> float:
+    try:
+        return max(0.0, float(value)) if value is not None else 0.0
+    except ValueError:
+        return 0.0

@@ -1,0 +1,63 @@
+"""The audit trail: one JSON line per decision that changed something (or changed its reason).
+
+Each line explains itself: what was decided and why, the inputs it saw, the limits before and
+after, and whether the change reached the engine::
+
+    {"at": "2026-11-29T10:00:15.000Z", "target": "a:8000", "action": "tighten",
+     "reason": "itl_breach", "before": {...}, "after": {...}, "applied": true, ...}
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from governor.controller.model import Decision
+
+log = logging.getLogger(__name__)
+
+
+def record(target: str, decision: Decision, *, at: float, applied: bool, dry_run: bool,
+           error: str | None = None) -> dict[str, Any]:
+    """The audit line of one decision (pure)."""
+    return {
+        "at": iso(at),
+        "target": target,
+        "action": decision.action.value,
+        "reason": decision.reason.value,
+        "before": decision.before.as_dict(),
+        "after": decision.after.as_dict(),
+        "applied": applied,
+        "dry_run": dry_run,
+        "error": error,
+        "explanation": decision.explanation,
+        "inputs": dict(decision.inputs),
+    }
+
+
+def iso(unix_seconds: float) -> str:
+    stamp = dt.datetime.fromtimestamp(unix_seconds, tz=dt.UTC)
+    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class AuditLog:
+    """Appends audit lines to a file (``None``: to the log only)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+
+    def write(self, line: dict[str, Any]) -> None:
+        text = json.dumps(line, sort_keys=True, allow_nan=False, default=str)
+        log.info("decision %s", text)
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(text + "\n")
+        except OSError as exc:
+            # The decision stands; losing its audit line must not stop the controller.
+            log.error("cannot append to audit log %s: %s", self.path, exc)

@@ -1,0 +1,172 @@
+"""``governor controller``: the SLO controller (``POST /alerts``, ``GET /status``, ``/metrics``).
+
+Every option also reads a ``GOVERNOR_…`` variable. Tokens never travel as option values (they
+would show in ``ps`` and ``--help``): give a file, or the variable named in the help.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from governor.alerts.spec import SpecError, load_spec
+from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
+from governor.common.logs import setup_logging
+from governor.common.secrets import Secret
+from governor.controller.actuator import Target
+from governor.controller.app import Secrets, create_app
+from governor.controller.config import ControllerConfig
+from governor.controller.law_config import LawConfig, LawConfigError
+from governor.controller.slo import DEFAULT_TTFT_SLO, ObjectiveError, objectives
+
+log = logging.getLogger("controller")
+
+# Names of the variables that hold tokens (not tokens).
+ENV_WEBHOOK_TOKEN = "GOVERNOR_WEBHOOK_TOKEN"
+ENV_ADMIN_TOKEN = "GOVERNOR_ADMIN_TOKEN"
+ENV_GRAFANA_TOKEN = "GOVERNOR_GRAFANA_TOKEN"
+
+
+class UsageError(Exception):
+    """A mistake in the options or the files they name; printed without a traceback."""
+
+
+def parse_targets(text: str) -> tuple[Target, ...]:
+    """``"http://a:8000,http://b:8000"`` → targets named ``host:port``, as Prometheus names them."""
+    targets = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        parts = urlsplit(item)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.port is None:
+            raise argparse.ArgumentTypeError(
+                f"target {item!r}: expected http(s)://host:port, as Prometheus scrapes it")
+        if parts.path not in ("", "/") or parts.query or parts.username:
+            raise argparse.ArgumentTypeError(f"target {item!r}: no path, query or credentials")
+        targets.append(Target(parts.netloc, f"{parts.scheme}://{parts.netloc}"))
+    return tuple(targets)
+
+
+def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
+    p = EnvArgumentParser(prog="governor controller", env=env, description=__doc__,
+                          epilog=f"tokens: {ENV_WEBHOOK_TOKEN} (webhook), {ENV_ADMIN_TOKEN} "
+                          f"(admin API of the targets), {ENV_GRAFANA_TOKEN} (Grafana), or the "
+                          "--…-token-file options")
+    p.add_argument("--host", default="0.0.0.0", help="listen address")
+    p.add_argument("--port", type=positive_int, default=9500, help="listen port")
+    p.add_argument("--slo", type=Path, default=Path("slo.yaml"), help="the SLO spec")
+    p.add_argument("--itl-slo", default=None,
+                   help="the decode SLO's name (default: the spec's controller-linked SLO)")
+    p.add_argument("--ttft-slo", default=DEFAULT_TTFT_SLO,
+                   help="the time-to-first-token SLO the law weighs ('' for none)")
+    p.add_argument("--prometheus", default="http://localhost:9090", help="Prometheus base URL")
+    p.add_argument("--targets", type=parse_targets, default=(),
+                   help="inference services to manage, comma-separated http://host:port")
+    p.add_argument("--static-only", action="store_true",
+                   help="manage only --targets, not every instance of the Prometheus job")
+    p.add_argument("--job", default="inference", help="Prometheus job of the inference service")
+    p.add_argument("--instance-scheme", choices=("http", "https"), default="http",
+                   help="scheme for instances discovered from Prometheus")
+    p.add_argument("--resync", type=parse_duration_seconds, default=10.0,
+                   help="reconcile this often even without alerts")
+    p.add_argument("--scrape-interval", type=parse_duration_seconds, default=15.0,
+                   help="Prometheus's scrape interval for the inference job")
+    p.add_argument("--short-window", type=parse_duration_seconds, default=30.0,
+                   help="window of the latency tails the law acts on")
+    p.add_argument("--long-window", type=parse_duration_seconds, default=300.0,
+                   help="window that confirms margin before relaxing")
+    p.add_argument("--cooldown", type=parse_duration_seconds, default=60.0,
+                   help="at most one change per target per cooldown (> short window + scrape)")
+    p.add_argument("--stabilisation", type=parse_duration_seconds, default=300.0,
+                   help="relax only after this long without a breach")
+    p.add_argument("--prefill-seconds-per-token", type=float, default=25e-6,
+                   help="least step time per prefill token the law plans with; it learns "
+                        "upward (default: Llama-3-8B on an H200)")
+    p.add_argument("--state-file", type=Path, default=Path(".run/controller/state.json"),
+                   help="where per-target state persists across restarts")
+    p.add_argument("--audit-log", type=Path, default=Path(".run/controller/audit.jsonl"),
+                   help="JSON-lines audit trail of decisions")
+    p.add_argument("--dry-run", action="store_true", help="decide and log, never apply")
+    p.add_argument("--grafana-url", default=None, help="annotate changes on this Grafana")
+    p.add_argument("--grafana-token-file", type=Path, default=None,
+                   help=f"Grafana service-account token (or {ENV_GRAFANA_TOKEN})")
+    p.add_argument("--webhook-token-file", type=Path, default=None,
+                   help=f"bearer token Alertmanager must send (or {ENV_WEBHOOK_TOKEN})")
+    p.add_argument("--allow-unauthenticated-webhook", action="store_true",
+                   help="accept alerts without a bearer token (demos only)")
+    p.add_argument("--admin-token-file", type=Path, default=None,
+                   help=f"bearer token for the targets' admin API (or {ENV_ADMIN_TOKEN})")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
+                   help="log level")
+    return p
+
+
+def _secret(path: Path | None, variable: str, env: Mapping[str, str]) -> Secret | None:
+    if path is not None:
+        try:
+            secret = Secret.from_file(path)
+        except OSError as exc:
+            raise UsageError(f"cannot read token file {path}: {exc.strerror}") from None
+        if not secret:
+            raise UsageError(f"token file {path} is empty")
+        return secret
+    value = env.get(variable, "").strip()
+    return Secret(value) if value else None
+
+
+def build_config(args: argparse.Namespace) -> ControllerConfig:
+    try:
+        spec = load_spec(args.slo)
+        found = objectives(spec, itl_slo=args.itl_slo, ttft_slo=args.ttft_slo,
+                           short_window_seconds=round(args.short_window),
+                           long_window_seconds=round(args.long_window))
+        law = LawConfig(observation_window_seconds=args.short_window,
+                        scrape_interval_seconds=args.scrape_interval,
+                        cooldown_seconds=args.cooldown, stabilisation_seconds=args.stabilisation,
+                        prefill_seconds_per_token_prior=args.prefill_seconds_per_token)
+    except (SpecError, ObjectiveError, LawConfigError) as exc:
+        raise UsageError(str(exc)) from None
+    if args.static_only and not args.targets:
+        raise UsageError("--static-only needs --targets")
+    queries = replace(found.queries, job=args.job)
+    return ControllerConfig(
+        slo=found.slo, queries=queries, law=law, prometheus_url=args.prometheus,
+        static_targets=args.targets, discover=not args.static_only,
+        instance_scheme=args.instance_scheme, resync_seconds=args.resync,
+        dry_run=args.dry_run, state_path=args.state_file, audit_path=args.audit_log,
+        grafana_url=args.grafana_url,
+    )
+
+
+def build_secrets(args: argparse.Namespace, env: Mapping[str, str]) -> Secrets:
+    webhook = _secret(args.webhook_token_file, ENV_WEBHOOK_TOKEN, env)
+    if webhook is None and not args.allow_unauthenticated_webhook:
+        raise UsageError(f"the webhook needs a bearer token: --webhook-token-file or "
+                         f"{ENV_WEBHOOK_TOKEN} (or --allow-unauthenticated-webhook for a demo)")
+    return Secrets(webhook=webhook, admin=_secret(args.admin_token_file, ENV_ADMIN_TOKEN, env),
+                   grafana=_secret(args.grafana_token_file, ENV_GRAFANA_TOKEN, env))
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    env = os.environ if env is None else env
+    args = build_parser(env).parse_args(argv)
+    setup_logging(args.log_level)
+    try:
+        config = build_config(args)
+        secrets = build_secrets(args, env)
+    except UsageError as exc:
+        print(f"governor controller: error: {exc}", file=sys.stderr)
+        return 2
+    if secrets.admin is None:
+        log.warning("no admin token (%s): targets that require one will answer 401",
+                    ENV_ADMIN_TOKEN)
+    log.info("controller on %s:%d, prometheus %s, %s", args.host, args.port, config.prometheus_url,
+             "dry run" if config.dry_run else "applying changes")
+    web.run_app(create_app(config, secrets), host=args.host, port=args.port, print=None)
+    return 0

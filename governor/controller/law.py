@@ -1,0 +1,271 @@
+"""The decision law: ``decide(slo, law, observed, current, state, now) -> Decision``. Pure.
+
+One call per target per reconcile. In order:
+
+1. **Hold on missing data**: no inter-token tail or median, no action.
+2. **Cooldown**: one change per cooldown, which outlasts the observation window, so the next
+   verdict sees only data from after the change.
+3. **Verify the last change** against the first observation after its cooldown. P99 inter-token
+   latency is not monotonic in the budget (REFERENCE.md §6), so no direction is assumed:
+   a relaxation that brought a breach back is undone; a cut that made the tail worse is deepened
+   when the spike model says a deeper cut clears the spikes, and undone otherwise; a cut that broke
+   time to first token gives half of itself back. Undone values are avoided while load stays high.
+4. **Inter-token breach**: slow decode steps without prefill pressure → cut ``max_num_seqs``;
+   otherwise cut the budget multiplicatively to where the learnt spike height sits under the SLO,
+   never so low that prefill capacity falls under the prompt arrival rate (the TTFT guard).
+5. **Preemptions or a full KV cache** → cut ``max_num_seqs``.
+6. **TTFT breach with decode margin** → raise the budget (or the sequence cap if requests wait).
+7. **Relax** one additive step, only after the stabilisation window without a breach, with margin
+   under the SLO in both windows, never while the queue grows, never into an avoided value, and
+   never by more than the tail's distance to the SLO can absorb: a larger budget makes prefill
+   steps no more frequent, only taller, by the learnt cost per token; and while long prompts
+   fill the budget (the P99.9 shows their steps), never so far that one such step alone would
+   pass the relax margin.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from governor.controller import spike
+from governor.controller.law_config import LawConfig
+from governor.controller.law_context import (
+    BUDGET,
+    SEQS,
+    Context,
+    below_avoided,
+    forget,
+    ms,
+    quantize,
+    quantize_up,
+)
+from governor.controller.model import (
+    Action,
+    ChangeKind,
+    Decision,
+    Observation,
+    Probe,
+    Reason,
+    SloTargets,
+    TargetLimits,
+    TargetState,
+    finite,
+)
+from governor.controller.relax import maybe_relax, on_ttft_breach
+
+
+def decide(
+    slo: SloTargets,
+    law: LawConfig,
+    observed: Observation,
+    current: TargetLimits,
+    state: TargetState,
+    now: float,
+) -> Decision:
+    """What to do with one target now. ``state`` is what the previous decisions left behind."""
+    ctx = Context(slo, law, observed, current, forget(state, current.current, observed, law, now),
+                   now)
+    if ctx.tail is None or ctx.median is None:
+        return ctx.hold(Reason.MISSING_DATA, "no inter-token latency tail or median in the window")
+    ctx = ctx.noting_breach().learning()
+    if ctx.in_cooldown():
+        return _early_undo(ctx) or ctx.hold(Reason.COOLDOWN, ctx.cooldown_text())
+    if ctx.state.probe is not None:
+        verdict = _verify(ctx, ctx.state.probe)
+        if verdict is not None:
+            return verdict
+        ctx = replace(ctx, state=replace(ctx.state, probe=None))
+    if ctx.itl_breach:
+        return _on_itl_breach(ctx)
+    pressure = _on_memory_pressure(ctx)
+    if pressure is not None:
+        return pressure
+    if ctx.ttft_breach:
+        return on_ttft_breach(ctx)
+    return maybe_relax(ctx)
+
+
+
+# -- verification -------------------------------------------------------------------------------
+def _early_undo(ctx: Context) -> Decision | None:
+    """A relaxation followed by a breach needs no full cooldown to be judged: it started from a
+    tail under the relax margin, so the breach in the window can only come from after it."""
+    probe = ctx.state.probe
+    if probe is None or probe.kind is not ChangeKind.RELAX or not ctx.itl_breach:
+        return None
+    return _undo_relax(ctx, probe)
+
+
+def _verify(ctx: Context, probe: Probe) -> Decision | None:
+    """Judge the last change by the first observation after its cooldown; ``None``: keep it."""
+    if probe.kind is ChangeKind.UNDO:
+        return None
+    tail = ctx.tail or 0.0
+    worse = tail > probe.itl_tail_before * (1 + ctx.law.verify_tolerance)
+    if probe.kind is ChangeKind.RELAX:
+        # Landing in the dead band between the relax margin and the SLO is no failure: the
+        # margin check then stops further relaxation. Only a breach undoes it.
+        return _undo_relax(ctx, probe) if ctx.itl_breach else None
+    if ctx.itl_breach and worse:
+        return _cut_made_worse(ctx, probe)
+    if ctx.ttft_breach and not ctx.itl_breach and not _was_breach(ctx, probe.ttft_tail_before):
+        return _give_back_half(ctx, probe)
+    return None
+
+
+def _was_breach(ctx: Context, ttft: float | None) -> bool:
+    return ttft is not None and ctx.slo.ttft_seconds is not None and ttft > ctx.slo.ttft_seconds
+
+
+def _undo_relax(ctx: Context, probe: Probe) -> Decision:
+    param = probe.param
+    # Everything above the last good value is off limits, not just the value tried: creeping
+    # up a quantum at a time would breach again and again.
+    good = probe.before.get(param)
+    avoid = ctx.avoid(param, good + 1, ctx.target.ceiling.get(param))
+    return ctx.change(
+        Action.UNDO, Reason.RELAX_BREACHED, param, good,
+        f"the relaxation to {probe.after.get(param)} took the tail from "
+        f"{ms(probe.itl_tail_before)} to {ms(ctx.tail)}; back to {good}, and no relaxing "
+        "while the load stays this high",
+        kind=ChangeKind.UNDO, avoid=avoid)
+
+
+def _cut_made_worse(ctx: Context, probe: Probe) -> Decision:
+    """The tail rose after a cut: go deeper past the non-monotonic hump, or go back."""
+    if probe.param is BUDGET:
+        deeper = _budget_cut(ctx, Reason.NON_MONOTONIC)
+        if isinstance(deeper, Decision):
+            return deeper
+    param = probe.param
+    avoid = ctx.avoid(param, probe.after.get(param), probe.before.get(param) - 1)
+    return ctx.change(
+        Action.UNDO, Reason.CUT_MADE_WORSE, param, probe.before.get(param),
+        f"the cut to {probe.after.get(param)} raised the tail from {ms(probe.itl_tail_before)} "
+        f"to {ms(ctx.tail)} and cannot be deepened; back to {probe.before.get(param)}",
+        kind=ChangeKind.UNDO, avoid=avoid)
+
+
+def _give_back_half(ctx: Context, probe: Probe) -> Decision:
+    param = probe.param
+    before, after = probe.before.get(param), probe.after.get(param)
+    value = after + (before - after) // 2
+    if param is BUDGET:
+        value = quantize(ctx, value)
+    value = min(before, max(after + 1, value))
+    avoid = ctx.avoid(param, ctx.target.floor.get(param), after)
+    return ctx.change(
+        Action.UNDO, Reason.TTFT_REGRESSION, param, value,
+        f"the cut from {before} to {after} pushed time to first token over its SLO while decode "
+        "has margin; giving half of it back",
+        kind=ChangeKind.UNDO, avoid=avoid)
+
+# -- tightening ---------------------------------------------------------------------------------
+def _on_itl_breach(ctx: Context) -> Decision:
+    median = ctx.median or 0.0
+    decode_slow = median > ctx.law.decode_slow_fraction * ctx.slo.itl_seconds
+    pressure = spike.prefill_busy_fraction(ctx.prompt_rate or 0.0, ctx.cost)
+    if decode_slow and pressure < ctx.law.prefill_pressure_fraction:
+        cut = _seqs_cut(ctx, Reason.DECODE_SLOW,
+                        f"the median step is slow ({ms(median)}) with little prefill "
+                        f"({pressure:.0%} of the engine's time): too many sequences per step")
+        if cut is not None:
+            return cut
+    budget = _budget_cut(ctx, Reason.ITL_BREACH)
+    if isinstance(budget, Decision):
+        return budget
+    why = "prefill would fall behind the prompt arrival rate" if budget is Reason.TTFT_GUARD \
+        else "it is at its floor"
+    cut = _seqs_cut(ctx, Reason.ITL_BREACH, f"the budget cannot go lower ({why}); fewer "
+                    "sequences shorten every step")
+    if cut is not None:
+        return cut
+    if ctx.ttft_pressed:
+        return ctx.hold(Reason.TTFT_GUARD, f"breaching, but the budget cannot go lower ({why}) "
+                        "and time to first token has no margin for a lower sequence cap")
+    return ctx.hold(budget, f"breaching, but the budget cannot go lower ({why}) and "
+                    "max_num_seqs is at its floor")
+
+
+def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
+    """A budget cut that aims the prefill spikes under the SLO, or the reason there is none."""
+    budget = ctx.limits.max_num_batched_tokens
+    median, tail = ctx.median or 0.0, ctx.tail or 0.0
+    # The tail of a breach bounds the cost from below: the spikes are at least that tall.
+    bound = spike.learn_cost(tail, median, budget) if ctx.itl_breach else None
+    cost = max(bound or 0.0, ctx.cost)
+    model = spike.budget_for_spike(ctx.law.aim_fraction * ctx.slo.itl_seconds, median, cost)
+    wanted = model if model is not None else budget * ctx.law.default_cut_factor
+    wanted = min(max(wanted, budget * ctx.law.min_cut_factor), budget * ctx.law.max_cut_factor)
+    lowest = _lowest_budget(ctx)
+    guard = _ttft_min_budget(ctx, cost)
+    if lowest >= budget:
+        return Reason.AT_FLOOR
+    if quantize_up(ctx, guard) >= budget:
+        return Reason.TTFT_GUARD
+    value = max(quantize(ctx, max(wanted, quantize_up(ctx, guard))), lowest)
+    found = below_avoided(ctx, BUDGET, value, lowest)
+    if found is None or found >= budget:
+        return Reason.AT_FLOOR
+    state = replace(ctx.state, prefill_seconds_per_token=cost)
+    text = (f"prefill spikes of ~{ms(spike.spike_seconds(median, cost, budget))} at "
+            f"{cost * 1e6:.1f} µs/token; {found} puts them at "
+            f"~{ms(spike.spike_seconds(median, cost, found))}")
+    if guard > wanted:
+        text += (f" (held up by the TTFT guard: prefill must keep up with "
+                 f"{ctx.prompt_rate or 0.0:.0f} prompt tokens/s)")
+    return ctx.change(Action.TIGHTEN, reason, BUDGET, found, text, kind=ChangeKind.TIGHTEN,
+                      state=state)
+
+
+def _lowest_budget(ctx: Context) -> int:
+    """The floor, and never below the running decodes (each needs one token of the budget)."""
+    running = finite(ctx.obs.requests_running) or 0.0
+    q = ctx.law.budget_quantum
+    decodes = math.ceil((running + 1) / q) * q
+    budget = ctx.limits.max_num_batched_tokens
+    return max(ctx.target.floor.max_num_batched_tokens, min(decodes, budget))
+
+
+def _ttft_min_budget(ctx: Context, cost: float) -> float:
+    """The budget under which prefill would fall behind the prompts (0: no TTFT SLO).
+
+    The learnt cost is a lower bound read off a tail that something else (preemption, a stalled
+    host) may have inflated; the guard takes the smaller of it and the prior so that one odd
+    tail cannot forbid every cut. The TTFT verdict on the next observation is the real net.
+    """
+    if ctx.slo.ttft_seconds is None or ctx.prompt_rate is None:
+        return 0.0
+    plausible = min(cost, ctx.law.prefill_seconds_per_token_prior)
+    return spike.min_budget_for_prefill(ctx.prompt_rate, ctx.median or 0.0, plausible,
+                                        ctx.law.ttft_headroom)
+
+
+def _seqs_cut(ctx: Context, reason: Reason, text: str, *, spare_ttft: bool = True
+              ) -> Decision | None:
+    """Fewer sequences; with ``spare_ttft``, not while time to first token has no margin
+    (a cap under the running count holds new requests back until others finish)."""
+    if spare_ttft and ctx.ttft_pressed:
+        return None
+    seqs = ctx.limits.max_num_seqs
+    running = finite(ctx.obs.requests_running)
+    # Cut relative to what runs: a cap far above the running count would change nothing.
+    base = min(seqs, running) if running is not None and running >= 1 else seqs
+    value = max(ctx.target.floor.max_num_seqs, int(base * ctx.law.seqs_cut_factor))
+    found = below_avoided(ctx, SEQS, value, ctx.target.floor.max_num_seqs)
+    if found is None or found >= seqs:
+        return None
+    return ctx.change(Action.TIGHTEN, reason, SEQS, found, text, kind=ChangeKind.TIGHTEN)
+
+
+def _on_memory_pressure(ctx: Context) -> Decision | None:
+    preemptions = finite(ctx.obs.preemptions_per_second)
+    if preemptions is not None and preemptions > ctx.law.preemptions_per_second_max:
+        return _seqs_cut(ctx, Reason.PREEMPTIONS,
+                         f"{preemptions:.2f} preemptions/s: the KV cache cannot hold every "
+                         "sequence", spare_ttft=False)
+    kv = finite(ctx.obs.kv_cache_usage_ratio)
+    if kv is not None and kv > ctx.law.kv_high_ratio:
+        return _seqs_cut(ctx, Reason.KV_PRESSURE, f"KV cache {kv:.0%} full", spare_ttft=False)
+    return None

@@ -1,0 +1,229 @@
+"""The law's view of one target at one moment, and the arithmetic its rules share.
+
+Private to the decision law (``governor.controller.law`` and ``governor.controller.relax``): a
+:class:`Context` bundles the SLO, the tunables, the observation, the target's limits and state, and
+the time, and builds the law's verdicts (holds and changes) with their explanations.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, replace
+
+from governor.controller import spike
+from governor.controller.law_config import LawConfig
+from governor.controller.model import (
+    Action,
+    Avoid,
+    ChangeKind,
+    Decision,
+    Limits,
+    Observation,
+    Param,
+    Probe,
+    Reason,
+    SloTargets,
+    TargetLimits,
+    TargetState,
+    finite,
+)
+
+BUDGET = Param.MAX_NUM_BATCHED_TOKENS
+SEQS = Param.MAX_NUM_SEQS
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    slo: SloTargets
+    law: LawConfig
+    obs: Observation
+    target: TargetLimits
+    state: TargetState
+    now: float
+
+    # -- readings ------------------------------------------------------------------------------
+    @property
+    def limits(self) -> Limits:
+        return self.target.current
+
+    @property
+    def tail(self) -> float | None:
+        return finite(self.obs.itl_tail_seconds)
+
+    @property
+    def median(self) -> float | None:
+        return finite(self.obs.itl_median_seconds)
+
+    @property
+    def ttft(self) -> float | None:
+        return finite(self.obs.ttft_tail_seconds)
+
+    @property
+    def prompt_rate(self) -> float | None:
+        return finite(self.obs.prompt_tokens_per_second)
+
+    @property
+    def itl_breach(self) -> bool:
+        return self.tail is not None and self.tail > self.slo.itl_seconds
+
+    @property
+    def ttft_breach(self) -> bool:
+        return (self.slo.ttft_seconds is not None and self.ttft is not None
+                and self.ttft > self.slo.ttft_seconds)
+
+    @property
+    def cost(self) -> float:
+        """Step time per prefill token: what was learnt, but never below the configured floor.
+
+        Both readings (the tail of a breach, the mean against the median) come out low when
+        the engine hides part of a chunk under the decode step's memory time; a cut planned on
+        them lands near the SLO instead of at the aim. The floor is the measured cost of the
+        deployment's model and GPU; learning can only raise it.
+        """
+        learnt = self.state.prefill_seconds_per_token
+        floor = self.law.prefill_seconds_per_token_prior
+        return floor if learnt is None else max(learnt, floor)
+
+    def noting_breach(self) -> Context:
+        if not (self.itl_breach or self.ttft_breach):
+            return self
+        return replace(self, state=replace(self.state, last_breach_at=self.now))
+
+    def learning(self) -> Context:
+        """Fold this observation's reading of the prefill cost into the state (an average)."""
+        reading = cost_reading(self)
+        if reading is None:
+            return self
+        old = self.state.prefill_seconds_per_token
+        cost = reading if old is None else 0.5 * old + 0.5 * reading
+        return replace(self, state=replace(self.state, prefill_seconds_per_token=cost))
+
+    @property
+    def ttft_pressed(self) -> bool:
+        """Time to first token has no margin left: nothing may slow admission or prefill."""
+        return (self.slo.ttft_seconds is not None and self.ttft is not None
+                and self.ttft > self.law.relax_margin * self.slo.ttft_seconds)
+
+    def in_cooldown(self) -> bool:
+        last = self.state.last_change_at
+        return last is not None and self.now - last < self.law.cooldown_seconds
+
+    def cooldown_text(self) -> str:
+        left = self.law.cooldown_seconds - (self.now - (self.state.last_change_at or self.now))
+        return f"last change {self.now - (self.state.last_change_at or self.now):.0f}s ago; " \
+               f"its effect is not fully in the window for another {left:.0f}s"
+
+    def describe(self) -> str:
+        q = pct(self.slo.itl_quantile)
+        text = (f"ITL {q} {ms(self.tail)} (SLO {ms(self.slo.itl_seconds)}), "
+                f"median {ms(self.median)}")
+        if self.slo.ttft_seconds is not None:
+            text += f", TTFT {pct(self.slo.ttft_quantile)} {ms(self.ttft)} " \
+                    f"(SLO {ms(self.slo.ttft_seconds)})"
+        return text
+
+    # -- verdicts ------------------------------------------------------------------------------
+    def inputs(self, state: TargetState) -> dict[str, float | None]:
+        return {**self.obs.as_inputs(),
+                "prefill_seconds_per_token": state.prefill_seconds_per_token}
+
+    def hold(self, reason: Reason, text: str) -> Decision:
+        text = f"hold: {text}" if self.tail is None else f"hold: {text}; {self.describe()}"
+        return Decision(Action.HOLD, reason, self.limits, self.limits, text, self.state,
+                        self.inputs(self.state))
+
+    def change(
+        self, action: Action, reason: Reason, param: Param, value: int, text: str, *,
+        kind: ChangeKind, avoid: tuple[Avoid, ...] = (), state: TargetState | None = None,
+    ) -> Decision:
+        base = state or self.state
+        after = self.limits.with_value(param, value)
+        probe = Probe(kind, param, self.limits, after, self.now, self.tail or 0.0, self.ttft)
+        new_state = replace(base, limits=after, last_change_at=self.now, probe=probe,
+                            avoid=base.avoid + avoid)
+        explanation = (f"{action.value} {param.value} {self.limits.get(param)} → {value}: {text}; "
+                       f"{self.describe()}")
+        return Decision(action, reason, self.limits, after, explanation, new_state,
+                        self.inputs(new_state))
+
+    def avoid(self, param: Param, low: int, high: int) -> tuple[Avoid, ...]:
+        load = load_of(self.obs, param)
+        if load is None or high < low:
+            return ()
+        return (Avoid(param, low, high, self.now + self.law.avoid_seconds, load),)
+
+    def blocked(self, param: Param, value: int) -> bool:
+        return any(a.param is param and a.blocks(value) for a in self.state.avoid)
+
+
+
+
+def cost_reading(ctx: Context) -> float | None:
+    """Step time per prefill token read off the mean inter-token latency, when prefill shows.
+
+    Needs a visible prefill effect (the mean at least 10% over the median), or the difference
+    is noise.
+    """
+    mean, median, rate = finite(ctx.obs.itl_mean_seconds), ctx.median, ctx.prompt_rate
+    if mean is None or median is None or not rate or mean < 1.1 * median:
+        return None
+    return spike.cost_from_mean(mean, median, rate)
+
+
+def below_avoided(ctx: Context, param: Param, value: int, lowest: int) -> int | None:
+    """``value``, or the nearest value under it that no avoided range blocks (≥ ``lowest``)."""
+    candidate = value
+    while candidate >= lowest:
+        blocking = [a for a in ctx.state.avoid if a.param is param and a.blocks(candidate)]
+        if not blocking:
+            return candidate
+        candidate = min(a.low for a in blocking) - 1
+        if param is BUDGET:
+            candidate = quantize(ctx, candidate)
+    return None
+
+
+def quantize(ctx: Context, value: float) -> int:
+    """Round a budget down to the quantum (never to zero)."""
+    q = ctx.law.budget_quantum
+    return max(q, int(value // q) * q)
+
+
+def quantize_up(ctx: Context, value: float) -> int:
+    if not math.isfinite(value):
+        return sys.maxsize
+    q = ctx.law.budget_quantum
+    return math.ceil(value / q) * q
+
+
+def load_of(obs: Observation, param: Param) -> float | None:
+    if param is BUDGET:
+        return finite(obs.prompt_tokens_per_second)
+    return finite(obs.requests_running)
+
+
+def forget(
+    state: TargetState, limits: Limits, obs: Observation, law: LawConfig, now: float
+) -> TargetState:
+    """Drop what no longer holds: a probe someone else's change made moot, expired avoids."""
+    if state.limits is not None and state.limits != limits:
+        # The limits moved under us (an operator, a restarted engine): the last change's verdict
+        # and the values it avoided no longer describe this engine.
+        state = replace(state, limits=limits, probe=None)
+    kept = tuple(a for a in state.avoid if a.until > now and not load_fell(a, obs, law))
+    return replace(state, avoid=kept) if kept != state.avoid else state
+
+
+def load_fell(avoid: Avoid, obs: Observation, law: LawConfig) -> bool:
+    load = load_of(obs, avoid.param)
+    return load is not None and load < law.avoid_load_drop * avoid.load
+
+
+def ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 1000:.0f} ms"
+
+
+def pct(quantile: float) -> str:
+    return f"p{quantile * 100:g}"
+

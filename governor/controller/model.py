@@ -1,0 +1,194 @@
+"""The controller's plain data: limits, observations, per-target state and decisions.
+
+Everything here is a frozen dataclass or an enum; the law (:mod:`governor.controller.law`) is a pure
+function over them, and :mod:`governor.controller.state` turns them into JSON and back.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+
+
+class Param(enum.StrEnum):
+    """vLLM's two continuous-batching knobs, named as the admin API names them."""
+
+    MAX_NUM_SEQS = "max_num_seqs"
+    MAX_NUM_BATCHED_TOKENS = "max_num_batched_tokens"
+
+
+class Action(enum.StrEnum):
+    HOLD = "hold"
+    TIGHTEN = "tighten"
+    RELAX = "relax"
+    UNDO = "undo"
+
+
+class Reason(enum.StrEnum):
+    """Why the law decided what it did; each value is a label of ``decisions_total``."""
+
+    MISSING_DATA = "missing_data"  # an input is absent or NaN: never act blind
+    COOLDOWN = "cooldown"  # the last change is not yet visible in the observation window
+    WITHIN_SLO = "within_slo"  # inside the dead band: no reason to move
+    WAITING_FOR_STABILITY = "waiting_for_stability"  # under the SLO, but not for long enough
+    ITL_BREACH = "itl_breach"  # inter-token latency tail above its SLO: cut the budget
+    DECODE_SLOW = "decode_slow"  # the median step is slow without prefill pressure: cut seqs
+    NON_MONOTONIC = "non_monotonic"  # a cut made the tail worse; a deeper cut clears the spikes
+    CUT_MADE_WORSE = "cut_made_worse"  # a cut made the tail worse and cannot be deepened: undo
+    RELAX_BREACHED = "relax_breached"  # a relaxation brought the breach back: undo it
+    TTFT_REGRESSION = "ttft_regression"  # a cut broke time to first token: give half of it back
+    TTFT_BREACH = "ttft_breach"  # time to first token above its SLO with decode margin: relax
+    PREEMPTIONS = "preemptions"  # the engine preempts requests: fewer sequences
+    KV_PRESSURE = "kv_pressure"  # the KV cache is nearly full: fewer sequences
+    STABLE = "stable"  # under the SLO with margin for the stabilisation window: relax a step
+    QUEUE_GROWING = "queue_growing"  # never relax while the waiting queue grows
+    RELAX_BLOCKED = "relax_blocked"  # a relaxation was undone here at this load, or the model
+    # predicts it would breach
+    AT_FLOOR = "at_floor"  # breaching, but both knobs are at their floors
+    AT_CEILING = "at_ceiling"  # nothing left to relax
+    TTFT_GUARD = "ttft_guard"  # a budget cut would starve prefill (TTFT); seqs are at floor
+
+
+class ChangeKind(enum.StrEnum):
+    TIGHTEN = "tighten"
+    RELAX = "relax"
+    UNDO = "undo"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_num_seqs: int
+    max_num_batched_tokens: int
+
+    def get(self, param: Param) -> int:
+        return self.max_num_seqs if param is Param.MAX_NUM_SEQS else self.max_num_batched_tokens
+
+    def with_value(self, param: Param, value: int) -> Limits:
+        return replace(self, **{param.value: value})
+
+    def as_dict(self) -> dict[str, int]:
+        return {p.value: self.get(p) for p in Param}
+
+
+@dataclass(frozen=True, slots=True)
+class TargetLimits:
+    """What ``GET /admin/batching`` reports: the limits in force and the range allowed."""
+
+    current: Limits
+    floor: Limits
+    ceiling: Limits
+
+
+@dataclass(frozen=True, slots=True)
+class SloTargets:
+    """The thresholds the law keeps, from ``slo.yaml``.
+
+    ``itl_quantile`` 0.99 with ``itl_seconds`` 0.12 reads "99% of inter-token latencies are at
+    most 120 ms"; the law compares the observed 0.99 quantile to 0.12 s.
+    """
+
+    itl_seconds: float
+    itl_quantile: float
+    ttft_seconds: float | None = None
+    ttft_quantile: float = 0.99
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One target's recent behaviour, as Prometheus reports it (``None``: no data).
+
+    The tails are the SLO quantiles (``SloTargets.itl_quantile``), over the short window unless
+    named ``_long``.
+    """
+
+    itl_tail_seconds: float | None
+    itl_median_seconds: float | None
+    itl_tail_long_seconds: float | None = None
+    itl_mean_seconds: float | None = None
+    # The 0.999 quantile over the long window: the height of prefill steps once they are at
+    # least 0.1% of steps (the P99 shows them only above 1%).
+    itl_spike_seconds: float | None = None
+    ttft_tail_seconds: float | None = None
+    prompt_tokens_per_second: float | None = None
+    generation_tokens_per_second: float | None = None
+    requests_running: float | None = None
+    requests_waiting: float | None = None
+    waiting_growth_per_second: float | None = None
+    kv_cache_usage_ratio: float | None = None
+    preemptions_per_second: float | None = None
+
+    def as_inputs(self) -> dict[str, float | None]:
+        """The observation as the audit log prints it (NaN shown as ``None``)."""
+        return {f.name: _finite(getattr(self, f.name)) for f in fields(self)}
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def finite(value: float | None) -> float | None:
+    """``value`` if it is a real number, else ``None`` (NaN and ±Inf count as missing)."""
+    return _finite(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """A change whose effect the next observation after the cooldown must confirm."""
+
+    kind: ChangeKind
+    param: Param
+    before: Limits
+    after: Limits
+    at: float
+    itl_tail_before: float
+    ttft_tail_before: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Avoid:
+    """Values of ``param`` in ``[low, high]`` the law will not move into while load stays high.
+
+    Recorded when a change into that range was undone; it expires at ``until`` or as soon as the
+    load (prompt tokens/s for the budget, running requests for seqs) falls well below ``load``.
+    """
+
+    param: Param
+    low: int
+    high: int
+    until: float
+    load: float
+
+    def blocks(self, value: int) -> bool:
+        return self.low <= value <= self.high
+
+
+@dataclass(frozen=True, slots=True)
+class TargetState:
+    """What the controller remembers about one target across reconciles and restarts."""
+
+    limits: Limits | None = None  # what the controller last set (to notice external changes)
+    last_change_at: float | None = None
+    last_breach_at: float | None = None
+    probe: Probe | None = None
+    avoid: tuple[Avoid, ...] = ()
+    # Seconds of step time per prefill token, learnt from breaches (the spike model of §6).
+    prefill_seconds_per_token: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The law's verdict for one target, explainable from itself alone."""
+
+    action: Action
+    reason: Reason
+    before: Limits
+    after: Limits
+    explanation: str
+    state: TargetState  # the state to keep once ``after`` is in force
+    inputs: Mapping[str, float | None] = field(default_factory=dict)
+
+    @property
+    def changes(self) -> bool:
+        return self.before != self.after

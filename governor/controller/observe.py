@@ -1,0 +1,121 @@
+"""Read observations from Prometheus's HTTP API (``/api/v1/query``) into plain dataclasses.
+
+>>> parse_vector({"status": "success", "data": {"resultType": "vector", "result": [
+...     {"metric": {"instance": "a:8000"}, "value": [1.0, "0.25"]},
+...     {"metric": {"instance": "b:8000"}, "value": [1.0, "NaN"]}]}})
+{'a:8000': 0.25, 'b:8000': nan}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+import aiohttp
+
+from governor.controller.model import Observation
+from governor.controller.queries import INSTANCE_LABEL, QuerySet
+
+_OBSERVATION_FIELDS = frozenset(f.name for f in fields(Observation))
+# A query answer larger than this is not what these aggregations return: refuse it.
+_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+
+
+class PrometheusError(Exception):
+    """Prometheus could not answer (down, slow, or an error answer): a temporary condition."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One observation per instance, and the instances Prometheus scrapes."""
+
+    observations: Mapping[str, Observation]
+    scraped_instances: frozenset[str]
+
+
+def parse_vector(body: Any) -> dict[str, float]:
+    """An instant-vector answer → ``{instance: value}`` (NaN kept: the law treats it as missing)."""
+    if not isinstance(body, dict) or body.get("status") != "success":
+        error = body.get("error") if isinstance(body, dict) else None
+        raise PrometheusError(f"query failed: {str(error or body)[:200]}")
+    data = body.get("data")
+    if not isinstance(data, dict) or data.get("resultType") != "vector":
+        raise PrometheusError("query answer is not an instant vector")
+    out: dict[str, float] = {}
+    for sample in data.get("result") or ():
+        instance, value = _sample(sample)
+        if instance is not None:
+            out[instance] = value
+    return out
+
+
+def _sample(sample: Any) -> tuple[str | None, float]:
+    try:
+        instance = sample["metric"].get(INSTANCE_LABEL)
+        value = float(sample["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise PrometheusError(f"malformed sample {str(sample)[:200]}") from exc
+    return (instance if isinstance(instance, str) else None), value
+
+
+def assemble(values: Mapping[str, Mapping[str, float]], instances: Iterable[str]) -> dict[
+        str, Observation]:
+    """``{field: {instance: value}}`` → ``{instance: Observation}``; absent values are ``None``."""
+    out = {}
+    for instance in instances:
+        kwargs: dict[str, float | None] = {}
+        for name, per_instance in values.items():
+            if name in _OBSERVATION_FIELDS:
+                kwargs[name] = _clean(per_instance.get(instance))
+        out[instance] = Observation(**kwargs)
+    return out
+
+
+def _clean(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+class PrometheusClient:
+    """Runs the controller's queries; one HTTP request per expression, all concurrently."""
+
+    def __init__(self, session: aiohttp.ClientSession, base_url: str, queries: QuerySet, *,
+                 timeout_seconds: float = 5.0) -> None:
+        self._session = session
+        self._url = base_url.rstrip("/") + "/api/v1/query"
+        self._queries = queries
+        self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
+
+    async def query(self, expr: str) -> dict[str, float]:
+        try:
+            async with self._session.get(self._url, params={"query": expr},
+                                         timeout=self._timeout) as response:
+                raw = await response.content.read(_MAX_RESPONSE_BYTES + 1)
+                if len(raw) > _MAX_RESPONSE_BYTES:
+                    raise PrometheusError("answer too large")
+                if response.status >= 500 or response.status == 429:
+                    raise PrometheusError(f"HTTP {response.status}")
+                body = _json(raw)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise PrometheusError(f"{type(exc).__name__}: {exc}") from exc
+        return parse_vector(body)
+
+    async def snapshot(self, instances: Iterable[str]) -> Snapshot:
+        """Observations for ``instances`` plus every instance Prometheus scrapes for the job."""
+        exprs = self._queries.expressions()
+        names = list(exprs)
+        results = await asyncio.gather(self.query(self._queries.targets()),
+                                       *(self.query(exprs[n]) for n in names))
+        scraped = frozenset(results[0])
+        wanted = set(instances) | scraped
+        return Snapshot(assemble(dict(zip(names, results[1:], strict=True)), wanted), scraped)
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise PrometheusError(f"answer is not JSON: {exc}") from exc

@@ -1,0 +1,219 @@
+"""The level-triggered reconcile loop.
+
+Alerts only wake it; every pass reads the actual state — observations from Prometheus, limits
+from each target — asks the pure law what to do, and applies the answer idempotently. A pass
+also runs every ``resync_seconds`` without any alert. Per target it keeps the law's state (which
+is persisted after every pass that changed it), the last decision and error, and a backoff::
+
+    reconciler = Reconciler(config, observer, actuator, store, audit, metrics, book)
+    task = asyncio.create_task(reconciler.run())
+    reconciler.wake()                               # e.g. from the webhook
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from governor.controller import audit as audit_lines
+from governor.controller import metric_names as names
+from governor.controller.actuator import ActuationError, ErrorKind, Target
+from governor.controller.audit import AuditLog
+from governor.controller.config import ControllerConfig
+from governor.controller.intake import AlertBook
+from governor.controller.law import decide
+from governor.controller.metrics import ControllerMetrics
+from governor.controller.model import Decision, Limits, Observation, TargetLimits, TargetState
+from governor.controller.observe import PrometheusError, Snapshot
+from governor.controller.state import PersistedTarget, StateStore
+
+log = logging.getLogger(__name__)
+
+_NO_DATA = Observation(itl_tail_seconds=None, itl_median_seconds=None)
+
+
+class Observer(Protocol):
+    async def snapshot(self, instances: Iterable[str]) -> Snapshot: ...
+
+
+class Actuator(Protocol):
+    async def read(self, target: Target) -> TargetLimits: ...
+
+    async def apply(self, target: Target, limits: Limits) -> TargetLimits: ...
+
+
+class Annotator(Protocol):
+    async def annotate(self, target: str, decision: Decision, at: float) -> bool: ...
+
+
+@dataclass
+class TargetRuntime:
+    """What the controller knows about one target (``state`` is the persisted part)."""
+
+    target: Target
+    state: TargetState = field(default_factory=TargetState)
+    limits: TargetLimits | None = None
+    observation: Observation | None = None
+    last_decision: dict[str, Any] | None = None
+    last_result: str | None = None
+    last_error: str | None = None
+    failures: int = 0
+    retry_at: float = 0.0
+    recent: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=20))
+
+
+class Reconciler:
+    def __init__(
+        self, config: ControllerConfig, observer: Observer, actuator: Actuator,
+        store: StateStore, audit: AuditLog, metrics: ControllerMetrics, book: AlertBook, *,
+        annotator: Annotator | None = None, clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self._observer, self._actuator, self._store = observer, actuator, store
+        self._audit, self._metrics, self._book = audit, metrics, book
+        self._annotator = annotator
+        self._clock = clock
+        self._wake = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self.targets: dict[str, TargetRuntime] = {}
+        self.last_pass_at: float | None = None
+        self.prometheus_error: str | None = None
+        self._ignored_instances: set[str] = set()
+        for name, persisted in store.load().items():
+            runtime = self._runtime(Target(name, persisted.url))
+            runtime.state = persisted.state
+        metrics.dry_run.set(1 if config.dry_run else 0)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Reconcile forever: on every wake-up, and every ``resync_seconds`` regardless."""
+        while True:
+            self._wake.clear()
+            try:
+                await self.reconcile_once()
+            except Exception:  # a bug in one pass must not end the loop
+                log.exception("reconcile pass failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self.config.resync_seconds)
+
+    async def reconcile_once(self) -> None:
+        async with self._lock:
+            started = time.perf_counter()
+            await self._pass()
+            self._metrics.reconcile_duration.observe(time.perf_counter() - started)
+            self.last_pass_at = self._clock()
+            self._metrics.last_reconcile.set(self.last_pass_at)
+            self._metrics.alerts_firing.set(len(self._book.firing()))
+
+    async def _pass(self) -> None:
+        static = {t.name for t in self.config.static_targets}
+        try:
+            snapshot = await self._observer.snapshot(static | set(self.targets))
+            self.prometheus_error = None
+        except PrometheusError as exc:
+            if self.prometheus_error != str(exc):
+                log.warning("prometheus unavailable, holding every target: %s", exc)
+            self.prometheus_error = str(exc)
+            for _ in self._managed(static, frozenset()):
+                self._metrics.reconciles.labels(names.RESULT_TEMPORARY_ERROR).inc()
+            return
+        managed = self._managed(static, snapshot.scraped_instances)
+        self._warn_unknown_alert_instances(managed)
+        before = {name: rt.state for name, rt in self.targets.items()}
+        await asyncio.gather(*(self._reconcile(self._runtime(self.config.target_for(name)),
+                                               snapshot.observations.get(name, _NO_DATA))
+                               for name in sorted(managed)))
+        if any(before.get(name) != rt.state for name, rt in self.targets.items()):
+            await asyncio.to_thread(self._store.save, {
+                name: PersistedTarget(rt.target.url, rt.state)
+                for name, rt in self.targets.items()})
+
+    def _managed(self, static: set[str], scraped: frozenset[str]) -> set[str]:
+        return static | (set(scraped) if self.config.discover else set())
+
+    def _warn_unknown_alert_instances(self, managed: set[str]) -> None:
+        for instance in self._book.instances() - managed - self._ignored_instances:
+            # An alert may name any instance; the admin token goes only to known targets.
+            log.warning("alert names instance %r, which is neither a configured target nor "
+                        "scraped by Prometheus; ignoring it", instance)
+            self._ignored_instances.add(instance)
+
+    def _runtime(self, target: Target) -> TargetRuntime:
+        runtime = self.targets.get(target.name)
+        if runtime is None:
+            runtime = TargetRuntime(target, recent=deque(maxlen=self.config.recent_decisions))
+            self.targets[target.name] = runtime
+        runtime.target = target
+        return runtime
+
+    async def _reconcile(self, rt: TargetRuntime, observation: Observation) -> None:
+        now = self._clock()
+        rt.observation = observation
+        self._metrics.observation(rt.target.name, observation)
+        if now < rt.retry_at:
+            self._metrics.reconciles.labels(names.RESULT_SKIPPED).inc()
+            return
+        try:
+            rt.limits = await self._actuator.read(rt.target)
+        except ActuationError as exc:
+            self._failed(rt, exc, now)
+            return
+        self._metrics.limits(rt.target.name, rt.limits.current)
+        decision = decide(self.config.slo, self.config.law, observation, rt.limits, rt.state, now)
+        self._metrics.decision(decision)
+        if decision.changes and not self.config.dry_run:
+            try:
+                in_force = await self._actuator.apply(rt.target, decision.after)
+            except ActuationError as exc:
+                self._note(rt, decision, now, applied=False, error=exc.message)
+                self._failed(rt, exc, now)
+                return
+            rt.limits = in_force
+            self._metrics.limits(rt.target.name, in_force.current)
+            rt.state = replace(decision.state, limits=in_force.current)
+        elif decision.changes:
+            # Dry run: remember the cooldown so the suggestion is not repeated every pass, but
+            # there is no change in force to verify.
+            rt.state = replace(decision.state, limits=decision.before, probe=None)
+        else:
+            rt.state = decision.state
+        rt.failures, rt.retry_at, rt.last_error = 0, 0.0, None
+        rt.last_result = names.RESULT_OK
+        self._metrics.reconciles.labels(names.RESULT_OK).inc()
+        self._note(rt, decision, now, applied=decision.changes and not self.config.dry_run)
+        if decision.changes and self._annotator is not None:
+            await self._annotator.annotate(rt.target.name, decision, now)
+
+    def _note(self, rt: TargetRuntime, decision: Decision, now: float, *, applied: bool,
+              error: str | None = None) -> None:
+        line = audit_lines.record(rt.target.name, decision, at=now, applied=applied,
+                                  dry_run=self.config.dry_run, error=error)
+        previous = rt.last_decision
+        rt.last_decision = line
+        # Holds repeat every pass; the trail keeps changes, errors and changes of reason.
+        if decision.changes or error or previous is None or (
+                previous["action"], previous["reason"]) != (line["action"], line["reason"]):
+            rt.recent.append(line)
+            self._audit.write(line)
+
+    def _failed(self, rt: TargetRuntime, exc: ActuationError, now: float) -> None:
+        rt.failures += 1
+        if exc.kind is ErrorKind.PERMANENT:
+            result, delay = names.RESULT_PERMANENT_ERROR, self.config.permanent_retry_seconds
+        else:
+            result = names.RESULT_TEMPORARY_ERROR
+            delay = min(self.config.resync_seconds * 2 ** (rt.failures - 1),
+                        self.config.max_backoff_seconds)
+        if rt.last_error != exc.message:
+            log.warning("target %s: %s error: %s (next try in %.0fs)", rt.target.name,
+                        exc.kind.value, exc.message, delay)
+        rt.last_error, rt.last_result, rt.retry_at = exc.message, result, now + delay
+        self._metrics.reconciles.labels(result).inc()

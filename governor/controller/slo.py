@@ -1,0 +1,83 @@
+"""From ``slo.yaml`` to what the controller needs: thresholds for the law, SLIs for the queries.
+
+The decode SLO is the spec's controller-linked latency SLO (exactly one, unless named); the
+time-to-first-token SLO, weighed by the law so that fixing decode does not break it, is the
+latency SLO named ``time-to-first-token`` unless another name is given (``""``: none).
+
+>>> from governor.alerts.spec import parse_spec
+>>> spec = parse_spec({"version": "governor/v1", "service": "s", "period": "30d", "slos": [
+...     {"name": "itl", "objective": 99, "controller": True,
+...      "sli": {"latency": {"metric": "m_itl", "threshold": "120ms"}}}]})
+>>> objectives(spec).slo
+SloTargets(itl_seconds=0.12, itl_quantile=0.99, ttft_seconds=None, ttft_quantile=0.99)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from governor.alerts.spec import SLO, LatencySLI, SloSpec
+from governor.controller.model import SloTargets
+from governor.controller.queries import HistogramSli, QuerySet
+
+DEFAULT_TTFT_SLO = "time-to-first-token"
+
+
+class ObjectiveError(ValueError):
+    """The spec has no usable decode SLO (or names one that is not a latency SLO)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Objectives:
+    slo: SloTargets
+    queries: QuerySet
+    itl_slo_name: str
+
+
+def objectives(spec: SloSpec, *, itl_slo: str | None = None,
+               ttft_slo: str = DEFAULT_TTFT_SLO, short_window_seconds: int = 30,
+               long_window_seconds: int = 300) -> Objectives:
+    itl = _latency(spec, itl_slo) if itl_slo else _controller_slo(spec)
+    ttft = _latency(spec, ttft_slo) if ttft_slo and _has(spec, ttft_slo) else None
+    if ttft_slo and ttft_slo != DEFAULT_TTFT_SLO and ttft is None:
+        raise ObjectiveError(f"--ttft-slo {ttft_slo!r}: no such SLO in the spec")
+    itl_sli, ttft_sli = _sli(itl), (_sli(ttft) if ttft else None)
+    return Objectives(
+        SloTargets(itl_sli.threshold_seconds, itl.objective,
+                   ttft_sli.threshold_seconds if ttft_sli else None,
+                   ttft.objective if ttft else 0.99),
+        QuerySet(HistogramSli(itl_sli.metric, dict(itl_sli.selector)), itl.objective,
+                 HistogramSli(ttft_sli.metric, dict(ttft_sli.selector)) if ttft_sli else None,
+                 ttft.objective if ttft else 0.99,
+                 short_window_seconds=short_window_seconds,
+                 long_window_seconds=long_window_seconds),
+        itl.name,
+    )
+
+
+def _controller_slo(spec: SloSpec) -> SLO:
+    linked = [s for s in spec.slos if s.controller and isinstance(s.sli, LatencySLI)]
+    if len(linked) != 1:
+        names = ", ".join(s.name for s in linked) or "none"
+        raise ObjectiveError(f"the spec must mark exactly one latency SLO `controller: true` "
+                             f"(found: {names}); or name the decode SLO with --itl-slo")
+    return linked[0]
+
+
+def _has(spec: SloSpec, name: str) -> bool:
+    return any(s.name == name for s in spec.slos)
+
+
+def _latency(spec: SloSpec, name: str) -> SLO:
+    try:
+        slo = spec.slo(name)
+    except KeyError as exc:
+        raise ObjectiveError(str(exc.args[0])) from None
+    if not isinstance(slo.sli, LatencySLI):
+        raise ObjectiveError(f"SLO {name!r} is not a latency SLO")
+    return slo
+
+
+def _sli(slo: SLO) -> LatencySLI:
+    assert isinstance(slo.sli, LatencySLI)  # checked by _latency / _controller_slo
+    return slo.sli

@@ -1,0 +1,51 @@
+"""The controller's actions as annotations, read from Prometheus.
+
+compose.yaml runs Grafana without an API token for the controller, so the boards cannot rely on
+the controller posting annotations; the controller's own series say the same thing. Where the
+controller does have a token (``--grafana-url``), its posts carry :data:`CONTROLLER_TAG` and
+show through :func:`controller_posts`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from grafana_foundation_sdk.builders import dashboard as db
+
+from governor.alerts.params import JOB_CONTROLLER
+from governor.controller import metric_names as c
+from governor.dashboards.board import PrometheusAnnotation, tagged_annotations
+from governor.dashboards.promql import JOB, changed, equals, events, ref
+from governor.inference.metric_names import counter_series
+
+# The tag controller.grafana puts on every annotation it posts.
+CONTROLLER_TAG: Final = c.ANNOTATION_TAG
+# The controller's "nothing to do" action (controller.model.Action.HOLD; a test pins it): holds
+# happen every reconcile and would bury the real changes.
+HOLD_ACTION: Final = "hold"
+# Long enough to hold two samples at the default 15 s scrape interval and the 1 m step below.
+WINDOW: Final = "2m"
+STEP: Final = "1m"
+
+
+def decisions() -> PrometheusAnnotation:
+    labels = f"{equals(JOB, JOB_CONTROLLER)}, {c.LABEL_ACTION}!=\"{HOLD_ACTION}\""
+    return PrometheusAnnotation(
+        "Controller decisions",
+        events(counter_series(c.DECISIONS), labels, (c.LABEL_ACTION, c.LABEL_REASON), WINDOW),
+        color="purple", title_format=f"controller: {ref(c.LABEL_ACTION)}",
+        text_format=f"reason: {ref(c.LABEL_REASON)}",
+        tag_keys=f"{c.LABEL_ACTION},{c.LABEL_REASON}", step=STEP)
+
+
+def limit_changes() -> PrometheusAnnotation:
+    return PrometheusAnnotation(
+        "Batching limit changes",
+        changed(c.TARGET_LIMITS, equals(JOB, JOB_CONTROLLER), WINDOW),
+        color="orange", title_format=f"{ref(c.LABEL_PARAM)} changed",
+        text_format=f"target {ref(c.LABEL_TARGET)}",
+        tag_keys=f"{c.LABEL_PARAM},{c.LABEL_TARGET}", step=STEP)
+
+
+def controller_posts() -> db.AnnotationQuery:
+    return tagged_annotations("Controller (posted to Grafana)", CONTROLLER_TAG, "blue")

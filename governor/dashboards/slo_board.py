@@ -1,0 +1,142 @@
+"""The SLO overview: for each SLO of the spec, where it stands and how fast it burns.
+
+Every number comes from the recording rules the alerts generator writes (their names from
+:mod:`governor.alerts.metric_names`, their selectors from
+:func:`governor.alerts.slo_rules.recorded`), so the board and the alerts can never disagree about
+what an SLI is.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from grafana_foundation_sdk.models import dashboard as dm
+
+from governor.alerts import metric_names as n
+from governor.alerts.promql import format_duration, format_number, to_decimal
+from governor.alerts.slo_rules import firing_tiers, recorded
+from governor.alerts.spec import SLO, LatencySLI, SloSpec
+from governor.alerts.windows import SEVERITIES, SLI_WINDOWS
+from governor.dashboards import controller_events
+from governor.dashboards.board import Board, BoardInfo
+from governor.dashboards.panels import (
+    BAD_COLOR,
+    OK_COLOR,
+    WARN_COLOR,
+    Line,
+    Query,
+    Spec,
+    stat,
+    text,
+    timeseries,
+)
+
+INFO: Final = BoardInfo(
+    "governor-slo", "Governor / SLOs",
+    "Each SLO of slo.yaml: objective, SLI over the period, error budget left and burn rates; "
+    "controller actions are annotations.", time_from="now-6h")
+# Budget remaining below this is worth a look before it is gone.
+BUDGET_LOW: Final = 0.25
+TIER_COLORS: Final = {"page": BAD_COLOR, "ticket": WARN_COLOR}
+# Windows drawn on the error-ratio panel: the fastest page window and the slow tiers' long ones.
+RATIO_WINDOWS: Final = (300, 3600, 6 * 3600)
+
+
+def percent(ratio: float) -> str:
+    return format_number(to_decimal(ratio) * 100) + "%"
+
+
+def describe_sli(slo: SLO) -> str:
+    if isinstance(slo.sli, LatencySLI):
+        selector = "".join(f", {k}={v}" for k, v in sorted(slo.sli.selector.items()))
+        return (f"observations of `{slo.sli.metric}`{selector} at or below "
+                f"{format_number(slo.sli.threshold_seconds)} s")
+    return f"`{slo.sli.errors}` out of `{slo.sli.total}`"
+
+
+def table_cell(markdown: str) -> str:
+    """A pipe (regex alternation in a selector) would end a markdown table cell early."""
+    return markdown.replace("|", "\\|")
+
+
+def summary(spec: SloSpec) -> str:
+    """A markdown table of the spec, so the board says what it measures against."""
+    rows = [f"| {slo.name} | {percent(slo.objective)} | {table_cell(describe_sli(slo))} | "
+            f"{'yes' if slo.controller else 'no'} |" for slo in spec.slos]
+    return (f"Service **{spec.service}**, rolling period **{spec.period}**.\n\n"
+            "| SLO | objective | good events | controller |\n| --- | --- | --- | --- |\n"
+            + "\n".join(rows))
+
+
+def _title(spec: SloSpec, slo: SLO) -> str:
+    return f"{slo.name}: {percent(slo.objective)} over {spec.period}"
+
+
+def _stats(spec: SloSpec, slo: SLO, board: Board) -> None:
+    def series(name: str) -> str:
+        return recorded(name, spec, slo)
+
+    objective = float(slo.objective)
+    board.panel(stat(Spec("Objective", f"{slo.description} Good events: {describe_sli(slo)}.",
+                          "percentunit", width=4, height=5),
+                     Query(series(n.OBJECTIVE), instant=True), decimals=2))
+    board.panel(stat(Spec(f"SLI over {spec.period}", "Share of good events over the whole "
+                          "period, weighted by events (a busy hour counts more than a quiet "
+                          "one). Red below the objective.", "percentunit", width=5, height=5),
+                     Query(f"1 - {series(n.SLI_ERROR_RATIO_PERIOD)}", instant=True),
+                     base_color=BAD_COLOR, steps=[(objective, OK_COLOR)], decimals=3))
+    board.panel(stat(Spec("Error budget remaining", "1: untouched; 0: spent; below 0: the "
+                          "objective is missed over the period.", "percentunit", width=5,
+                          height=5),
+                     Query(series(n.ERROR_BUDGET_REMAINING), instant=True),
+                     base_color=BAD_COLOR, steps=[(0, WARN_COLOR), (BUDGET_LOW, OK_COLOR)],
+                     decimals=1))
+    board.panel(stat(Spec(f"Burn rate over {spec.period}", "Error ratio over the period "
+                          "divided by the error budget: 1 spends exactly the budget by the end "
+                          "of the period.", "x", width=5, height=5),
+                     Query(series(n.BURN_RATE_PERIOD), instant=True),
+                     steps=[(1, BAD_COLOR)], decimals=2))
+    window = SLI_WINDOWS[0]
+    board.panel(stat(Spec(f"Events per second ({format_duration(window)})",
+                          "Traffic the SLI counts; with little traffic one bad event moves the "
+                          "ratios a lot.", "short", width=5, height=5),
+                     Query(series(n.windowed(n.SLI_EVENTS_RATE, window)), instant=True),
+                     decimals=2))
+
+
+def _burn_lines(spec: SloSpec, slo: SLO) -> list[Line]:
+    return [Line(float(tier.factor(spec.period_seconds)), TIER_COLORS[severity])
+            for severity in SEVERITIES for tier in firing_tiers(spec, slo, severity)]
+
+
+def _trends(spec: SloSpec, slo: SLO, board: Board) -> None:
+    board.panel(timeseries(
+        Spec("Burn rate by window", "Error ratio over each alert window divided by the error "
+             "budget. Dashed lines: the burn rates at which the page (red) and ticket (orange) "
+             "alerts fire when both of a tier's windows exceed them.", "x"),
+        [Query(recorded(n.windowed(n.BURN_RATE, w), spec, slo), format_duration(w))
+         for w in SLI_WINDOWS],
+        lines=_burn_lines(spec, slo)))
+    board.panel(timeseries(
+        Spec("Error ratio", "Bad events over all events per window. Dashed: the error budget "
+             f"({percent(float(slo.error_budget))} of events).", "percentunit"),
+        [Query(recorded(n.windowed(n.SLI_ERROR_RATIO, w), spec, slo), format_duration(w))
+         for w in RATIO_WINDOWS],
+        lines=[Line(float(slo.error_budget))]))
+
+
+def slo_board(spec: SloSpec, source: str) -> Board:
+    board = Board(INFO, source)
+    for annotation in (controller_events.decisions(), controller_events.limit_changes()):
+        board.annotation(annotation)
+    board.annotation(controller_events.controller_posts())
+    board.panel(text("SLOs", summary(spec), height=3 + len(spec.slos)))
+    for slo in spec.slos:
+        board.row(_title(spec, slo))
+        _stats(spec, slo, board)
+        _trends(spec, slo, board)
+    return board
+
+
+def build(spec: SloSpec, source: str) -> dm.Dashboard:
+    return slo_board(spec, source).build()

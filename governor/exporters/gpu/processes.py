@@ -1,0 +1,85 @@
+"""Per-process GPU memory, labelled with the container the process runs in (when there is one).
+
+NVML reports host PIDs. The container id comes from ``/proc/<pid>/cgroup``; when the exporter
+runs in its own PID namespace those files are not there and the label is empty (run it with the
+host's PID namespace to get container ids).
+
+>>> container_id("0::/system.slice/docker-" + "ab" * 32 + ".scope")[:12]
+'abababababab'
+>>> container_id("0::/user.slice/user-1000.slice/session-2.scope")
+''
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from governor.exporters.gpu import metric_names as m
+from governor.exporters.gpu.readings import Sample
+
+# The last path segment that carries a 64-hex id: docker-<id>.scope, cri-containerd-<id>.scope,
+# crio-<id>.scope, libpod-<id>.scope, or a bare /docker/<id> (cgroup v1, cgroupfs driver).
+_SEGMENT = re.compile(r"^(?:[a-z][a-z0-9-]*-)?([0-9a-f]{64})(?:\.scope)?$")
+_MAX_CGROUP_BYTES = 64 * 1024  # real files are a few hundred bytes
+
+
+def container_id(cgroup_text: str) -> str:
+    """The container id in a ``/proc/<pid>/cgroup`` text, "" when the process is in none."""
+    for line in cgroup_text.splitlines():
+        path = line.split(":", 2)[-1]
+        for segment in reversed(path.split("/")):
+            match = _SEGMENT.match(segment)
+            if match:
+                return match.group(1)
+    return ""
+
+
+def read_cgroup(proc_root: Path, pid: int) -> str:
+    """The cgroup file of ``pid``, "" when it is gone or not visible from here."""
+    try:
+        with (proc_root / str(pid) / "cgroup").open("rb") as handle:
+            return handle.read(_MAX_CGROUP_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+class ContainerResolver:
+    """Caches pid → container id for the pids still running, so a tick reads only new pids."""
+
+    def __init__(self, read: Callable[[int], str]) -> None:
+        self._read = read
+        self._cache: dict[int, str] = {}
+
+    def __call__(self, pid: int) -> str:
+        cached = self._cache.get(pid)
+        if cached is None:
+            cached = self._cache[pid] = container_id(self._read(pid))
+        return cached
+
+    def retain(self, pids: Iterable[int]) -> None:
+        """Forget pids that are gone (a reused pid is then looked up afresh)."""
+        keep = set(pids)
+        self._cache = {pid: cid for pid, cid in self._cache.items() if pid in keep}
+
+
+def shape_processes(processes: Iterable[Any], resolve: Callable[[int], str]) -> list[Sample]:
+    """One series per pid; memory summed when a pid appears more than once (several MIG slices).
+
+    ``usedGpuMemory`` is None where the driver cannot tell (Windows WDDM); such a pid is left out
+    rather than reported as using nothing.
+    """
+    used: dict[int, int] = {}
+    for process in processes:
+        if process.usedGpuMemory is None:
+            continue
+        used[int(process.pid)] = used.get(int(process.pid), 0) + int(process.usedGpuMemory)
+    return [
+        Sample(
+            m.PROCESS_MEMORY_USED, float(total),
+            ((m.LABEL_PID, str(pid)), (m.LABEL_CONTAINER, resolve(pid))),
+        )
+        for pid, total in sorted(used.items())
+    ]

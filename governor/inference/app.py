@@ -1,0 +1,230 @@
+"""``create_app(config)``: the inference service as an aiohttp application.
+
+The factory never reads argv or the environment beyond what it is given; resources live in
+``cleanup_ctx`` generators (tracing, engine, admission) so tests build the very same app::
+
+    app = create_app(ServiceConfig(engine=EngineSettings(kind="sim", preset="tiny")))
+    web.run_app(app, port=8000)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+
+from aiohttp import web
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, StatusCode
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.openmetrics import exposition as openmetrics
+
+from governor.inference import __version__ as VERSION
+from governor.inference import admin, generation, keys
+from governor.inference.admission import AdmissionQueue
+from governor.inference.config import ServiceConfig
+from governor.inference.engines.base import Engine
+from governor.inference.engines.registry import create_engine
+from governor.inference.errors import INVALID_REQUEST, NOT_FOUND, SERVER, APIError
+from governor.inference.metrics import ServiceMetrics
+from governor.inference.tracing import extract_context, setup_tracing
+
+log = logging.getLogger(__name__)
+
+EngineFactory = Callable[[ServiceConfig, CollectorRegistry], Engine]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+TRACED_PREFIXES = ("/v1/", "/admin/")
+
+
+def default_engine_factory(config: ServiceConfig, registry: CollectorRegistry) -> Engine:
+    return create_engine(config.engine, registry)
+
+
+def create_app(
+    config: ServiceConfig,
+    *,
+    engine_factory: EngineFactory = default_engine_factory,
+    env: Mapping[str, str] | None = None,
+    registry: CollectorRegistry | None = None,
+) -> web.Application:
+    app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_observe])
+    app[keys.CONFIG] = config
+    app[keys.REGISTRY] = registry or CollectorRegistry(auto_describe=True)
+    app[keys.ADMIN_LOCK] = asyncio.Lock()
+    app.cleanup_ctx.append(_tracing_ctx(os.environ if env is None else env))
+    app.cleanup_ctx.append(_engine_ctx(engine_factory))
+    app.router.add_post("/v1/chat/completions", generation.chat_completions)
+    app.router.add_post("/v1/completions", generation.completions)
+    app.router.add_get("/v1/models", _models)
+    app.router.add_get("/health", _health)
+    app.router.add_get("/metrics", _metrics)
+    app.router.add_get("/admin/batching", admin.get_batching)
+    app.router.add_put("/admin/batching", admin.put_batching)
+    return app
+
+
+def _tracing_ctx(
+    env: Mapping[str, str],
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def tracing_ctx(app: web.Application) -> AsyncIterator[None]:
+        app[keys.TRACING] = setup_tracing(app[keys.CONFIG].tracing, env)
+        yield
+        # Flushing pending spans may block on the network: keep it off the event loop.
+        await asyncio.to_thread(app[keys.TRACING].shutdown)
+
+    return tracing_ctx
+
+
+def _engine_ctx(factory: EngineFactory) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
+        config = app[keys.CONFIG]
+        engine = factory(config, app[keys.REGISTRY])
+        metrics = ServiceMetrics(app[keys.REGISTRY], engine.model_name)
+        metrics.info.info({"engine": config.engine.kind, "model": engine.model_name,
+                           "version": VERSION})
+        metrics.engine_ready.set_function(lambda: 1.0 if engine.ready else 0.0)
+        app[keys.ENGINE], app[keys.METRICS] = engine, metrics
+        app[keys.ADMISSION] = AdmissionQueue(
+            config.admission.max_in_flight, config.admission.max_queue,
+            on_change=metrics.set_queue,
+        )
+        # Start in the background: /health answers 503 until the engine is ready (vLLM takes
+        # tens of seconds), and a failed start leaves the service up to say so.
+        starting = asyncio.create_task(_start(engine, metrics), name="engine-start")
+        yield
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        await engine.close()
+
+    return engine_ctx
+
+
+async def _start(engine: Engine, metrics: ServiceMetrics) -> None:
+    try:
+        await engine.start()
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("the engine failed to start; /health answers 503")
+        return
+    metrics.set_limits(metrics.limit, engine.limits)
+    metrics.set_limits(metrics.floor, engine.floor)
+    metrics.set_limits(metrics.ceiling, engine.ceiling)
+    log.info("engine ready: %s, limits %s", engine.model_name, engine.limits.as_dict())
+
+
+def _route(request: web.Request) -> str:
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"
+
+
+def _from_http_exception(exc: web.HTTPException) -> APIError:
+    if exc.status == 413:
+        return APIError(413, f"the request body exceeds the limit: {exc.text}",
+                        code="request_too_large")
+    if exc.status == 404:
+        return APIError(404, "no such route", type_=NOT_FOUND)
+    return APIError(exc.status, exc.reason, type_=INVALID_REQUEST if exc.status < 500 else SERVER)
+
+
+@web.middleware
+async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Status, duration and span of every request; OpenAI error bodies for every failure."""
+    app = request.app
+    route = _route(request)
+    start = time.perf_counter()
+    span = None
+    if route.startswith(TRACED_PREFIXES):
+        span = app[keys.TRACING].tracer.start_span(
+            f"{request.method} {route}", context=extract_context(request.headers),
+            kind=SpanKind.SERVER,
+            attributes={"http.request.method": request.method, "http.route": route,
+                        "url.path": request.path},
+        )
+        request[keys.SPAN] = span
+    code = "500"
+    try:
+        response = await handler(request)
+        code = "499" if request.get(keys.CLIENT_GONE) else str(response.status)
+        return response
+    except APIError as exc:
+        code = str(exc.status)
+        return exc.response()
+    except web.HTTPException as exc:
+        error = _from_http_exception(exc)
+        code = str(error.status)
+        return error.response()
+    except asyncio.CancelledError:
+        code = "499"  # the client closed the connection; the engine request is aborted
+        raise
+    except Exception:
+        if request.get(keys.STREAMING):
+            raise  # the status line is gone; aiohttp drops the connection
+        log.exception("unexpected error on %s %s", request.method, request.path)
+        return APIError(500, "internal server error", type_=SERVER).response()
+    finally:
+        _record(app, route, code, time.perf_counter() - start, span)
+
+
+def _record(
+    app: web.Application, route: str, code: str, seconds: float, span: trace.Span | None
+) -> None:
+    metrics = app.get(keys.METRICS)
+    if metrics is not None:
+        metrics.requests.labels(route, code).inc()
+        if span is not None:
+            exemplar = {"trace_id": format(span.get_span_context().trace_id, "032x")}
+            metrics.duration.labels(route).observe(seconds, exemplar)
+    if span is not None:
+        span.set_attribute("http.response.status_code", int(code))
+        if code.startswith("5"):
+            span.set_status(StatusCode.ERROR)
+        span.end()
+
+
+async def _models(request: web.Request) -> web.Response:
+    engine = request.app[keys.ENGINE]
+    return web.json_response({"object": "list", "data": [{
+        "id": engine.model_name, "object": "model", "created": 0, "owned_by": "governor",
+        "max_model_len": engine.max_model_len,
+    }]})
+
+
+async def _health(request: web.Request) -> web.Response:
+    engine = request.app[keys.ENGINE]
+    if engine.ready:
+        return web.json_response({"status": "ok"})
+    return web.json_response({"status": "unavailable"}, status=503)
+
+
+OPENMETRICS = "application/openmetrics-text"
+OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+
+
+def _wants_openmetrics(accept: str) -> bool:
+    return any(part.split(";")[0].strip() == OPENMETRICS for part in accept.split(","))
+
+
+def _render_metrics(registry: CollectorRegistry, openmetrics_wanted: bool) -> tuple[bytes, str]:
+    if openmetrics_wanted:
+        # prometheus_client's default OpenMetrics escaping rewrites the colon in vLLM's sample
+        # names ("vllm:x" → "vllm_x") but not in their TYPE lines, which no parser accepts; names
+        # with colons are valid classic names, so "allow-utf-8" leaves them as they are.
+        body = openmetrics.generate_latest(  # type: ignore[no-untyped-call]
+            registry, escaping=openmetrics.ALLOWUTF8)
+        return body, OPENMETRICS_CONTENT_TYPE
+    return generate_latest(registry), CONTENT_TYPE_PLAIN_0_0_4
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    # Rendering vLLM's families takes milliseconds; in a worker thread the event loop keeps
+    # streaming tokens meanwhile (the service runs with a short GIL switch interval).
+    body, content_type = await asyncio.to_thread(
+        _render_metrics, request.app[keys.REGISTRY],
+        _wants_openmetrics(request.headers.get("Accept", "")))
+    response = web.Response(body=body)
+    response.headers["Content-Type"] = content_type
+    return response

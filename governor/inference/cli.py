@@ -1,0 +1,141 @@
+"""``governor serve``: the inference service. Every option also reads ``GOVERNOR_<OPTION>``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+
+from aiohttp import web
+
+from governor.common.cli import (
+    EnvArgumentParser,
+    non_negative_int,
+    parse_duration_seconds,
+    positive_int,
+)
+from governor.common.logs import setup_logging
+from governor.common.secrets import Secret
+from governor.inference.config import AdmissionSettings, ServiceConfig, TracingSettings
+from governor.inference.engines.settings import ENGINE_KINDS, EngineSettings
+from governor.inference.tracing import traces_endpoint
+
+log = logging.getLogger(__name__)
+
+
+def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
+    p = EnvArgumentParser(prog="governor serve", description=__doc__, env=env)
+    p.add_argument("--host", default="0.0.0.0", help="listen address")
+    p.add_argument("--port", type=positive_int, default=8000, help="listen port")
+    p.add_argument("--engine", choices=ENGINE_KINDS, default="sim",
+                   help="sim: the embedded simulated engine (no GPU); vllm: real vLLM")
+    p.add_argument("--model", default=None, help="vllm: model directory or name")
+    p.add_argument("--served-model-name", default=None,
+                   help="the name clients pass as 'model' (default: the model or preset)")
+    p.add_argument("--preset", default="llama-3-8b@h200", help="sim: model@hardware preset")
+    p.add_argument("--max-num-seqs", type=positive_int, default=None,
+                   help="start-up running-request cap, also the ceiling of live retuning")
+    p.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
+                   help="start-up per-step token budget, also the ceiling of live retuning")
+    p.add_argument("--min-num-seqs", type=positive_int, default=1,
+                   help="floor the admin API accepts for max_num_seqs")
+    p.add_argument("--min-num-batched-tokens", type=positive_int, default=256,
+                   help="floor the admin API accepts for max_num_batched_tokens")
+    p.add_argument("--max-model-len", type=positive_int, default=None,
+                   help="context length (prompt + output tokens)")
+    p.add_argument("--seed", type=int, default=0, help="sim: random seed")
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="sim: wall seconds per simulated second (0: steps cost nothing)")
+    p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="vllm: an extra AsyncEngineArgs field, repeatable")
+    p.add_argument("--admin-token-file", default=None,
+                   help="file holding the admin bearer token (or set GOVERNOR_ADMIN_TOKEN)")
+    p.add_argument("--max-body-bytes", type=positive_int, default=4 * 1024 * 1024,
+                   help="largest accepted request body")
+    p.add_argument("--max-in-flight", type=positive_int, default=512,
+                   help="requests admitted to the engine at once")
+    p.add_argument("--max-queue", type=non_negative_int, default=1024,
+                   help="requests waiting for admission before 429")
+    p.add_argument("--queue-timeout", type=parse_duration_seconds, default=60.0,
+                   help="longest wait for admission before 503")
+    p.add_argument("--max-tokens-limit", type=positive_int, default=32768,
+                   help="largest max_tokens a request may ask for")
+    p.add_argument("--otlp-endpoint", default=None,
+                   help="OTLP/HTTP base URL for traces (or the OTEL_EXPORTER_OTLP_* variables)")
+    p.add_argument("--service-name", default="governor-inference",
+                   help="service.name of the spans (OTEL_SERVICE_NAME wins)")
+    p.add_argument("--log-level", default="info",
+                   choices=["debug", "info", "warning", "error"], help="log level")
+    return p
+
+
+def _admin_token(args: argparse.Namespace, env: Mapping[str, str]) -> Secret | None:
+    if args.admin_token_file:
+        try:
+            return Secret.from_file(args.admin_token_file)
+        except OSError as exc:
+            raise SystemExit(f"governor serve: cannot read --admin-token-file: {exc}") from None
+    value = env.get("GOVERNOR_ADMIN_TOKEN", "")
+    return Secret(value) if value else None
+
+
+def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> ServiceConfig:
+    for item in args.engine_arg:
+        if "=" not in item:
+            raise SystemExit(f"governor serve: --engine-arg {item!r} is not KEY=VALUE")
+    if args.time_scale < 0:
+        raise SystemExit("governor serve: --time-scale must not be negative")
+    tracing = TracingSettings(otlp_endpoint=args.otlp_endpoint, service_name=args.service_name)
+    engine = EngineSettings(
+        kind=args.engine, model=args.model, served_model_name=args.served_model_name,
+        preset=args.preset, max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens, min_num_seqs=args.min_num_seqs,
+        min_num_batched_tokens=args.min_num_batched_tokens, max_model_len=args.max_model_len,
+        seed=args.seed, time_scale=args.time_scale, extra_args=tuple(args.engine_arg),
+        # The same collector as the service's spans, from the flag or the OTEL_* variables,
+        # so that vLLM's own llm_request spans land in the same trace.
+        otlp_traces_endpoint=traces_endpoint(tracing, env),
+    )
+    if engine.kind == "vllm" and not engine.model:
+        raise SystemExit("governor serve: --engine vllm needs --model")
+    try:
+        return ServiceConfig(
+            host=args.host, port=args.port, engine=engine,
+            admission=AdmissionSettings(max_in_flight=args.max_in_flight,
+                                        max_queue=args.max_queue,
+                                        queue_timeout_seconds=args.queue_timeout),
+            tracing=tracing,
+            admin_token=_admin_token(args, env), max_body_bytes=args.max_body_bytes,
+            max_tokens_limit=args.max_tokens_limit,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"governor serve: {exc}") from None
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    env = os.environ if env is None else env
+    args = build_parser(env).parse_args(list(sys.argv[1:] if argv is None else argv))
+    setup_logging(args.log_level)
+    config = config_from_args(args, env)
+    from prometheus_client import CollectorRegistry
+
+    from governor.inference.app import create_app
+    from governor.inference.engines.registry import create_engine
+
+    registry = CollectorRegistry(auto_describe=True)
+    try:
+        # Built here, not at start-up, so that a bad preset or model option is one clear line.
+        engine = create_engine(config.engine, registry)
+    except ValueError as exc:
+        raise SystemExit(f"governor serve: {exc}") from None
+    if config.admin_token is None:
+        log.warning("no admin token set (GOVERNOR_ADMIN_TOKEN): the admin API answers 401")
+    app = create_app(config, engine_factory=lambda _config, _registry: engine, registry=registry)
+    # Hand the GIL back to the event loop within 1 ms of a worker thread taking it (a /metrics
+    # render, tokenizing a long prompt): tokens keep streaming meanwhile.
+    sys.setswitchinterval(0.001)
+    web.run_app(app, host=config.host, port=config.port, print=None, handler_cancellation=True,
+                access_log=None)
+    return 0

@@ -1,0 +1,62 @@
+"""The service's configuration: one frozen dataclass, validated once where it enters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from governor.common.secrets import Secret
+from governor.inference.engines.settings import EngineSettings
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionSettings:
+    """Bounded admission: at most ``max_in_flight`` requests in the engine, ``max_queue`` waiting.
+
+    Beyond both, a request is answered 429 with ``Retry-After``; a request that waited
+    ``queue_timeout_seconds`` for an engine slot gets 503 with ``Retry-After``. An accepted request
+    is never dropped by the service.
+    """
+
+    max_in_flight: int = 512
+    max_queue: int = 1024
+    queue_timeout_seconds: float = 60.0
+    retry_after_seconds: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TracingSettings:
+    """OTLP/HTTP export; with no endpoint (flag or ``OTEL_EXPORTER_OTLP_*``) nothing is exported."""
+
+    otlp_endpoint: str | None = None
+    service_name: str = "governor-inference"
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    host: str = "0.0.0.0"
+    port: int = 8000
+    engine: EngineSettings = field(default_factory=EngineSettings)
+    admission: AdmissionSettings = field(default_factory=AdmissionSettings)
+    tracing: TracingSettings = field(default_factory=TracingSettings)
+    # Bearer token of the admin API; None disables the admin API (every call answers 401).
+    admin_token: Secret | None = None
+    max_body_bytes: int = 4 * 1024 * 1024
+    # Largest ``max_tokens`` a request may ask for (also bounded by the model's context).
+    max_tokens_limit: int = 32768
+    # Completions default (OpenAI's legacy default is 16); chat defaults to what fits the context.
+    default_completion_max_tokens: int = 16
+
+    def __post_init__(self) -> None:
+        errors = []
+        if not 0 < self.port < 65536:
+            errors.append(f"port must be in 1..65535, got {self.port}")
+        if self.max_body_bytes < 1024:
+            errors.append(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
+        if self.admission.max_in_flight < 1:
+            errors.append("admission.max_in_flight must be positive")
+        if self.admission.max_queue < 0:
+            errors.append("admission.max_queue must not be negative")
+        if self.max_tokens_limit < 1:
+            errors.append("max_tokens_limit must be positive")
+        if errors:
+            raise ValueError("invalid service configuration: " + "; ".join(errors))

@@ -1,0 +1,51 @@
+"""The ``vllm.general_plugins`` entry point: live batching limits as engine-core utility methods.
+
+vLLM calls :func:`register` (no arguments) in each of its processes, possibly more than once;
+it adds two methods to ``EngineCore`` that the frontend reaches with
+``await llm.engine_core.call_utility_async(NAME, *args)``. They run in the engine-core process
+between two scheduler steps, so they can touch the scheduler without locks::
+
+    info = await llm.engine_core.call_utility_async(UTILITY_REPORT)
+    info = await llm.engine_core.call_utility_async(UTILITY_SET, 2, 512)   # seqs, tokens
+
+The entry point is declared in pyproject.toml, so the project must be *installed* in the
+interpreter that runs vLLM (every spawned process rediscovers entry points).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from governor.inference.engines.vllm import knobs
+
+UTILITY_REPORT = "governor_batching"
+UTILITY_SET = "governor_set_batching"
+
+
+def _report(self: Any) -> dict[str, Any]:
+    # The engine-core process id shows a change applied to the engine that was running.
+    try:
+        return {"supported": True, "pid": os.getpid(), **knobs.report(self.scheduler)}
+    except knobs.RetuningUnsupported as error:
+        return {"supported": False, "pid": os.getpid(), "reason": str(error)}
+
+
+def _set(self: Any, max_num_seqs: int | None, max_num_batched_tokens: int | None) -> dict[str, Any]:
+    # Errors raised here travel back to the caller as a failed utility call; the engine lives on.
+    report = knobs.set_limits(
+        self.scheduler, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
+    )
+    return {"supported": True, "pid": os.getpid(), **report}
+
+
+def register() -> None:
+    """Add the utility methods to ``EngineCore`` once per process."""
+    # Imported here, not at module level: this module is imported by the service too, and the
+    # import must not pull vLLM in there. Under fork, a child inherits the patched class.
+    from vllm.v1.engine.core import EngineCore
+
+    if getattr(EngineCore, UTILITY_REPORT, None) is _report:
+        return
+    setattr(EngineCore, UTILITY_REPORT, _report)
+    setattr(EngineCore, UTILITY_SET, _set)

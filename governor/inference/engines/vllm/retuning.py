@@ -1,0 +1,123 @@
+"""The frontend half of live retuning: calls the plugin's engine-core methods for the engine.
+
+:class:`Retuner` wraps one running ``AsyncLLM``: it probes whether retuning is available (the
+plugin loaded, the scheduler has the attributes) and what the start-up limits are, then moves the
+limits through ``engine_core.call_utility_async`` and keeps what is in force::
+
+    retuner = await Retuner.probe(llm, floor)
+    if retuner.problem is None:
+        await retuner.set_limits(BatchingLimits(16, 512))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from governor.inference.engines.base import BatchingLimits, EngineError, EngineErrorKind
+from governor.inference.engines.vllm.args import EngineArgsError
+from governor.inference.engines.vllm.plugin import UTILITY_REPORT, UTILITY_SET
+
+log = logging.getLogger(__name__)
+
+# How long an admin call waits for the engine core to answer between two steps.
+UTILITY_TIMEOUT_SECONDS = 30.0
+
+
+class Retuner:
+    """Live batching limits of one engine; create with :meth:`probe`."""
+
+    def __init__(self, llm: Any, ceiling: BatchingLimits, problem: str | None) -> None:
+        self._llm = llm
+        self.ceiling = ceiling
+        self.limits = ceiling
+        # Why retuning is unavailable, or None when it works.
+        self.problem = problem
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    async def probe(cls, llm: Any, floor: BatchingLimits) -> Retuner:
+        """Ask the engine core for its retuning report; refuse a floor above the start-up limits."""
+        scheduler_config = llm.vllm_config.scheduler_config
+        ceiling = BatchingLimits(
+            int(scheduler_config.max_num_seqs), int(scheduler_config.max_num_batched_tokens)
+        )
+        problem: str | None
+        try:
+            report = await call_utility(llm, UTILITY_REPORT)
+        except EngineError as error:
+            problem = (
+                "vLLM's engine core has no governor retuning method: the governor distribution "
+                "(its vllm.general_plugins entry point) is not installed in the interpreter that "
+                f"runs vLLM ({error.message})"
+            )
+        else:
+            if report.get("supported"):
+                problem = None
+                ceiling = BatchingLimits(
+                    int(report["ceiling_max_num_seqs"]),
+                    int(report["ceiling_max_num_batched_tokens"]),
+                )
+            else:
+                problem = f"this vLLM cannot be retuned live: {report.get('reason')}"
+        if not floor.within(BatchingLimits(1, 1), ceiling):
+            raise EngineArgsError(
+                f"the batching floor {floor.as_dict()} is above the engine's start-up "
+                f"limits {ceiling.as_dict()}: lower --min-num-seqs/--min-num-batched-tokens"
+            )
+        return cls(llm, ceiling, problem)
+
+    async def set_limits(self, limits: BatchingLimits) -> BatchingLimits:
+        if self.problem is not None:
+            raise EngineError(EngineErrorKind.UNSUPPORTED, self.problem)
+        async with self._lock:
+            report = await call_utility(
+                self._llm, UTILITY_SET, limits.max_num_seqs, limits.max_num_batched_tokens
+            )
+            self.limits = BatchingLimits(
+                int(report["max_num_seqs"]), int(report["max_num_batched_tokens"])
+            )
+            log.info(
+                "batching limits now %s (strategy %s, admission cap %s while %s run)",
+                self.limits.as_dict(),
+                report.get("strategy"),
+                report.get("admission_cap"),
+                report.get("num_running"),
+            )
+        return self.limits
+
+    async def report(self) -> dict[str, Any]:
+        """What the engine core reports now: strategy, limits, admission cap, number running."""
+        report: dict[str, Any] = await call_utility(self._llm, UTILITY_REPORT)
+        return report
+
+
+async def call_utility(llm: Any, name: str, *args: Any) -> Any:
+    """Run ``EngineCore.<name>(*args)`` in the engine process; failures as :class:`EngineError`."""
+    core = llm.engine_core
+    parallel = llm.vllm_config.parallel_config
+    fan_out = getattr(parallel, "data_parallel_size", 1) > 1
+    if fan_out and not hasattr(core, "call_utility_all_async"):
+        raise EngineError(
+            EngineErrorKind.UNSUPPORTED,
+            "this vLLM cannot address every data-parallel engine; retuning needs dp=1",
+        )
+    try:
+        if fan_out:
+            # Every data-parallel engine has its own scheduler; all must move together.
+            results = await asyncio.wait_for(
+                core.call_utility_all_async(name, *args), UTILITY_TIMEOUT_SECONDS
+            )
+            return results[0]
+        return await asyncio.wait_for(core.call_utility_async(name, *args), UTILITY_TIMEOUT_SECONDS)
+    except TimeoutError as exc:
+        raise EngineError(
+            EngineErrorKind.OVERLOADED,
+            f"the vLLM engine core did not answer {name} within "
+            f"{UTILITY_TIMEOUT_SECONDS:.0f} s; the change may still apply",
+        ) from exc
+    except Exception as exc:
+        if llm.errored:
+            raise EngineError(EngineErrorKind.DEAD, "the vLLM engine has died") from exc
+        raise EngineError(EngineErrorKind.UNSUPPORTED, str(exc)) from exc

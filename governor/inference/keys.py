@@ -1,0 +1,29 @@
+"""Typed application and request keys, in one module."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+from opentelemetry import trace
+from prometheus_client import CollectorRegistry
+
+from governor.inference.admission import AdmissionQueue
+from governor.inference.config import ServiceConfig
+from governor.inference.engines.base import Engine
+from governor.inference.metrics import ServiceMetrics
+from governor.inference.tracing import Tracing
+
+CONFIG = web.AppKey("config", ServiceConfig)
+ENGINE = web.AppKey("engine", Engine)
+REGISTRY = web.AppKey("registry", CollectorRegistry)
+METRICS = web.AppKey("metrics", ServiceMetrics)
+TRACING = web.AppKey("tracing", Tracing)
+ADMISSION = web.AppKey("admission", AdmissionQueue)
+ADMIN_LOCK = web.AppKey("admin_lock", asyncio.Lock)
+
+# Per request: the SERVER span the middleware opened (absent for /metrics and /health).
+SPAN = web.RequestKey("span", trace.Span)
+# Per request: set once the SSE status line is sent, and when the client went away mid-stream.
+STREAMING = web.RequestKey("streaming", bool)
+CLIENT_GONE = web.RequestKey("client_gone", bool)

@@ -1,0 +1,92 @@
+"""OpenTelemetry for the service: a tracer provider per app (never the global one), OTLP/HTTP.
+
+The endpoint comes from ``--otlp-endpoint`` (a base URL such as ``http://jaeger:4318``) or the
+standard variables ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (full URL) and
+``OTEL_EXPORTER_OTLP_ENDPOINT`` (base URL). With none, spans are still made — their trace ids label
+exemplars and reach vLLM through ``traceparent`` — but nothing is exported, and start-up says so
+once. ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none`` turn export off too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from governor.inference.config import TracingSettings
+
+log = logging.getLogger(__name__)
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+TRACES_PATH = "/v1/traces"
+
+
+@dataclass(frozen=True, slots=True)
+class Tracing:
+    provider: TracerProvider
+    tracer: trace.Tracer
+    # The full OTLP/HTTP traces URL spans go to, or None when nothing is exported.
+    traces_endpoint: str | None
+
+    def shutdown(self) -> None:
+        self.provider.shutdown()
+
+
+def traces_endpoint(settings: TracingSettings, env: Mapping[str, str]) -> str | None:
+    """Where spans go: the flag, then the standard ``OTEL_*`` variables; None for nowhere."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+        return None
+    if settings.otlp_endpoint:
+        return _with_traces_path(settings.otlp_endpoint)
+    if env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        return env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+    if env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        return _with_traces_path(env["OTEL_EXPORTER_OTLP_ENDPOINT"])
+    return None
+
+
+def _with_traces_path(base: str) -> str:
+    base = base.rstrip("/")
+    return base if base.endswith(TRACES_PATH) else base + TRACES_PATH
+
+
+def setup_tracing(settings: TracingSettings, env: Mapping[str, str] | None = None) -> Tracing:
+    env = os.environ if env is None else env
+    # Resource.create reads OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME; ours is the default.
+    service = env.get("OTEL_SERVICE_NAME") or settings.service_name
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service}))
+    endpoint = traces_endpoint(settings, env)
+    if endpoint is None:
+        log.info("tracing: no OTLP endpoint configured, spans are not exported")
+    else:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+        log.info("tracing: exporting spans over OTLP/HTTP to %s as %r", endpoint, service)
+    return Tracing(provider, provider.get_tracer("governor.inference"), endpoint)
+
+
+def extract_context(headers: Mapping[str, str]) -> Context:
+    """The caller's W3C trace context (``traceparent``/``tracestate``), if any."""
+    return _PROPAGATOR.extract(headers)
+
+
+def inject_headers(span: trace.Span) -> dict[str, str]:
+    """``traceparent``/``tracestate`` naming ``span`` as the parent, for the engine's own spans."""
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier, context=trace.set_span_in_context(span))
+    return carrier
+
+
+def trace_id_hex(span: trace.Span) -> str:
+    return format(span.get_span_context().trace_id, "032x")

@@ -1,0 +1,62 @@
+"""``governor bench controller`` end to end on a short scenario, and its usage errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from governor.bench import BENCHES
+from governor.bench.controller import main
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_the_benchmark_is_registered() -> None:
+    assert BENCHES["controller"][0] == "governor.bench.controller"
+
+
+@pytest.mark.slow
+def test_a_short_run_prints_one_json_summary_and_writes_plots(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--minutes", "3", "--budgets", "2048", "--seqs", "1024", "--jobs", "1",
+                 "--slo", str(REPO / "slo.yaml"), "--deploy", str(REPO / "deploy"),
+                 "--out", str(tmp_path)])
+    assert code == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1
+    summary = json.loads(lines[0])
+    assert set(summary) >= {"default_static", "best_static", "controller", "met", "pipeline"}
+    assert summary["pipeline"]["scrape_s"] == 15.0
+    assert summary["default_static"]["limits"] == {"max_num_seqs": 1024,
+                                                   "max_num_batched_tokens": 8192}
+    for key in ("attainment", "goodput_rps", "goodput_vs_best_static", "worst_recovery_seconds"):
+        assert key in summary["controller"]
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
+        "comparison.png", "run-a.png", "run-b.png", "run-c.png"]
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["--deploy", "/nonexistent"], "governor generate"),
+     (["--slo", "/nonexistent/slo.yaml"], "slo.yaml")],
+    ids=["no generated stack", "no spec"],
+)
+def test_a_missing_input_is_one_clear_line(capsys: pytest.CaptureFixture[str],
+                                           argv: list[str], message: str) -> None:
+    base = ["--slo", str(REPO / "slo.yaml"), "--deploy", str(REPO / "deploy")]
+    assert main([*base, *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["--budgets", "a,b"], ["--budgets", "0"], ["--jobs", "0"],
+                                  ["--minutes", "soon"], ["--minutes", "0"]])
+def test_malformed_options_are_refused_by_the_parser(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == 2

@@ -1,0 +1,94 @@
+"""The benchmark's model of Prometheus, Alertmanager and the generated stack's timing."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from governor.bench.controller.pipeline import DeployError, pipeline_from_deploy
+from governor.bench.controller.prometheus import (
+    AlertState,
+    Pipeline,
+    Scrapes,
+    cumulative_counts,
+    histogram_quantile,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+EDGES = (0.01, 0.05, 0.1, 0.12, 0.2)
+
+
+@pytest.mark.parametrize(
+    ("q", "counts", "expected"),
+    [
+        (0.5, [0, 100, 100, 100, 100, 100], 0.03),  # all in (0.01, 0.05]: interpolate to the middle
+        (0.99, [50, 100, 100, 100, 100, 100], 0.0492),  # 0.01 + 0.04 * 49/50
+        (0.99, [0, 0, 0, 0, 0, 10], 0.2),  # in +Inf: the highest finite edge
+        (0.5, [10, 10, 10, 10, 10, 10], 0.005),  # the first bucket starts at 0
+        (0.99, [0, 0, 0, 0, 0, 0], math.nan),
+    ],
+    ids=["middle of a bucket", "upper part of a bucket", "+Inf bucket", "first bucket",
+         "no observations"],
+)
+def test_histogram_quantile_interpolates_as_prometheus_does(
+    q: float, counts: list[float], expected: float
+) -> None:
+    got = histogram_quantile(q, EDGES, np.asarray(counts, dtype=float))
+    if math.isnan(expected):
+        assert math.isnan(got)
+    else:
+        assert got == pytest.approx(expected)
+
+
+def test_cumulative_counts_follow_le_semantics() -> None:
+    # 0.05 is counted in le="0.05"; 0.3 only in +Inf.
+    counts = cumulative_counts(np.asarray([0.005, 0.05, 0.06, 0.3]), EDGES)
+    assert counts.tolist() == [1, 2, 3, 3, 3, 4]
+
+
+def scrapes_with(spikes_from: float) -> Scrapes:
+    """Every 15 s, 1000 fast samples plus 30 spikes of 0.2 s once ``spikes_from`` has passed."""
+    s = Scrapes(EDGES, EDGES)
+    total = np.zeros(len(EDGES) + 1)
+    for k in range(1, 41):
+        at = 15.0 * k
+        values = [0.008] * 1000 + ([0.2] * 30 if at > spikes_from else [])
+        total += np.diff(cumulative_counts(np.asarray(values), EDGES), prepend=0.0)
+        cumulative = np.cumsum(total)  # what the client library exposes per le
+        s.add(at, cumulative, cumulative, {"c": 100.0 * at}, {"g": float(k)})
+    return s
+
+
+def test_a_window_sees_only_the_scrapes_inside_it() -> None:
+    s = scrapes_with(spikes_from=300.0)
+    assert s.quantile(0.99, "itl", 300.0, 60.0) < 0.01  # no spike scraped yet
+    # One scrape of spikes among four in the window is 0.7% of samples: not yet the P99.
+    assert s.quantile(0.99, "itl", 315.0, 60.0) < 0.01
+    assert s.quantile(0.99, "itl", 330.0, 60.0) > 0.12
+    assert math.isnan(s.quantile(0.99, "itl", 20.0, 10.0))  # fewer than two scrapes
+    assert s.rate("c", 300.0, 60.0) == pytest.approx(100.0)
+    assert s.gauge("g", 299.0) == 19.0
+    assert s.deriv("g", 300.0, 60.0) == pytest.approx(1 / 15)
+
+
+def test_the_fast_alert_waits_for_its_for_and_group_wait_and_records_the_episode() -> None:
+    s = scrapes_with(spikes_from=300.0)
+    alert = AlertState(Pipeline(alert_for_seconds=60.0, group_wait_seconds=10.0), 0.12, 0.99)
+    deliveries = [d for t in range(30, 601, 30) if (d := alert.evaluate(s, float(t)))]
+    assert alert.episodes == [(330.0, None)]  # true from the first evaluation that sees spikes
+    assert deliveries == [390.0 + 10.0]  # firing 60 s later, delivered after group_wait
+
+
+def test_the_pipeline_is_read_from_the_generated_stack() -> None:
+    p = pipeline_from_deploy(REPO / "deploy", "InterTokenLatencyP99High", resync_seconds=10.0)
+    assert (p.scrape_interval_seconds, p.evaluation_interval_seconds) == (15.0, 30.0)
+    assert (p.alert_window_seconds, p.alert_for_seconds, p.group_wait_seconds) == (60.0, 60.0,
+                                                                                   10.0)
+
+
+def test_a_missing_stack_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(DeployError, match="governor generate"):
+        pipeline_from_deploy(tmp_path, "InterTokenLatencyP99High", resync_seconds=10.0)
