@@ -10,20 +10,14 @@ documents) so the boards, alerts and controller have something to show.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
 import secrets
 import shutil
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import aiohttp
 
 from governor.alerts.alertmanager import alertmanager_args
 from governor.alerts.catalog import load_checked_spec
@@ -33,9 +27,12 @@ from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, rende
 from governor.alerts.spec import SloSpec, SpecError
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
 from governor.common.logs import setup_logging
+from governor.common.process import Child, ChildError, first_exited, running
+from governor.common.secrets import write_private
 
 ALERTMANAGER_BINARIES = ("prometheus-alertmanager", "alertmanager")
 PROMETHEUS_BINARIES = ("prometheus",)
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
 
 
 class UpError(Exception):
@@ -64,15 +61,6 @@ class UpConfig:
     fast: bool = True
     load: bool = False
     duration_seconds: float | None = None
-
-
-@dataclass
-class Child:
-    name: str
-    argv: list[str]
-    health_url: str
-    env: dict[str, str] = field(default_factory=dict)
-    process: subprocess.Popen[bytes] | None = None
 
 
 def find_binary(candidates: Sequence[str]) -> str:
@@ -115,26 +103,30 @@ def prepare(config: UpConfig) -> tuple[dict[str, str], RenderParams]:
     for name in ("admin_token", "controller_token"):
         path = config.run_dir / name
         if not path.exists():
-            path.write_text(secrets.token_urlsafe(32) + "\n", encoding="utf-8")
-            path.chmod(0o600)
+            write_private(path, secrets.token_urlsafe(32) + "\n")
         tokens[name] = str(path.resolve())
     return tokens, params
 
 
 def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> list[Child]:
     host, ports, run = config.host, config.ports, config.run_dir.resolve()
+    logs = run / "logs"
     python = [sys.executable, "-m", "governor"]
     spec = load(config.slo)
     exporter = ["--fake-gpus", str(config.fake_gpus)] if not config.real_gpus else []
+
+    def child(name: str, argv: list[str], health: str) -> Child:
+        return Child(name, argv, health, logs / f"{name}.log")
+
     return [
-        Child("inference", [*python, "serve", "--engine", "sim", "--preset", config.preset,
+        child("inference", [*python, "serve", "--engine", "sim", "--preset", config.preset,
                             "--host", host, "--port", str(ports.inference),
                             "--admin-token-file", tokens["admin_token"]],
               f"http://{host}:{ports.inference}/health"),
-        Child("exporter", [*python, "exporter", *exporter, "--host", host,
+        child("exporter", [*python, "exporter", *exporter, "--host", host,
                            "--port", str(ports.exporter)],
               f"http://{host}:{ports.exporter}/health"),
-        Child("controller", [*python, "controller", "--slo", str(config.slo.resolve()),
+        child("controller", [*python, "controller", "--slo", str(config.slo.resolve()),
                              "--host", host, "--port", str(ports.controller),
                              "--prometheus", f"http://{host}:{ports.prometheus}",
                              "--targets", f"http://{host}:{ports.inference}",
@@ -144,61 +136,16 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
                              "--state-file", str(run / "controller" / "state.json"),
                              "--audit-log", str(run / "controller" / "audit.jsonl")],
               f"http://{host}:{ports.controller}/health"),
-        Child("alertmanager", [find_binary(ALERTMANAGER_BINARIES), *alertmanager_args(
+        child("alertmanager", [find_binary(ALERTMANAGER_BINARIES), *alertmanager_args(
             config_file=str(run / ALERTMANAGER_CONFIG), storage_path=str(run / "alertmanager-data"),
             listen_address=f"{host}:{ports.alertmanager}")],
               f"http://{host}:{ports.alertmanager}/-/ready"),
-        Child("prometheus", [find_binary(PROMETHEUS_BINARIES), *prometheus_args(
+        child("prometheus", [find_binary(PROMETHEUS_BINARIES), *prometheus_args(
             spec, params, config_file=str(run / PROMETHEUS_CONFIG),
             storage_path=str(run / "prometheus-data"),
             listen_address=f"{host}:{ports.prometheus}")],
               f"http://{host}:{ports.prometheus}/-/ready"),
     ]
-
-
-async def _healthy(url: str) -> bool:
-    with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session, \
-                session.get(url) as response:
-            return response.status == 200
-    return False
-
-
-def wait_healthy(child: Child, limit_seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + limit_seconds
-    while time.monotonic() < deadline:
-        assert child.process is not None
-        if child.process.poll() is not None:
-            raise UpError(f"{child.name} exited with status {child.process.returncode}; "
-                          f"see {child.name}.log in the run directory")
-        if asyncio.run(_healthy(child.health_url)):
-            return
-        time.sleep(0.2)
-    raise UpError(f"{child.name} did not answer {child.health_url} within {limit_seconds:.0f}s")
-
-
-@contextlib.contextmanager
-def supervised(config: UpConfig, stack: list[Child]) -> Iterator[list[Child]]:
-    logs = config.run_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    try:
-        for child in stack:
-            log_file = (logs / f"{child.name}.log").open("ab")
-            child.process = subprocess.Popen(
-                child.argv, stdout=log_file, stderr=subprocess.STDOUT,
-                env={**os.environ, **child.env}, start_new_session=True)
-            wait_healthy(child)
-        yield stack
-    finally:
-        for child in reversed(stack):
-            if child.process is not None and child.process.poll() is None:
-                child.process.send_signal(signal.SIGTERM)
-        for child in reversed(stack):
-            if child.process is not None:
-                try:
-                    child.process.wait(15)
-                except subprocess.TimeoutExpired:
-                    child.process.kill()
 
 
 def summary(config: UpConfig) -> str:
@@ -215,42 +162,64 @@ def summary(config: UpConfig) -> str:
     ])
 
 
+class Interrupted:
+    """Set by SIGINT/SIGTERM; every wait of ``governor up`` polls it, so Ctrl-C works at once,
+    during start-up too."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+
+    def __call__(self) -> bool:
+        return self.signal is not None
+
+    def install(self) -> None:
+        def on_signal(signum: int, _frame: object) -> None:
+            self.signal = signum
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+
+def _ready(child: Child, seconds: float) -> None:
+    print(f"  {child.name:<12} ready in {seconds:4.1f}s", flush=True)
+
+
 def run(config: UpConfig) -> int:
+    """Bring the stack up, supervise it, stop it; 0 at --duration's end, 130 on Ctrl-C."""
     tokens, params = prepare(config)
     stack = children(config, tokens, params)
-    stop = {"now": False}
-
-    def on_signal(signum: int, _frame: object) -> None:
-        stop["now"] = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    with supervised(config, stack):
+    interrupted = Interrupted()
+    interrupted.install()
+    print(f"governor up: starting {len(stack)} components (logs in "
+          f"{(config.run_dir / 'logs').resolve()}) …", flush=True)
+    load: Child | None = None
+    with running(stack, on_ready=_ready, should_stop=interrupted):
+        if interrupted():
+            return EXIT_INTERRUPTED
         print(summary(config), flush=True)
-        load = _start_load(config) if config.load else None
-        deadline = None if config.duration_seconds is None else (
-            time.monotonic() + config.duration_seconds)
+        if config.load:
+            load = _load_child(config).start()
         try:
-            while not stop["now"] and (deadline is None or time.monotonic() < deadline):
-                for child in stack:
-                    assert child.process is not None
-                    if child.process.poll() is not None:
-                        raise UpError(f"{child.name} exited with status "
-                                      f"{child.process.returncode}; see its log")
-                time.sleep(0.5)
+            _supervise(stack, config.duration_seconds, interrupted)
         finally:
             if load is not None:
-                load.terminate()
-                load.wait(10)
-    return 0
+                load.stop()
+    return EXIT_INTERRUPTED if interrupted() else 0
 
 
-def _start_load(config: UpConfig) -> subprocess.Popen[bytes]:
-    log_file = (config.run_dir / "logs" / "load.log").open("ab")
-    return subprocess.Popen(
-        [sys.executable, "-m", "governor.demo_load", "--url",
-         f"http://{config.host}:{config.ports.inference}"],
-        stdout=log_file, stderr=subprocess.STDOUT)
+def _supervise(stack: list[Child], duration: float | None, interrupted: Interrupted) -> None:
+    deadline = None if duration is None else time.monotonic() + duration
+    while not interrupted() and (deadline is None or time.monotonic() < deadline):
+        dead = first_exited(stack)
+        if dead is not None:
+            raise ChildError(dead, f"exited with status {dead.poll()}")
+        time.sleep(0.5)
+
+
+def _load_child(config: UpConfig) -> Child:
+    return Child("load", [sys.executable, "-m", "governor.demo_load", "--url",
+                          f"http://{config.host}:{config.ports.inference}"], None,
+                 (config.run_dir / "logs" / "load.log").resolve())
 
 
 def build_parser() -> EnvArgumentParser:
@@ -283,6 +252,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                       fast=not args.slow, load=args.load, duration_seconds=args.duration)
     try:
         return run(config)
-    except UpError as exc:
+    except (UpError, ChildError) as exc:
         print(f"governor up: {exc}", file=sys.stderr)
         return 1

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import hmac
+import os
 from pathlib import Path
 
 
@@ -58,3 +59,20 @@ class Secret:
 
     def __hash__(self) -> int:
         return hash(Secret)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a token file readable by its owner alone, from the first byte on.
+
+    The file is created with mode 0600 under a temporary name in the same folder and renamed into
+    place, so no other user can ever open it, and a reader never sees it half written.
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 
 from governor.alerts.params import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE
 from governor.inference import metric_names as m
-from governor.up import Ports, UpConfig, UpError, prepare
+from governor.up import EXIT_INTERRUPTED, Ports, UpConfig, UpError, prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,6 +61,8 @@ def test_the_stack_comes_up_is_scraped_and_stops_on_sigint(tmp_path: Path) -> No
             line = process.stdout.readline()
             assert line, f"governor up exited early:\n{banner.decode()}"
             banner += line
+        for name in ("inference", "exporter", "controller", "alertmanager", "prometheus"):
+            assert re.search(rf"{name} +ready in +\d+\.\ds".encode(), banner), banner
         up: dict[str, float] = {}
         while time.monotonic() < deadline:
             up = targets_up(ports.prometheus)
@@ -81,7 +84,7 @@ def test_the_stack_comes_up_is_scraped_and_stops_on_sigint(tmp_path: Path) -> No
             pytest.fail("no generated tokens were ever scraped")
     finally:
         process.send_signal(signal.SIGINT)
-        assert process.wait(60) == 0
+        assert process.wait(60) == EXIT_INTERRUPTED
     for port in vars(ports).values():  # every child is gone: its port is free again
         with socket.socket() as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is fine
@@ -103,3 +106,38 @@ def test_tokens_are_written_once_and_private(tmp_path: Path) -> None:
     tokens, _ = prepare(config)
     assert Path(tokens["admin_token"]).read_text() == first
     assert Path(tokens["admin_token"]).stat().st_mode & 0o077 == 0
+
+
+def _start_up(tmp_path: Path, ports: Ports) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "governor", "up", "--run-dir", str(tmp_path / "run"),
+            "--slo", str(ROOT / "slo.yaml"), "--preset", "tiny"]
+    for name, port in vars(ports).items():
+        argv += [f"--{name}-port", str(port)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
+
+
+@pytest.mark.integration
+def test_ctrl_c_during_start_up_stops_at_once_with_130(tmp_path: Path) -> None:
+    process = _start_up(tmp_path, Ports(*free_ports(5)))
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    assert b"starting 5 components" in first
+    process.send_signal(signal.SIGINT)
+    assert process.wait(30) == EXIT_INTERRUPTED
+
+
+@pytest.mark.integration
+def test_a_child_that_dies_is_reported_with_the_end_of_its_log(tmp_path: Path) -> None:
+    ports = Ports(*free_ports(5))
+    with socket.socket() as taken:  # the exporter cannot bind its port, so it exits
+        taken.bind(("127.0.0.1", ports.exporter))
+        taken.listen()
+        process = _start_up(tmp_path, ports)
+        output, _ = process.communicate(timeout=120)
+    assert process.returncode == 1
+    text = output.decode()
+    assert "inference" in text and "ready in" in text
+    assert "exporter exited with status" in text
+    assert "last lines of" in text and "exporter.log" in text
+    report = text.split("last lines of", 1)[1]
+    assert 0 < len(report.strip().splitlines()) <= 21  # the log's tail: its path, 20 lines

@@ -1,0 +1,176 @@
+"""Child processes that answer on HTTP: start, wait until healthy, stop, tail the log.
+
+``governor up``, the benchmarks and the integration tests all run parts of the stack as real
+processes. They share this one helper, so every one of them stops its children the same way
+(SIGTERM to the child's own process group, a grace period, then SIGKILL) and reports a child
+that died with the end of its log::
+
+    service = Child("inference", [sys.executable, "-m", "governor", "serve"],
+                    health_url="http://127.0.0.1:8000/health", log=Path("inference.log"))
+    with running([service]) as (child,):
+        ...                                 # healthy here; stopped on the way out
+    service.tail(20)                        # the last 20 lines of its output
+
+A child runs in a new session (its own process group), so a Ctrl-C typed at the terminal reaches
+only the parent, which then stops the children in reverse order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+POLL_SECONDS = 0.2
+PROBE_TIMEOUT_SECONDS = 2.0
+
+
+class ChildError(Exception):
+    """A child that died or never became healthy; the message ends with its log's last lines."""
+
+    def __init__(self, child: Child, what: str) -> None:
+        self.child = child
+        tail = child.tail()
+        super().__init__(f"{child.name} {what}" + (f"; last lines of {child.log}:\n{tail}"
+                                                   if tail else ""))
+
+
+def http_ok(url: str, timeout: float = PROBE_TIMEOUT_SECONDS) -> bool:
+    """True when ``url`` answers 200 (any error, refusal or other status is False)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (our URL)
+            return int(response.status) == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+@dataclass
+class Child:
+    """One program of the stack: its command line, where it is healthy, where its output goes."""
+
+    name: str
+    argv: Sequence[str]
+    health_url: str | None
+    log: Path
+    env: Mapping[str, str] | None = None  # None: inherit the parent's environment
+    cwd: Path | None = None
+    popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self) -> Child:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as sink:
+            self.popen = subprocess.Popen(
+                list(self.argv), stdout=sink, stderr=subprocess.STDOUT, cwd=self.cwd,
+                env=None if self.env is None else dict(self.env), start_new_session=True)
+        return self
+
+    @property
+    def pid(self) -> int:
+        return self._popen().pid
+
+    def poll(self) -> int | None:
+        """The exit status once the child has exited, else None."""
+        return self._popen().poll()
+
+    def healthy(self) -> bool:
+        return self.health_url is None or http_ok(self.health_url)
+
+    def wait_healthy(self, limit_seconds: float = 60.0,
+                     should_stop: Callable[[], bool] = lambda: False) -> float:
+        """Block until the health URL answers 200; returns the seconds it took.
+
+        Raises :class:`ChildError` when the child exits first or the limit passes. Returns early
+        (without raising) when ``should_stop()`` turns true, e.g. on Ctrl-C.
+        """
+        started = time.monotonic()
+        while True:
+            status = self.poll()
+            if status is not None:
+                raise ChildError(self, f"exited with status {status}")
+            if should_stop() or self.healthy():
+                return time.monotonic() - started
+            if time.monotonic() - started > limit_seconds:
+                raise ChildError(self, f"did not answer {self.health_url} within "
+                                       f"{limit_seconds:.0f}s")
+            time.sleep(POLL_SECONDS)
+
+    async def wait_healthy_async(self, limit_seconds: float = 60.0) -> float:
+        """:meth:`wait_healthy` for callers on an event loop (the probe runs in a thread)."""
+        started = time.monotonic()
+        while True:
+            status = self.poll()
+            if status is not None:
+                raise ChildError(self, f"exited with status {status}")
+            if await asyncio.to_thread(self.healthy):
+                return time.monotonic() - started
+            if time.monotonic() - started > limit_seconds:
+                raise ChildError(self, f"did not answer {self.health_url} within "
+                                       f"{limit_seconds:.0f}s")
+            await asyncio.sleep(POLL_SECONDS)
+
+    def stop(self, grace_seconds: float = 10.0) -> int | None:
+        """SIGTERM to the child's process group, SIGKILL after the grace period; the status."""
+        if self.popen is None:
+            return None
+        if self.popen.poll() is None:
+            self._signal(signal.SIGTERM)
+            try:
+                self.popen.wait(grace_seconds)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self.popen.wait(grace_seconds)
+        return self.popen.returncode
+
+    def tail(self, lines: int = 20) -> str:
+        """The last ``lines`` lines of the child's output."""
+        try:
+            with self.log.open("rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - 64 * 1024))
+                text = handle.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _signal(self, signum: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signum)  # the child leads its own group (start_new_session)
+
+    def _popen(self) -> subprocess.Popen[bytes]:
+        if self.popen is None:
+            raise RuntimeError(f"{self.name} was never started")
+        return self.popen
+
+
+@contextlib.contextmanager
+def running(children: Sequence[Child], limit_seconds: float = 60.0,
+            on_ready: Callable[[Child, float], None] = lambda child, seconds: None,
+            should_stop: Callable[[], bool] = lambda: False) -> Iterator[Sequence[Child]]:
+    """Start each child in order, waiting until it is healthy before the next; stop them all in
+    reverse order on the way out, whatever happened (an error, Ctrl-C, a normal exit)."""
+    started: list[Child] = []
+    try:
+        for child in children:
+            if should_stop():
+                break
+            started.append(child.start())
+            seconds = child.wait_healthy(limit_seconds, should_stop)
+            if not should_stop():
+                on_ready(child, seconds)
+        yield children
+    finally:
+        for child in reversed(started):
+            child.stop()
+
+
+def first_exited(children: Sequence[Child]) -> Child | None:
+    """The first child that is no longer running, if any."""
+    return next((c for c in children if c.popen is not None and c.poll() is not None), None)
