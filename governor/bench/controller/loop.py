@@ -25,7 +25,7 @@ from governor.bench.controller.scoring import (
     episodes,
     request_tail,
     series_episodes,
-    window_scores,
+    windows_from_times,
 )
 from governor.bench.controller.workload import Arrival, Workload
 from governor.controller.law import decide
@@ -291,32 +291,11 @@ class _Collector:
 
 def _windows(scenario: Scenario, sim: VirtualSim, ids: list[str]) -> list[WindowScore]:
     """Exact per-window tails over every sample the run emitted (ground truth, not Prometheus)."""
-    width, end = scenario.window_seconds, scenario.workload.duration_seconds
-    count = int(end // width)
-    itl_t, itl_v, ttft_t, ttft_v = [], [], [], []
-    for rid in ids:
-        record = sim.record(rid)
-        times = np.asarray(record.token_times)
-        if times.size:
-            ttft_t.append(times[:1])
-            ttft_v.append(times[:1] - record.arrival_time)
-        if times.size > 1:
-            itl_t.append(times[1:])
-            itl_v.append(np.diff(times))
-    return window_scores(_bins(itl_t, itl_v, width, count), _bins(ttft_t, ttft_v, width, count),
-                         width, 0.0, scenario.slo.itl_quantile, scenario.slo.ttft_quantile)
-
-
-def _bins(times: list[np.ndarray], values: list[np.ndarray], width: float,
-          count: int) -> list[np.ndarray]:
-    t = np.concatenate(times) if times else np.zeros(0)
-    v = np.concatenate(values) if values else np.zeros(0)
-    index = np.floor(t / width).astype(int)
-    keep = index < count
-    index, v = index[keep], v[keep]
-    order = np.argsort(index, kind="stable")
-    splits = np.searchsorted(index[order], np.arange(1, count))
-    return np.split(v[order], splits)
+    records = (sim.record(rid) for rid in ids)
+    return windows_from_times(((r.arrival_time, r.token_times) for r in records),
+                              width=scenario.window_seconds,
+                              end=scenario.workload.duration_seconds,
+                              itl_q=scenario.slo.itl_quantile, ttft_q=scenario.slo.ttft_quantile)
 
 
 def _outcomes(scenario: Scenario, sim: VirtualSim, ids: list[str],

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +52,38 @@ def window_scores(itl: Sequence[np.ndarray], ttft: Sequence[np.ndarray], width: 
         lo = start + k * width
         out.append(WindowScore(lo, lo + width, _quantile(i, itl_q), _quantile(t, ttft_q)))
     return out
+
+
+def windows_from_times(requests: Iterable[tuple[float, Sequence[float]]], *, width: float,
+                       end: float, itl_q: float, ttft_q: float) -> list[WindowScore]:
+    """Exact per-window tails of every sample ``requests`` emitted: each request's arrival and
+    the times its outputs reached the caller (an inter-token gap counts in the window of its
+    later output, a first token in the window it arrived in). Simulated and real runs are
+    scored by this one function."""
+    count = int(end // width)
+    itl_t, itl_v, ttft_t, ttft_v = [], [], [], []
+    for arrival, token_times in requests:
+        times = np.asarray(token_times)
+        if times.size:
+            ttft_t.append(times[:1])
+            ttft_v.append(times[:1] - arrival)
+        if times.size > 1:
+            itl_t.append(times[1:])
+            itl_v.append(np.diff(times))
+    return window_scores(_bins(itl_t, itl_v, width, count), _bins(ttft_t, ttft_v, width, count),
+                         width, 0.0, itl_q, ttft_q)
+
+
+def _bins(times: list[np.ndarray], values: list[np.ndarray], width: float,
+          count: int) -> list[np.ndarray]:
+    t = np.concatenate(times) if times else np.zeros(0)
+    v = np.concatenate(values) if values else np.zeros(0)
+    index = np.floor(t / width).astype(int)
+    keep = index < count
+    index, v = index[keep], v[keep]
+    order = np.argsort(index, kind="stable")
+    splits = np.searchsorted(index[order], np.arange(1, count))
+    return np.split(v[order], splits)
 
 
 def _quantile(samples: np.ndarray, q: float) -> float:

@@ -15,7 +15,7 @@ step and the ramp make those stalls frequent enough to breach the 120 ms inter-t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -54,6 +54,15 @@ class Workload:
             base_doc_per_second=0.5, step_doc_per_second=1.3, peak_doc_per_second=1.9,
             step_at=0.15 * d, ramp_start=0.45 * d, ramp_end=0.6 * d, drop_at=0.8 * d,
         )
+
+    def scaled(self, factor: float) -> Workload:
+        """Every arrival rate times ``factor`` (a rehearsal on a smaller engine)."""
+        if not factor > 0:
+            raise ValueError(f"the rate factor must be positive, got {factor}")
+        return replace(self, chat_per_second=self.chat_per_second * factor,
+                       base_doc_per_second=self.base_doc_per_second * factor,
+                       step_doc_per_second=self.step_doc_per_second * factor,
+                       peak_doc_per_second=self.peak_doc_per_second * factor)
 
     def doc_rate(self, t: float) -> float:
         """Documents per second at time ``t``: base, step, ramp up, hold, drop."""
