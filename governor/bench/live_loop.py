@@ -176,10 +176,11 @@ def start(args: argparse.Namespace) -> int:
     for child in children:
         child.start()  # a session of its own: it outlives this command
         (folder / f"{child.name}.pid").write_text(str(child.pid))
+    known = (folder / "state.json").exists()
+    environment = State.load(folder).environment if known else _environment(args.engine)
     state = State(folder, args.engine, model, args.slo.resolve(),
                   {"max_num_seqs": args.max_num_seqs,
-                   "max_num_batched_tokens": args.max_num_batched_tokens},
-                  _environment(args.engine))
+                   "max_num_batched_tokens": args.max_num_batched_tokens}, environment)
     state.save()
     print(json.dumps({"started": [c.name for c in children], "state": str(folder),
                       "environment": state.environment}), flush=True)
