@@ -19,29 +19,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gzip
 import json
 import math
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import aiohttp
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
+from governor.common.process import Child, running
 from governor.exporters.config import package_version
 from governor.exporters.gpu import metric_names as m
 from governor.exporters.gpu.collector import age_family, families
@@ -268,32 +267,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def _wait_ready(url: str, gpus: int, limit_seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + limit_seconds
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            with contextlib.suppress(aiohttp.ClientError):
-                async with session.get(url) as response:
-                    body = await response.read()
-                    if check_body(response.status, body, gpus, full=True) is None:
-                        return
-            await asyncio.sleep(0.1)
-    raise RuntimeError(f"{url} did not serve {gpus} GPUs within {limit_seconds:g} s")
-
-
 @contextmanager
-def _server(argv: list[str], url: str, gpus: int) -> Iterator[subprocess.Popen[bytes]]:
+def _server(name: str, argv: list[str], url: str, gpus: int) -> Iterator[Child]:
+    """The server, ready once ``url`` serves every GPU; its output is dropped."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), *sys.path])}
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        asyncio.run(_wait_ready(url, gpus))
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    child = Child(name, argv, url, Path(os.devnull), env=env,
+                  accept=lambda body: check_body(200, body, gpus, full=True) is None)
+    with running([child], limit_seconds=30) as (server,):
+        yield server
 
 
 def run(gpus: int, scraper_counts: Sequence[int], requests: int, period: float) -> dict[str, Any]:
@@ -311,11 +292,11 @@ def run(gpus: int, scraper_counts: Sequence[int], requests: int, period: float) 
                               "rows": []}
     results: dict[str, list[dict[str, Any]]] = {}
     for name, argv in servers.items():  # one server at a time: they must not share the CPUs
-        with _server(argv, urls[name], gpus) as process:
+        with _server(name, argv, urls[name], gpus) as server:
             asyncio.run(scrape_round(urls[name], 4, 25, gpus))  # warm-up: connections, caches
             results[name] = [
                 asyncio.run(scrape_round(urls[name], n, max(1, requests // n), gpus, period,
-                                         process.pid)).summary()
+                                         server.pid)).summary()
                 for n in scraper_counts
             ]
     report["load_average_after"] = os.getloadavg()[0]

@@ -15,17 +15,15 @@ import contextlib
 import json
 import os
 import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
-
-import aiohttp
 
 from governor.bench.load import LoadSpec, run_load, summarize
 from governor.common.cli import EnvArgumentParser, positive_int
+from governor.common.process import Child, running
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -46,45 +44,27 @@ def cpu_seconds(pid: int) -> float:
 @dataclass(frozen=True)
 class Server:
     name: str
-    process: subprocess.Popen[bytes]
+    child: Child
     url: str
     model: str
 
 
-async def _wait_healthy(url: str, limit_seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + limit_seconds
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            with contextlib.suppress(aiohttp.ClientError):
-                async with session.get(f"{url}/health") as response:
-                    if response.status == 200:
-                        return
-            await asyncio.sleep(0.1)
-    raise RuntimeError(f"{url} never became healthy")
-
-
 @contextlib.contextmanager
 def start(name: str, argv: list[str], port: int, model: str) -> Iterator[Server]:
-    env = {**os.environ, "GOVERNOR_LOG_LEVEL": "warning"}
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        asyncio.run(_wait_healthy(url))
-        yield Server(name, process, url, model)
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    url = f"http://127.0.0.1:{port}"
+    # Its stdout is dropped; warnings (stderr) reach the terminal, apart from the report.
+    child = Child(name, argv, f"{url}/health", Path(os.devnull),
+                  env={**os.environ, "GOVERNOR_LOG_LEVEL": "warning"}, log_stderr=False)
+    with running([child]):
+        yield Server(name, child, url, model)
 
 
 def measure(server: Server, concurrency: int, requests: int, max_tokens: int) -> dict[str, Any]:
     spec = LoadSpec(url=server.url, model=server.model, requests=requests,
                     concurrency=concurrency, max_tokens=max_tokens)
-    before = cpu_seconds(server.process.pid)
+    before = cpu_seconds(server.child.pid)
     load = asyncio.run(run_load(spec))
-    cpu = cpu_seconds(server.process.pid) - before
+    cpu = cpu_seconds(server.child.pid) - before
     summary = summarize(load)
     tokens = summary["output_tokens_per_second"] * summary["wall_seconds"]
     summary["server_cpu_seconds"] = cpu

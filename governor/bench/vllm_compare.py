@@ -24,11 +24,9 @@ import dataclasses
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,6 +38,7 @@ import aiohttp
 from governor.bench.load import LoadSpec, run_load, summarize
 from governor.bench.service import cpu_seconds, free_port
 from governor.common.cli import EnvArgumentParser, positive_int
+from governor.common.process import Child, ChildError
 
 # The tiny model on CPU: float32 (bfloat16 dies with SIGILL on some CPUs), random weights, eager
 # mode, a small KV cache so two servers fit beside each other.
@@ -152,40 +151,19 @@ def vllm_argv(config: BenchConfig, port: int, otlp: str) -> list[str]:
 class Server:
     name: str
     url: str
-    process: subprocess.Popen[bytes]
-
-
-async def _wait_healthy(server: Server, limit_seconds: float) -> None:
-    deadline = time.monotonic() + limit_seconds
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            if server.process.poll() is not None:
-                raise RuntimeError(f"{server.name} exited with {server.process.returncode}")
-            with contextlib.suppress(aiohttp.ClientError):
-                async with session.get(f"{server.url}/health") as response:
-                    if response.status == 200:
-                        return
-            await asyncio.sleep(0.5)
-    raise RuntimeError(f"{server.name} was not healthy within {limit_seconds:.0f} s")
+    child: Child
 
 
 @contextlib.contextmanager
 def running(name: str, argv: list[str], port: int, log: Path) -> Iterator[Server]:
+    """The server started, not yet healthy: both start before either is waited for."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            # vLLM's own tracing: OTLP over HTTP to the sink, under a recognisable name.
            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_SERVICE_NAME": name}
-    with log.open("wb") as output:
-        process = subprocess.Popen(argv, env=env, stdout=output, stderr=subprocess.STDOUT)
-    server = Server(name, f"http://127.0.0.1:{port}", process)
-    try:
-        yield server
-    finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    url = f"http://127.0.0.1:{port}"
+    with Child(name, argv, f"{url}/health", log, env=env, fresh_log=True,
+               grace_seconds=30) as child:
+        yield Server(name, url, child)
 
 
 async def _scrape_metrics(url: str, stop: asyncio.Event) -> int:
@@ -210,7 +188,7 @@ async def measure(server: Server, config: BenchConfig, concurrency: int) -> dict
     scraper = asyncio.create_task(_scrape_metrics(server.url, stop))
     # The server's own process: its HTTP frontend with vLLM's AsyncLLM in it. The engine core
     # and its workers are child processes, the same engine for both servers, and not counted.
-    cpu_before = cpu_seconds(server.process.pid)
+    cpu_before = cpu_seconds(server.child.pid)
     try:
         load = await run_load(spec)
     finally:
@@ -218,7 +196,7 @@ async def measure(server: Server, config: BenchConfig, concurrency: int) -> dict
     summary = summarize(load)
     summary["metrics_scrapes"] = await scraper
     tokens = summary["output_tokens_per_second"] * summary["wall_seconds"]
-    cpu = cpu_seconds(server.process.pid) - cpu_before
+    cpu = cpu_seconds(server.child.pid) - cpu_before
     summary["frontend_cpu_us_per_token"] = cpu / tokens * 1e6 if tokens else None
     return summary
 
@@ -242,7 +220,8 @@ def run(config: BenchConfig, logs: Path) -> dict[str, Any]:
         servers = (ours, theirs)
 
         async def session() -> None:
-            await asyncio.gather(*(_wait_healthy(s, config.startup_seconds) for s in servers))
+            await asyncio.gather(*(s.child.wait_healthy_async(config.startup_seconds)
+                                   for s in servers))
             for server in servers:
                 await warm_up(server, config)
             turn = 0
@@ -392,8 +371,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         logs.mkdir(parents=True, exist_ok=True)
         try:
             report = run(config, logs)
-        except RuntimeError as error:
-            print(f"governor bench vllm: {error}", file=sys.stderr)
+        except (RuntimeError, ChildError) as error:
+            # Every server's log follows, so a dead one's error is its reason alone.
+            reason = f"{error.child.name} {error.what}" if isinstance(error, ChildError) else error
+            print(f"governor bench vllm: {reason}", file=sys.stderr)
             for log in sorted(logs.glob("*.log")):
                 tail = log.read_text(errors="replace").splitlines()[-20:]
                 print(f"--- last lines of {log.name}:", *tail, sep="\n", file=sys.stderr)

@@ -11,6 +11,10 @@ that died with the end of its log::
         ...                                 # healthy here; stopped on the way out
     service.tail(20)                        # the last 20 lines of its output
 
+A caller on an event loop, or one that starts several children before waiting for any, uses the
+child as a context manager instead (``with child:`` starts it and stops it on the way out) and
+waits with :meth:`Child.wait_healthy_async`.
+
 A child runs in a new session (its own process group), so a Ctrl-C typed at the terminal reaches
 only the parent, which then stops the children in reverse order.
 """
@@ -38,18 +42,36 @@ class ChildError(Exception):
 
     def __init__(self, child: Child, what: str) -> None:
         self.child = child
+        self.what = what  # the reason alone, for a caller that shows the logs itself
         tail = child.tail()
         super().__init__(f"{child.name} {what}" + (f"; last lines of {child.log}:\n{tail}"
                                                    if tail else ""))
 
 
-def http_ok(url: str, timeout: float = PROBE_TIMEOUT_SECONDS) -> bool:
-    """True when ``url`` answers 200 (any error, refusal or other status is False)."""
+def http_ok(url: str, timeout: float = PROBE_TIMEOUT_SECONDS,
+            accept: Callable[[bytes], bool] | None = None) -> bool:
+    """True when ``url`` answers 200 (any error, refusal or other status is False) with a body
+    that ``accept`` takes, when given (e.g. an exposition that already lists every GPU)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (our URL)
-            return int(response.status) == 200
+            return int(response.status) == 200 and (accept is None or accept(response.read()))
     except (urllib.error.URLError, OSError, ValueError):
         return False
+
+
+async def wait_http_ok(url: str, limit_seconds: float = 30.0,
+                       poll_seconds: float = POLL_SECONDS) -> float:
+    """Wait until ``url`` answers 200; the seconds it took. For a server with no child process
+    to watch (one on this event loop: the probe runs in a thread so the loop can answer it).
+
+    Raises :class:`TimeoutError` when the limit passes.
+    """
+    started = time.monotonic()
+    while not await asyncio.to_thread(http_ok, url):
+        if time.monotonic() - started > limit_seconds:
+            raise TimeoutError(f"{url} did not answer 200 within {limit_seconds:.0f}s")
+        await asyncio.sleep(poll_seconds)
+    return time.monotonic() - started
 
 
 @dataclass
@@ -62,15 +84,31 @@ class Child:
     log: Path
     env: Mapping[str, str] | None = None  # None: inherit the parent's environment
     cwd: Path | None = None
+    # How a 200 from health_url counts as healthy, by its body; None: any 200.
+    accept: Callable[[bytes], bool] | None = field(default=None, repr=False)
+    # False: stderr stays the parent's, e.g. a benchmark's warnings reach its terminal.
+    log_stderr: bool = True
+    # True: the log starts empty (a benchmark's log is its run's alone) instead of appending.
+    fresh_log: bool = False
+    # SIGTERM to SIGKILL: vLLM shuts its engine down for longer than a small server does.
+    grace_seconds: float = 10.0
     popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def start(self) -> Child:
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as sink:
+        with self.log.open("wb" if self.fresh_log else "ab") as sink:
             self.popen = subprocess.Popen(
-                list(self.argv), stdout=sink, stderr=subprocess.STDOUT, cwd=self.cwd,
-                env=None if self.env is None else dict(self.env), start_new_session=True)
+                list(self.argv), stdout=sink, stderr=subprocess.STDOUT if self.log_stderr else None,
+                cwd=self.cwd, env=None if self.env is None else dict(self.env),
+                start_new_session=True)
         return self
+
+    def __enter__(self) -> Child:
+        """Start; the caller waits (:meth:`wait_healthy_async`, for several children at once)."""
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     @property
     def pid(self) -> int:
@@ -81,7 +119,7 @@ class Child:
         return self._popen().poll()
 
     def healthy(self) -> bool:
-        return self.health_url is None or http_ok(self.health_url)
+        return self.health_url is None or http_ok(self.health_url, accept=self.accept)
 
     def wait_healthy(self, limit_seconds: float = 60.0,
                      should_stop: Callable[[], bool] = lambda: False) -> float:
@@ -116,17 +154,19 @@ class Child:
                                        f"{limit_seconds:.0f}s")
             await asyncio.sleep(POLL_SECONDS)
 
-    def stop(self, grace_seconds: float = 10.0) -> int | None:
-        """SIGTERM to the child's process group, SIGKILL after the grace period; the status."""
+    def stop(self, grace_seconds: float | None = None) -> int | None:
+        """SIGTERM to the child's process group, SIGKILL after the grace period (the child's
+        own unless given); the status."""
         if self.popen is None:
             return None
+        grace = self.grace_seconds if grace_seconds is None else grace_seconds
         if self.popen.poll() is None:
             self._signal(signal.SIGTERM)
             try:
-                self.popen.wait(grace_seconds)
+                self.popen.wait(grace)
             except subprocess.TimeoutExpired:
                 self._signal(signal.SIGKILL)
-                self.popen.wait(grace_seconds)
+                self.popen.wait(grace)
         return self.popen.returncode
 
     def tail(self, lines: int = 20) -> str:

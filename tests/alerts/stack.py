@@ -6,16 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import signal
 import socket
-import subprocess
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from governor.alerts.alertmanager import alertmanager_args
@@ -23,9 +19,12 @@ from governor.alerts.params import Endpoints, RenderParams
 from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
 from governor.alerts.spec import SloSpec
+from governor.common.process import Child
 from governor.common.secrets import Secret
 
 LOOPBACK = "127.0.0.1"
+READY_SECONDS = 30.0  # each child's limit to answer its health URL
+LOG_LINES = 40  # of each child's log in a failure report
 
 
 def free_port() -> int:
@@ -35,53 +34,9 @@ def free_port() -> int:
         return port
 
 
-@dataclass
-class Process:
-    """A child process with its output in a log file; stopped by its own pid only."""
-
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    @classmethod
-    def start(cls, name: str, argv: Sequence[str], logs: Path, cwd: Path | None = None,
-              ) -> Process:
-        log = logs / f"{name}.log"
-        with log.open("wb") as sink:
-            popen = subprocess.Popen(list(argv), stdout=sink, stderr=subprocess.STDOUT,
-                                     start_new_session=True, cwd=cwd)
-        return cls(name, popen, log)
-
-    def output(self) -> str:
-        return self.log.read_text(encoding="utf-8", errors="replace")[-4000:]
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            os.kill(self.popen.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.popen.pid, signal.SIGKILL)
-                self.popen.wait(timeout=10)
-
-
-READY_SECONDS = 30.0
-
-
-async def wait_ready(session: aiohttp.ClientSession, url: str, process: Process) -> None:
-    """Poll ``url`` until it answers 200, failing early with the log if the process died."""
-    try:
-        async with asyncio.timeout(READY_SECONDS):
-            while True:
-                if process.popen.poll() is not None:
-                    raise RuntimeError(f"{process.name} exited:\n{process.output()}")
-                with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
-                    async with session.get(url, timeout=aiohttp.ClientTimeout(total=2)) as r:
-                        if r.status == 200:
-                            return
-                await asyncio.sleep(0.2)
-    except TimeoutError:
-        raise TimeoutError(f"{process.name} not ready at {url}:\n{process.output()}") from None
+def logs(children: Sequence[Child]) -> str:
+    """The end of every child's log, for a failing test to print."""
+    return "\n".join(f"--- {child.name}\n{child.tail(LOG_LINES)}" for child in children)
 
 
 @dataclass
@@ -135,16 +90,15 @@ class Stack:
     prometheus_url: str
     alertmanager_url: str
     receiver: WebhookReceiver
-    processes: list[Process]
+    processes: list[Child]
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.output()}" for p in self.processes)
+        return logs(self.processes)
 
 
 @contextlib.asynccontextmanager
 async def alert_stack(
     spec: SloSpec, params: RenderParams, inference: Sequence[str], workdir: Path,
-    session: aiohttp.ClientSession,
 ) -> AsyncIterator[Stack]:
     """Generated configuration → Alertmanager, Prometheus and the webhook receiver, running."""
     token = Secret("pipeline-test-token")
@@ -158,25 +112,20 @@ async def alert_stack(
     deploy = workdir / "deploy"
     write_all(render_all(spec, endpoints, params), deploy)
     receiver = WebhookReceiver(token)
-    processes: list[Process] = []
+    urls = {name: f"http://{LOOPBACK}:{ports[name]}" for name in ports}
+    am_flags = alertmanager_args(config_file=str(deploy / ALERTMANAGER_CONFIG),
+                                 storage_path=str(workdir / "alertmanager-data"),
+                                 listen_address=f"{LOOPBACK}:{ports['alertmanager']}")
+    alertmanager = Child("alertmanager", ["prometheus-alertmanager", *am_flags],
+                         urls["alertmanager"] + "/-/ready", workdir / "alertmanager.log")
+    prometheus = Child("prometheus", ["prometheus", *prometheus_args(
+        spec, params, config_file=str(deploy / PROMETHEUS_CONFIG),
+        storage_path=str(workdir / "prometheus-data"),
+        listen_address=f"{LOOPBACK}:{ports['prometheus']}",
+    )], urls["prometheus"] + "/-/ready", workdir / "prometheus.log")
     async with receiver.serving(ports["controller"]):
-        try:
-            am_flags = alertmanager_args(config_file=str(deploy / ALERTMANAGER_CONFIG),
-                                         storage_path=str(workdir / "alertmanager-data"),
-                                         listen_address=f"{LOOPBACK}:{ports['alertmanager']}")
-            alertmanager = Process.start("alertmanager", ["prometheus-alertmanager", *am_flags],
-                                         workdir)
-            processes.append(alertmanager)
-            prometheus = Process.start("prometheus", ["prometheus", *prometheus_args(
-                spec, params, config_file=str(deploy / PROMETHEUS_CONFIG),
-                storage_path=str(workdir / "prometheus-data"),
-                listen_address=f"{LOOPBACK}:{ports['prometheus']}",
-            )], workdir)
-            processes.append(prometheus)
-            urls = {name: f"http://{LOOPBACK}:{ports[name]}" for name in ports}
-            await wait_ready(session, urls["alertmanager"] + "/-/ready", alertmanager)
-            await wait_ready(session, urls["prometheus"] + "/-/ready", prometheus)
-            yield Stack(urls["prometheus"], urls["alertmanager"], receiver, processes)
-        finally:
-            for process in reversed(processes):
-                process.stop()
+        with alertmanager, prometheus:  # both start, then each is waited for; stopped in reverse
+            await alertmanager.wait_healthy_async(READY_SECONDS)
+            await prometheus.wait_healthy_async(READY_SECONDS)
+            yield Stack(urls["prometheus"], urls["alertmanager"], receiver,
+                        [alertmanager, prometheus])

@@ -21,9 +21,10 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 from governor.alerts.catalog import load_checked_spec
+from governor.common.process import Child
 from governor.inference import metric_names as m
 from tests.alerts.cases import FAST, ROOT
-from tests.alerts.stack import LOOPBACK, Process, alert_stack, free_port, wait_ready
+from tests.alerts.stack import LOOPBACK, READY_SECONDS, alert_stack, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -76,9 +77,7 @@ async def test_a_latency_breach_reaches_the_controller_webhook_then_resolves(
     spec = load_checked_spec(ROOT / "slo.yaml")
     target, port = SyntheticTarget(), free_port()
     instance = f"{LOOPBACK}:{port}"
-    async with aiohttp.ClientSession() as session, target.serving(port), alert_stack(
-        spec, FAST, [instance], tmp_path, session
-    ) as stack:
+    async with target.serving(port), alert_stack(spec, FAST, [instance], tmp_path) as stack:
         try:
             await asyncio.sleep(4)  # a few healthy scrapes first: nothing may fire
             assert stack.receiver.alerts_named(ALERT, "firing") == []
@@ -111,20 +110,15 @@ async def test_a_latency_breach_reaches_the_controller_webhook_then_resolves(
 
 
 @contextlib.asynccontextmanager
-async def sim_service(
-    session: aiohttp.ClientSession, port: int, workdir: Path
-) -> AsyncIterator[str]:
+async def sim_service(port: int, workdir: Path) -> AsyncIterator[str]:
     """``governor serve --engine sim`` (llama-3-8b@h200 preset, real time); yields its URL."""
-    process = Process.start("inference", [
+    url = f"http://{LOOPBACK}:{port}"
+    with Child("inference", [
         sys.executable, "-m", "governor", "serve", "--engine", "sim", "--host", LOOPBACK,
         "--port", str(port), "--log-level", "warning",
-    ], workdir, cwd=ROOT)
-    url = f"http://{LOOPBACK}:{port}"
-    try:
-        await wait_ready(session, url + "/health", process)
+    ], url + "/health", workdir / "inference.log", cwd=ROOT) as service:
+        await service.wait_healthy_async(READY_SECONDS)
         yield url
-    finally:
-        process.stop()
 
 
 class Load:
@@ -194,11 +188,11 @@ async def test_the_sim_service_breaching_its_itl_slo_alerts_the_controller_then_
     spec = load_checked_spec(ROOT / "slo.yaml")
     port = free_port()
     instance = f"{LOOPBACK}:{port}"
-    async with aiohttp.ClientSession() as session, sim_service(session, port, tmp_path) as url:
+    async with aiohttp.ClientSession() as session, sim_service(port, tmp_path) as url:
         async with session.get(url + "/v1/models") as response:
             model = (await response.json())["data"][0]["id"]
         load = Load(session, url, model)
-        async with alert_stack(spec, FAST, [instance], tmp_path, session) as stack, \
+        async with alert_stack(spec, FAST, [instance], tmp_path) as stack, \
                 load.running(decoders=4):
             try:
                 await asyncio.sleep(6)  # steady decoding: the tail stays far under 120 ms

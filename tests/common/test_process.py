@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
-from governor.common.process import Child, ChildError, first_exited, http_ok, running
+from governor.common.process import (
+    Child,
+    ChildError,
+    first_exited,
+    http_ok,
+    running,
+    wait_http_ok,
+)
 
 SERVER = """
 import http.server, sys
@@ -108,3 +119,91 @@ def test_first_exited_finds_the_dead_one(tmp_path: Path) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert first_exited([alive, dead]) is dead
+
+
+def test_accept_judges_the_body_of_a_200(tmp_path: Path) -> None:
+    child = server(tmp_path)
+    child.accept = lambda body: body == b"ok"
+    with running([child]):
+        assert http_ok(child.health_url or "", accept=lambda body: body == b"ok")
+        assert not http_ok(child.health_url or "", accept=lambda body: b"gpu_up" in body)
+    picky = server(tmp_path, "picky")
+    picky.accept = lambda body: b"gpu_up" in body
+    with pytest.raises(ChildError, match="picky did not answer"), \
+            running([picky], limit_seconds=1):
+        pass
+
+
+def test_with_a_child_it_runs_and_stops_and_an_async_wait_measures(tmp_path: Path) -> None:
+    first, second = server(tmp_path, "first"), server(tmp_path, "second")
+
+    async def both() -> list[float]:
+        return list(await asyncio.gather(first.wait_healthy_async(10),
+                                         second.wait_healthy_async(10)))
+
+    with first, second:  # both start before either is waited for
+        seconds = asyncio.run(both())
+        assert all(0 <= s < 10 for s in seconds)
+        assert first.poll() is None and second.poll() is None
+    assert first.poll() is not None and second.poll() is not None
+
+
+def test_an_error_keeps_its_reason_apart_from_the_log(tmp_path: Path) -> None:
+    child = Child("broken", [sys.executable, "-c", "print('cannot bind'); raise SystemExit(3)"],
+                  "http://127.0.0.1:9/health", tmp_path / "broken.log")
+    with pytest.raises(ChildError) as caught, child:
+        child.wait_healthy(10)
+    assert caught.value.what == "exited with status 3"
+    assert "cannot bind" in str(caught.value)
+
+
+def test_stderr_can_stay_the_parents(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    code = "import sys; print('to-stdout'); print('to-stderr', file=sys.stderr)"
+    child = Child("quiet", [sys.executable, "-c", code], None, tmp_path / "quiet.log",
+                  log_stderr=False).start()
+    assert child.popen is not None and child.popen.wait(10) == 0
+    assert child.tail() == "to-stdout"
+    assert "to-stderr" in capfd.readouterr().err
+
+
+def test_a_fresh_log_starts_empty_and_by_default_a_log_grows(tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    log.write_text("an earlier run\n")
+    for fresh, expected in ((False, ["an earlier run", "now"]), (True, ["now"])):
+        child = Child("run", [sys.executable, "-c", "print('now')"], None, log,
+                      fresh_log=fresh).start()
+        assert child.popen is not None and child.popen.wait(10) == 0
+        assert log.read_text().splitlines() == expected
+
+
+def test_the_grace_period_is_the_childs_own(tmp_path: Path) -> None:
+    code = ("import signal, time\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('ignoring', flush=True)\n"
+            "time.sleep(60)\n")
+    child = Child("stubborn", [sys.executable, "-c", code], None, tmp_path / "stubborn.log",
+                  grace_seconds=0.5).start()
+    deadline = time.monotonic() + 10
+    while child.tail() != "ignoring":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    started = time.monotonic()
+    assert child.stop() == -9  # SIGKILL after half a second, not the default ten
+    assert time.monotonic() - started < 5
+
+
+async def test_wait_http_ok_waits_for_a_server_on_this_loop(
+    aiohttp_server: Callable[[web.Application], Awaitable[TestServer]],
+) -> None:
+    ready = asyncio.Event()
+
+    async def health(_: web.Request) -> web.Response:
+        return web.Response(status=200 if ready.is_set() else 503)
+
+    app = web.Application()
+    app.router.add_get("/health", health)
+    url = str((await aiohttp_server(app)).make_url("/health"))
+    asyncio.get_running_loop().call_later(0.3, ready.set)
+    assert await wait_http_ok(url, limit_seconds=10, poll_seconds=0.05) >= 0.25
+    with pytest.raises(TimeoutError, match="did not answer 200"):
+        await wait_http_ok(f"http://127.0.0.1:{free_port()}/health", limit_seconds=0.3)

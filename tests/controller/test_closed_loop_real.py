@@ -30,8 +30,9 @@ from governor.alerts.params import Endpoints, RenderParams
 from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
 from governor.alerts.spec import load_spec
+from governor.common.process import Child
 from governor.controller.queries import HistogramSli, QuerySet
-from tests.alerts.stack import LOOPBACK, Process, free_port, wait_ready
+from tests.alerts.stack import LOOPBACK, READY_SECONDS, free_port, logs
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -49,10 +50,10 @@ class Loop:
     service: str
     controller: str
     prometheus: str
-    processes: list[Process] = field(default_factory=list)
+    processes: list[Child] = field(default_factory=list)
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.output()}" for p in self.processes)
+        return logs(self.processes)
 
 
 def _python(module: str, *args: str) -> list[str]:
@@ -60,7 +61,7 @@ def _python(module: str, *args: str) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def closed_loop(workdir: Path, session: aiohttp.ClientSession) -> AsyncIterator[Loop]:
+async def closed_loop(workdir: Path) -> AsyncIterator[Loop]:
     spec = load_spec(REPO / "slo.yaml")
     ports = {n: free_port() for n in ("service", "controller", "prometheus", "alertmanager")}
     addr = {n: f"{LOOPBACK}:{p}" for n, p in ports.items()}
@@ -103,15 +104,12 @@ async def closed_loop(workdir: Path, session: aiohttp.ClientSession) -> AsyncIte
             storage_path=str(workdir / "prom-data"), listen_address=addr["prometheus"])],
          f"{loop.prometheus}/-/ready"),
     ]
-    try:
+    with contextlib.ExitStack() as stopping:  # each started in order; stopped in reverse
         for name, argv, ready in starts:
-            process = Process.start(name, argv, workdir)
-            loop.processes.append(process)
-            await wait_ready(session, ready, process)
+            child = stopping.enter_context(Child(name, argv, ready, workdir / f"{name}.log"))
+            loop.processes.append(child)
+            await child.wait_healthy_async(READY_SECONDS)
         yield loop
-    finally:
-        for process in reversed(loop.processes):
-            process.stop()
 
 
 async def _stream(session: aiohttp.ClientSession, url: str, text: str, max_tokens: int) -> None:
@@ -211,7 +209,7 @@ async def test_a_load_step_is_caught_by_the_alert_and_fixed_by_the_controller(
 ) -> None:
     async with (
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session,
-        closed_loop(tmp_path, session) as loop,
+        closed_loop(tmp_path) as loop,
     ):
         start = time.monotonic()
         load = [asyncio.create_task(chats(session, loop.service, 4))]

@@ -12,7 +12,6 @@ Alertmanager's webhook call reaches the controller. Each query (Grafana's variab
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import json
 import sys
 import time
@@ -32,10 +31,11 @@ from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import PROMETHEUS_CONFIG
 from governor.alerts.render import render_all as render_alerts
 from governor.alerts.render import write_all as write_alerts
+from governor.common.process import Child, running
 from governor.common.secrets import Secret
 from governor.dashboards.render import render_all
 from governor.inference import metric_names as m
-from tests.alerts.stack import LOOPBACK, Process, free_port
+from tests.alerts.stack import LOOPBACK, free_port, logs
 from tests.dashboards.boards import ROOT, PanelQuery, all_queries, expand
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -58,10 +58,10 @@ class Stack:
     prometheus: str
     inference: str
     controller: str
-    processes: list[Process]
+    processes: list[Child]
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.output()}" for p in self.processes)
+        return logs(self.processes)
 
 
 def get_json(url: str, data: bytes | None = None, headers: dict[str, str] | None = None,
@@ -69,18 +69,6 @@ def get_json(url: str, data: bytes | None = None, headers: dict[str, str] | None
     request = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.load(response)
-
-
-def wait_healthy(url: str, process: Process, limit_seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + limit_seconds
-    while time.monotonic() < deadline:
-        if process.popen.poll() is not None:
-            raise RuntimeError(f"{process.name} exited:\n{process.output()}")
-        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as response:
-            if response.status == 200:
-                return
-        time.sleep(0.2)
-    raise TimeoutError(f"{process.name} not ready at {url}:\n{process.output()}")
 
 
 def _service_argv(port: int, token_file: Path) -> list[str]:
@@ -121,34 +109,34 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     deploy = workdir / "deploy"
     write_alerts(render_alerts(spec, endpoints, params), deploy)
     urls = {name: f"http://{LOOPBACK}:{port}" for name, port in ports.items()}
-    processes: list[Process] = []
-    try:
-        for name, argv, health in (
-            ("inference", _service_argv(ports["inference"], workdir / "admin_token"), "/health"),
-            ("exporter", [sys.executable, "-m", "governor", "exporter", "--fake-gpus", "2",
-                          "--host", LOOPBACK, "--port", str(ports["exporter"])], "/health"),
-            ("controller", _controller_argv(ports, workdir), "/health"),
-            ("prometheus", ["prometheus", *prometheus_args(
-                spec, params, config_file=str(deploy / PROMETHEUS_CONFIG),
-                storage_path=str(workdir / "prometheus-data"),
-                listen_address=f"{LOOPBACK}:{ports['prometheus']}")], "/-/ready"),
-        ):
-            process = Process.start(name, argv, workdir)
-            processes.append(process)
-            wait_healthy(urls[name] + health, process)
-        yield Stack(urls["prometheus"], urls["inference"], urls["controller"], processes)
-    finally:
-        for process in reversed(processes):
-            process.stop()
+    starts = (
+        ("inference", _service_argv(ports["inference"], workdir / "admin_token"), "/health"),
+        ("exporter", [sys.executable, "-m", "governor", "exporter", "--fake-gpus", "2",
+                      "--host", LOOPBACK, "--port", str(ports["exporter"])], "/health"),
+        ("controller", _controller_argv(ports, workdir), "/health"),
+        ("prometheus", ["prometheus", *prometheus_args(
+            spec, params, config_file=str(deploy / PROMETHEUS_CONFIG),
+            storage_path=str(workdir / "prometheus-data"),
+            listen_address=f"{LOOPBACK}:{ports['prometheus']}")], "/-/ready"),
+    )
+    children = [Child(name, argv, urls[name] + health, workdir / f"{name}.log")
+                for name, argv, health in starts]
+    with running(children, limit_seconds=60):
+        stack = Stack(urls["prometheus"], urls["inference"], urls["controller"], list(children))
+        try:
+            yield stack
+        finally:  # what a test started on the stack (the load) stops first, as before
+            for late in reversed(stack.processes[len(children):]):
+                late.stop()
 
 
 # ---- driving the stack --------------------------------------------------------------------------
 
 
-def start_load(stack: Stack, workdir: Path) -> Process:
-    load = Process.start("load", [sys.executable, "-m", "governor.demo_load", "--url",
-                                  stack.inference, "--chats", "4", "--doc-rate", "0.5",
-                                  "--doc-words", "1500"], workdir)
+def start_load(stack: Stack, workdir: Path) -> Child:
+    load = Child("load", [sys.executable, "-m", "governor.demo_load", "--url", stack.inference,
+                          "--chats", "4", "--doc-rate", "0.5", "--doc-words", "1500"], None,
+                 workdir / "load.log").start()
     stack.processes.append(load)
     return load
 

@@ -4,16 +4,15 @@ itself."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from governor.common.process import Child
 from governor.exporters.cli import main, parse_config
 from governor.exporters.config import ConfigError, ExporterConfig
 
@@ -102,27 +101,22 @@ def fetch(url: str) -> tuple[int, str]:
 
 
 @pytest.mark.integration
-def test_python_m_exporters_serves_fake_gpus_and_stops_on_sigterm() -> None:
+def test_python_m_exporters_serves_fake_gpus_and_stops_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "governor.exporters", "--fake-gpus", "2", "--host", "127.0.0.1",
-         "--port", str(port), "--interval", "200ms"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        deadline, body = time.monotonic() + 30, ""
-        while time.monotonic() < deadline and "gpu_sm_active_ratio{" not in body:
-            try:
-                _, body = fetch(f"http://127.0.0.1:{port}/metrics")
-            except OSError:
-                time.sleep(0.1)
+    metrics = f"http://127.0.0.1:{port}/metrics"
+    exporter = Child(
+        "exporter", [sys.executable, "-m", "governor.exporters", "--fake-gpus", "2",
+                     "--host", "127.0.0.1", "--port", str(port), "--interval", "200ms"],
+        metrics, tmp_path / "exporter.log", env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT, accept=lambda body: b"gpu_sm_active_ratio{" in body, grace_seconds=20)
+    with exporter:  # stopped with SIGTERM on the way out; SIGKILL only after 20 s
+        exporter.wait_healthy(30)
+        _, body = fetch(metrics)
         assert body.count('gpu_up{gpu="') == 2
         assert "gpu_sm_active_ratio{" in body
         assert fetch(f"http://127.0.0.1:{port}/health") == (200, "ok\n")
-    finally:
-        process.send_signal(signal.SIGTERM)
-        output = process.communicate(timeout=20)[0].decode()
-    assert process.returncode == 0, output
+    output = exporter.log.read_text()
+    assert exporter.poll() == 0, output
     assert "Traceback" not in output
 
 

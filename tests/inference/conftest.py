@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-import aiohttp
 import openai
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from prometheus_client import CollectorRegistry
 
+from governor.common.process import wait_http_ok
 from governor.common.secrets import Secret
 from governor.inference import keys
 from governor.inference.app import create_app
@@ -50,17 +49,6 @@ class Service:
         return self.registry.get_sample_value(name, labels or {})
 
 
-async def wait_ready(url: str, limit_seconds: float = 30.0) -> None:
-    async with aiohttp.ClientSession() as session:
-        deadline = asyncio.get_running_loop().time() + limit_seconds
-        while asyncio.get_running_loop().time() < deadline:
-            async with session.get(f"{url}/health") as response:
-                if response.status == 200:
-                    return
-            await asyncio.sleep(0.05)
-    raise AssertionError("the service never became healthy")
-
-
 ServiceFactory = Callable[..., Awaitable[Service]]
 
 
@@ -80,8 +68,8 @@ async def make_service(
             chosen = engine
             app = create_app(config, engine_factory=lambda _c, _r: chosen, env=env or {})
         service = Service(await aiohttp_server(app))
-        if wait:
-            await wait_ready(service.url)
+        if wait:  # /health answers 503 until the engine has started; sim starts at once
+            await wait_http_ok(f"{service.url}/health", limit_seconds=30, poll_seconds=0.05)
         return service
 
     return make

@@ -39,7 +39,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from governor.exporters.gpu import classic, fields, gpm  # noqa: E402 (after the path set-up above)
+from governor.common.process import Child, running  # noqa: E402 (after the path set-up above)
+from governor.exporters.gpu import classic, fields, gpm  # noqa: E402
 from governor.exporters.gpu import metric_names as m  # noqa: E402
 from governor.exporters.gpu import nvml as nv  # noqa: E402
 from governor.exporters.gpu.fake import FakeNvml  # noqa: E402
@@ -292,33 +293,17 @@ class Scraper:
 
 
 @contextlib.contextmanager
-def exporter(port: int, fake: int, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+def exporter(port: int, fake: int, log_path: Path) -> Iterator[Child]:
     argv = [sys.executable, "-m", "governor.exporters", "--host", "127.0.0.1", "--port", str(port),
             "--interval", "1s"]
     if fake:
         argv += ["--fake-gpus", str(fake)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                with contextlib.suppress(OSError):
-                    scraper = Scraper(port)
-                    status, _ = scraper.get("/health")
-                    scraper.close()
-                    if status == 200:  # ok, or degraded: either way it serves
-                        break
-                time.sleep(0.1)
-            else:
-                raise RuntimeError("the exporter did not become healthy in 60 s")
-            yield process
-        finally:
-            process.terminate()
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
+    # /health answers 200 when ok or degraded: either way it serves.
+    child = Child("the exporter", argv, f"http://127.0.0.1:{port}/health", log_path, env=env,
+                  cwd=ROOT, fresh_log=True, grace_seconds=15)
+    with running([child], limit_seconds=60) as (started,):
+        yield started
 
 
 class Workload:

@@ -30,7 +30,6 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -45,6 +44,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from governor.bench.load import LoadSpec, run_load, summarize
+from governor.common.process import Child
 from governor.inference import metric_names as names
 
 ADMIN_TOKEN = "gpu-proof-admin-token"
@@ -167,7 +167,8 @@ SMOKE = Plan(engine_args=("dtype=float32", "load_format=dummy", "enforce_eager=t
 
 
 @contextlib.contextmanager
-def service(model: str, otlp: str, log: Path, plan: Plan) -> Iterator[subprocess.Popen[bytes]]:
+def service(model: str, otlp: str, log: Path, plan: Plan) -> Iterator[Child]:
+    """The service started, not yet healthy: :func:`prove` times its start-up."""
     argv = [sys.executable, "-m", "governor", "serve", "--engine", "vllm", "--model", model,
             "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(PORT),
             "--max-num-seqs", str(MAX_NUM_SEQS),
@@ -178,34 +179,15 @@ def service(model: str, otlp: str, log: Path, plan: Plan) -> Iterator[subprocess
     for pair in plan.engine_args:
         argv += ["--engine-arg", pair]
     env = {**os.environ, "GOVERNOR_ADMIN_TOKEN": ADMIN_TOKEN}
-    with log.open("wb") as output:
-        process = subprocess.Popen(argv, env=env, stdout=output, stderr=subprocess.STDOUT)
-    try:
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    with Child("the service", argv, f"http://127.0.0.1:{PORT}/health", log, env=env,
+               fresh_log=True, grace_seconds=60) as child:
+        yield child
 
 
 class Client:
     def __init__(self, session: aiohttp.ClientSession) -> None:
         self.session = session
         self.url = f"http://127.0.0.1:{PORT}"
-
-    async def healthy(self, process: subprocess.Popen[bytes], limit: float) -> float:
-        start = time.monotonic()
-        while time.monotonic() - start < limit:
-            if process.poll() is not None:
-                raise RuntimeError(f"the service exited with {process.returncode}")
-            with contextlib.suppress(aiohttp.ClientError):
-                async with self.session.get(f"{self.url}/health") as response:
-                    if response.status == 200:
-                        return time.monotonic() - start
-            await asyncio.sleep(0.5)
-        raise RuntimeError(f"the service was not healthy within {limit:.0f} s")
 
     async def put(self, **limits: int) -> dict[str, Any]:
         async with self.session.put(
@@ -402,10 +384,10 @@ async def prove(model: str, out: Path, sink: TraceSink, plan: Plan) -> dict[str,
     prompts = {n: prompt_of(tokenizer, n, seed=n) for n in lengths}
     report: dict[str, Any] = {"plan": dataclasses.asdict(plan)}
     timeout = aiohttp.ClientTimeout(total=30)
-    with service(model, sink.endpoint, out / "service.log", plan) as process:
+    with service(model, sink.endpoint, out / "service.log", plan) as child:
         async with aiohttp.ClientSession(timeout=timeout) as session:
             client = Client(session)
-            report["startup_seconds"] = round(await client.healthy(process, 400), 1)
+            report["startup_seconds"] = round(await child.wait_healthy_async(400), 1)
             print("healthy after", report["startup_seconds"], "s", flush=True)
             warm = LoadSpec(url=client.url, model=SERVED, requests=16, concurrency=8,
                             prompt=prompts[128], max_tokens=32, chat=False)
@@ -418,7 +400,7 @@ async def prove(model: str, out: Path, sink: TraceSink, plan: Plan) -> dict[str,
             await stage(report, "trace", traced_request(client, sink, prompts[128]))
             await stage(report, "metrics", metrics_check(client))
             await stage(report, "final_limits", final_limits(client))
-            report["service_alive_at_end"] = process.poll() is None
+            report["service_alive_at_end"] = child.poll() is None
     return report
 
 
