@@ -17,9 +17,9 @@ from collections.abc import Sequence
 
 from governor.alerts import cli as alerts_cli
 from governor.alerts.catalog import load_checked_spec
-from governor.alerts.spec import SpecError
 from governor.common.cli import EnvArgumentParser
 from governor.dashboards import cli as dashboards_cli
+from governor.slo.spec import SpecError
 
 DESCRIPTION = ("Write everything derived from the SLO spec: Prometheus rules and their promtool "
                "tests, alertmanager.yml, prometheus.yml, a PrometheusRule, and Grafana "

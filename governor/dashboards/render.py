@@ -17,10 +17,10 @@ from grafana_foundation_sdk.models import dashboard as dm
 
 from governor.alerts.artifacts import Artifacts
 from governor.alerts.render import GENERATED_MARK, dump_yaml
-from governor.alerts.spec import SloSpec
 from governor.dashboards import controller_board, gpu_board, inference_board, slo_board
 from governor.dashboards.board import GENERATED_NOTE
 from governor.dashboards.provisioning import GrafanaParams, dashboard_providers, datasources
+from governor.slo.spec import SloSpec
 
 DASHBOARDS_DIR: Final = "grafana/dashboards"
 DATASOURCES: Final = "grafana/provisioning/datasources/governor.yml"
