@@ -24,7 +24,6 @@ from governor.slo.model import (
     SPEC_VERSION,
     Labels,
     LatencySLI,
-    Path_,
     RatioSLI,
     SloSpec,
 )
@@ -37,6 +36,7 @@ from governor.slo.promql import (
     parse_selector,
     to_decimal,
 )
+from governor.slo.yamlio import Path_
 
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 _SERVICE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}")

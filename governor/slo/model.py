@@ -22,9 +22,6 @@ RESERVED_LABELS: Final = frozenset(
 )
 
 
-Path_ = tuple[str | int, ...]
-
-
 class SpecError(Exception):
     """A spec that cannot be used; :attr:`errors` holds every problem, each ``where: what``."""
 
