@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from governor.alerts.alertmanager import HEADER_NOTE, alertmanager_config
-from governor.alerts.artifacts import Artifacts
+from governor.alerts.artifacts import Artifacts, Owned
 from governor.alerts.catalog import HISTOGRAM_BUCKETS
 from governor.alerts.families import families
 from governor.alerts.family import FamilyFile, Scope
@@ -35,8 +35,6 @@ ALERTMANAGER_CONFIG = "alertmanager/alertmanager.yml"
 PROMETHEUS_RULE = "kubernetes/prometheusrule.yaml"
 RULES_DIR = "prometheus/rules"
 TESTS_DIR = "prometheus/tests"
-# Directories whose generated files the writer may delete when they are no longer produced.
-OWNED_DIRS = (RULES_DIR, TESTS_DIR)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -109,8 +107,9 @@ def _is_generated(path: Path) -> bool:
         return False
 
 
-ARTIFACTS = Artifacts(owned=tuple((directory, "*.yml") for directory in OWNED_DIRS),
-                      is_generated=_is_generated)
+# The folders whose generated files the writer may delete when they are no longer produced.
+ARTIFACTS = Artifacts(tuple(Owned(folder, "*.yml", _is_generated)
+                            for folder in (RULES_DIR, TESTS_DIR)))
 write_all = ARTIFACTS.write_all
 stale_files = ARTIFACTS.stale_files
 differences = ARTIFACTS.differences
