@@ -1,5 +1,5 @@
-"""Spec → every generated file, as text: the one function ``governor generate`` and
-``governor up`` call::
+"""Spec → every file of the rules side, as text: what ``governor up`` writes, and what
+``governor generate`` writes beside the Grafana files::
 
     files = render_all(load_checked_spec("slo.yaml"))          # compose hostnames
     files = render_all(spec, Endpoints.local(), RenderParams(scrape_interval_seconds=5))
