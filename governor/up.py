@@ -24,11 +24,11 @@ from governor.alerts.catalog import load_checked_spec
 from governor.alerts.params import Endpoints, RenderParams
 from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
-from governor.alerts.spec import SloSpec, SpecError
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
 from governor.common.logs import setup_logging
 from governor.common.process import Child, ChildError, first_exited, running
 from governor.common.secrets import write_private
+from governor.slo.spec import SloSpec, SpecError
 
 ALERTMANAGER_BINARIES = ("prometheus-alertmanager", "alertmanager")
 PROMETHEUS_BINARIES = ("prometheus",)

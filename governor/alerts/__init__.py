@@ -1,1 +1,2 @@
-"""SLO spec model and the generators of rules, Alertmanager and Prometheus configuration."""
+"""The generators of Prometheus rules and their promtool tests, Alertmanager and Prometheus
+configuration, from the SLO spec (:mod:`governor.slo`)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from governor.alerts import metric_names as n
 from governor.alerts.params import Endpoints, RenderParams
-from governor.alerts.promql import format_duration
+from governor.slo.promql import format_duration
 
 RECEIVER_CONTROLLER = "controller"
 RECEIVER_PAGE = "page"

@@ -2,9 +2,11 @@
 
 Each generator owns some folders of the output tree; a file there that the generator no longer
 produces but that carries its "generated" mark is stale and goes (an SLO removed from the spec
-must not leave its rules behind), while a hand-made file beside it is left alone::
+must not leave its rules behind), while a hand-made file beside it is left alone. Tables of
+owners add up, so one writer serves several generators::
 
-    artifacts = Artifacts(owned=(("prometheus/rules", "*.yml"),), is_generated=has_header)
+    rules = Artifacts((Owned("prometheus/rules", "*.yml", has_header),))
+    artifacts = rules + boards                      # boards: the Grafana generator's table
     artifacts.write_all(files, Path("deploy"))      # → the paths written or deleted
     artifacts.differences(files, Path("deploy"))    # → what `--check` reports
 """
@@ -17,17 +19,28 @@ from pathlib import Path
 
 
 @dataclass(frozen=True)
-class Artifacts:
-    # (folder relative to the output root, glob pattern) pairs this generator owns.
-    owned: tuple[tuple[str, str], ...]
+class Owned:
+    """Files matching ``pattern`` in ``folder`` (relative to the output root) that
+    ``is_generated`` recognises belong to a generator, which may delete them."""
+
+    folder: str
+    pattern: str
     is_generated: Callable[[Path], bool]
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    owned: tuple[Owned, ...]
+
+    def __add__(self, other: Artifacts) -> Artifacts:
+        return Artifacts(self.owned + other.owned)
 
     def stale_files(self, files: Mapping[str, str], out: Path) -> list[Path]:
         """Generated files under ``out`` that ``files`` no longer contains."""
         found = []
-        for directory, pattern in self.owned:
-            for path in sorted((out / directory).glob(pattern)):
-                if path.relative_to(out).as_posix() not in files and self.is_generated(path):
+        for owned in self.owned:
+            for path in sorted((out / owned.folder).glob(owned.pattern)):
+                if path.relative_to(out).as_posix() not in files and owned.is_generated(path):
                     found.append(path)
         return found
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
-from governor.alerts.spec import SloSpec, load_spec, parse_spec
 from governor.inference import metric_names as m
+from governor.slo.spec import SloSpec, load_spec, parse_spec
 
 HISTOGRAM_BUCKETS: Final[Mapping[str, Sequence[float]]] = MappingProxyType({
     m.INTER_TOKEN_LATENCY: m.INTER_TOKEN_LATENCY_BUCKETS,
@@ -29,7 +29,7 @@ HISTOGRAM_BUCKETS: Final[Mapping[str, Sequence[float]]] = MappingProxyType({
 
 
 def load_checked_spec(path: str | Path) -> SloSpec:
-    """:func:`governor.alerts.spec.load_spec`, plus the bucket-edge check of every latency SLI."""
+    """:func:`governor.slo.spec.load_spec`, plus the bucket-edge check of every latency SLI."""
     return load_spec(path, histograms=HISTOGRAM_BUCKETS)
 
 

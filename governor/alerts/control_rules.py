@@ -13,7 +13,11 @@ from decimal import Decimal
 
 from governor.alerts import metric_names as n
 from governor.alerts.params import RenderParams
-from governor.alerts.promql import (
+from governor.alerts.rules import AlertRule, RuleFile, RuleGroup
+from governor.alerts.ruletests import AlertCheck, ExpectedAlert, InputSeries, RuleTest
+from governor.alerts.slo_rules import slo_labels
+from governor.alerts.slo_tests import cumulative
+from governor.slo.promql import (
     Matcher,
     Selector,
     exposition_float,
@@ -21,11 +25,7 @@ from governor.alerts.promql import (
     format_number,
     to_decimal,
 )
-from governor.alerts.rules import AlertRule, RuleFile, RuleGroup
-from governor.alerts.ruletests import AlertCheck, ExpectedAlert, InputSeries, RuleTest
-from governor.alerts.slo_rules import slo_labels
-from governor.alerts.slo_tests import cumulative
-from governor.alerts.spec import SLO, LatencySLI, SloSpec
+from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 GROUP = "governor-control"
 HEALTHY, BREACHING = "inference-0:8000", "inference-1:8000"

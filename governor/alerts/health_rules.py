@@ -13,12 +13,12 @@ from decimal import Decimal
 
 from governor.alerts import metric_names as n
 from governor.alerts.params import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE, RenderParams
-from governor.alerts.promql import Matcher, Selector, format_number
 from governor.alerts.rules import AlertRule, RuleFile, RuleGroup
 from governor.alerts.ruletests import AlertCheck, ExpectedAlert, InputSeries, RuleTest
 from governor.alerts.slo_tests import cumulative
 from governor.exporters.gpu import metric_names as gpu
 from governor.inference import metric_names as inf
+from governor.slo.promql import Matcher, Selector, format_number
 
 GROUP = "governor-health"
 MINUTE = 60

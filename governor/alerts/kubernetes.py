@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from governor.alerts.rules import RuleFile
-from governor.alerts.spec import SloSpec
+from governor.slo.spec import SloSpec
 
 
 def prometheus_rule(spec: SloSpec, files: Sequence[RuleFile]) -> dict[str, object]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from governor.alerts.promql import format_duration
+from governor.slo.promql import format_duration
 
 LABEL_SLO: Final = "slo"
 LABEL_SERVICE: Final = "service"

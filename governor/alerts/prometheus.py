@@ -9,8 +9,8 @@ relative to the configuration file, so the same ``prometheus.yml`` works in a co
 from __future__ import annotations
 
 from governor.alerts.params import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE, Endpoints, RenderParams
-from governor.alerts.promql import format_duration
-from governor.alerts.spec import SloSpec
+from governor.slo.promql import format_duration
+from governor.slo.spec import SloSpec
 
 RULES_GLOB = "rules/*.yml"
 DEFAULT_SCRAPE_TIMEOUT = 10

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from governor.alerts import metric_names as n
-from governor.alerts.promql import (
+from governor.alerts.rules import AlertRule, RecordingRule, RuleFile, RuleGroup, literal
+from governor.alerts.windows import PERIOD_SLICE_SECONDS, SEVERITIES, SLI_WINDOWS, TIERS, BurnTier
+from governor.slo.promql import (
     Matcher,
     Selector,
     format_duration,
@@ -19,9 +21,7 @@ from governor.alerts.promql import (
     parse_selector,
     to_decimal,
 )
-from governor.alerts.rules import AlertRule, RecordingRule, RuleFile, RuleGroup, literal
-from governor.alerts.spec import SLO, LatencySLI, SloSpec
-from governor.alerts.windows import PERIOD_SLICE_SECONDS, SEVERITIES, SLI_WINDOWS, TIERS, BurnTier
+from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 
 def slo_labels(spec: SloSpec, slo: SLO) -> dict[str, str]:

@@ -15,7 +15,12 @@ from decimal import Decimal
 from fractions import Fraction
 
 from governor.alerts import metric_names as n
-from governor.alerts.promql import (
+from governor.alerts.rules import AlertRule
+from governor.alerts.ruletests import AlertCheck, ExpectedAlert, ExprCheck, InputSeries, RuleTest
+from governor.alerts.slo_rules import alert_labels, burn_alerts, firing_tiers, recorded, slo_labels
+from governor.alerts.synth import Series, matching, split_events
+from governor.alerts.windows import SEVERITIES, BurnTier
+from governor.slo.promql import (
     Matcher,
     Selector,
     exposition_float,
@@ -23,12 +28,7 @@ from governor.alerts.promql import (
     parse_selector,
     to_decimal,
 )
-from governor.alerts.rules import AlertRule
-from governor.alerts.ruletests import AlertCheck, ExpectedAlert, ExprCheck, InputSeries, RuleTest
-from governor.alerts.slo_rules import alert_labels, burn_alerts, firing_tiers, recorded, slo_labels
-from governor.alerts.spec import SLO, LatencySLI, SloSpec
-from governor.alerts.synth import Series, matching, split_events
-from governor.alerts.windows import SEVERITIES, BurnTier
+from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 MINUTE = 60
 SCRAPE = {"job": "inference", "instance": "inference:8000"}

@@ -46,13 +46,13 @@ from governor.alerts.catalog import load_checked_spec
 from governor.alerts.params import Endpoints, RenderParams
 from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
-from governor.alerts.spec import camel_case
 from governor.bench.controller.workload import Workload
 from governor.bench.replay import SIM_WORDS, PromptBook, replay, words_of
 from governor.common.cli import EnvArgumentParser, positive_int
 from governor.common.process import Child, http_ok
 from governor.common.secrets import write_private
 from governor.controller.slo import objectives
+from governor.slo.spec import camel_case
 
 SERVED = "llama-3-8b"
 LOOPBACK = "127.0.0.1"

@@ -17,7 +17,6 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from governor.alerts.spec import SpecError, load_spec
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
 from governor.common.logs import setup_logging
 from governor.common.secrets import Secret
@@ -26,6 +25,7 @@ from governor.controller.app import Secrets, create_app
 from governor.controller.config import ControllerConfig
 from governor.controller.law_config import LawConfig, LawConfigError
 from governor.controller.slo import DEFAULT_TTFT_SLO, ObjectiveError, objectives
+from governor.slo.spec import SpecError, load_spec
 
 log = logging.getLogger("controller")
 

@@ -4,7 +4,7 @@ The decode SLO is the spec's controller-linked latency SLO (exactly one, unless 
 time-to-first-token SLO, weighed by the law so that fixing decode does not break it, is the
 latency SLO named ``time-to-first-token`` unless another name is given (``""``: none).
 
->>> from governor.alerts.spec import parse_spec
+>>> from governor.slo.spec import parse_spec
 >>> spec = parse_spec({"version": "governor/v1", "service": "s", "period": "30d", "slos": [
 ...     {"name": "itl", "objective": 99, "controller": True,
 ...      "sli": {"latency": {"metric": "m_itl", "threshold": "120ms"}}}]})
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from governor.alerts.spec import SLO, LatencySLI, SloSpec
 from governor.controller.model import SloTargets
 from governor.controller.queries import HistogramSli, QuerySet
+from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 DEFAULT_TTFT_SLO = "time-to-first-token"
 

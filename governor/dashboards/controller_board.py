@@ -12,7 +12,6 @@ from typing import Final
 from grafana_foundation_sdk.models import dashboard as dm
 
 from governor.alerts.params import JOB_CONTROLLER
-from governor.alerts.spec import LatencySLI, SloSpec
 from governor.controller import metric_names as c
 from governor.dashboards import controller_events
 from governor.dashboards.board import Board, BoardInfo, instance_variable, label_variable
@@ -28,6 +27,7 @@ from governor.dashboards.promql import (
     with_label,
 )
 from governor.inference.metric_names import counter_series
+from governor.slo.spec import LatencySLI, SloSpec
 
 INFO: Final = BoardInfo(
     "governor-controller", "Governor / Controller",

@@ -15,8 +15,6 @@ from grafana_foundation_sdk.builders import timeseries as ts_builder
 from grafana_foundation_sdk.models import dashboard as dm
 
 from governor.alerts.params import JOB_INFERENCE
-from governor.alerts.promql import format_number
-from governor.alerts.spec import LatencySLI, SloSpec
 from governor.dashboards import controller_events
 from governor.dashboards.board import Board, BoardInfo, instance_variable
 from governor.dashboards.panels import Line, Query, Spec, timeseries
@@ -33,6 +31,8 @@ from governor.dashboards.promql import (
     with_label,
 )
 from governor.inference import metric_names as m
+from governor.slo.promql import format_number
+from governor.slo.spec import LatencySLI, SloSpec
 
 INFO: Final = BoardInfo(
     "governor-inference", "Governor / Inference",

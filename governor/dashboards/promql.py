@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from governor.alerts.promql import quote
+from governor.slo.promql import quote
 
 # Grafana's own variables: the rate window it derives from the scrape interval and the step,
 # and the dashboard's whole time range.

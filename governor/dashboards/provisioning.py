@@ -14,9 +14,9 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from governor.alerts.params import PROMETHEUS_PORT
-from governor.alerts.promql import format_duration
 from governor.dashboards.board import PROMETHEUS_UID, TAG
 from governor.inference.metric_names import EXEMPLAR_TRACE_ID
+from governor.slo.promql import format_duration
 
 JAEGER_UID: Final = "jaeger"
 JAEGER_UI_PORT: Final = 16686

@@ -15,12 +15,12 @@ from typing import Final
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as dm
 
-from governor.alerts.artifacts import Artifacts
+from governor.alerts.artifacts import Artifacts, Owned
 from governor.alerts.render import GENERATED_MARK, dump_yaml
-from governor.alerts.spec import SloSpec
 from governor.dashboards import controller_board, gpu_board, inference_board, slo_board
 from governor.dashboards.board import GENERATED_NOTE
 from governor.dashboards.provisioning import GrafanaParams, dashboard_providers, datasources
+from governor.slo.spec import SloSpec
 
 DASHBOARDS_DIR: Final = "grafana/dashboards"
 DATASOURCES: Final = "grafana/provisioning/datasources/governor.yml"
@@ -64,10 +64,9 @@ def _is_generated(path: Path) -> bool:
 
 
 # A hand-made board or datasource next to the generated ones is left alone.
-ARTIFACTS = Artifacts(
-    owned=((DASHBOARDS_DIR, "*.json"), (str(Path(DATASOURCES).parent), "*.yml"),
-           (str(Path(PROVIDERS).parent), "*.yml")),
-    is_generated=_is_generated)
+ARTIFACTS = Artifacts((Owned(DASHBOARDS_DIR, "*.json", _is_generated),
+                       Owned(str(Path(DATASOURCES).parent), "*.yml", _is_generated),
+                       Owned(str(Path(PROVIDERS).parent), "*.yml", _is_generated)))
 write_all = ARTIFACTS.write_all
 stale_files = ARTIFACTS.stale_files
 differences = ARTIFACTS.differences

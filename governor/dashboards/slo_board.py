@@ -13,9 +13,7 @@ from typing import Final
 from grafana_foundation_sdk.models import dashboard as dm
 
 from governor.alerts import metric_names as n
-from governor.alerts.promql import format_duration, format_number, to_decimal
 from governor.alerts.slo_rules import firing_tiers, recorded
-from governor.alerts.spec import SLO, LatencySLI, SloSpec
 from governor.alerts.windows import SEVERITIES, SLI_WINDOWS
 from governor.dashboards import controller_events
 from governor.dashboards.board import Board, BoardInfo
@@ -30,6 +28,8 @@ from governor.dashboards.panels import (
     text,
     timeseries,
 )
+from governor.slo.promql import format_duration, format_number, to_decimal
+from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 INFO: Final = BoardInfo(
     "governor-slo", "Governor / SLOs",

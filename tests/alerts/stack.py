@@ -18,9 +18,9 @@ from governor.alerts.alertmanager import alertmanager_args
 from governor.alerts.params import Endpoints, RenderParams
 from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
-from governor.alerts.spec import SloSpec
 from governor.common.process import Child
 from governor.common.secrets import Secret
+from governor.slo.spec import SloSpec
 
 LOOPBACK = "127.0.0.1"
 READY_SECONDS = 30.0  # each child's limit to answer its health URL

@@ -29,9 +29,9 @@ import pytest
 from governor.alerts.params import Endpoints, RenderParams
 from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
-from governor.alerts.spec import load_spec
 from governor.common.process import Child
 from governor.controller.queries import HistogramSli, QuerySet
+from governor.slo.spec import load_spec
 from tests.alerts.stack import LOOPBACK, READY_SECONDS, free_port, logs
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SHADOWS = ("common", "alerts", "inference", "dashboards", "controller", "exporters", "bench")
+SHADOWS = ("common", "slo", "alerts", "inference", "dashboards", "controller", "exporters",
+           "bench")
 MODULES = (
     "governor.common.cli", "governor.alerts.render", "governor.inference.app",
     "governor.dashboards.render", "governor.controller.law", "governor.exporters.server",

@@ -24,7 +24,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from governor.alerts.spec import SpecError, camel_case, load_spec
 from governor.bench.controller.loop import Run, Scenario, ceiling, run
 from governor.bench.controller.pipeline import pipeline_from_deploy
 from governor.bench.controller.scoring import attainment, goodput, worst_recovery
@@ -34,6 +33,7 @@ from governor.controller.cli import UsageError, build_config
 from governor.controller.cli import build_parser as controller_parser
 from governor.controller.model import Limits
 from governor.controller.slo import objectives
+from governor.slo.spec import SpecError, camel_case, load_spec
 
 TARGET_ATTAINMENT = 0.95
 TARGET_GOODPUT_SHARE = 0.95

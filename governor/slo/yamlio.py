@@ -24,6 +24,7 @@ MAX_NODES = 100_000  # after expanding aliases: what walking the data would cost
 MAX_DOCUMENTS = 100
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
+# Where a value sits in a document: mapping keys and list indexes from the root.
 Path_ = tuple[str | int, ...]
 
 

@@ -10,10 +10,11 @@
 
 Every problem is reported at once, each as ``where: what`` (``slo.yaml:9: slos[0].objective: …``),
 in :attr:`SpecError.errors`. OpenSLO v1 ``kind: SLO`` documents are accepted too
-(``governor.alerts.openslo``).
-This module imports no runtime component: the controller imports it, and an import-linter contract
-keeps it that way. Checks that need the metric catalog (is the threshold a bucket edge?) run when
-the caller passes ``histograms=``, as the generator does.
+(``governor.slo.openslo``).
+This package imports no runtime component and no generator: the controller imports it, and an
+import-linter contract keeps it that way. Checks that need the metric catalog (is the threshold a
+bucket edge?) run when the caller passes ``histograms=``, as the generator does
+(``governor.alerts.catalog.load_checked_spec``).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from governor.alerts import openslo
-from governor.alerts.spec_fields import Problems, format_path, native, parse_objective, where_in
-from governor.alerts.spec_model import (
+from governor.slo import openslo
+from governor.slo.fields import Problems, format_path, native, parse_objective, where_in
+from governor.slo.model import (
     MAX_PERIOD_SECONDS,
     MIN_PERIOD_SECONDS,
     RESERVED_LABELS,
@@ -36,7 +37,7 @@ from governor.alerts.spec_model import (
     SpecError,
     camel_case,
 )
-from governor.alerts.yamlio import Document, YamlError, read_documents, read_file
+from governor.slo.yamlio import Document, YamlError, read_documents, read_file
 
 __all__ = [
     "MAX_PERIOD_SECONDS", "MIN_PERIOD_SECONDS", "RESERVED_LABELS", "SLO", "SPEC_VERSION",

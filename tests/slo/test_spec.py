@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from governor.alerts.catalog import HISTOGRAM_BUCKETS, load_checked_spec, parse_checked_spec
-from governor.alerts.spec import (
+from governor.inference import metric_names as m
+from governor.slo.spec import (
     SLO,
     LatencySLI,
     RatioSLI,
@@ -23,7 +24,6 @@ from governor.alerts.spec import (
     parse_objective,
     parse_spec,
 )
-from governor.inference import metric_names as m
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SPEC = ROOT / "slo.yaml"

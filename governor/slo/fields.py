@@ -12,17 +12,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 
-from governor.alerts import openslo
-from governor.alerts.promql import (
-    LABEL_NAME,
-    METRIC_NAME,
-    format_duration,
-    format_number,
-    parse_duration,
-    parse_selector,
-    to_decimal,
-)
-from governor.alerts.spec_model import (
+from governor.slo import openslo
+from governor.slo.model import (
     MAX_LABELS,
     MAX_PERIOD_SECONDS,
     MAX_SLOS,
@@ -33,10 +24,19 @@ from governor.alerts.spec_model import (
     SPEC_VERSION,
     Labels,
     LatencySLI,
-    Path_,
     RatioSLI,
     SloSpec,
 )
+from governor.slo.promql import (
+    LABEL_NAME,
+    METRIC_NAME,
+    format_duration,
+    format_number,
+    parse_duration,
+    parse_selector,
+    to_decimal,
+)
+from governor.slo.yamlio import Path_
 
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 _SERVICE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}")

@@ -1,4 +1,5 @@
-"""The bits of PromQL syntax the generators need: durations, names, strings and plain selectors.
+"""The bits of PromQL syntax the spec and the generators need: durations, names, strings and
+plain selectors.
 
 Nothing here evaluates PromQL. It validates what a user may put into ``slo.yaml`` (a counter
 selector such as ``governor_requests_total{code=~"5.."}``) so that the generated rules can never

@@ -19,13 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from governor.alerts.promql import Selector, parse_duration, parse_selector
+from governor.slo.promql import Selector, parse_duration, parse_selector
+from governor.slo.yamlio import Path_
 
 API_VERSION: Final = "openslo/v1"
 CONTROLLER_ANNOTATION: Final = "governor.dev/controller"
 MIN_EVENT_RATE_ANNOTATION: Final = "governor.dev/min-event-rate"
-
-Path_ = tuple[str | int, ...]
 
 _SPEC_KEYS = ("description", "service", "indicator", "indicatorRef", "timeWindow",
               "budgetingMethod", "objectives", "alertPolicies")

@@ -1,4 +1,4 @@
-"""The SLO spec's model: frozen, hashable dataclasses (see :mod:`governor.alerts.spec` for
+"""The SLO spec's model: frozen, hashable dataclasses (see :mod:`governor.slo.spec` for
 loading)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Final
 
-from governor.alerts.promql import format_duration, to_decimal
+from governor.slo.promql import format_duration, to_decimal
 
 SPEC_VERSION: Final = "governor/v1"
 MIN_PERIOD_SECONDS: Final = 7 * 86400  # the longest burn-rate window (3d) must fit well inside
@@ -20,9 +20,6 @@ MAX_TEXT: Final = 1024
 RESERVED_LABELS: Final = frozenset(
     {"slo", "service", "severity", "alertname", "instance", "job", "le", "quantile"}
 )
-
-
-Path_ = tuple[str | int, ...]
 
 
 class SpecError(Exception):

@@ -1,0 +1,14 @@
+"""The stack's own health: targets down, exporter stale, vLLM and GPU trouble (``health.yml``)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from governor.alerts.family import RuleFamily
+from governor.alerts.health_rules import health_rule_file, health_tests
+
+FAMILY: Final = RuleFamily(
+    name="health",
+    rules=lambda scope: health_rule_file(scope.params).groups,
+    tests=lambda scope: health_tests(scope.params),
+)

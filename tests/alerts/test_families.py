@@ -1,0 +1,88 @@
+"""Rule families: found in their package, in a fixed order; a new family is one new module."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from governor.alerts import families as families_package
+from governor.alerts.catalog import load_checked_spec, parse_checked_spec
+from governor.alerts.families import families
+from governor.alerts.render import PROMETHEUS_RULE, render_all
+from tests.alerts.cases import ROOT
+
+EXTRA_FAMILY = '''
+from governor.alerts.family import RuleFamily
+from governor.alerts.rules import AlertRule, RuleGroup
+
+FAMILY = RuleFamily(
+    name="extra",
+    rules=lambda scope: (RuleGroup("extra", (AlertRule(
+        f"{scope.the_slo.camel_name}Extra", "vector(1)", {"severity": "ticket"},
+        {"summary": "an extra alert"}),)),),
+    tests=lambda scope: (),
+    applies=lambda scope: scope.the_slo.controller,
+    per_slo=True,
+)
+'''
+
+
+@pytest.fixture
+def extra_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A folder that ``governor.alerts.families`` also reads, as if it held one more module."""
+    monkeypatch.setattr(families_package, "__path__", [*families_package.__path__, str(tmp_path)])
+    before = set(sys.modules)
+    yield tmp_path
+    for name in set(sys.modules) - before:  # the folder's modules, so no other test sees them
+        del sys.modules[name]
+
+
+def rule_groups(files: dict[str, str]) -> list[str]:
+    document: dict[str, Any] = yaml.safe_load(files[PROMETHEUS_RULE])
+    return [group["name"] for group in document["spec"]["groups"]]
+
+
+def test_the_families_come_per_slo_first_then_by_name() -> None:
+    assert [(f.name, f.per_slo) for f in families()] == [
+        ("slo", True), ("control", False), ("health", False)]
+
+
+def test_a_family_applies_only_where_it_says() -> None:
+    spec = load_checked_spec(ROOT / "slo.yaml")
+    data = yaml.safe_load((ROOT / "slo.yaml").read_text(encoding="utf-8"))
+    for slo in data["slos"]:
+        slo["controller"] = False
+    files = render_all(parse_checked_spec(data))
+    assert "prometheus/rules/control.yml" in render_all(spec)
+    assert not any("control" in path for path in files)
+    assert {p for p in files if p.startswith("prometheus/rules/")} == {
+        *(f"prometheus/rules/slo-{slo.name}.yml" for slo in spec.slos),
+        "prometheus/rules/health.yml"}
+
+
+def test_a_new_family_is_one_module_and_nothing_else(extra_module: Path) -> None:
+    (extra_module / "extra.py").write_text(EXTRA_FAMILY, encoding="utf-8")
+    assert [f.name for f in families()] == ["extra", "slo", "control", "health"]
+    files = render_all(load_checked_spec(ROOT / "slo.yaml"))
+    assert "InterTokenLatencyExtra" in files["prometheus/rules/extra-inter-token-latency.yml"]
+    assert not any("extra-availability" in path or path.startswith("prometheus/tests/extra")
+                   for path in files)  # applies to the controller's SLO only; no tests
+    assert rule_groups(files)[0] == "extra"
+
+
+def test_a_module_without_a_family_is_an_error(extra_module: Path) -> None:
+    (extra_module / "stray.py").write_text("VALUE = 1\n", encoding="utf-8")
+    with pytest.raises(TypeError, match="stray must define FAMILY"):
+        families()
+
+
+def test_two_families_of_one_name_are_an_error(extra_module: Path) -> None:
+    (extra_module / "again.py").write_text(
+        "from governor.alerts.families.health import FAMILY\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="'health' already exists"):
+        families()
