@@ -33,6 +33,14 @@ from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, rende
 from governor.alerts.spec import SloSpec, SpecError
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
 from governor.common.logs import setup_logging
+from governor.contracts.endpoints import (
+    ALERTMANAGER,
+    CONTROLLER,
+    EXPORTER,
+    INFERENCE,
+    LOCAL_HOST,
+    PROMETHEUS,
+)
 
 ALERTMANAGER_BINARIES = ("prometheus-alertmanager", "alertmanager")
 PROMETHEUS_BINARIES = ("prometheus",)
@@ -44,18 +52,18 @@ class UpError(Exception):
 
 @dataclass(frozen=True)
 class Ports:
-    inference: int = 8000
-    exporter: int = 9400
-    controller: int = 9500
-    prometheus: int = 9090
-    alertmanager: int = 9093
+    inference: int = INFERENCE.port
+    exporter: int = EXPORTER.port
+    controller: int = CONTROLLER.port
+    prometheus: int = PROMETHEUS.port
+    alertmanager: int = ALERTMANAGER.port
 
 
 @dataclass(frozen=True)
 class UpConfig:
     run_dir: Path = Path(".run")
     slo: Path = Path("slo.yaml")
-    host: str = "127.0.0.1"
+    host: str = LOCAL_HOST
     ports: Ports = field(default_factory=Ports)
     preset: str = "llama-3-8b@h200"
     fake_gpus: int = 2
@@ -258,7 +266,7 @@ def build_parser() -> EnvArgumentParser:
     p.add_argument("--run-dir", type=Path, default=Path(".run"),
                    help="where configuration, data, logs and tokens go")
     p.add_argument("--slo", type=Path, default=Path("slo.yaml"), help="the SLO spec")
-    p.add_argument("--host", default="127.0.0.1", help="address every component listens on")
+    p.add_argument("--host", default=LOCAL_HOST, help="address every component listens on")
     p.add_argument("--preset", default="llama-3-8b@h200", help="the sim engine's preset")
     p.add_argument("--fake-gpus", type=positive_int, default=2,
                    help="simulated GPUs for the exporter")

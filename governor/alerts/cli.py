@@ -14,10 +14,10 @@ from pathlib import Path
 
 from governor.alerts.catalog import load_checked_spec
 from governor.alerts.params import Endpoints, RenderParams
-from governor.alerts.promql import format_duration
 from governor.alerts.render import differences, render_all, write_all
 from governor.alerts.spec import SpecError
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds
+from governor.contracts.promql import format_duration
 
 
 def _seconds(text: str) -> int:

@@ -13,15 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 
 from governor.alerts import openslo
-from governor.alerts.promql import (
-    LABEL_NAME,
-    METRIC_NAME,
-    format_duration,
-    format_number,
-    parse_duration,
-    parse_selector,
-    to_decimal,
-)
 from governor.alerts.spec_model import (
     MAX_LABELS,
     MAX_PERIOD_SECONDS,
@@ -36,6 +27,15 @@ from governor.alerts.spec_model import (
     Path_,
     RatioSLI,
     SloSpec,
+)
+from governor.contracts.promql import (
+    LABEL_NAME,
+    METRIC_NAME,
+    format_duration,
+    format_number,
+    parse_duration,
+    parse_selector,
+    to_decimal,
 )
 
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from governor.alerts.catalog import load_checked_spec
 from governor.alerts.params import RenderParams
-from governor.alerts.promql import format_duration
 from governor.alerts.spec import SloSpec, SpecError
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds
+from governor.contracts.promql import format_duration
 from governor.dashboards.provisioning import GrafanaParams
 from governor.dashboards.render import differences, render_all, write_all
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from governor.alerts.promql import Selector, parse_selector
 from governor.alerts.synth import SynthesisError, split_events, value_for
+from governor.contracts.promql import Selector, parse_selector
 
 
 def selects(selector: Selector, labels: dict[str, str]) -> bool:

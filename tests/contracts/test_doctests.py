@@ -10,7 +10,7 @@ import pytest
 MODULES = ["governor.contracts", "governor.contracts.declaration",
            "governor.contracts.instruments", "governor.contracts.families",
            "governor.contracts.endpoints", "governor.contracts.promql",
-           "governor.contracts.metrics.slo"]
+           "governor.contracts.metrics.slo", "governor.dashboards.variables"]
 
 
 @pytest.mark.parametrize("name", MODULES)

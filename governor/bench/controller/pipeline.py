@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from governor.alerts.promql import parse_duration
 from governor.bench.controller.prometheus import Pipeline
+from governor.contracts.promql import parse_duration
 
 _RANGE = re.compile(r"\[(\w+)\]")
 
