@@ -11,6 +11,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from governor.contracts.endpoints import CONTROLLER, EXPORTER, INFERENCE
+
 
 class Command(NamedTuple):
     module: str
@@ -18,9 +20,11 @@ class Command(NamedTuple):
 
 
 COMMANDS: dict[str, Command] = {
-    "serve": Command("governor.inference.cli", "OpenAI-compatible inference service (port 8000)"),
-    "exporter": Command("governor.exporters.cli", "GPU exporter on NVML/GPM (port 9400)"),
-    "controller": Command("governor.controller.cli", "SLO controller (port 9500)"),
+    "serve": Command("governor.inference.cli",
+                     f"OpenAI-compatible inference service (port {INFERENCE.port})"),
+    "exporter": Command("governor.exporters.cli",
+                        f"GPU exporter on NVML/GPM (port {EXPORTER.port})"),
+    "controller": Command("governor.controller.cli", f"SLO controller (port {CONTROLLER.port})"),
     "generate": Command("governor.generate", "rules, Alertmanager, Prometheus and Grafana files "
                                              "from slo.yaml"),
     "up": Command("governor.up", "the whole stack natively: Prometheus, Alertmanager, services"),

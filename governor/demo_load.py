@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import aiohttp
 
 from governor.common.cli import EnvArgumentParser, positive_int
+from governor.contracts.endpoints import INFERENCE, LOCAL_HOST
 
 WORDS = (
     "the", "committee", "will", "review", "annual", "report", "and", "publish", "its", "findings",
@@ -71,7 +72,7 @@ async def drive(url: str, chats: int, doc_rate: float, doc_words: int, seed: int
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = EnvArgumentParser(prog="governor.demo_load", description=__doc__)
-    p.add_argument("--url", default="http://127.0.0.1:8000", help="the inference service")
+    p.add_argument("--url", default=INFERENCE.url(LOCAL_HOST), help="the inference service")
     p.add_argument("--chats", type=positive_int, default=32, help="concurrent chat streams")
     p.add_argument("--doc-rate", type=float, default=1.5, help="documents per second")
     p.add_argument("--doc-words", type=positive_int, default=5000, help="words per document")

@@ -24,9 +24,9 @@ from governor.alerts.artifacts import Artifacts
 from governor.alerts.catalog import load_checked_spec
 from governor.alerts.params import Endpoints, RenderParams
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds
+from governor.contracts.promql import format_duration
 from governor.dashboards import render as boards
 from governor.dashboards.provisioning import GrafanaParams
-from governor.slo.promql import format_duration
 from governor.slo.spec import SloSpec, SpecError
 
 PROG: Final = "governor generate"

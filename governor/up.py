@@ -28,6 +28,14 @@ from governor.common.cli import EnvArgumentParser, parse_duration_seconds, posit
 from governor.common.logs import setup_logging
 from governor.common.process import Child, ChildError, first_exited, running
 from governor.common.secrets import write_private
+from governor.contracts.endpoints import (
+    ALERTMANAGER,
+    CONTROLLER,
+    EXPORTER,
+    INFERENCE,
+    LOCAL_HOST,
+    PROMETHEUS,
+)
 from governor.slo.spec import SloSpec, SpecError
 
 ALERTMANAGER_BINARIES = ("prometheus-alertmanager", "alertmanager")
@@ -41,18 +49,18 @@ class UpError(Exception):
 
 @dataclass(frozen=True)
 class Ports:
-    inference: int = 8000
-    exporter: int = 9400
-    controller: int = 9500
-    prometheus: int = 9090
-    alertmanager: int = 9093
+    inference: int = INFERENCE.port
+    exporter: int = EXPORTER.port
+    controller: int = CONTROLLER.port
+    prometheus: int = PROMETHEUS.port
+    alertmanager: int = ALERTMANAGER.port
 
 
 @dataclass(frozen=True)
 class UpConfig:
     run_dir: Path = Path(".run")
     slo: Path = Path("slo.yaml")
-    host: str = "127.0.0.1"
+    host: str = LOCAL_HOST
     ports: Ports = field(default_factory=Ports)
     preset: str = "llama-3-8b@h200"
     fake_gpus: int = 2
@@ -227,7 +235,7 @@ def build_parser() -> EnvArgumentParser:
     p.add_argument("--run-dir", type=Path, default=Path(".run"),
                    help="where configuration, data, logs and tokens go")
     p.add_argument("--slo", type=Path, default=Path("slo.yaml"), help="the SLO spec")
-    p.add_argument("--host", default="127.0.0.1", help="address every component listens on")
+    p.add_argument("--host", default=LOCAL_HOST, help="address every component listens on")
     p.add_argument("--preset", default="llama-3-8b@h200", help="the sim engine's preset")
     p.add_argument("--fake-gpus", type=positive_int, default=2,
                    help="simulated GPUs for the exporter")

@@ -8,24 +8,21 @@ is read from a file (``credentials_file``) so that it never sits in the configur
 
 from __future__ import annotations
 
-from governor.alerts import metric_names as n
 from governor.alerts.params import Endpoints, RenderParams
-from governor.slo.promql import format_duration
+from governor.contracts.endpoints import ALERTMANAGER, LISTEN_HOST, WEBHOOK_PATH
+from governor.contracts.metrics import slo as n
+from governor.contracts.metrics.prometheus import LABEL_INSTANCE
+from governor.contracts.promql import eq, format_duration, regex
 
 RECEIVER_CONTROLLER = "controller"
 RECEIVER_PAGE = "page"
 RECEIVER_TICKET = "ticket"
-WEBHOOK_PATH = "/alerts"
 
 HEADER_NOTE = """\
 # The page and ticket receivers are placeholders that notify nobody: give them
 # pagerduty_configs, opsgenie_configs, slack_configs or email_configs for your team (by hand in
 # a copy, or wrap this file), keeping their names so that the routes and inhibitions still apply.
 """
-
-
-def _matcher(label: str, value: str, op: str = "=") -> str:
-    return f'{label}{op}"{value}"'
 
 
 def controller_url(address: str) -> str:
@@ -49,17 +46,17 @@ def alertmanager_config(endpoints: Endpoints, params: RenderParams) -> dict[str,
             "routes": [
                 {
                     "receiver": RECEIVER_CONTROLLER,
-                    "matchers": [_matcher(n.LABEL_SEVERITY, n.SEVERITY_CONTROL)],
+                    "matchers": [eq(n.LABEL_SEVERITY, n.SEVERITY_CONTROL).render()],
                     # One notification per breaching instance: the controller acts per target.
-                    "group_by": ["alertname", n.LABEL_SLO, n.LABEL_INSTANCE],
+                    "group_by": ["alertname", n.LABEL_SLO, LABEL_INSTANCE],
                     "group_wait": format_duration(params.control_group_wait_seconds),
                     "group_interval": format_duration(params.control_group_interval_seconds),
                     "repeat_interval": format_duration(params.control_repeat_interval_seconds),
                 },
                 {"receiver": RECEIVER_PAGE,
-                 "matchers": [_matcher(n.LABEL_SEVERITY, n.SEVERITY_PAGE)]},
+                 "matchers": [eq(n.LABEL_SEVERITY, n.SEVERITY_PAGE).render()]},
                 {"receiver": RECEIVER_TICKET,
-                 "matchers": [_matcher(n.LABEL_SEVERITY, n.SEVERITY_TICKET)],
+                 "matchers": [eq(n.LABEL_SEVERITY, n.SEVERITY_TICKET).render()],
                  "repeat_interval": format_duration(params.ticket_repeat_interval_seconds)},
             ],
         },
@@ -68,10 +65,10 @@ def alertmanager_config(endpoints: Endpoints, params: RenderParams) -> dict[str,
                 # One burn trips several tiers; the page says it all, so the same SLO's ticket
                 # stays quiet. Both sides must carry an slo label: health alerts have none, and
                 # missing labels would compare equal.
-                "source_matchers": [_matcher(n.LABEL_SEVERITY, n.SEVERITY_PAGE),
-                                    _matcher(n.LABEL_SLO, ".+", "=~")],
-                "target_matchers": [_matcher(n.LABEL_SEVERITY, n.SEVERITY_TICKET),
-                                    _matcher(n.LABEL_SLO, ".+", "=~")],
+                "source_matchers": [eq(n.LABEL_SEVERITY, n.SEVERITY_PAGE).render(),
+                                    regex(n.LABEL_SLO, ".+").render()],
+                "target_matchers": [eq(n.LABEL_SEVERITY, n.SEVERITY_TICKET).render(),
+                                    regex(n.LABEL_SLO, ".+").render()],
                 "equal": [n.LABEL_SLO, n.LABEL_SERVICE],
             },
         ],
@@ -84,7 +81,7 @@ def alertmanager_config(endpoints: Endpoints, params: RenderParams) -> dict[str,
 
 
 def alertmanager_args(*, config_file: str, storage_path: str,
-                      listen_address: str = "0.0.0.0:9093") -> list[str]:
+                      listen_address: str = ALERTMANAGER.address(LISTEN_HOST)) -> list[str]:
     """The flags to start a single Alertmanager 0.25 with this configuration. Clustering is
     off: a lone instance would otherwise wait for gossip to settle before it notifies."""
     return [

@@ -12,19 +12,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
-from governor.inference import metric_names as m
+from governor.contracts.metrics import service, vllm
 from governor.slo.spec import SloSpec, load_spec, parse_spec
 
 HISTOGRAM_BUCKETS: Final[Mapping[str, Sequence[float]]] = MappingProxyType({
-    m.INTER_TOKEN_LATENCY: m.INTER_TOKEN_LATENCY_BUCKETS,
-    m.TIME_TO_FIRST_TOKEN: m.TIME_TO_FIRST_TOKEN_BUCKETS,
-    m.REQUEST_DURATION: m.REQUEST_DURATION_BUCKETS,
-    m.VLLM_INTER_TOKEN_LATENCY: m.VLLM_ITL_BUCKETS,
-    m.VLLM_TIME_TO_FIRST_TOKEN: m.VLLM_TTFT_BUCKETS,
-    m.VLLM_E2E_REQUEST_LATENCY: m.VLLM_REQUEST_LATENCY_BUCKETS,
-    m.VLLM_REQUEST_QUEUE_TIME: m.VLLM_REQUEST_LATENCY_BUCKETS,
-    m.VLLM_REQUEST_PREFILL_TIME: m.VLLM_REQUEST_LATENCY_BUCKETS,
-    m.VLLM_REQUEST_DECODE_TIME: m.VLLM_REQUEST_LATENCY_BUCKETS,
+    histogram.name: histogram.buckets
+    for histogram in (*service.LATENCY_HISTOGRAMS, *vllm.LATENCY_HISTOGRAMS)
 })
 
 

@@ -11,24 +11,27 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
-from governor.alerts import metric_names as n
 from governor.alerts.params import RenderParams
 from governor.alerts.rules import AlertRule, RuleFile, RuleGroup
 from governor.alerts.ruletests import AlertCheck, ExpectedAlert, InputSeries, RuleTest
 from governor.alerts.slo_rules import slo_labels
 from governor.alerts.slo_tests import cumulative
-from governor.slo.promql import (
-    Matcher,
+from governor.contracts.endpoints import INFERENCE, JOB_INFERENCE
+from governor.contracts.metrics import slo as n
+from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB, LABEL_LE
+from governor.contracts.promql import (
     Selector,
+    equal_to,
     exposition_float,
     format_duration,
     format_number,
+    histogram_quantile,
     to_decimal,
 )
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 GROUP = "governor-control"
-HEALTHY, BREACHING = "inference-0:8000", "inference-1:8000"
+HEALTHY, BREACHING = INFERENCE.address("inference-0"), INFERENCE.address("inference-1")
 
 
 def _sli(slo: SLO) -> LatencySLI:
@@ -39,13 +42,11 @@ def _sli(slo: SLO) -> LatencySLI:
 
 def fast_alert(spec: SloSpec, slo: SLO, params: RenderParams) -> AlertRule:
     sli = _sli(slo)
-    selector = tuple(Matcher(k, "=", v) for k, v in sorted(sli.selector.items()))
-    buckets = Selector(sli.metric + "_bucket", selector).render()
-    quantile = format_number(slo.objective)
     threshold = format_number(sli.threshold_seconds)
     window = format_duration(params.fast_window_seconds)
-    expr = (f"histogram_quantile({quantile}, sum by (le, {n.LABEL_INSTANCE}) "
-            f"(rate({buckets}[{window}])))\n> {threshold}")
+    tail = histogram_quantile(slo.objective, sli.metric, equal_to(sli.selector), window,
+                              by=(LABEL_INSTANCE,))
+    expr = f"{tail}\n> {threshold}"
     percentile = format_number(to_decimal(slo.objective) * 100)
     return AlertRule(
         alert=slo.camel_name + n.FAST_ALERT_SUFFIX,
@@ -72,15 +73,14 @@ def _histogram(sli: LatencySLI, instance: str, edges: Sequence[float],
     """Per phase (breaching?, samples): 100 observations a sample, all at or below the threshold
     when healthy, 10 of them in the bucket above it when breaching (so p99 lands above it)."""
     series = []
-    labels = {**sli.selector, "instance": instance, "job": "inference"}
+    labels = {**sli.selector, LABEL_INSTANCE: instance, LABEL_JOB: JOB_INFERENCE}
     for edge in (*sorted(edges), float("inf")):
         def per_sample(breaching: bool, edge: float = edge) -> int:
             if edge < sli.threshold_seconds:
                 return 0
             return 90 if breaching and edge == sli.threshold_seconds else 100
-        name = Selector(sli.metric + "_bucket", tuple(
-            Matcher(k, "=", v) for k, v in sorted({**labels, "le": exposition_float(edge)}.items())
-        )).render()
+        name = Selector(sli.metric + "_bucket",
+                        equal_to({**labels, LABEL_LE: exposition_float(edge)})).render()
         values = cumulative([(Decimal(per_sample(b)), count) for b, count in phases])
         series.append(InputSeries(name, values))
     return tuple(series)
@@ -105,7 +105,7 @@ def fast_alert_tests(
         series = (*_histogram(sli, HEALTHY, edges, [(False, calm + burn + after)]),
                   *_histogram(sli, BREACHING, edges, [(False, calm), (True, burn),
                                                      (False, after)]))
-        labels = {**alert.labels, n.LABEL_INSTANCE: BREACHING}
+        labels = {**alert.labels, LABEL_INSTANCE: BREACHING}
         firing = ExpectedAlert(labels, alert.expected_annotations(labels))
         tests.append(RuleTest(f"{alert.alert}: one instance's tail over the threshold", step,
                               series, (

@@ -11,19 +11,38 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from governor.alerts import metric_names as n
-from governor.alerts.params import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE, RenderParams
+from governor.alerts.params import RenderParams
 from governor.alerts.rules import AlertRule, RuleFile, RuleGroup
 from governor.alerts.ruletests import AlertCheck, ExpectedAlert, InputSeries, RuleTest
 from governor.alerts.slo_tests import cumulative
-from governor.exporters.gpu import metric_names as gpu
-from governor.inference import metric_names as inf
-from governor.slo.promql import Matcher, Selector, format_number
+from governor.contracts.endpoints import (
+    EXPORTER,
+    INFERENCE,
+    JOB_CONTROLLER,
+    JOB_GPU,
+    JOB_INFERENCE,
+)
+from governor.contracts.metrics import gpu, service, vllm
+from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB, UP
+from governor.contracts.metrics.slo import LABEL_SEVERITY, SEVERITY_PAGE, SEVERITY_TICKET
+from governor.contracts.promql import (
+    Selector,
+    aggregate,
+    deriv,
+    eq,
+    equal_to,
+    format_number,
+    max_by,
+    new_or_increased,
+    one_of,
+    rate,
+    sum_by,
+)
 
 GROUP = "governor-health"
 MINUTE = 60
 BREAKS_AT = 10  # minute at which each scenario's broken series goes wrong
-UP = "up"  # Prometheus' own per-target series
+WINDOW = "5m"  # of the counter alerts
 
 Values = Callable[[int], str]  # samples after the first → promtool values
 
@@ -60,14 +79,21 @@ def clock(stops: bool) -> Values:
 
 
 def _selector(metric: str, labels: dict[str, str]) -> str:
-    body = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    return f"{metric}{{{body}}}"
+    return Selector(metric, equal_to(labels)).render()
 
 
-GPU0 = {"job": JOB_GPU, "instance": "exporter-0:9400", gpu.LABEL_GPU: "0"}
-GPU1 = {"job": JOB_GPU, "instance": "exporter-0:9400", gpu.LABEL_GPU: "1"}
-ENGINE0 = {"job": JOB_INFERENCE, "instance": "inference-0:8000", inf.VLLM_LABEL_MODEL: "m"}
-ENGINE1 = {"job": JOB_INFERENCE, "instance": "inference-1:8000", inf.VLLM_LABEL_MODEL: "m"}
+def _target(job: str, host: str) -> dict[str, str]:
+    return {LABEL_JOB: job, LABEL_INSTANCE: host}
+
+
+SERVICE0 = _target(JOB_INFERENCE, INFERENCE.address("inference-0"))
+SERVICE1 = _target(JOB_INFERENCE, INFERENCE.address("inference-1"))
+EXPORTER0 = _target(JOB_GPU, EXPORTER.address("exporter-0"))
+EXPORTER1 = _target(JOB_GPU, EXPORTER.address("exporter-1"))
+GPU0 = {**EXPORTER0, gpu.LABEL_GPU: "0"}
+GPU1 = {**EXPORTER0, gpu.LABEL_GPU: "1"}
+ENGINE0 = {**SERVICE0, vllm.LABEL_MODEL: "m"}
+ENGINE1 = {**SERVICE1, vllm.LABEL_MODEL: "m"}
 
 
 @dataclass(frozen=True)
@@ -84,7 +110,7 @@ class HealthAlert:
     checks: tuple[tuple[int, bool], ...] | None = field(default=None)
 
     def rule(self, params: RenderParams) -> AlertRule:
-        return AlertRule(self.name, self.expr, {n.LABEL_SEVERITY: self.severity},
+        return AlertRule(self.name, self.expr, {LABEL_SEVERITY: self.severity},
                          {"summary": self.summary, "description": self.description},
                          min(self.for_seconds, params.health_for_cap_seconds))
 
@@ -105,79 +131,64 @@ class HealthAlert:
         )
 
 
-def _ratio_over(metric: str, by: str) -> str:
-    return f"max by ({by}) ({metric})"
-
-
-def _regex(values: tuple[str, ...]) -> str:
-    return "|".join(values)
+_BY_TARGET = (LABEL_JOB, LABEL_INSTANCE)
+_BY_GPU = (*_BY_TARGET, gpu.LABEL_GPU)
+_BY_ENGINE = (*_BY_TARGET, vllm.LABEL_MODEL)
+_XID = gpu.XID_ERRORS.total
+_ECC = gpu.ECC_UNCORRECTED_ERRORS.total
+_PREEMPTIONS = vllm.NUM_PREEMPTIONS.total
+_REJECTIONS = service.ADMISSION_REJECTIONS.total
+_QUEUE_FULL = {service.LABEL_REASON: service.REASON_QUEUE_FULL}
 
 
 def _clock_events(reasons: tuple[str, ...]) -> str:
     """1 while any of these clock-event reasons holds a GPU back."""
-    selector = Selector(gpu.CLOCK_EVENT_ACTIVE, (Matcher(gpu.LABEL_REASON, "=~", _regex(reasons)),))
-    return f"{_ratio_over(selector.render(), _BY_GPU)} == 1"
-
-
-_BY_GPU = f"job, instance, {gpu.LABEL_GPU}"
-_BY_ENGINE = f"job, instance, {inf.VLLM_LABEL_MODEL}"
-# counter_series lives with the inference names; the rule (append _total) is the same for all.
-_XID = inf.counter_series(gpu.XID_ERRORS)
-_ECC = inf.counter_series(gpu.ECC_UNCORRECTED_ERRORS)
-_XID_BY = f"{_BY_GPU}, {gpu.LABEL_XID}"
-
-
-def _new_or_increased(series: str, by: str) -> str:
-    """Counter events: an increase, or a series that was not there 5 minutes ago (its first
-    event: increase() cannot see a counter's first sample)."""
-    return (f"sum by ({by}) (increase({series}[5m])) > 0\nor\n"
-            f"sum by ({by}) ({series} unless {series} offset 5m) > 0")
+    selector = Selector(gpu.CLOCK_EVENT_ACTIVE.name, (one_of(gpu.LABEL_REASON, reasons),))
+    return f"{max_by(_BY_GPU, selector)} == 1"
 
 
 HEALTH_ALERTS: tuple[HealthAlert, ...] = (
     HealthAlert(
-        "GovernorTargetDown", n.SEVERITY_PAGE, 2 * MINUTE,
-        f'{UP}{{job=~"{_regex((JOB_INFERENCE, JOB_GPU, JOB_CONTROLLER))}"}} == 0',
+        "GovernorTargetDown", SEVERITY_PAGE, 2 * MINUTE,
+        f"{Selector(UP.name, (one_of(LABEL_JOB, (JOB_INFERENCE, JOB_GPU, JOB_CONTROLLER)),))} == 0",
         "{{ $labels.job }} target {{ $labels.instance }} is down",
         "Prometheus cannot scrape {{ $labels.instance }} (job {{ $labels.job }}).",
-        ((_selector(UP, {"job": JOB_INFERENCE, "instance": "inference-0:8000"}), breaks(1, 0)),
-         (_selector(UP, {"job": JOB_GPU, "instance": "exporter-0:9400"}), steady(1))),
-        ({"job": JOB_INFERENCE, "instance": "inference-0:8000"},),
+        ((_selector(UP.name, SERVICE0), breaks(1, 0)), (_selector(UP.name, EXPORTER0), steady(1))),
+        (SERVICE0,),
     ),
     HealthAlert(
-        "GpuExporterStale", n.SEVERITY_TICKET, 2 * MINUTE,
-        f"time() - {gpu.EXPORTER_LAST_SUCCESS} > 60",
+        "GpuExporterStale", SEVERITY_TICKET, 2 * MINUTE,
+        f"time() - {gpu.EXPORTER_LAST_SUCCESS.name} > 60",
         "GPU exporter {{ $labels.instance }} has not read NVML for over a minute",
         "The exporter answers scrapes but its sampler has not completed a successful read "
         "for over 60s, so its GPU readings are stale.",
-        ((_selector(gpu.EXPORTER_LAST_SUCCESS, {"job": JOB_GPU, "instance": "exporter-0:9400"}),
-          clock(stops=True)),
-         (_selector(gpu.EXPORTER_LAST_SUCCESS, {"job": JOB_GPU, "instance": "exporter-1:9400"}),
-          clock(stops=False))),
-        ({"job": JOB_GPU, "instance": "exporter-0:9400"},),
+        ((_selector(gpu.EXPORTER_LAST_SUCCESS.name, EXPORTER0), clock(stops=True)),
+         (_selector(gpu.EXPORTER_LAST_SUCCESS.name, EXPORTER1), clock(stops=False))),
+        (EXPORTER0,),
     ),
     HealthAlert(
-        "GpuExporterSeesNoGpus", n.SEVERITY_TICKET, 10 * MINUTE,
-        f'{UP}{{job="{JOB_GPU}"}} == 1 unless on (instance) group by (instance) ({gpu.UP})',
+        "GpuExporterSeesNoGpus", SEVERITY_TICKET, 10 * MINUTE,
+        f"{Selector(UP.name, (eq(LABEL_JOB, JOB_GPU),))} == 1 unless on ({LABEL_INSTANCE}) "
+        f"{aggregate('group', (LABEL_INSTANCE,), gpu.UP.name)}",
         "GPU exporter {{ $labels.instance }} reports no GPU",
         "The exporter is up but exposes no gpu_up series: NVML is missing or sees no device.",
-        ((_selector(UP, {"job": JOB_GPU, "instance": "exporter-0:9400"}), steady(1)),
-         (_selector(UP, {"job": JOB_GPU, "instance": "exporter-1:9400"}), steady(1)),
-         (_selector(gpu.UP, GPU0), disappears(1)),
-         (_selector(gpu.UP, {**GPU0, "instance": "exporter-1:9400"}), steady(1))),
-        ({"job": JOB_GPU, "instance": "exporter-0:9400"},),
+        ((_selector(UP.name, EXPORTER0), steady(1)),
+         (_selector(UP.name, EXPORTER1), steady(1)),
+         (_selector(gpu.UP.name, GPU0), disappears(1)),
+         (_selector(gpu.UP.name, {**GPU0, **EXPORTER1}), steady(1))),
+        (EXPORTER0,),
     ),
     HealthAlert(
-        "GpuLost", n.SEVERITY_PAGE, MINUTE,
-        f"{gpu.UP} == 0",
+        "GpuLost", SEVERITY_PAGE, MINUTE,
+        f"{gpu.UP.name} == 0",
         "GPU {{ $labels.gpu }} on {{ $labels.instance }} stopped answering",
         "NVML lost GPU {{ $labels.gpu }}; the inference engine on it is likely failing.",
-        ((_selector(gpu.UP, GPU0), breaks(1, 0)), (_selector(gpu.UP, GPU1), steady(1))),
+        ((_selector(gpu.UP.name, GPU0), breaks(1, 0)), (_selector(gpu.UP.name, GPU1), steady(1))),
         (GPU0,),
     ),
     HealthAlert(
-        "GpuXidErrors", n.SEVERITY_PAGE, 0,
-        _new_or_increased(_XID, _XID_BY),
+        "GpuXidErrors", SEVERITY_PAGE, 0,
+        new_or_increased(Selector(_XID), (*_BY_GPU, gpu.LABEL_XID), WINDOW),
         "GPU {{ $labels.gpu }} on {{ $labels.instance }} raised XID {{ $labels.xid }}",
         "The driver reported XID {{ $labels.xid }} on GPU {{ $labels.gpu }} in the last 5 "
         "minutes; see NVIDIA's XID catalog for whether the GPU needs a reset.",
@@ -187,8 +198,8 @@ HEALTH_ALERTS: tuple[HealthAlert, ...] = (
         ((BREAKS_AT - 1, False), (BREAKS_AT + 2, True), (BREAKS_AT + 10, False)),
     ),
     HealthAlert(
-        "GpuUncorrectedEccErrors", n.SEVERITY_PAGE, 0,
-        _new_or_increased(_ECC, _BY_GPU),
+        "GpuUncorrectedEccErrors", SEVERITY_PAGE, 0,
+        new_or_increased(Selector(_ECC), _BY_GPU, WINDOW),
         "GPU {{ $labels.gpu }} on {{ $labels.instance }} had uncorrectable ECC errors",
         "Uncorrectable memory errors corrupt results; drain the GPU and check its retired "
         "and remapped rows.",
@@ -197,97 +208,89 @@ HEALTH_ALERTS: tuple[HealthAlert, ...] = (
         ((BREAKS_AT - 1, False), (BREAKS_AT + 2, True), (BREAKS_AT + 10, False)),
     ),
     HealthAlert(
-        "GpuThermalThrottling", n.SEVERITY_TICKET, 5 * MINUTE,
+        "GpuThermalThrottling", SEVERITY_TICKET, 5 * MINUTE,
         _clock_events(gpu.THERMAL_REASONS),
         "GPU {{ $labels.gpu }} on {{ $labels.instance }} is throttled for heat",
         "Thermal clock slowdown stretches every step: check cooling and airflow.",
-        ((_selector(gpu.CLOCK_EVENT_ACTIVE, {**GPU0, gpu.LABEL_REASON: gpu.REASON_HW_THERMAL}),
+        ((_selector(gpu.CLOCK_EVENT_ACTIVE.name, {**GPU0, gpu.LABEL_REASON: gpu.REASON_HW_THERMAL}),
           breaks(0, 1)),
-         (_selector(gpu.CLOCK_EVENT_ACTIVE, {**GPU1, gpu.LABEL_REASON: gpu.REASON_SW_THERMAL}),
+         (_selector(gpu.CLOCK_EVENT_ACTIVE.name, {**GPU1, gpu.LABEL_REASON: gpu.REASON_SW_THERMAL}),
           steady(0)),
-         (_selector(gpu.CLOCK_EVENT_ACTIVE, {**GPU1, gpu.LABEL_REASON: gpu.REASON_SW_POWER_CAP}),
-          steady(1))),
+         (_selector(gpu.CLOCK_EVENT_ACTIVE.name,
+                    {**GPU1, gpu.LABEL_REASON: gpu.REASON_SW_POWER_CAP}), steady(1))),
         (GPU0,),
     ),
     HealthAlert(
-        "GpuPowerThrottling", n.SEVERITY_TICKET, 15 * MINUTE,
+        "GpuPowerThrottling", SEVERITY_TICKET, 15 * MINUTE,
         _clock_events(gpu.POWER_REASONS),
         "GPU {{ $labels.gpu }} on {{ $labels.instance }} is held back by its power limit",
         "The GPU has run at its power cap (or hit the power brake) for 15 minutes: "
         "throughput is capped below what its clocks allow.",
-        ((_selector(gpu.CLOCK_EVENT_ACTIVE, {**GPU0, gpu.LABEL_REASON: gpu.REASON_SW_POWER_CAP}),
-          breaks(0, 1)),
-         (_selector(gpu.CLOCK_EVENT_ACTIVE, {**GPU1, gpu.LABEL_REASON: gpu.REASON_HW_THERMAL}),
+        ((_selector(gpu.CLOCK_EVENT_ACTIVE.name,
+                    {**GPU0, gpu.LABEL_REASON: gpu.REASON_SW_POWER_CAP}), breaks(0, 1)),
+         (_selector(gpu.CLOCK_EVENT_ACTIVE.name, {**GPU1, gpu.LABEL_REASON: gpu.REASON_HW_THERMAL}),
           steady(1))),
         (GPU0,),
     ),
     HealthAlert(
-        "GpuMemoryNearlyFull", n.SEVERITY_TICKET, 10 * MINUTE,
-        f"{_ratio_over(f'{gpu.MEMORY_USED} / {gpu.MEMORY_TOTAL}', _BY_GPU)} > 0.97",
+        "GpuMemoryNearlyFull", SEVERITY_TICKET, 10 * MINUTE,
+        f"{max_by(_BY_GPU, f'{gpu.MEMORY_USED.name} / {gpu.MEMORY_TOTAL.name}')} > 0.97",
         "GPU {{ $labels.gpu }} on {{ $labels.instance }} has under 3% memory free",
         "Used GPU memory is above 97% of the total for 10 minutes (vLLM reserves about 90% "
         "by design; more means another process or a leak).",
-        ((_selector(gpu.MEMORY_TOTAL, GPU0), steady(80e9)),
-         (_selector(gpu.MEMORY_USED, GPU0), breaks(72e9, 79e9)),
-         (_selector(gpu.MEMORY_TOTAL, GPU1), steady(80e9)),
-         (_selector(gpu.MEMORY_USED, GPU1), steady(72e9))),
+        ((_selector(gpu.MEMORY_TOTAL.name, GPU0), steady(80e9)),
+         (_selector(gpu.MEMORY_USED.name, GPU0), breaks(72e9, 79e9)),
+         (_selector(gpu.MEMORY_TOTAL.name, GPU1), steady(80e9)),
+         (_selector(gpu.MEMORY_USED.name, GPU1), steady(72e9))),
         (GPU0,),
     ),
     HealthAlert(
-        "VllmKvCacheNearlyFull", n.SEVERITY_TICKET, 5 * MINUTE,
-        f"{_ratio_over(inf.VLLM_KV_CACHE_USAGE, _BY_ENGINE)} > 0.95",
+        "VllmKvCacheNearlyFull", SEVERITY_TICKET, 5 * MINUTE,
+        f"{max_by(_BY_ENGINE, vllm.KV_CACHE_USAGE.name)} > 0.95",
         "KV cache of {{ $labels.instance }} is above 95%",
         "New requests will wait or preempt running ones; lower max_num_seqs or add capacity.",
-        ((_selector(inf.VLLM_KV_CACHE_USAGE, ENGINE0), breaks(0.5, 0.99)),
-         (_selector(inf.VLLM_KV_CACHE_USAGE, ENGINE1), steady(0.9))),
+        ((_selector(vllm.KV_CACHE_USAGE.name, ENGINE0), breaks(0.5, 0.99)),
+         (_selector(vllm.KV_CACHE_USAGE.name, ENGINE1), steady(0.9))),
         (ENGINE0,),
     ),
     HealthAlert(
-        "VllmPreemptionsHigh", n.SEVERITY_TICKET, 5 * MINUTE,
-        f"sum by ({_BY_ENGINE}) "
-        f"(rate({inf.counter_series(inf.VLLM_NUM_PREEMPTIONS)}[5m])) > 1",
+        "VllmPreemptionsHigh", SEVERITY_TICKET, 5 * MINUTE,
+        f"{sum_by(_BY_ENGINE, rate(_PREEMPTIONS, WINDOW))} > 1",
         "{{ $labels.instance }} preempts more than one request a second",
         "Preempted requests recompute their prefill; the KV cache is too small for the batch.",
-        ((_selector(inf.counter_series(inf.VLLM_NUM_PREEMPTIONS), ENGINE0), counter(0, 600)),
-         (_selector(inf.counter_series(inf.VLLM_NUM_PREEMPTIONS), ENGINE1), counter(6, 6))),
+        ((_selector(_PREEMPTIONS, ENGINE0), counter(0, 600)),
+         (_selector(_PREEMPTIONS, ENGINE1), counter(6, 6))),
         (ENGINE0,),
     ),
     HealthAlert(
-        "VllmQueueGrowing", n.SEVERITY_TICKET, 10 * MINUTE,
-        f"sum by ({_BY_ENGINE}) ({inf.VLLM_NUM_REQUESTS_WAITING}) > 10\nand\n"
-        f"sum by ({_BY_ENGINE}) (deriv({inf.VLLM_NUM_REQUESTS_WAITING}[10m])) > 0",
+        "VllmQueueGrowing", SEVERITY_TICKET, 10 * MINUTE,
+        f"{sum_by(_BY_ENGINE, vllm.NUM_REQUESTS_WAITING.name)} > 10\nand\n"
+        f"{sum_by(_BY_ENGINE, deriv(vllm.NUM_REQUESTS_WAITING.name, '10m'))} > 0",
         "The queue of {{ $labels.instance }} keeps growing",
         "More than 10 requests wait and the queue has grown for 10 minutes: arrivals "
         "exceed what the engine serves.",
-        ((_selector(inf.VLLM_NUM_REQUESTS_WAITING, ENGINE0), counter(0, 2)),
-         (_selector(inf.VLLM_NUM_REQUESTS_WAITING, ENGINE1), steady(20))),
+        ((_selector(vllm.NUM_REQUESTS_WAITING.name, ENGINE0), counter(0, 2)),
+         (_selector(vllm.NUM_REQUESTS_WAITING.name, ENGINE1), steady(20))),
         (ENGINE0,),
     ),
     HealthAlert(
-        "InferenceShedsLoad", n.SEVERITY_TICKET, 5 * MINUTE,
-        f"sum by (job, instance) "
-        f"(rate({inf.counter_series(inf.ADMISSION_REJECTIONS)}[5m])) > 0",
+        "InferenceShedsLoad", SEVERITY_TICKET, 5 * MINUTE,
+        f"{sum_by(_BY_TARGET, rate(_REJECTIONS, WINDOW))} > 0",
         "{{ $labels.instance }} turns requests away (admission queue full)",
         "The bounded admission queue is full and requests get 429/503; the service is "
         "over capacity.",
-        ((_selector(inf.counter_series(inf.ADMISSION_REJECTIONS),
-                    {"job": JOB_INFERENCE, "instance": "inference-0:8000",
-                     inf.LABEL_REASON: "queue_full"}), counter(0, 30)),
-         (_selector(inf.counter_series(inf.ADMISSION_REJECTIONS),
-                    {"job": JOB_INFERENCE, "instance": "inference-1:8000",
-                     inf.LABEL_REASON: "queue_full"}), steady(0))),
-        ({"job": JOB_INFERENCE, "instance": "inference-0:8000"},),
+        ((_selector(_REJECTIONS, {**SERVICE0, **_QUEUE_FULL}), counter(0, 30)),
+         (_selector(_REJECTIONS, {**SERVICE1, **_QUEUE_FULL}), steady(0))),
+        (SERVICE0,),
     ),
     HealthAlert(
-        "InferenceEngineNotReady", n.SEVERITY_PAGE, 5 * MINUTE,
-        f"{inf.ENGINE_READY} == 0",
+        "InferenceEngineNotReady", SEVERITY_PAGE, 5 * MINUTE,
+        f"{service.ENGINE_READY.name} == 0",
         "The engine of {{ $labels.instance }} is not ready",
         "The service is up but its engine has not been ready for 5 minutes; requests fail.",
-        ((_selector(inf.ENGINE_READY, {"job": JOB_INFERENCE, "instance": "inference-0:8000"}),
-          breaks(1, 0)),
-         (_selector(inf.ENGINE_READY, {"job": JOB_INFERENCE, "instance": "inference-1:8000"}),
-          steady(1))),
-        ({"job": JOB_INFERENCE, "instance": "inference-0:8000"},),
+        ((_selector(service.ENGINE_READY.name, SERVICE0), breaks(1, 0)),
+         (_selector(service.ENGINE_READY.name, SERVICE1), steady(1))),
+        (SERVICE0,),
     ),
 )
 

@@ -14,27 +14,19 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Final
 
-DAY: Final = 86400
-INFERENCE_PORT: Final = 8000
-EXPORTER_PORT: Final = 9400
-CONTROLLER_PORT: Final = 9500
-PROMETHEUS_PORT: Final = 9090
-ALERTMANAGER_PORT: Final = 9093
+from governor.contracts.endpoints import ALERTMANAGER, CONTROLLER, EXPORTER, INFERENCE, LOCAL_HOST
 
-# Scrape job names (other components and dashboards select on them).
-JOB_INFERENCE: Final = "inference"
-JOB_GPU: Final = "gpu"
-JOB_CONTROLLER: Final = "controller"
+DAY: Final = 86400
 
 
 @dataclass(frozen=True)
 class Endpoints:
     """``host:port`` addresses, as Prometheus and Alertmanager reach them."""
 
-    inference: tuple[str, ...] = (f"inference:{INFERENCE_PORT}",)
-    exporter: tuple[str, ...] = (f"exporter:{EXPORTER_PORT}",)
-    controller: tuple[str, ...] = (f"controller:{CONTROLLER_PORT}",)
-    alertmanager: tuple[str, ...] = (f"alertmanager:{ALERTMANAGER_PORT}",)
+    inference: tuple[str, ...] = (INFERENCE.address(),)
+    exporter: tuple[str, ...] = (EXPORTER.address(),)
+    controller: tuple[str, ...] = (CONTROLLER.address(),)
+    alertmanager: tuple[str, ...] = (ALERTMANAGER.address(),)
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -45,10 +37,10 @@ class Endpoints:
             raise ValueError("controller: at least one address is needed for its webhook")
 
     @classmethod
-    def local(cls, host: str = "127.0.0.1") -> Endpoints:
+    def local(cls, host: str = LOCAL_HOST) -> Endpoints:
         """Everything on one machine at the default ports (``governor up``)."""
-        return cls((f"{host}:{INFERENCE_PORT}",), (f"{host}:{EXPORTER_PORT}",),
-                   (f"{host}:{CONTROLLER_PORT}",), (f"{host}:{ALERTMANAGER_PORT}",))
+        return cls((INFERENCE.address(host),), (EXPORTER.address(host),),
+                   (CONTROLLER.address(host),), (ALERTMANAGER.address(host),))
 
 
 def _is_address(address: object) -> bool:

@@ -8,8 +8,15 @@ relative to the configuration file, so the same ``prometheus.yml`` works in a co
 
 from __future__ import annotations
 
-from governor.alerts.params import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE, Endpoints, RenderParams
-from governor.slo.promql import format_duration
+from governor.alerts.params import Endpoints, RenderParams
+from governor.contracts.endpoints import (
+    JOB_CONTROLLER,
+    JOB_GPU,
+    JOB_INFERENCE,
+    LISTEN_HOST,
+    PROMETHEUS,
+)
+from governor.contracts.promql import format_duration
 from governor.slo.spec import SloSpec
 
 RULES_GLOB = "rules/*.yml"
@@ -54,7 +61,7 @@ def flags_note(spec: SloSpec, params: RenderParams) -> str:
 
 def prometheus_args(
     spec: SloSpec, params: RenderParams, *, config_file: str, storage_path: str,
-    listen_address: str = "0.0.0.0:9090",
+    listen_address: str = PROMETHEUS.address(LISTEN_HOST),
 ) -> list[str]:
     """The flags to start Prometheus 2.42 with this configuration."""
     return [

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from governor.slo.promql import format_duration
+from governor.contracts.promql import format_duration
 
 # The only template actions generated annotations contain: a label, or a literal "{{".
 _ACTION = re.compile(r'\{\{ (?:\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)|"(\{\{)") \}\}')

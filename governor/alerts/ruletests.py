@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from governor.slo.promql import format_duration
+from governor.contracts.promql import format_duration
 
 
 @dataclass(frozen=True)

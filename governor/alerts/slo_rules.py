@@ -10,15 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from governor.alerts import metric_names as n
 from governor.alerts.rules import AlertRule, RecordingRule, RuleFile, RuleGroup, literal
 from governor.alerts.windows import PERIOD_SLICE_SECONDS, SEVERITIES, SLI_WINDOWS, TIERS, BurnTier
-from governor.slo.promql import (
+from governor.contracts.declaration import Metric
+from governor.contracts.metrics import slo as n
+from governor.contracts.metrics.prometheus import LABEL_LE
+from governor.contracts.promql import (
     Matcher,
     Selector,
+    eq,
+    equal_to,
     format_duration,
     format_number,
     parse_selector,
+    rate,
+    regex,
+    sum_by,
+    sum_over_time,
     to_decimal,
 )
 from governor.slo.spec import SLO, LatencySLI, SloSpec
@@ -29,10 +37,10 @@ def slo_labels(spec: SloSpec, slo: SLO) -> dict[str, str]:
     return {**spec.labels, **slo.labels, n.LABEL_SLO: slo.name, n.LABEL_SERVICE: spec.service}
 
 
-def recorded(name: str, spec: SloSpec, slo: SLO) -> str:
+def recorded(series: Metric, spec: SloSpec, slo: SLO) -> str:
     """A selector for one of this SLO's recorded series."""
-    return Selector(name, (Matcher(n.LABEL_SLO, "=", slo.name),
-                           Matcher(n.LABEL_SERVICE, "=", spec.service))).render()
+    return Selector(series.name, (eq(n.LABEL_SLO, slo.name),
+                                  eq(n.LABEL_SERVICE, spec.service))).render()
 
 
 def le_matcher(threshold: float) -> Matcher:
@@ -40,43 +48,42 @@ def le_matcher(threshold: float) -> Matcher:
     and Prometheus 3 normalises them to ``1``; the regex accepts both."""
     text = format_number(threshold)
     if "." in text:
-        return Matcher("le", "=", text)
-    return Matcher("le", "=~", f"{text}|{text}\\.0")
+        return eq(LABEL_LE, text)
+    return regex(LABEL_LE, f"{text}|{text}\\.0")
 
 
-def _histogram(sli: LatencySLI, suffix: str, *extra: Matcher) -> str:
-    matchers = tuple(Matcher(k, "=", v) for k, v in sorted(sli.selector.items()))
-    return Selector(sli.metric + suffix, (*matchers, *extra)).render()
+def _histogram(sli: LatencySLI, suffix: str, *extra: Matcher) -> Selector:
+    return Selector(sli.metric + suffix, (*equal_to(sli.selector), *extra))
 
 
 def events_rate(slo: SLO, window: str) -> str:
     """PromQL: all of the SLI's events per second over ``window``."""
     if isinstance(slo.sli, LatencySLI):
-        return f"sum(rate({_histogram(slo.sli, '_count')}[{window}]))"
-    return f"sum(rate({parse_selector(slo.sli.total).render()}[{window}]))"
+        return sum_by((), rate(_histogram(slo.sli, "_count"), window))
+    return sum_by((), rate(parse_selector(slo.sli.total), window))
 
 
 def error_events_rate(slo: SLO, window: str) -> str:
     """PromQL: the SLI's bad events per second over ``window``."""
     if isinstance(slo.sli, LatencySLI):
         good = _histogram(slo.sli, "_bucket", le_matcher(slo.sli.threshold_seconds))
-        return f"{events_rate(slo, window)}\n-\nsum(rate({good}[{window}]))"
+        return f"{events_rate(slo, window)}\n-\n{sum_by((), rate(good, window))}"
     # A service that never failed has no error series at all: count that as zero errors.
-    return f"sum(rate({parse_selector(slo.sli.errors).render()}[{window}])) or vector(0)"
+    return f"{sum_by((), rate(parse_selector(slo.sli.errors), window))} or vector(0)"
 
 
 def _window_rules(spec: SloSpec, slo: SLO, window_seconds: int) -> tuple[RecordingRule, ...]:
     labels = slo_labels(spec, slo)
     window = format_duration(window_seconds)
-    errors = n.windowed(n.SLI_ERROR_EVENTS_RATE, window_seconds)
-    events = n.windowed(n.SLI_EVENTS_RATE, window_seconds)
-    ratio = n.windowed(n.SLI_ERROR_RATIO, window_seconds)
+    errors = n.SLI_ERROR_EVENTS_RATE.at(window_seconds)
+    events = n.SLI_EVENTS_RATE.at(window_seconds)
+    ratio = n.SLI_ERROR_RATIO.at(window_seconds)
     return (
-        RecordingRule(events, events_rate(slo, window), labels),
-        RecordingRule(errors, error_events_rate(slo, window), labels),
-        RecordingRule(ratio, f"{recorded(errors, spec, slo)}\n/\n{recorded(events, spec, slo)}",
-                      labels),
-        RecordingRule(n.windowed(n.BURN_RATE, window_seconds),
+        RecordingRule(events.name, events_rate(slo, window), labels),
+        RecordingRule(errors.name, error_events_rate(slo, window), labels),
+        RecordingRule(ratio.name,
+                      f"{recorded(errors, spec, slo)}\n/\n{recorded(events, spec, slo)}", labels),
+        RecordingRule(n.BURN_RATE.at(window_seconds).name,
                       f"{recorded(ratio, spec, slo)} / {format_number(slo.error_budget)}", labels),
     )
 
@@ -84,8 +91,8 @@ def _window_rules(spec: SloSpec, slo: SLO, window_seconds: int) -> tuple[Recordi
 def _meta_rules(spec: SloSpec, slo: SLO) -> tuple[RecordingRule, ...]:
     labels = slo_labels(spec, slo)
     budget = format_number(slo.error_budget)
-    errors = n.windowed(n.SLI_ERROR_EVENTS_RATE, PERIOD_SLICE_SECONDS)
-    events = n.windowed(n.SLI_EVENTS_RATE, PERIOD_SLICE_SECONDS)
+    errors = n.SLI_ERROR_EVENTS_RATE.at(PERIOD_SLICE_SECONDS)
+    events = n.SLI_EVENTS_RATE.at(PERIOD_SLICE_SECONDS)
     period = spec.period
     info = dict(labels, objective=format_number(slo.objective), period=period,
                 controller=str(slo.controller).lower(),
@@ -94,17 +101,17 @@ def _meta_rules(spec: SloSpec, slo: SLO) -> tuple[RecordingRule, ...]:
         info.update(metric=slo.sli.metric,
                     threshold_seconds=format_number(slo.sli.threshold_seconds))
     return (
-        RecordingRule(n.SLI_ERROR_RATIO_PERIOD,
-                      f"sum_over_time({recorded(errors, spec, slo)}[{period}])\n/\n"
-                      f"sum_over_time({recorded(events, spec, slo)}[{period}])", labels),
-        RecordingRule(n.BURN_RATE_PERIOD,
+        RecordingRule(n.SLI_ERROR_RATIO_PERIOD.name,
+                      f"{sum_over_time(recorded(errors, spec, slo), period)}\n/\n"
+                      f"{sum_over_time(recorded(events, spec, slo), period)}", labels),
+        RecordingRule(n.BURN_RATE_PERIOD.name,
                       f"{recorded(n.SLI_ERROR_RATIO_PERIOD, spec, slo)} / {budget}", labels),
-        RecordingRule(n.ERROR_BUDGET_REMAINING,
+        RecordingRule(n.ERROR_BUDGET_REMAINING.name,
                       f"1 - {recorded(n.SLI_ERROR_RATIO_PERIOD, spec, slo)} / {budget}", labels),
-        RecordingRule(n.OBJECTIVE, f"vector({format_number(slo.objective)})", labels),
-        RecordingRule(n.ERROR_BUDGET, f"vector({budget})", labels),
-        RecordingRule(n.PERIOD, f"vector({spec.period_seconds})", labels),
-        RecordingRule(n.INFO, "vector(1)", info),
+        RecordingRule(n.OBJECTIVE.name, f"vector({format_number(slo.objective)})", labels),
+        RecordingRule(n.ERROR_BUDGET.name, f"vector({budget})", labels),
+        RecordingRule(n.PERIOD.name, f"vector({spec.period_seconds})", labels),
+        RecordingRule(n.INFO.name, "vector(1)", info),
     )
 
 
@@ -116,11 +123,11 @@ def firing_tiers(spec: SloSpec, slo: SLO, severity: str) -> tuple[BurnTier, ...]
 
 def _tier_condition(spec: SloSpec, slo: SLO, tier: BurnTier) -> str:
     threshold = format_number(tier.threshold(spec.period_seconds, slo.error_budget))
-    short = recorded(n.windowed(n.SLI_ERROR_RATIO, tier.short_seconds), spec, slo)
-    long = recorded(n.windowed(n.SLI_ERROR_RATIO, tier.long_seconds), spec, slo)
+    short = recorded(n.SLI_ERROR_RATIO.at(tier.short_seconds), spec, slo)
+    long = recorded(n.SLI_ERROR_RATIO.at(tier.long_seconds), spec, slo)
     condition = f"  {short} > {threshold}\nand\n  {long} > {threshold}"
     if slo.min_event_rate_per_second > 0:
-        traffic = recorded(n.windowed(n.SLI_EVENTS_RATE, tier.long_seconds), spec, slo)
+        traffic = recorded(n.SLI_EVENTS_RATE.at(tier.long_seconds), spec, slo)
         condition += f"\nand\n  {traffic} >= {format_number(slo.min_event_rate_per_second)}"
     return f"(\n{condition}\n)"
 
@@ -142,7 +149,7 @@ def _describe(spec: SloSpec, slo: SLO, tiers: tuple[BurnTier, ...]) -> str:
 
 def burn_alerts(spec: SloSpec, slo: SLO) -> tuple[AlertRule, ...]:
     alerts = []
-    pace = {"page": "fast", "ticket": "steadily"}
+    pace = {n.SEVERITY_PAGE: "fast", n.SEVERITY_TICKET: "steadily"}
     for severity in SEVERITIES:
         tiers = firing_tiers(spec, slo, severity)
         if not tiers:

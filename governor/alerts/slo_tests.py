@@ -14,15 +14,18 @@ from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 
-from governor.alerts import metric_names as n
 from governor.alerts.rules import AlertRule
 from governor.alerts.ruletests import AlertCheck, ExpectedAlert, ExprCheck, InputSeries, RuleTest
 from governor.alerts.slo_rules import alert_labels, burn_alerts, firing_tiers, recorded, slo_labels
 from governor.alerts.synth import Series, matching, split_events
 from governor.alerts.windows import SEVERITIES, BurnTier
-from governor.slo.promql import (
-    Matcher,
+from governor.contracts.endpoints import INFERENCE, JOB_INFERENCE
+from governor.contracts.metrics import slo as n
+from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB, LABEL_LE
+from governor.contracts.promql import (
     Selector,
+    eq,
+    equal_to,
     exposition_float,
     format_number,
     parse_selector,
@@ -31,7 +34,7 @@ from governor.slo.promql import (
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 MINUTE = 60
-SCRAPE = {"job": "inference", "instance": "inference:8000"}
+SCRAPE = {LABEL_JOB: JOB_INFERENCE, LABEL_INSTANCE: INFERENCE.address()}
 
 
 @dataclass(frozen=True)
@@ -76,10 +79,10 @@ def traffic(slo: SLO, segments: Sequence[Segment]) -> tuple[InputSeries, ...]:
     """Counter series that the SLO's own selectors read as these good and bad events."""
     sli = slo.sli
     if isinstance(sli, LatencySLI):
-        selector = tuple(Matcher(k, "=", v) for k, v in sorted(sli.selector.items()))
+        selector = equal_to(sli.selector)
         le = exposition_float(sli.threshold_seconds)
-        bucket = matching(Selector(sli.metric + "_bucket", (*selector, Matcher("le", "=", le))))
-        inf = matching(Selector(sli.metric + "_bucket", (*selector, Matcher("le", "=", "+Inf"))))
+        bucket = matching(Selector(sli.metric + "_bucket", (*selector, eq(LABEL_LE, le))))
+        inf = matching(Selector(sli.metric + "_bucket", (*selector, eq(LABEL_LE, "+Inf"))))
         count = matching(Selector(sli.metric + "_count", selector))
         return (InputSeries(_with_scrape(bucket), _counter(segments, "good")),
                 InputSeries(_with_scrape(inf), _counter(segments, "total")),
@@ -170,11 +173,12 @@ def _weighting_test(spec: SloSpec, slo: SLO) -> RuleTest:
 
 
 def slo_tests(spec: SloSpec, slo: SLO) -> tuple[RuleTest, ...]:
-    alerts = {a.labels["severity"]: a for a in burn_alerts(spec, slo)}
+    alerts = {a.labels[n.LABEL_SEVERITY]: a for a in burn_alerts(spec, slo)}
     if not alerts:  # no tier can fire: only the recording rules are left to test
         return (_weighting_test(spec, slo),)
     name = next(iter(alerts.values())).alert
-    page, ticket = _thresholds(spec, slo, "page"), _thresholds(spec, slo, "ticket")
+    page = _thresholds(spec, slo, n.SEVERITY_PAGE)
+    ticket = _thresholds(spec, slo, n.SEVERITY_TICKET)
     healthy = min(page + ticket) / 2
     slow = (max(ticket) + min([*page, Decimal(1)])) / 2 if ticket else None
     ratios = [r for r in (healthy, slow) if r is not None]
@@ -193,7 +197,7 @@ def slo_tests(spec: SloSpec, slo: SLO) -> tuple[RuleTest, ...]:
                   [(30, True), (90, True), (180, True)])]
     if page:
         # Long enough for the quickest page tier that can fire to see nothing but errors.
-        quickest = min(t.long_seconds for t in firing_tiers(spec, slo, "page")) // MINUTE
+        quickest = min(t.long_seconds for t in firing_tiers(spec, slo, n.SEVERITY_PAGE)) // MINUTE
         outage = [segment(healthy, 60), segment(Decimal(1), quickest + 5)]
         tests.append(test("a total outage after healthy traffic pages", outage,
                           [(59, True), (65 + quickest, True)]))

@@ -6,7 +6,7 @@ that both selectors match (bad events) and, when both count the same metric, one
 ``total`` matches (good events). This module finds such label values by construction, then
 checks every candidate with the matchers' own semantics, so a wrong guess can never slip through.
 
->>> from governor.slo.promql import parse_selector
+>>> from governor.contracts.promql import parse_selector
 >>> bad, good = split_events(parse_selector('x_total{code=~"5.."}'), parse_selector('x_total'))
 >>> bad.render(), good.render()
 ('x_total{code="500"}', 'x_total{code="200"}')
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from governor.slo.promql import Matcher, Selector, quote
+from governor.contracts.promql import Matcher, Selector, eq
 
 _FILLERS = ("0", "a", "x", "A", "_", "-", "/")
 _ESCAPES = {"d": "0", "w": "a", "s": " ", "D": "a", "W": "-", "S": "a"}
@@ -33,8 +33,7 @@ class Series:
     labels: tuple[tuple[str, str], ...]
 
     def render(self) -> str:
-        body = ", ".join(f"{name}={quote(value)}" for name, value in self.labels)
-        return f"{self.metric}{{{body}}}" if body else self.metric
+        return Selector(self.metric, tuple(eq(name, value) for name, value in self.labels)).render()
 
 
 def _class_member(body: str, filler: str) -> str:

@@ -17,13 +17,15 @@ from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from typing import Final
 
+from governor.contracts.metrics.slo import SEVERITY_PAGE, SEVERITY_TICKET
+
 SIGNIFICANT_DIGITS: Final = 4
 MINUTE, HOUR, DAY = 60, 3600, 86400
 
 
 @dataclass(frozen=True)
 class BurnTier:
-    severity: str  # "page" or "ticket": the Alertmanager route
+    severity: str  # SEVERITY_PAGE or SEVERITY_TICKET: the Alertmanager route
     short_seconds: int
     long_seconds: int
     budget_consumed: Decimal  # share of the period's error budget spent when the tier fires
@@ -50,12 +52,12 @@ def round_significant(value: Decimal, digits: int = SIGNIFICANT_DIGITS) -> Decim
 
 
 TIERS: Final[tuple[BurnTier, ...]] = (
-    BurnTier("page", 5 * MINUTE, HOUR, Decimal("0.02")),
-    BurnTier("page", 30 * MINUTE, 6 * HOUR, Decimal("0.05")),
-    BurnTier("ticket", 2 * HOUR, DAY, Decimal("0.10")),
-    BurnTier("ticket", 6 * HOUR, 3 * DAY, Decimal("0.10")),
+    BurnTier(SEVERITY_PAGE, 5 * MINUTE, HOUR, Decimal("0.02")),
+    BurnTier(SEVERITY_PAGE, 30 * MINUTE, 6 * HOUR, Decimal("0.05")),
+    BurnTier(SEVERITY_TICKET, 2 * HOUR, DAY, Decimal("0.10")),
+    BurnTier(SEVERITY_TICKET, 6 * HOUR, 3 * DAY, Decimal("0.10")),
 )
-SEVERITIES: Final = ("page", "ticket")
+SEVERITIES: Final = (SEVERITY_PAGE, SEVERITY_TICKET)
 
 # Every window an SLI error ratio is recorded over: the tiers' windows (5m is also the slice the
 # event-weighted period ratio is summed from).

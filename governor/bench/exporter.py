@@ -41,13 +41,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
 from governor.common.process import Child, running
+from governor.contracts.metrics import gpu as m
 from governor.exporters.config import package_version
-from governor.exporters.gpu import metric_names as m
 from governor.exporters.gpu.collector import age_family, families
 from governor.exporters.gpu.fake import FakeNvml
 from governor.exporters.gpu.sampler import Sampler, SamplerConfig
 
-_UP_LINE = f"\n{m.UP}{{".encode()
+_UP_LINE = f"\n{m.UP.name}{{".encode()
 _FULL_PARSE_EVERY = 25
 
 
@@ -77,7 +77,7 @@ def check_body(status: int, body: bytes, gpus: int, *, full: bool) -> str | None
         names = {family.name for family in text_string_to_metric_families(body.decode())}
     except ValueError as exc:
         return f"unparsable exposition: {exc}"
-    if m.UP not in names or m.SM_ACTIVE not in names:
+    if m.UP.name not in names or m.SM_ACTIVE.name not in names:
         return "exposition lacks gpu_up or gpu_sm_active_ratio"
     return None
 

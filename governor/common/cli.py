@@ -11,6 +11,7 @@ environment; the command line wins. ``--help`` names the variable next to each o
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -70,6 +71,27 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
     return value
+
+
+def field_default(config: type[Any], name: str) -> Any:
+    """The default of one field of a configuration dataclass, so that an option's default is
+    read from the configuration it fills rather than typed a second time::
+
+        >>> @dataclasses.dataclass
+        ... class Config:
+        ...     port: int = 8000
+        >>> field_default(Config, "port")
+        8000
+    """
+    for item in dataclasses.fields(config):
+        if item.name != name:
+            continue
+        if item.default is not dataclasses.MISSING:
+            return item.default
+        if item.default_factory is not dataclasses.MISSING:
+            return item.default_factory()
+        raise ValueError(f"{config.__name__}.{name} has no default")
+    raise ValueError(f"{config.__name__} has no field {name!r}")
 
 
 def _from_env(convert: Callable[[str], Any], variable: str) -> Callable[[str], Any]:

@@ -23,9 +23,9 @@ from typing import Any
 import aiohttp
 
 from governor.common.secrets import Secret
+from governor.contracts.endpoints import ADMIN_BATCHING_PATH
 from governor.controller.model import Limits, Param, TargetLimits
 
-ADMIN_PATH = "/admin/batching"
 _MAX_RESPONSE_BYTES = 64 * 1024
 
 
@@ -143,7 +143,7 @@ class BatchingClient:
         if self._token is not None:
             headers["Authorization"] = f"Bearer {self._token.reveal()}"
         try:
-            async with self._session.request(method, target.url.rstrip("/") + ADMIN_PATH,
+            async with self._session.request(method, target.url.rstrip("/") + ADMIN_BATCHING_PATH,
                                              json=body, headers=headers,
                                              timeout=self._timeout) as response:
                 raw = await response.content.read(_MAX_RESPONSE_BYTES)

@@ -20,6 +20,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from governor.common.secrets import Secret
+from governor.contracts.endpoints import HEALTH_PATH, METRICS_PATH, WEBHOOK_PATH
 from governor.controller import audit as audit_lines
 from governor.controller.actuator import BatchingClient
 from governor.controller.audit import AuditLog
@@ -74,10 +75,10 @@ def create_app(config: ControllerConfig, secrets: Secrets, *,
     app[BOOK] = AlertBook()
     app[OVERRIDES] = overrides or Overrides()
     app.cleanup_ctx.append(_reconciler_ctx)
-    app.router.add_post("/alerts", post_alerts)
+    app.router.add_post(WEBHOOK_PATH, post_alerts)
     app.router.add_get("/status", get_status)
-    app.router.add_get("/metrics", get_metrics)
-    app.router.add_get("/health", get_health)
+    app.router.add_get(METRICS_PATH, get_metrics)
+    app.router.add_get(HEALTH_PATH, get_health)
     return app
 
 

@@ -13,17 +13,24 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
+from governor.common.cli import (
+    EnvArgumentParser,
+    field_default,
+    parse_duration_seconds,
+    positive_int,
+)
 from governor.common.logs import setup_logging
 from governor.common.secrets import Secret
 from governor.controller.actuator import Target
 from governor.controller.app import Secrets, create_app
 from governor.controller.config import ControllerConfig
 from governor.controller.law_config import LawConfig, LawConfigError
+from governor.controller.queries import QuerySet
 from governor.controller.slo import DEFAULT_TTFT_SLO, ObjectiveError, objectives
 from governor.slo.spec import SpecError, load_spec
 
@@ -53,39 +60,53 @@ def parse_targets(text: str) -> tuple[Target, ...]:
     return tuple(targets)
 
 
+def _default(name: str) -> Any:
+    return field_default(ControllerConfig, name)
+
+
 def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
+    # Every default is read from the configuration the option fills, never typed twice.
+    law = LawConfig()
     p = EnvArgumentParser(prog="governor controller", env=env, description=__doc__,
                           epilog=f"tokens: {ENV_WEBHOOK_TOKEN} (webhook), {ENV_ADMIN_TOKEN} "
                           f"(admin API of the targets), {ENV_GRAFANA_TOKEN} (Grafana), or the "
                           "--…-token-file options")
-    p.add_argument("--host", default="0.0.0.0", help="listen address")
-    p.add_argument("--port", type=positive_int, default=9500, help="listen port")
+    p.add_argument("--host", default=_default("host"), help="listen address")
+    p.add_argument("--port", type=positive_int, default=_default("port"), help="listen port")
     p.add_argument("--slo", type=Path, default=Path("slo.yaml"), help="the SLO spec")
     p.add_argument("--itl-slo", default=None,
                    help="the decode SLO's name (default: the spec's controller-linked SLO)")
     p.add_argument("--ttft-slo", default=DEFAULT_TTFT_SLO,
                    help="the time-to-first-token SLO the law weighs ('' for none)")
-    p.add_argument("--prometheus", default="http://localhost:9090", help="Prometheus base URL")
+    p.add_argument("--prometheus", default=_default("prometheus_url"),
+                   help="Prometheus base URL")
     p.add_argument("--targets", type=parse_targets, default=(),
                    help="inference services to manage, comma-separated http://host:port")
     p.add_argument("--static-only", action="store_true",
                    help="manage only --targets, not every instance of the Prometheus job")
-    p.add_argument("--job", default="inference", help="Prometheus job of the inference service")
-    p.add_argument("--instance-scheme", choices=("http", "https"), default="http",
+    p.add_argument("--job", default=field_default(QuerySet, "job"),
+                   help="Prometheus job of the inference service")
+    p.add_argument("--instance-scheme", choices=("http", "https"),
+                   default=_default("instance_scheme"),
                    help="scheme for instances discovered from Prometheus")
-    p.add_argument("--resync", type=parse_duration_seconds, default=10.0,
+    p.add_argument("--resync", type=parse_duration_seconds, default=_default("resync_seconds"),
                    help="reconcile this often even without alerts")
-    p.add_argument("--scrape-interval", type=parse_duration_seconds, default=15.0,
+    p.add_argument("--scrape-interval", type=parse_duration_seconds,
+                   default=law.scrape_interval_seconds,
                    help="Prometheus's scrape interval for the inference job")
-    p.add_argument("--short-window", type=parse_duration_seconds, default=30.0,
+    p.add_argument("--short-window", type=parse_duration_seconds,
+                   default=law.observation_window_seconds,
                    help="window of the latency tails the law acts on")
-    p.add_argument("--long-window", type=parse_duration_seconds, default=300.0,
+    p.add_argument("--long-window", type=parse_duration_seconds,
+                   default=float(field_default(QuerySet, "long_window_seconds")),
                    help="window that confirms margin before relaxing")
-    p.add_argument("--cooldown", type=parse_duration_seconds, default=60.0,
+    p.add_argument("--cooldown", type=parse_duration_seconds, default=law.cooldown_seconds,
                    help="at most one change per target per cooldown (> short window + scrape)")
-    p.add_argument("--stabilisation", type=parse_duration_seconds, default=300.0,
+    p.add_argument("--stabilisation", type=parse_duration_seconds,
+                   default=law.stabilisation_seconds,
                    help="relax only after this long without a breach")
-    p.add_argument("--prefill-seconds-per-token", type=float, default=25e-6,
+    p.add_argument("--prefill-seconds-per-token", type=float,
+                   default=law.prefill_seconds_per_token_prior,
                    help="least step time per prefill token the law plans with; it learns "
                         "upward (default: Llama-3-8B on an H200)")
     p.add_argument("--state-file", type=Path, default=Path(".run/controller/state.json"),
@@ -140,7 +161,7 @@ def build_config(args: argparse.Namespace) -> ControllerConfig:
         static_targets=args.targets, discover=not args.static_only,
         instance_scheme=args.instance_scheme, resync_seconds=args.resync,
         dry_run=args.dry_run, state_path=args.state_file, audit_path=args.audit_log,
-        grafana_url=args.grafana_url,
+        grafana_url=args.grafana_url, host=args.host, port=args.port,
     )
 
 
@@ -166,7 +187,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if secrets.admin is None:
         log.warning("no admin token (%s): targets that require one will answer 401",
                     ENV_ADMIN_TOKEN)
-    log.info("controller on %s:%d, prometheus %s, %s", args.host, args.port, config.prometheus_url,
-             "dry run" if config.dry_run else "applying changes")
-    web.run_app(create_app(config, secrets), host=args.host, port=args.port, print=None)
+    log.info("controller on %s:%d, prometheus %s, %s", config.host, config.port,
+             config.prometheus_url, "dry run" if config.dry_run else "applying changes")
+    web.run_app(create_app(config, secrets), host=config.host, port=config.port, print=None)
     return 0

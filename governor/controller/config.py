@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from governor.contracts.endpoints import CONTROLLER, LISTEN_HOST, PROMETHEUS_URL
 from governor.controller.actuator import Target
 from governor.controller.law_config import LawConfig
 from governor.controller.model import SloTargets
@@ -16,7 +17,7 @@ class ControllerConfig:
     slo: SloTargets
     queries: QuerySet
     law: LawConfig = field(default_factory=LawConfig)
-    prometheus_url: str = "http://localhost:9090"
+    prometheus_url: str = PROMETHEUS_URL
     # Targets named on the command line; with ``discover`` also every instance Prometheus scrapes
     # in the inference job. Nothing else is ever sent the admin token.
     static_targets: tuple[Target, ...] = ()
@@ -32,6 +33,9 @@ class ControllerConfig:
     grafana_url: str | None = None
     # Recent decisions kept per target for ``GET /status``.
     recent_decisions: int = 20
+    # Where the webhook, /status and /metrics listen.
+    host: str = LISTEN_HOST
+    port: int = CONTROLLER.port
 
     def target_for(self, instance: str) -> Target:
         for target in self.static_targets:

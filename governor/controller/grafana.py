@@ -10,12 +10,12 @@ import logging
 import aiohttp
 
 from governor.common.secrets import Secret
-from governor.controller import metric_names
+from governor.contracts.metrics.controller import ANNOTATION_TAG
 from governor.controller.model import Decision
 
 log = logging.getLogger(__name__)
 
-TAG = metric_names.ANNOTATION_TAG
+TAG = ANNOTATION_TAG
 
 
 def annotation(target: str, decision: Decision, at: float) -> dict[str, object]:

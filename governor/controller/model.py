@@ -11,12 +11,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 
+from governor.contracts.metrics.service import PARAM_MAX_NUM_BATCHED_TOKENS, PARAM_MAX_NUM_SEQS
+
 
 class Param(enum.StrEnum):
-    """vLLM's two continuous-batching knobs, named as the admin API names them."""
+    """vLLM's two continuous-batching knobs, named as the admin API and the ``param`` label of
+    the service's and the controller's series name them."""
 
-    MAX_NUM_SEQS = "max_num_seqs"
-    MAX_NUM_BATCHED_TOKENS = "max_num_batched_tokens"
+    MAX_NUM_SEQS = PARAM_MAX_NUM_SEQS
+    MAX_NUM_BATCHED_TOKENS = PARAM_MAX_NUM_BATCHED_TOKENS
 
 
 class Action(enum.StrEnum):

@@ -17,8 +17,9 @@ from typing import Any
 
 import aiohttp
 
+from governor.contracts.metrics.prometheus import LABEL_INSTANCE
 from governor.controller.model import Observation
-from governor.controller.queries import INSTANCE_LABEL, QuerySet
+from governor.controller.queries import QuerySet
 
 _OBSERVATION_FIELDS = frozenset(f.name for f in fields(Observation))
 # A query answer larger than this is not what these aggregations return: refuse it.
@@ -55,7 +56,7 @@ def parse_vector(body: Any) -> dict[str, float]:
 
 def _sample(sample: Any) -> tuple[str | None, float]:
     try:
-        instance = sample["metric"].get(INSTANCE_LABEL)
+        instance = sample["metric"].get(LABEL_INSTANCE)
         value = float(sample["value"][1])
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
         raise PrometheusError(f"malformed sample {str(sample)[:200]}") from exc

@@ -1,11 +1,9 @@
 """Every PromQL expression the controller sends, in one module.
 
-The controller may not import ``inference`` (runtime components stay independent), so the metric
-names it reads are restated here as constants; ``tests/controller/test_queries.py`` asserts that
-each equals its twin in ``inference/metric_names.py``, so they cannot drift. The two latency
-histograms come from ``slo.yaml`` (the SLI of each SLO); the constants are their defaults.
-
-Every expression aggregates ``by (instance)``: one query answers for all targets at once.
+The engine series are vLLM's, declared in :mod:`governor.contracts.metrics.vllm` (as vLLM or the
+sim engine expose them); the two latency histograms come from ``slo.yaml`` (the SLI of each SLO)
+and default to the service's own. Every expression aggregates ``by (instance)``: one query
+answers for all targets at once.
 
 >>> q = QuerySet.default()
 >>> q.expressions()["prompt_tokens_per_second"]
@@ -20,24 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-# The service's client-facing latency histograms (defaults of slo.yaml's SLIs).
-ITL_HISTOGRAM: Final = "governor_inter_token_latency_seconds"
-TTFT_HISTOGRAM: Final = "governor_time_to_first_token_seconds"
-# vLLM's own engine series, as vLLM or the sim engine expose them (counters with ``_total``).
-PROMPT_TOKENS_TOTAL: Final = "vllm:prompt_tokens_total"
-GENERATION_TOKENS_TOTAL: Final = "vllm:generation_tokens_total"
-NUM_PREEMPTIONS_TOTAL: Final = "vllm:num_preemptions_total"
-NUM_REQUESTS_RUNNING: Final = "vllm:num_requests_running"
-NUM_REQUESTS_WAITING: Final = "vllm:num_requests_waiting"
-KV_CACHE_USAGE: Final = "vllm:kv_cache_usage_perc"
-# Prometheus's own per-target health series.
-UP: Final = "up"
+from governor.contracts import promql
+from governor.contracts.endpoints import JOB_INFERENCE
+from governor.contracts.metrics import service, vllm
+from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB, LABEL_LE, UP
 
-INSTANCE_LABEL: Final = "instance"
+BY_INSTANCE: Final = (LABEL_INSTANCE,)
 # The quantile that shows prefill spikes while they are too rare for the SLO's P99.
 SPIKE_QUANTILE: Final = 0.999
-# The scrape job of the inference service in the generated prometheus.yml.
-INFERENCE_JOB: Final = "inference"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +34,10 @@ class HistogramSli:
 
     metric: str
     selector: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def matchers(self) -> tuple[promql.Matcher, ...]:
+        return promql.equal_to(self.selector)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,30 +50,31 @@ class QuerySet:
     ttft_quantile: float
     short_window_seconds: int = 30
     long_window_seconds: int = 300
-    job: str = INFERENCE_JOB
+    job: str = JOB_INFERENCE
 
     @classmethod
     def default(cls) -> QuerySet:
-        return cls(HistogramSli(ITL_HISTOGRAM), 0.99, HistogramSli(TTFT_HISTOGRAM),
-                   0.99)
+        return cls(HistogramSli(service.INTER_TOKEN_LATENCY.name), 0.99,
+                   HistogramSli(service.TIME_TO_FIRST_TOKEN.name), 0.99)
 
     def expressions(self) -> dict[str, str]:
         """Observation field name → PromQL returning one sample per ``instance``."""
-        short, long = _duration(self.short_window_seconds), _duration(self.long_window_seconds)
+        short = promql.format_seconds(self.short_window_seconds)
+        long = promql.format_seconds(self.long_window_seconds)
         exprs = {
             "itl_tail_seconds": _quantile(self.itl_quantile, self.itl, short),
             "itl_median_seconds": _quantile(0.5, self.itl, short),
             "itl_tail_long_seconds": _quantile(self.itl_quantile, self.itl, long),
-            "itl_mean_seconds": _mean(self.itl, short),
+            "itl_mean_seconds": promql.mean(self.itl.metric, self.itl.matchers, short, BY_INSTANCE),
             "itl_spike_seconds": _quantile(SPIKE_QUANTILE, self.itl, long),
-            "prompt_tokens_per_second": _sum_rate(PROMPT_TOKENS_TOTAL, short),
-            "generation_tokens_per_second": _sum_rate(GENERATION_TOKENS_TOTAL, short),
-            "requests_running": f"sum by ({INSTANCE_LABEL}) ({NUM_REQUESTS_RUNNING})",
-            "requests_waiting": f"sum by ({INSTANCE_LABEL}) ({NUM_REQUESTS_WAITING})",
+            "prompt_tokens_per_second": _sum_rate(vllm.PROMPT_TOKENS.total, short),
+            "generation_tokens_per_second": _sum_rate(vllm.GENERATION_TOKENS.total, short),
+            "requests_running": promql.sum_by(BY_INSTANCE, vllm.NUM_REQUESTS_RUNNING.name),
+            "requests_waiting": promql.sum_by(BY_INSTANCE, vllm.NUM_REQUESTS_WAITING.name),
             "waiting_growth_per_second":
-                f"sum by ({INSTANCE_LABEL}) (deriv({NUM_REQUESTS_WAITING}[{long}]))",
-            "kv_cache_usage_ratio": f"max by ({INSTANCE_LABEL}) ({KV_CACHE_USAGE})",
-            "preemptions_per_second": _sum_rate(NUM_PREEMPTIONS_TOTAL, long),
+                promql.sum_by(BY_INSTANCE, promql.deriv(vllm.NUM_REQUESTS_WAITING.name, long)),
+            "kv_cache_usage_ratio": promql.max_by(BY_INSTANCE, vllm.KV_CACHE_USAGE.name),
+            "preemptions_per_second": _sum_rate(vllm.NUM_PREEMPTIONS.total, long),
         }
         if self.ttft is not None:
             exprs["ttft_tail_seconds"] = _quantile(self.ttft_quantile, self.ttft, short)
@@ -89,35 +82,14 @@ class QuerySet:
 
     def targets(self) -> str:
         """The inference instances Prometheus scrapes (the only ones the controller will touch)."""
-        return f"{UP}{_selector({'job': self.job})}"
+        return promql.Selector(UP.name, (promql.eq(LABEL_JOB, self.job),)).render()
 
 
-def _quantile(q: float, sli: HistogramSli, window: str) -> str:
-    series = f"{sli.metric}_bucket{_selector(sli.selector)}"
-    return (f"histogram_quantile({q:g}, sum by ({INSTANCE_LABEL}, le) "
-            f"(rate({series}[{window}])))")
-
-
-def _mean(sli: HistogramSli, window: str) -> str:
-    sel = _selector(sli.selector)
-    return (f"sum by ({INSTANCE_LABEL}) (rate({sli.metric}_sum{sel}[{window}])) / "
-            f"sum by ({INSTANCE_LABEL}) (rate({sli.metric}_count{sel}[{window}]))")
+def _quantile(quantile: float, sli: HistogramSli, window: str) -> str:
+    # Grouped by instance, then le: the order these queries have always been sent in.
+    return promql.histogram_quantile(quantile, sli.metric, sli.matchers, window,
+                                by=(LABEL_INSTANCE, LABEL_LE))
 
 
 def _sum_rate(counter: str, window: str) -> str:
-    return f"sum by ({INSTANCE_LABEL}) (rate({counter}[{window}]))"
-
-
-def _selector(labels: Mapping[str, str]) -> str:
-    if not labels:
-        return ""
-    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
-    return "{" + inner + "}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _duration(seconds: int) -> str:
-    return f"{seconds}s"
+    return promql.sum_by(BY_INSTANCE, promql.rate(counter, window))

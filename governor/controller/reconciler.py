@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from governor.contracts.metrics import controller as names
 from governor.controller import audit as audit_lines
-from governor.controller import metric_names as names
 from governor.controller.actuator import ActuationError, ErrorKind, Target
 from governor.controller.audit import AuditLog
 from governor.controller.config import ControllerConfig

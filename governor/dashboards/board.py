@@ -5,7 +5,7 @@ diffable artifact needs on top: panel ids in order of addition (annotation filte
 refer to them), the "generated, do not edit" note and the links between Governor's boards::
 
     board = Board(BoardInfo("governor-gpu", "Governor / GPU", "What the GPUs do."), "slo.yaml")
-    board.variable(instance_variable("gpu", gpu.UP))
+    board.variable(instance_variable("gpu", gpu.UP.name))
     board.row("Activity")
     board.panel(timeseries(...))
     dashboard = board.build()
@@ -20,8 +20,9 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.cog import builder as cog
 from grafana_foundation_sdk.models import dashboard as dm
 
+from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB
+from governor.contracts.promql import Matcher, Selector, eq
 from governor.dashboards.panels import DATASOURCE_VARIABLE, PROMETHEUS_TYPE, prometheus_ref
-from governor.dashboards.promql import INSTANCE, JOB
 
 TAG: Final = "governor"
 PROMETHEUS_UID: Final = "prometheus"  # the provisioned datasource (dashboards.provisioning)
@@ -98,18 +99,18 @@ def datasource_variable() -> db.DatasourceVariable:
 
 
 def label_variable(name: str, label: str, metric: str, job: str, *,
-                   title: str | None = None, extra: str = "") -> db.QueryVariable:
+                   title: str | None = None, extra: tuple[Matcher, ...] = ()) -> db.QueryVariable:
     """A multi-value variable over ``label``'s values on ``metric`` of scrape job ``job``."""
-    matchers = f'{JOB}="{job}"' + (f", {extra}" if extra else "")
+    series = Selector(metric, (eq(LABEL_JOB, job), *extra))
     return (db.QueryVariable(name).label(title or name.capitalize())
-            .query(f"label_values({metric}{{{matchers}}}, {label})")
+            .query(f"label_values({series}, {label})")
             .datasource(prometheus_ref()).refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
             .sort(dm.VariableSort.NATURAL_ASC).multi(True).include_all(True)
             .all_value(ALL_REGEX).current(dm.VariableOption(selected=True, text="All", value=ALL)))
 
 
 def instance_variable(job: str, metric: str) -> db.QueryVariable:
-    return label_variable(INSTANCE, INSTANCE, metric, job)
+    return label_variable(LABEL_INSTANCE, LABEL_INSTANCE, metric, job)
 
 
 class Board:

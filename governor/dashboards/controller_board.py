@@ -11,30 +11,31 @@ from typing import Final
 
 from grafana_foundation_sdk.models import dashboard as dm
 
-from governor.alerts.params import JOB_CONTROLLER
-from governor.controller import metric_names as c
+from governor.contracts.declaration import Metric
+from governor.contracts.endpoints import JOB_CONTROLLER
+from governor.contracts.metrics import controller as c
+from governor.contracts.promql import (
+    Matcher,
+    Selector,
+    histogram_quantile,
+    increase,
+    max_by,
+    not_regex,
+    regex,
+    sum_by,
+)
 from governor.dashboards import controller_events
 from governor.dashboards.board import Board, BoardInfo, instance_variable, label_variable
 from governor.dashboards.panels import WARN_COLOR, Line, Query, Spec, stat, timeseries
-from governor.dashboards.promql import (
-    increase,
-    matchers,
-    quantile,
-    ref,
-    selector,
-    sum_by,
-    variable,
-    with_label,
-)
-from governor.inference.metric_names import counter_series
+from governor.dashboards.variables import RATE_INTERVAL, ref, scope, variable
 from governor.slo.spec import LatencySLI, SloSpec
 
 INFO: Final = BoardInfo(
     "governor-controller", "Governor / Controller",
     "The SLO controller's decisions by action and reason, the batching limits it set on each "
     "target, what it observed, and the health of its reconcile loop.")
-LABELS: Final = matchers(JOB_CONTROLLER)
-TARGETS: Final = with_label(LABELS, f'{c.LABEL_TARGET}=~"{variable(c.LABEL_TARGET)}"')
+LABELS: Final = scope(JOB_CONTROLLER)
+TARGETS: Final = (*LABELS, regex(c.LABEL_TARGET, variable(c.LABEL_TARGET)))
 PER_TARGET: Final = f"{ref(c.LABEL_TARGET)}"
 # Unit suffixes of the observed quantities (base units in every name).
 SECONDS: Final = ".+_seconds"
@@ -42,12 +43,16 @@ PER_SECOND: Final = ".+_per_second"
 RATIO: Final = ".+_ratio"
 
 
-def _quantities(pattern: str, negate: bool = False) -> str:
-    return with_label(TARGETS, f'{c.LABEL_QUANTITY}{"!~" if negate else "=~"}"{pattern}"')
+def _quantities(pattern: str, negate: bool = False) -> tuple[Matcher, ...]:
+    return (*TARGETS, (not_regex if negate else regex)(c.LABEL_QUANTITY, pattern))
 
 
-def _increase(counter: str, by: tuple[str, ...]) -> str:
-    return sum_by(by, increase(counter_series(counter), LABELS))
+def _series(metric: Metric, labels: tuple[Matcher, ...] = LABELS) -> str:
+    return Selector(metric.series, labels).render()
+
+
+def _increase(counter: Metric, by: tuple[str, ...]) -> str:
+    return sum_by(by, increase(Selector(counter.total, LABELS), RATE_INTERVAL))
 
 
 def controlled_thresholds(spec: SloSpec) -> list[float]:
@@ -74,23 +79,23 @@ def _limits_row(spec: SloSpec, board: Board) -> None:
     board.panel(timeseries(
         Spec("Batching limits set", "The limits in force on each target, as the controller "
              "last read or set them.", "short"),
-        [Query(selector(c.TARGET_LIMITS, TARGETS),
+        [Query(_series(c.TARGET_LIMITS, TARGETS),
                f"{ref(c.LABEL_PARAM)} {PER_TARGET}")]))
     board.panel(timeseries(
         Spec("Observed latency", "The latency tails and medians the last reconcile acted on. "
              "Dashed: the thresholds of the SLOs the controller keeps.", "s"),
-        [Query(selector(c.OBSERVED, _quantities(SECONDS)),
+        [Query(_series(c.OBSERVED, _quantities(SECONDS)),
                f"{ref(c.LABEL_QUANTITY)} {PER_TARGET}")],
         lines=[Line(t) for t in controlled_thresholds(spec)]))
     board.panel(timeseries(
         Spec("Observed rates", "Token throughput, preemptions and queue growth the last "
              "reconcile saw.", "short"),
-        [Query(selector(c.OBSERVED, _quantities(PER_SECOND)),
+        [Query(_series(c.OBSERVED, _quantities(PER_SECOND)),
                f"{ref(c.LABEL_QUANTITY)} {PER_TARGET}")]))
     board.panel(timeseries(
         Spec("Observed load", "Requests running and waiting, and the KV cache usage ratio.",
              "short"),
-        [Query(selector(c.OBSERVED, _quantities(f"{SECONDS}|{PER_SECOND}", negate=True)),
+        [Query(_series(c.OBSERVED, _quantities(f"{SECONDS}|{PER_SECOND}", negate=True)),
                f"{ref(c.LABEL_QUANTITY)} {PER_TARGET}")]))
 
 
@@ -104,21 +109,21 @@ def _loop_row(board: Board) -> None:
     board.panel(timeseries(
         Spec("Reconcile duration", "One pass over all targets: Prometheus queries plus admin "
              "API calls.", "s", width=8),
-        [Query(quantile(q, c.RECONCILE_DURATION, LABELS), f"p{round(q * 100)}")
-         for q in (0.5, 0.99)]))
+        [Query(histogram_quantile(q, c.RECONCILE_DURATION.name, LABELS, RATE_INTERVAL),
+               f"p{round(q * 100)}") for q in (0.5, 0.99)]))
     board.panel(stat(
         Spec("Since last reconcile", "Seconds since the loop last completed a pass; it "
              "resyncs every few seconds even without alerts.", "s", width=4),
-        Query(f"time() - max({selector(c.LAST_RECONCILE, LABELS)})", instant=True),
+        Query(f"time() - {max_by((), _series(c.LAST_RECONCILE))}", instant=True),
         steps=[(60, WARN_COLOR)], decimals=0))
     board.panel(stat(
         Spec("Dry run", "1: decisions are logged and counted but not applied.", "short",
              width=4),
-        Query(f"max({selector(c.DRY_RUN, LABELS)})", instant=True), steps=[(1, WARN_COLOR)]))
+        Query(max_by((), _series(c.DRY_RUN)), instant=True), steps=[(1, WARN_COLOR)]))
     board.panel(timeseries(
         Spec("Alerts", "Alerts the controller knows to be firing, and Alertmanager "
              "notifications received by status and outcome.", "short"),
-        [Query(sum_by((), selector(c.ALERTS_FIRING, LABELS)), "firing"),
+        [Query(sum_by((), _series(c.ALERTS_FIRING)), "firing"),
          Query(_increase(c.ALERTS_RECEIVED, (c.LABEL_STATUS, c.LABEL_OUTCOME)),
                f"received {ref(c.LABEL_STATUS)} {ref(c.LABEL_OUTCOME)}")]))
     board.panel(timeseries(
@@ -130,8 +135,8 @@ def _loop_row(board: Board) -> None:
 
 def controller_board(spec: SloSpec, source: str) -> Board:
     board = Board(INFO, source)
-    board.variable(instance_variable(JOB_CONTROLLER, c.DRY_RUN))
-    board.variable(label_variable(c.LABEL_TARGET, c.LABEL_TARGET, c.TARGET_LIMITS,
+    board.variable(instance_variable(JOB_CONTROLLER, c.DRY_RUN.name))
+    board.variable(label_variable(c.LABEL_TARGET, c.LABEL_TARGET, c.TARGET_LIMITS.name,
                                   JOB_CONTROLLER))
     board.annotation(controller_events.decisions()).annotation(controller_events.limit_changes())
     board.annotation(controller_events.controller_posts())

@@ -12,11 +12,12 @@ from typing import Final
 
 from grafana_foundation_sdk.builders import dashboard as db
 
-from governor.alerts.params import JOB_CONTROLLER
-from governor.controller import metric_names as c
+from governor.contracts.endpoints import JOB_CONTROLLER
+from governor.contracts.metrics import controller as c
+from governor.contracts.metrics.prometheus import LABEL_JOB
+from governor.contracts.promql import Selector, changes, eq, ne, new_or_increased
 from governor.dashboards.board import PrometheusAnnotation, tagged_annotations
-from governor.dashboards.promql import JOB, changed, equals, events, ref
-from governor.inference.metric_names import counter_series
+from governor.dashboards.variables import ref
 
 # The tag controller.grafana puts on every annotation it posts.
 CONTROLLER_TAG: Final = c.ANNOTATION_TAG
@@ -29,10 +30,11 @@ STEP: Final = "1m"
 
 
 def decisions() -> PrometheusAnnotation:
-    labels = f"{equals(JOB, JOB_CONTROLLER)}, {c.LABEL_ACTION}!=\"{HOLD_ACTION}\""
+    changes_made = Selector(c.DECISIONS.total,
+                            (eq(LABEL_JOB, JOB_CONTROLLER), ne(c.LABEL_ACTION, HOLD_ACTION)))
     return PrometheusAnnotation(
         "Controller decisions",
-        events(counter_series(c.DECISIONS), labels, (c.LABEL_ACTION, c.LABEL_REASON), WINDOW),
+        new_or_increased(changes_made, (c.LABEL_ACTION, c.LABEL_REASON), WINDOW),
         color="purple", title_format=f"controller: {ref(c.LABEL_ACTION)}",
         text_format=f"reason: {ref(c.LABEL_REASON)}",
         tag_keys=f"{c.LABEL_ACTION},{c.LABEL_REASON}", step=STEP)
@@ -41,7 +43,7 @@ def decisions() -> PrometheusAnnotation:
 def limit_changes() -> PrometheusAnnotation:
     return PrometheusAnnotation(
         "Batching limit changes",
-        changed(c.TARGET_LIMITS, equals(JOB, JOB_CONTROLLER), WINDOW),
+        f"{changes(Selector(c.TARGET_LIMITS.name, (eq(LABEL_JOB, JOB_CONTROLLER),)), WINDOW)} > 0",
         color="orange", title_format=f"{ref(c.LABEL_PARAM)} changed",
         text_format=f"target {ref(c.LABEL_TARGET)}",
         tag_keys=f"{c.LABEL_PARAM},{c.LABEL_TARGET}", step=STEP)

@@ -12,39 +12,41 @@ from typing import Final
 
 from grafana_foundation_sdk.models import dashboard as dm
 
-from governor.alerts.params import JOB_GPU
+from governor.contracts.declaration import Metric
+from governor.contracts.endpoints import JOB_GPU
+from governor.contracts.metrics import gpu as g
+from governor.contracts.metrics.prometheus import LABEL_INSTANCE as INSTANCE
+from governor.contracts.promql import Matcher, Selector, increase, rate, regex, sum_by
 from governor.dashboards.board import Board, BoardInfo, instance_variable, label_variable
 from governor.dashboards.panels import BAD_COLOR, Line, Query, Spec, stat, timeseries
-from governor.dashboards.promql import (
-    INSTANCE,
-    increase,
-    matchers,
-    rate,
-    ref,
-    selector,
-    sum_by,
-    variable,
-)
-from governor.exporters.gpu import metric_names as g
-from governor.inference.metric_names import counter_series
+from governor.dashboards.variables import RATE_INTERVAL, ref, scope, variable
 
 INFO: Final = BoardInfo(
     "governor-gpu", "Governor / GPU",
     "Per-GPU activity (SM, tensor, DRAM), memory, power, clocks, throttling and errors, as the "
     "GPU exporter reads them from NVML and GPM.")
-LABELS: Final = matchers(JOB_GPU, **{g.LABEL_GPU: variable(g.LABEL_GPU)})
+LABELS: Final = scope(JOB_GPU, **{g.LABEL_GPU: variable(g.LABEL_GPU)})
+EXPORTER_LABELS: Final = scope(JOB_GPU)
 PER_GPU: Final = f"GPU {ref(g.LABEL_GPU)} {ref(INSTANCE)}"
 
 
-def _gauge(metric: str) -> Query:
-    return Query(selector(metric, LABELS), PER_GPU)
+def _series(metric: Metric, labels: tuple[Matcher, ...] = LABELS) -> str:
+    return Selector(metric.series, labels).render()
+
+
+def _counter(metric: Metric, labels: tuple[Matcher, ...] = LABELS) -> Selector:
+    return Selector(metric.total, labels)
+
+
+def _gauge(metric: Metric) -> Query:
+    return Query(_series(metric), PER_GPU)
 
 
 def _activity_row(board: Board) -> None:
     board.row("Activity")
     board.panel(stat(Spec("GPUs answering", "GPUs whose NVML handle answers (gpu_up = 1) out "
                           "of those the exporter knows.", "short", width=4, height=8),
-                     Query(sum_by((), selector(g.UP, LABELS)), instant=True),
+                     Query(sum_by((), _series(g.UP)), instant=True),
                      base_color=BAD_COLOR, steps=[(1, "green")]))
     for title, about, metric in (
         ("SM active", "Share of time at least one warp is resident on an SM (GPM).",
@@ -72,30 +74,30 @@ def _memory_power_row(board: Board) -> None:
         Spec("Memory used", "Framebuffer memory in use per GPU; vLLM reserves most of it for "
              "the KV cache at start-up.", "bytes", width=8),
         [_gauge(g.MEMORY_USED),
-         Query(selector(g.MEMORY_TOTAL, LABELS), f"total {PER_GPU}")]))
+         Query(_series(g.MEMORY_TOTAL), f"total {PER_GPU}")]))
     board.panel(timeseries(
         Spec("Memory by process", "GPU memory held by each process, with its container.",
              "bytes", width=8),
-        [Query(selector(g.PROCESS_MEMORY_USED, LABELS),
+        [Query(_series(g.PROCESS_MEMORY_USED),
                f"pid {ref(g.LABEL_PID)} {ref(g.LABEL_CONTAINER)} GPU {ref(g.LABEL_GPU)}")]))
     board.panel(timeseries(
         Spec("Power", "Board power draw, and the enforced power limit per GPU.", "watt",
              width=8),
-        [_gauge(g.POWER), Query(selector(g.POWER_LIMIT, LABELS), f"limit {PER_GPU}")]))
+        [_gauge(g.POWER), Query(_series(g.POWER_LIMIT), f"limit {PER_GPU}")]))
     board.panel(timeseries(
         Spec("Clocks", "SM and memory clocks; an SM clock below its boost value under load "
              "means throttling.", "hertz", width=8),
-        [Query(selector(g.CLOCK, LABELS), f"{ref(g.LABEL_CLOCK)} {PER_GPU}")]))
+        [Query(_series(g.CLOCK), f"{ref(g.LABEL_CLOCK)} {PER_GPU}")]))
     board.panel(timeseries(
         Spec("Temperature", "GPU and HBM temperature.", "celsius", width=8),
-        [Query(selector(g.TEMPERATURE, LABELS), f"GPU {PER_GPU}"),
-         Query(selector(g.MEMORY_TEMPERATURE, LABELS), f"HBM {PER_GPU}")], min_value=None))
+        [Query(_series(g.TEMPERATURE), f"GPU {PER_GPU}"),
+         Query(_series(g.MEMORY_TEMPERATURE), f"HBM {PER_GPU}")], min_value=None))
     board.panel(timeseries(
         Spec("Throttled share of time", "Share of time each clock-event reason held the "
              "clocks down (power cap, thermal, …), from NVML's violation counters.",
              "percentunit", width=8),
         [Query(sum_by((g.LABEL_GPU, INSTANCE, g.LABEL_REASON),
-                      rate(counter_series(g.CLOCK_EVENT_DURATION), LABELS)),
+                      rate(_counter(g.CLOCK_EVENT_DURATION), RATE_INTERVAL)),
                f"{ref(g.LABEL_REASON)} {PER_GPU}")], max_value=1))
 
 
@@ -106,51 +108,51 @@ def _errors_row(board: Board) -> None:
              "whether a reset is needed). A series appears with a GPU's first XID.", "short",
              width=8),
         [Query(sum_by((g.LABEL_GPU, INSTANCE, g.LABEL_XID),
-                      increase(counter_series(g.XID_ERRORS), LABELS)),
+                      increase(_counter(g.XID_ERRORS), RATE_INTERVAL)),
                f"XID {ref(g.LABEL_XID)} {PER_GPU}")], bars=True))
     board.panel(timeseries(
         Spec("Memory errors", "ECC errors and row remapping: uncorrected errors or a pending "
              "or failed remap mean the GPU should be drained.", "short", width=8),
         [Query(sum_by((g.LABEL_GPU, INSTANCE),
-                      rate(counter_series(g.ECC_UNCORRECTED_ERRORS), LABELS)),
+                      rate(_counter(g.ECC_UNCORRECTED_ERRORS), RATE_INTERVAL)),
                f"ECC uncorrected/s {PER_GPU}"),
          Query(sum_by((g.LABEL_GPU, INSTANCE),
-                      rate(counter_series(g.ECC_CORRECTED_ERRORS), LABELS)),
+                      rate(_counter(g.ECC_CORRECTED_ERRORS), RATE_INTERVAL)),
                f"ECC corrected/s {PER_GPU}"),
-         Query(selector(g.REMAPPED_ROWS_PENDING, LABELS), f"remap pending {PER_GPU}"),
-         Query(selector(g.REMAPPED_ROWS_FAILURE, LABELS), f"remap failed {PER_GPU}")],
+         Query(_series(g.REMAPPED_ROWS_PENDING), f"remap pending {PER_GPU}"),
+         Query(_series(g.REMAPPED_ROWS_FAILURE), f"remap failed {PER_GPU}")],
         lines=[Line(1)]))
     board.panel(timeseries(
         Spec("PCIe traffic", "Bytes per second over PCIe (host ↔ GPU), and replays of "
              "corrupted packets.", "Bps", width=8),
-        [Query(selector(g.PCIE_TRANSMIT_RATE, LABELS), f"tx {PER_GPU}"),
-         Query(selector(g.PCIE_RECEIVE_RATE, LABELS), f"rx {PER_GPU}")]))
+        [Query(_series(g.PCIE_TRANSMIT_RATE), f"tx {PER_GPU}"),
+         Query(_series(g.PCIE_RECEIVE_RATE), f"rx {PER_GPU}")]))
 
 
 def _exporter_row(board: Board) -> None:
     board.row("Exporter health")
-    labels = matchers(JOB_GPU)
     board.panel(timeseries(
         Spec("Sampling round", "Wall time of the exporter's last NVML round, and how old the "
              "snapshot a scrape serves is.", "s", width=8),
-        [Query(selector(g.EXPORTER_COLLECT_DURATION, labels), "round {{instance}}"),
-         Query(selector(g.EXPORTER_SNAPSHOT_AGE, labels), "snapshot age {{instance}}")]))
+        [Query(_series(g.EXPORTER_COLLECT_DURATION, EXPORTER_LABELS), "round {{instance}}"),
+         Query(_series(g.EXPORTER_SNAPSHOT_AGE, EXPORTER_LABELS), "snapshot age {{instance}}")]))
     board.panel(timeseries(
         Spec("Round phases", "Where a sampling round spends its time.", "s", width=8),
-        [Query(selector(g.EXPORTER_PHASE_DURATION, labels),
+        [Query(_series(g.EXPORTER_PHASE_DURATION, EXPORTER_LABELS),
                f"{ref(g.LABEL_PHASE)} {ref(INSTANCE)}")], stacked=True))
     board.panel(timeseries(
         Spec("Exporter errors", "NVML errors by kind; not_supported is counted once per "
              "reading a GPU lacks.", "short", width=8),
-        [Query(sum_by((g.LABEL_KIND,), rate(counter_series(g.EXPORTER_ERRORS), labels)),
+        [Query(sum_by((g.LABEL_KIND,),
+                      rate(_counter(g.EXPORTER_ERRORS, EXPORTER_LABELS), RATE_INTERVAL)),
                f"{ref(g.LABEL_KIND)}")], bars=True))
 
 
 def gpu_board(source: str) -> Board:
     board = Board(INFO, source)
-    board.variable(instance_variable(JOB_GPU, g.UP))
-    board.variable(label_variable(g.LABEL_GPU, g.LABEL_GPU, g.UP, JOB_GPU, title="GPU",
-                                  extra=f'{INSTANCE}=~"{variable(INSTANCE)}"'))
+    board.variable(instance_variable(JOB_GPU, g.UP.name))
+    board.variable(label_variable(g.LABEL_GPU, g.LABEL_GPU, g.UP.name, JOB_GPU, title="GPU",
+                                  extra=(regex(INSTANCE, variable(INSTANCE)),)))
     _activity_row(board)
     _memory_power_row(board)
     _errors_row(board)

@@ -14,24 +14,25 @@ from typing import Final
 from grafana_foundation_sdk.builders import timeseries as ts_builder
 from grafana_foundation_sdk.models import dashboard as dm
 
-from governor.alerts.params import JOB_INFERENCE
+from governor.contracts.declaration import Metric
+from governor.contracts.endpoints import JOB_INFERENCE
+from governor.contracts.metrics import service as m
+from governor.contracts.metrics import vllm
+from governor.contracts.promql import (
+    Matcher,
+    Selector,
+    eq,
+    format_number,
+    histogram_quantile,
+    mean,
+    rate,
+    ratio_of_rates,
+    sum_by,
+)
 from governor.dashboards import controller_events
 from governor.dashboards.board import Board, BoardInfo, instance_variable
 from governor.dashboards.panels import Line, Query, Spec, timeseries
-from governor.dashboards.promql import (
-    equals,
-    matchers,
-    mean,
-    quantile,
-    rate,
-    ratio_of_rates,
-    ref,
-    selector,
-    sum_by,
-    with_label,
-)
-from governor.inference import metric_names as m
-from governor.slo.promql import format_number
+from governor.dashboards.variables import RATE_INTERVAL, ref, scope
 from governor.slo.spec import LatencySLI, SloSpec
 
 INFO: Final = BoardInfo(
@@ -41,7 +42,15 @@ INFO: Final = BoardInfo(
 QUANTILES: Final = (0.5, 0.9)
 # The health alert on the KV cache (alerts.health_rules) fires above this share.
 KV_NEAR_FULL: Final = 0.95
-LABELS: Final = matchers(JOB_INFERENCE)
+LABELS: Final = scope(JOB_INFERENCE)
+
+
+def _series(name: str, *extra: Matcher) -> Selector:
+    return Selector(name, (*LABELS, *extra))
+
+
+def _rate(counter: Metric) -> str:
+    return rate(_series(counter.total), RATE_INTERVAL)
 
 
 def slo_quantile(objective: float) -> float:
@@ -61,8 +70,8 @@ def latency_panel(title: str, about: str, histogram: str, spec: SloSpec,
     slos = slo_lines(spec, histogram)
     quantiles = sorted({*QUANTILES, *(q for q, _ in slos)})
     suffix = "".join(f" {ref(label)}" for label in by)
-    queries = [Query(quantile(q, histogram, LABELS, by), f"p{format_number(q * 100)}{suffix}",
-                     exemplar=True) for q in quantiles]
+    queries = [Query(histogram_quantile(q, histogram, LABELS, RATE_INTERVAL, by),
+                     f"p{format_number(q * 100)}{suffix}", exemplar=True) for q in quantiles]
     if slos:
         targets = ", ".join(f"p{format_number(q * 100)} ≤ {format_number(t)} s" for q, t in slos)
         title += f" (SLO: {targets})"
@@ -74,21 +83,21 @@ def _latency_row(spec: SloSpec, board: Board) -> None:
     board.row("Latency as clients see it")
     board.panel(latency_panel(
         "Time to first token", "From request arrival to the first streamed token, queueing "
-        "included. Exemplars link to the request's trace.", m.TIME_TO_FIRST_TOKEN, spec))
+        "included. Exemplars link to the request's trace.", m.TIME_TO_FIRST_TOKEN.name, spec))
     board.panel(latency_panel(
         "Inter-token latency", "Gap between successive streamed tokens of one response: what "
         "a reader of the stream feels. Long prefills batched with decodes stretch it.",
-        m.INTER_TOKEN_LATENCY, spec))
+        m.INTER_TOKEN_LATENCY.name, spec))
     board.panel(latency_panel(
         "Request duration by route", "Arrival to the last byte of the response (end to end).",
-        m.REQUEST_DURATION, spec, by=(m.LABEL_ROUTE,)))
+        m.REQUEST_DURATION.name, spec, by=(m.LABEL_ROUTE,)))
     board.panel(timeseries(
         Spec("Where engine time goes (mean)", "vLLM's per-request phases: waiting for a "
              "running slot, prefill (prompt) and decode (generation).", "s"),
-        [Query(mean(m.VLLM_REQUEST_QUEUE_TIME, LABELS), "queue"),
-         Query(mean(m.VLLM_REQUEST_PREFILL_TIME, LABELS), "prefill"),
-         Query(mean(m.VLLM_REQUEST_DECODE_TIME, LABELS), "decode"),
-         Query(mean(m.VLLM_E2E_REQUEST_LATENCY, LABELS), "end to end")],
+        [Query(mean(vllm.REQUEST_QUEUE_TIME.name, LABELS, RATE_INTERVAL), "queue"),
+         Query(mean(vllm.REQUEST_PREFILL_TIME.name, LABELS, RATE_INTERVAL), "prefill"),
+         Query(mean(vllm.REQUEST_DECODE_TIME.name, LABELS, RATE_INTERVAL), "decode"),
+         Query(mean(vllm.E2E_REQUEST_LATENCY.name, LABELS, RATE_INTERVAL), "end to end")],
         stacked=False))
 
 
@@ -97,20 +106,17 @@ def _throughput_row(board: Board) -> None:
     board.panel(timeseries(
         Spec("Token throughput", "Prompt tokens prefilled and tokens generated per second.",
              "tps", width=8),
-        [Query(sum_by((), rate(m.counter_series(m.VLLM_PROMPT_TOKENS), LABELS)), "prompt"),
-         Query(sum_by((), rate(m.counter_series(m.VLLM_GENERATION_TOKENS), LABELS)),
-               "generation")]))
+        [Query(sum_by((), _rate(vllm.PROMPT_TOKENS)), "prompt"),
+         Query(sum_by((), _rate(vllm.GENERATION_TOKENS)), "generation")]))
     board.panel(timeseries(
         Spec("Requests by status", "Finished HTTP requests per second by route and status code; "
              "5xx count against the availability SLO.", "reqps", width=8),
-        [Query(sum_by((m.LABEL_ROUTE, m.LABEL_CODE),
-                      rate(m.counter_series(m.REQUESTS), LABELS)),
+        [Query(sum_by((m.LABEL_ROUTE, m.LABEL_CODE), _rate(m.REQUESTS)),
                f"{ref(m.LABEL_ROUTE)} {ref(m.LABEL_CODE)}")], stacked=True))
     board.panel(timeseries(
         Spec("Admission rejections", "Requests turned away by the service's bounded admission "
              "queue (429 when full, 503 after waiting too long), by reason.", "reqps", width=8),
-        [Query(sum_by((m.LABEL_REASON,),
-                      rate(m.counter_series(m.ADMISSION_REJECTIONS), LABELS)),
+        [Query(sum_by((m.LABEL_REASON,), _rate(m.ADMISSION_REJECTIONS)),
                f"{ref(m.LABEL_REASON)}")], bars=True))
 
 
@@ -119,38 +125,36 @@ def _scheduler_row(board: Board) -> None:
     board.panel(timeseries(
         Spec("Running and waiting", "Requests in the engine's running batch and its waiting "
              "queue, and the service's own admission queue in front of it.", "short", width=8),
-        [Query(sum_by((), selector(m.VLLM_NUM_REQUESTS_RUNNING, LABELS)), "running"),
-         Query(sum_by((), selector(m.VLLM_NUM_REQUESTS_WAITING, LABELS)), "waiting (engine)"),
-         Query(sum_by((), selector(m.QUEUE_DEPTH, LABELS)), "admission queue")]))
+        [Query(sum_by((), _series(vllm.NUM_REQUESTS_RUNNING.name)), "running"),
+         Query(sum_by((), _series(vllm.NUM_REQUESTS_WAITING.name)), "waiting (engine)"),
+         Query(sum_by((), _series(m.QUEUE_DEPTH.name)), "admission queue")]))
     board.panel(timeseries(
         Spec("KV cache usage", "Share of KV-cache blocks in use; near full, vLLM preempts "
              "requests. Dashed: the KvCacheNearFull alert's threshold.", "percentunit", width=8),
-        [Query(selector(m.VLLM_KV_CACHE_USAGE, LABELS), "{{instance}}")],
+        [Query(_series(vllm.KV_CACHE_USAGE.name).render(), "{{instance}}")],
         lines=[Line(KV_NEAR_FULL)], max_value=1))
     board.panel(timeseries(
         Spec("Prefix-cache hit ratio", "Prompt tokens found in the prefix cache over prompt "
              "tokens looked up: shared system prompts make prefill cheaper.", "percentunit",
              width=8),
-        [Query(ratio_of_rates(m.counter_series(m.VLLM_PREFIX_CACHE_HITS),
-                              m.counter_series(m.VLLM_PREFIX_CACHE_QUERIES), LABELS),
+        [Query(ratio_of_rates(_series(vllm.PREFIX_CACHE_HITS.total),
+                              _series(vllm.PREFIX_CACHE_QUERIES.total), RATE_INTERVAL),
                "hit ratio")], max_value=1))
     board.panel(timeseries(
         Spec("Preemptions", "Requests evicted from the running batch for lack of KV cache; "
              "each recomputes its prefill.", "short", width=8),
-        [Query(sum_by((), rate(m.counter_series(m.VLLM_NUM_PREEMPTIONS), LABELS)),
-               "preemptions/s")], bars=True))
+        [Query(sum_by((), _rate(vllm.NUM_PREEMPTIONS)), "preemptions/s")], bars=True))
     board.panel(timeseries(
         Spec("Tokens per engine step", "Prefill plus decode tokens scheduled in one step, "
              "against the max_num_batched_tokens budget (dashed per target below).", "short",
              width=8),
-        [Query(quantile(q, m.VLLM_ITERATION_TOKENS, LABELS), f"p{format_number(q * 100)}")
-         for q in (0.5, 0.99)]))
+        [Query(histogram_quantile(q, vllm.ITERATION_TOKENS.name, LABELS, RATE_INTERVAL),
+               f"p{format_number(q * 100)}") for q in (0.5, 0.99)]))
     board.panel(timeseries(
         Spec("Finished requests by reason", "Why requests ended: stop, length, abort, error.",
              "reqps", width=8),
-        [Query(sum_by((m.VLLM_LABEL_FINISHED_REASON,),
-                      rate(m.counter_series(m.VLLM_REQUEST_SUCCESS), LABELS)),
-               f"{ref(m.VLLM_LABEL_FINISHED_REASON)}")], stacked=True))
+        [Query(sum_by((vllm.LABEL_FINISHED_REASON,), _rate(vllm.REQUEST_SUCCESS)),
+               f"{ref(vllm.LABEL_FINISHED_REASON)}")], stacked=True))
 
 
 def _limits_row(board: Board) -> None:
@@ -159,18 +163,18 @@ def _limits_row(board: Board) -> None:
                           "chunks beyond it wait, so decode steps stay short."),
                          (m.PARAM_MAX_NUM_SEQS, "Running-request cap: each sequence adds "
                           "KV reads to every decode step.")):
-        labels = with_label(LABELS, equals(m.LABEL_PARAM, param))
+        knob = eq(m.LABEL_PARAM, param)
         board.panel(timeseries(
             Spec(param, f"{about} The controller moves it between the floor and the start-up "
                  "ceiling.", "short"),
-            [Query(selector(m.BATCHING_LIMIT, labels), "in force {{instance}}"),
-             Query(selector(m.BATCHING_FLOOR, labels), "floor {{instance}}"),
-             Query(selector(m.BATCHING_CEILING, labels), "ceiling {{instance}}")]))
+            [Query(_series(m.BATCHING_LIMIT.name, knob).render(), "in force {{instance}}"),
+             Query(_series(m.BATCHING_FLOOR.name, knob).render(), "floor {{instance}}"),
+             Query(_series(m.BATCHING_CEILING.name, knob).render(), "ceiling {{instance}}")]))
 
 
 def inference_board(spec: SloSpec, source: str) -> Board:
     board = Board(INFO, source)
-    board.variable(instance_variable(JOB_INFERENCE, m.ENGINE_READY))
+    board.variable(instance_variable(JOB_INFERENCE, m.ENGINE_READY.name))
     board.annotation(controller_events.decisions()).annotation(controller_events.limit_changes())
     board.annotation(controller_events.controller_posts())
     _latency_row(spec, board)

@@ -13,13 +13,12 @@ from dataclasses import dataclass, fields
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from governor.alerts.params import PROMETHEUS_PORT
+from governor.contracts.endpoints import JAEGER_UI, LOCAL_HOST, PROMETHEUS
+from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID
+from governor.contracts.promql import format_duration
 from governor.dashboards.board import PROMETHEUS_UID, TAG
-from governor.inference.metric_names import EXEMPLAR_TRACE_ID
-from governor.slo.promql import format_duration
 
 JAEGER_UID: Final = "jaeger"
-JAEGER_UI_PORT: Final = 16686
 # compose.yaml mounts the generated boards here.
 DASHBOARDS_PATH: Final = "/var/lib/grafana/dashboards"
 FOLDER: Final = "Governor"
@@ -29,8 +28,8 @@ FOLDER: Final = "Governor"
 class GrafanaParams:
     """Where Grafana reaches its datasources (compose hostnames by default)."""
 
-    prometheus_url: str = f"http://prometheus:{PROMETHEUS_PORT}"
-    jaeger_url: str = f"http://jaeger:{JAEGER_UI_PORT}"
+    prometheus_url: str = PROMETHEUS.url()
+    jaeger_url: str = JAEGER_UI.url()
     # Grafana's $__rate_interval is four times this, so it must match Prometheus's.
     scrape_interval_seconds: int = 15
 
@@ -45,10 +44,9 @@ class GrafanaParams:
                 raise ValueError(f"{item.name} must be a positive whole number: got {value!r}")
 
     @classmethod
-    def local(cls, scrape_interval_seconds: int = 15, host: str = "127.0.0.1") -> GrafanaParams:
+    def local(cls, scrape_interval_seconds: int = 15, host: str = LOCAL_HOST) -> GrafanaParams:
         """A Grafana on the same machine as ``governor up``'s Prometheus."""
-        return cls(f"http://{host}:{PROMETHEUS_PORT}", f"http://{host}:{JAEGER_UI_PORT}",
-                   scrape_interval_seconds)
+        return cls(PROMETHEUS.url(host), JAEGER_UI.url(host), scrape_interval_seconds)
 
 
 def datasources(params: GrafanaParams) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The SLO overview: for each SLO of the spec, where it stands and how fast it burns.
 
 Every number comes from the recording rules the alerts generator writes (their names from
-:mod:`governor.alerts.metric_names`, their selectors from
+:mod:`governor.contracts.metrics.slo`, their selectors from
 :func:`governor.alerts.slo_rules.recorded`), so the board and the alerts can never disagree about
 what an SLI is.
 """
@@ -12,9 +12,11 @@ from typing import Final
 
 from grafana_foundation_sdk.models import dashboard as dm
 
-from governor.alerts import metric_names as n
 from governor.alerts.slo_rules import firing_tiers, recorded
 from governor.alerts.windows import SEVERITIES, SLI_WINDOWS
+from governor.contracts.declaration import Metric
+from governor.contracts.metrics import slo as n
+from governor.contracts.promql import format_duration, format_number, to_decimal
 from governor.dashboards import controller_events
 from governor.dashboards.board import Board, BoardInfo
 from governor.dashboards.panels import (
@@ -28,7 +30,6 @@ from governor.dashboards.panels import (
     text,
     timeseries,
 )
-from governor.slo.promql import format_duration, format_number, to_decimal
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 INFO: Final = BoardInfo(
@@ -37,7 +38,7 @@ INFO: Final = BoardInfo(
     "controller actions are annotations.", time_from="now-6h")
 # Budget remaining below this is worth a look before it is gone.
 BUDGET_LOW: Final = 0.25
-TIER_COLORS: Final = {"page": BAD_COLOR, "ticket": WARN_COLOR}
+TIER_COLORS: Final = {n.SEVERITY_PAGE: BAD_COLOR, n.SEVERITY_TICKET: WARN_COLOR}
 # Windows drawn on the error-ratio panel: the fastest page window and the slow tiers' long ones.
 RATIO_WINDOWS: Final = (300, 3600, 6 * 3600)
 
@@ -73,8 +74,8 @@ def _title(spec: SloSpec, slo: SLO) -> str:
 
 
 def _stats(spec: SloSpec, slo: SLO, board: Board) -> None:
-    def series(name: str) -> str:
-        return recorded(name, spec, slo)
+    def series(metric: Metric) -> str:
+        return recorded(metric, spec, slo)
 
     objective = float(slo.objective)
     board.panel(stat(Spec("Objective", f"{slo.description} Good events: {describe_sli(slo)}.",
@@ -100,7 +101,7 @@ def _stats(spec: SloSpec, slo: SLO, board: Board) -> None:
     board.panel(stat(Spec(f"Events per second ({format_duration(window)})",
                           "Traffic the SLI counts; with little traffic one bad event moves the "
                           "ratios a lot.", "short", width=5, height=5),
-                     Query(series(n.windowed(n.SLI_EVENTS_RATE, window)), instant=True),
+                     Query(series(n.SLI_EVENTS_RATE.at(window)), instant=True),
                      decimals=2))
 
 
@@ -114,13 +115,13 @@ def _trends(spec: SloSpec, slo: SLO, board: Board) -> None:
         Spec("Burn rate by window", "Error ratio over each alert window divided by the error "
              "budget. Dashed lines: the burn rates at which the page (red) and ticket (orange) "
              "alerts fire when both of a tier's windows exceed them.", "x"),
-        [Query(recorded(n.windowed(n.BURN_RATE, w), spec, slo), format_duration(w))
+        [Query(recorded(n.BURN_RATE.at(w), spec, slo), format_duration(w))
          for w in SLI_WINDOWS],
         lines=_burn_lines(spec, slo)))
     board.panel(timeseries(
         Spec("Error ratio", "Bad events over all events per window. Dashed: the error budget "
              f"({percent(float(slo.error_budget))} of events).", "percentunit"),
-        [Query(recorded(n.windowed(n.SLI_ERROR_RATIO, w), spec, slo), format_duration(w))
+        [Query(recorded(n.SLI_ERROR_RATIO.at(w), spec, slo), format_duration(w))
          for w in RATIO_WINDOWS],
         lines=[Line(float(slo.error_budget))]))
 

@@ -54,25 +54,31 @@ def build_parser() -> EnvArgumentParser:
         description="Prometheus exporter for NVIDIA GPUs: NVML readings and Hopper GPM profiling "
                     "ratios, sampled by a background thread and served from the latest snapshot.",
     )
-    parser.add_argument("--host", default="0.0.0.0", help="listen address")
-    parser.add_argument("--port", type=port_number, default=9400, help="listen port")
-    parser.add_argument("--interval", type=parse_duration_seconds, default=1.0,
+    defaults = ExporterConfig()  # every option's default is the configuration's own
+    parser.add_argument("--host", default=defaults.host, help="listen address")
+    parser.add_argument("--port", type=port_number, default=defaults.port, help="listen port")
+    parser.add_argument("--interval", type=parse_duration_seconds,
+                        default=defaults.interval_seconds,
                         help="sampling interval (1s, 500ms, …; at least 100ms for GPM)")
-    parser.add_argument("--slow-interval", type=parse_duration_seconds, default=60.0,
+    parser.add_argument("--slow-interval", type=parse_duration_seconds,
+                        default=defaults.slow_interval_seconds,
                         help="interval for slow readings: energy, PCIe counters, remapped rows, "
                              "BAR1, power limit, GPM breakdowns, MIG topology")
-    parser.add_argument("--staleness", type=parse_duration_seconds, default=None,
+    parser.add_argument("--staleness", type=parse_duration_seconds,
+                        default=defaults.staleness_seconds,
                         help="withhold readings older than this "
                              "(default: 5 intervals, at least 5s)")
-    parser.add_argument("--fake-gpus", type=non_negative_int, default=0, metavar="N",
+    parser.add_argument("--fake-gpus", type=non_negative_int, default=defaults.fake_gpus,
+                        metavar="N",
                         help="serve N simulated GPUs instead of the real ones (demos, tests)")
-    parser.add_argument("--gpm", type=_flag, default=True, metavar="BOOL",
+    parser.add_argument("--gpm", type=_flag, default=defaults.gpm, metavar="BOOL",
                         help="read Hopper GPM profiling metrics (SM/tensor/DRAM activity)")
-    parser.add_argument("--xid", type=_flag, default=True, metavar="BOOL",
+    parser.add_argument("--xid", type=_flag, default=defaults.xid, metavar="BOOL",
                         help="watch XID error events")
-    parser.add_argument("--processes", type=_flag, default=True, metavar="BOOL",
+    parser.add_argument("--processes", type=_flag, default=defaults.processes, metavar="BOOL",
                         help="export per-process GPU memory")
-    parser.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log level")
+    parser.add_argument("--log-level", default=defaults.log_level, choices=LOG_LEVELS,
+                        help="log level")
     return parser
 
 

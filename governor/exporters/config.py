@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import metadata
 
+from governor.contracts.endpoints import EXPORTER, LISTEN_HOST
 from governor.exporters.gpu.sampler import SamplerConfig
 
 MAX_FAKE_GPUS = 64  # NVML enumerates at most 64 devices per node in practice; more is a typo
@@ -33,8 +34,8 @@ def package_version() -> str:
 
 @dataclass(frozen=True, slots=True)
 class ExporterConfig:
-    host: str = "0.0.0.0"
-    port: int = 9400
+    host: str = LISTEN_HOST
+    port: int = EXPORTER.port
     interval_seconds: float = 1.0
     # dcgm-exporter's own collection interval; energy alone costs 3.3 ms a read on an H200.
     slow_interval_seconds: float = 60.0

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from governor.contracts.endpoints import HEALTH_PATH, METRICS_PATH
 from governor.exporters.config import ExporterConfig, package_version
 from governor.exporters.exposition import ExpositionCache, accepts_gzip, negotiate
 from governor.exporters.gpu import nvml as nv
@@ -53,8 +54,8 @@ def create_app(
     app[MONOTONIC] = monotonic
     app[RUN_SAMPLER] = run_sampler
     app.cleanup_ctx.append(_sampling)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/health", health)
+    app.router.add_get(METRICS_PATH, metrics)
+    app.router.add_get(HEALTH_PATH, health)
     app.router.add_get("/", index)
     return app
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
+from governor.contracts.metrics.service import RESULT_APPLIED, RESULT_FAILED, RESULT_REJECTED
 from governor.inference import keys
 from governor.inference.engines.base import BatchingLimits, Engine, EngineError, EngineErrorKind
 from governor.inference.errors import AUTHENTICATION, SERVER, UNAVAILABLE, APIError, bad_request
@@ -81,7 +82,7 @@ async def put_batching(request: web.Request) -> web.Response:
     try:
         wanted = requested_limits(body, engine)
     except APIError:
-        metrics.limit_changes.labels("rejected").inc()
+        metrics.limit_changes.labels(RESULT_REJECTED).inc()
         raise
     retry_after = app[keys.CONFIG].admission.retry_after_seconds
     if not engine.ready:
@@ -92,12 +93,12 @@ async def put_batching(request: web.Request) -> web.Response:
         try:
             applied = await engine.set_limits(wanted)
         except EngineError as exc:
-            metrics.limit_changes.labels("failed").inc()
+            metrics.limit_changes.labels(RESULT_FAILED).inc()
             if exc.kind is EngineErrorKind.UNSUPPORTED:
                 raise APIError(501, exc.message, type_=SERVER, code="unsupported") from exc
             raise APIError(503, exc.message, type_=UNAVAILABLE, code=exc.kind.value,
                            retry_after_seconds=retry_after) from exc
         metrics.set_limits(metrics.limit, applied)
-        metrics.limit_changes.labels("applied").inc()
+        metrics.limit_changes.labels(RESULT_APPLIED).inc()
     log.info("batching limits %s -> %s", before.as_dict(), applied.as_dict())
     return web.json_response(describe(engine))

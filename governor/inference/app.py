@@ -22,6 +22,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.openmetrics import exposition as openmetrics
 
+from governor.contracts.endpoints import ADMIN_BATCHING_PATH, HEALTH_PATH, METRICS_PATH
+from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID
 from governor.inference import __version__ as VERSION
 from governor.inference import admin, generation, keys
 from governor.inference.admission import AdmissionQueue
@@ -59,10 +61,10 @@ def create_app(
     app.router.add_post("/v1/chat/completions", generation.chat_completions)
     app.router.add_post("/v1/completions", generation.completions)
     app.router.add_get("/v1/models", _models)
-    app.router.add_get("/health", _health)
-    app.router.add_get("/metrics", _metrics)
-    app.router.add_get("/admin/batching", admin.get_batching)
-    app.router.add_put("/admin/batching", admin.put_batching)
+    app.router.add_get(HEALTH_PATH, _health)
+    app.router.add_get(METRICS_PATH, _metrics)
+    app.router.add_get(ADMIN_BATCHING_PATH, admin.get_batching)
+    app.router.add_put(ADMIN_BATCHING_PATH, admin.put_batching)
     return app
 
 
@@ -83,8 +85,7 @@ def _engine_ctx(factory: EngineFactory) -> Callable[[web.Application], AsyncIter
         config = app[keys.CONFIG]
         engine = factory(config, app[keys.REGISTRY])
         metrics = ServiceMetrics(app[keys.REGISTRY], engine.model_name)
-        metrics.info.info({"engine": config.engine.kind, "model": engine.model_name,
-                           "version": VERSION})
+        metrics.set_info(config.engine.kind, engine.model_name, VERSION)
         metrics.engine_ready.set_function(lambda: 1.0 if engine.ready else 0.0)
         app[keys.ENGINE], app[keys.METRICS] = engine, metrics
         app[keys.ADMISSION] = AdmissionQueue(
@@ -176,7 +177,7 @@ def _record(
     if metrics is not None:
         metrics.requests.labels(route, code).inc()
         if span is not None:
-            exemplar = {"trace_id": format(span.get_span_context().trace_id, "032x")}
+            exemplar = {EXEMPLAR_TRACE_ID: format(span.get_span_context().trace_id, "032x")}
             metrics.duration.labels(route).observe(seconds, exemplar)
     if span is not None:
         span.set_attribute("http.response.status_code", int(code))

@@ -26,45 +26,51 @@ log = logging.getLogger(__name__)
 
 
 def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
+    # Every default is read from the configuration the option fills, never typed twice.
+    service, engine = ServiceConfig(), EngineSettings()
+    admission, tracing = AdmissionSettings(), TracingSettings()
     p = EnvArgumentParser(prog="governor serve", description=__doc__, env=env)
-    p.add_argument("--host", default="0.0.0.0", help="listen address")
-    p.add_argument("--port", type=positive_int, default=8000, help="listen port")
-    p.add_argument("--engine", choices=ENGINE_KINDS, default="sim",
+    p.add_argument("--host", default=service.host, help="listen address")
+    p.add_argument("--port", type=positive_int, default=service.port, help="listen port")
+    p.add_argument("--engine", choices=ENGINE_KINDS, default=engine.kind,
                    help="sim: the embedded simulated engine (no GPU); vllm: real vLLM")
-    p.add_argument("--model", default=None, help="vllm: model directory or name")
-    p.add_argument("--served-model-name", default=None,
+    p.add_argument("--model", default=engine.model, help="vllm: model directory or name")
+    p.add_argument("--served-model-name", default=engine.served_model_name,
                    help="the name clients pass as 'model' (default: the model or preset)")
-    p.add_argument("--preset", default="llama-3-8b@h200", help="sim: model@hardware preset")
-    p.add_argument("--max-num-seqs", type=positive_int, default=None,
+    p.add_argument("--preset", default=engine.preset, help="sim: model@hardware preset")
+    p.add_argument("--max-num-seqs", type=positive_int, default=engine.max_num_seqs,
                    help="start-up running-request cap, also the ceiling of live retuning")
-    p.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
+    p.add_argument("--max-num-batched-tokens", type=positive_int,
+                   default=engine.max_num_batched_tokens,
                    help="start-up per-step token budget, also the ceiling of live retuning")
-    p.add_argument("--min-num-seqs", type=positive_int, default=1,
+    p.add_argument("--min-num-seqs", type=positive_int, default=engine.min_num_seqs,
                    help="floor the admin API accepts for max_num_seqs")
-    p.add_argument("--min-num-batched-tokens", type=positive_int, default=256,
+    p.add_argument("--min-num-batched-tokens", type=positive_int,
+                   default=engine.min_num_batched_tokens,
                    help="floor the admin API accepts for max_num_batched_tokens")
-    p.add_argument("--max-model-len", type=positive_int, default=None,
+    p.add_argument("--max-model-len", type=positive_int, default=engine.max_model_len,
                    help="context length (prompt + output tokens)")
-    p.add_argument("--seed", type=int, default=0, help="sim: random seed")
-    p.add_argument("--time-scale", type=float, default=1.0,
+    p.add_argument("--seed", type=int, default=engine.seed, help="sim: random seed")
+    p.add_argument("--time-scale", type=float, default=engine.time_scale,
                    help="sim: wall seconds per simulated second (0: steps cost nothing)")
     p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="vllm: an extra AsyncEngineArgs field, repeatable")
     p.add_argument("--admin-token-file", default=None,
                    help="file holding the admin bearer token (or set GOVERNOR_ADMIN_TOKEN)")
-    p.add_argument("--max-body-bytes", type=positive_int, default=4 * 1024 * 1024,
+    p.add_argument("--max-body-bytes", type=positive_int, default=service.max_body_bytes,
                    help="largest accepted request body")
-    p.add_argument("--max-in-flight", type=positive_int, default=512,
+    p.add_argument("--max-in-flight", type=positive_int, default=admission.max_in_flight,
                    help="requests admitted to the engine at once")
-    p.add_argument("--max-queue", type=non_negative_int, default=1024,
+    p.add_argument("--max-queue", type=non_negative_int, default=admission.max_queue,
                    help="requests waiting for admission before 429")
-    p.add_argument("--queue-timeout", type=parse_duration_seconds, default=60.0,
+    p.add_argument("--queue-timeout", type=parse_duration_seconds,
+                   default=admission.queue_timeout_seconds,
                    help="longest wait for admission before 503")
-    p.add_argument("--max-tokens-limit", type=positive_int, default=32768,
+    p.add_argument("--max-tokens-limit", type=positive_int, default=service.max_tokens_limit,
                    help="largest max_tokens a request may ask for")
-    p.add_argument("--otlp-endpoint", default=None,
+    p.add_argument("--otlp-endpoint", default=tracing.otlp_endpoint,
                    help="OTLP/HTTP base URL for traces (or the OTEL_EXPORTER_OTLP_* variables)")
-    p.add_argument("--service-name", default="governor-inference",
+    p.add_argument("--service-name", default=tracing.service_name,
                    help="service.name of the spans (OTEL_SERVICE_NAME wins)")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"], help="log level")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from governor.common.secrets import Secret
+from governor.contracts.endpoints import INFERENCE, LISTEN_HOST
 from governor.inference.engines.settings import EngineSettings
 
 
@@ -33,8 +34,8 @@ class TracingSettings:
 
 @dataclass(frozen=True, slots=True)
 class ServiceConfig:
-    host: str = "0.0.0.0"
-    port: int = 8000
+    host: str = LISTEN_HOST
+    port: int = INFERENCE.port
     engine: EngineSettings = field(default_factory=EngineSettings)
     admission: AdmissionSettings = field(default_factory=AdmissionSettings)
     tracing: TracingSettings = field(default_factory=TracingSettings)

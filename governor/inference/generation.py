@@ -17,6 +17,11 @@ from typing import Literal
 from aiohttp import web
 from opentelemetry import trace
 
+from governor.contracts.metrics.service import (
+    EXEMPLAR_TRACE_ID,
+    REASON_QUEUE_FULL,
+    REASON_QUEUE_TIMEOUT,
+)
 from governor.inference import keys
 from governor.inference.admission import QueueFull, QueueTimeout
 from governor.inference.config import ServiceConfig
@@ -151,13 +156,13 @@ async def _admit(request: web.Request, run: _Run, retry_after: int) -> None:
     try:
         await request.app[keys.ADMISSION].acquire(config.admission.queue_timeout_seconds)
     except QueueFull:
-        metrics.rejections.labels("queue_full").inc()
+        metrics.rejections.labels(REASON_QUEUE_FULL).inc()
         raise APIError(
             429, "the server is at capacity and its queue is full; retry later",
             type_=RATE_LIMIT, code="queue_full", retry_after_seconds=retry_after,
         ) from None
     except QueueTimeout:
-        metrics.rejections.labels("queue_timeout").inc()
+        metrics.rejections.labels(REASON_QUEUE_TIMEOUT).inc()
         raise APIError(
             503, "no engine slot became free in time; retry later",
             type_=UNAVAILABLE, code="queue_timeout", retry_after_seconds=retry_after,
@@ -197,7 +202,7 @@ class _Run:
         self.span = span
         self.request = request
         self.created = int(time.time())
-        self.exemplar = {"trace_id": trace_id_hex(span)}
+        self.exemplar = {EXEMPLAR_TRACE_ID: trace_id_hex(span)}
         # Wall-clock nanoseconds for the child spans; perf_counter for the latencies.
         self.start_ns = time.time_ns()
         self.start = time.perf_counter()

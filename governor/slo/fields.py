@@ -12,6 +12,15 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 
+from governor.contracts.promql import (
+    LABEL_NAME,
+    METRIC_NAME,
+    format_duration,
+    format_number,
+    parse_duration,
+    parse_selector,
+    to_decimal,
+)
 from governor.slo import openslo
 from governor.slo.model import (
     MAX_LABELS,
@@ -26,15 +35,6 @@ from governor.slo.model import (
     LatencySLI,
     RatioSLI,
     SloSpec,
-)
-from governor.slo.promql import (
-    LABEL_NAME,
-    METRIC_NAME,
-    format_duration,
-    format_number,
-    parse_duration,
-    parse_selector,
-    to_decimal,
 )
 from governor.slo.yamlio import Path_
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Final
 
-from governor.slo.promql import format_duration, to_decimal
+from governor.contracts.promql import format_duration, to_decimal
 
 SPEC_VERSION: Final = "governor/v1"
 MIN_PERIOD_SECONDS: Final = 7 * 86400  # the longest burn-rate window (3d) must fit well inside

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from governor.slo.promql import Selector, parse_duration, parse_selector
+from governor.contracts.promql import Selector, parse_duration, parse_selector
 from governor.slo.yamlio import Path_
 
 API_VERSION: Final = "openslo/v1"

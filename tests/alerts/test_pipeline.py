@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 from governor.alerts.catalog import load_checked_spec
 from governor.common.process import Child
-from governor.inference import metric_names as m
+from governor.contracts.metrics import service as svc
 from tests.alerts.cases import FAST, ROOT
 from tests.alerts.stack import LOOPBACK, READY_SECONDS, alert_stack, free_port
 
@@ -40,8 +40,8 @@ class SyntheticTarget:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.itl = Histogram(m.INTER_TOKEN_LATENCY, "inter-token latency",
-                             buckets=m.INTER_TOKEN_LATENCY_BUCKETS, registry=self.registry)
+        self.itl = Histogram(svc.INTER_TOKEN_LATENCY.name, "inter-token latency",
+                             buckets=svc.INTER_TOKEN_LATENCY.buckets, registry=self.registry)
         self.latency_seconds = 0.01
 
     async def metrics(self, request: web.Request) -> web.Response:

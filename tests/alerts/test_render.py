@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import yaml
 
-from governor.alerts import metric_names as n
 from governor.alerts.catalog import load_checked_spec
 from governor.alerts.params import Endpoints, RenderParams
 from governor.alerts.prometheus import prometheus_args, retention_seconds
@@ -22,8 +21,9 @@ from governor.alerts.render import (
     render_all,
     write_all,
 )
-from governor.exporters.gpu import metric_names as gpu
-from governor.inference import metric_names as m
+from governor.contracts.metrics import gpu, vllm
+from governor.contracts.metrics import service as svc
+from governor.contracts.metrics import slo as n
 from tests.alerts.cases import CASES, DEPLOY, FAST, GOLDEN, ROOT, TESTDATA
 
 
@@ -116,7 +116,7 @@ def test_the_fast_alert_is_per_instance_and_routed_to_the_controller() -> None:
     (rule,) = [r for r in rules_of(default_files()) if r.get("alert") == "InterTokenLatencyP99High"]
     assert rule["expr"] == (
         f"histogram_quantile(0.99, sum by (le, instance) "
-        f"(rate({m.bucket_series(m.INTER_TOKEN_LATENCY)}[1m])))\n> 0.12"
+        f"(rate({svc.INTER_TOKEN_LATENCY.bucket}[1m])))\n> 0.12"
     )
     assert rule["for"] == "1m"
     assert rule["labels"] == {"slo": "inter-token-latency", "severity": "control",
@@ -125,13 +125,13 @@ def test_the_fast_alert_is_per_instance_and_routed_to_the_controller() -> None:
 
 def test_latency_slis_count_the_threshold_bucket_in_both_le_spellings() -> None:
     exprs = "\n".join(r["expr"] for r in rules_of(default_files()) if "record" in r)
-    assert f'{m.bucket_series(m.TIME_TO_FIRST_TOKEN)}{{le=~"1|1\\\\.0"}}[5m]' in exprs
-    assert f'{m.bucket_series(m.INTER_TOKEN_LATENCY)}{{le="0.12"}}[1h]' in exprs
+    assert f'{svc.TIME_TO_FIRST_TOKEN.bucket}{{le=~"1|1\\\\.0"}}[5m]' in exprs
+    assert f'{svc.INTER_TOKEN_LATENCY.bucket}{{le="0.12"}}[1h]' in exprs
 
 
 def test_the_period_ratio_is_weighted_by_events() -> None:
     (expr,) = {r["expr"] for r in rules_of(default_files())
-               if r.get("record") == n.SLI_ERROR_RATIO_PERIOD
+               if r.get("record") == n.SLI_ERROR_RATIO_PERIOD.name
                and r["labels"]["slo"] == "availability"}
     assert expr == (
         'sum_over_time(slo:sli_error_events:rate5m{slo="availability", service="inference"}[30d])'
@@ -148,9 +148,9 @@ def test_thresholds_carry_no_float_noise() -> None:
 
 def test_health_alerts_read_the_components_metric_names() -> None:
     exprs = "\n".join(r["expr"] for r in rules_of(default_files()) if "alert" in r)
-    for name in (m.VLLM_KV_CACHE_USAGE, m.counter_series(m.VLLM_NUM_PREEMPTIONS),
-                 m.VLLM_NUM_REQUESTS_WAITING, gpu.UP, gpu.EXPORTER_LAST_SUCCESS,
-                 m.counter_series(gpu.XID_ERRORS), gpu.CLOCK_EVENT_ACTIVE, gpu.MEMORY_USED):
+    for name in (vllm.KV_CACHE_USAGE.name, vllm.NUM_PREEMPTIONS.total,
+                 vllm.NUM_REQUESTS_WAITING.name, gpu.UP.name, gpu.EXPORTER_LAST_SUCCESS.name,
+                 gpu.XID_ERRORS.total, gpu.CLOCK_EVENT_ACTIVE.name, gpu.MEMORY_USED.name):
         assert name in exprs
 
 

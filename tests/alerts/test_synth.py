@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from governor.alerts.synth import SynthesisError, split_events, value_for
-from governor.slo.promql import Selector, parse_selector
+from governor.contracts.promql import Selector, parse_selector
 
 
 def selects(selector: Selector, labels: dict[str, str]) -> bool:

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pytest
 
-from governor.common.cli import EnvArgumentParser, env_name, parse_duration_seconds, positive_int
+from governor.common.cli import (
+    EnvArgumentParser,
+    env_name,
+    field_default,
+    parse_duration_seconds,
+    positive_int,
+)
 
 
 def parser(env: dict[str, str]) -> EnvArgumentParser:
@@ -58,3 +66,19 @@ def test_a_bad_environment_value_names_its_variable(
 def test_bad_durations_are_rejected(text: str) -> None:
     with pytest.raises(Exception, match="duration"):
         parse_duration_seconds(text)
+
+
+@dataclass(frozen=True)
+class _Config:
+    required: str
+    port: int = 9500
+    targets: tuple[str, ...] = field(default_factory=tuple)
+
+
+def test_an_options_default_is_read_from_the_configuration() -> None:
+    assert field_default(_Config, "port") == 9500
+    assert field_default(_Config, "targets") == ()
+    with pytest.raises(ValueError, match="has no default"):
+        field_default(_Config, "required")
+    with pytest.raises(ValueError, match="no field 'prot'"):
+        field_default(_Config, "prot")

@@ -15,7 +15,7 @@ from aiohttp.web import Application
 from prometheus_client import CollectorRegistry
 
 from governor.common.secrets import Secret
-from governor.controller import metric_names as names
+from governor.contracts.metrics import controller as names
 from governor.controller.actuator import Target
 from governor.controller.app import RECONCILER, Overrides, Secrets, create_app
 from governor.controller.config import ControllerConfig
@@ -149,10 +149,10 @@ async def test_metrics_are_exposed_and_count_webhook_answers(
     await client.post("/alerts", data=b"{", headers=AUTH)
     await stack.app[RECONCILER].reconcile_once()
     text = await (await client.get("/metrics")).text()
-    assert f'{names.WEBHOOK_REQUESTS}_total{{code="400"}} 1.0' in text
-    assert f'{names.WEBHOOK_REQUESTS}_total{{code="200"}} 1.0' in text
-    assert f'{names.DECISIONS}_total{{action="tighten",reason="itl_breach"}} 1.0' in text
-    assert names.TARGET_LIMITS in text
+    assert f'{names.WEBHOOK_REQUESTS.name}_total{{code="400"}} 1.0' in text
+    assert f'{names.WEBHOOK_REQUESTS.name}_total{{code="200"}} 1.0' in text
+    assert f'{names.DECISIONS.name}_total{{action="tighten",reason="itl_breach"}} 1.0' in text
+    assert names.TARGET_LIMITS.name in text
     assert (await client.get("/health")).status == 200
 
 

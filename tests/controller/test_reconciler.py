@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from governor.controller import metric_names as names
+from governor.contracts.metrics import controller as names
 from governor.controller.actuator import Target
 from governor.controller.audit import AuditLog
 from governor.controller.config import ControllerConfig
@@ -83,10 +83,10 @@ async def test_a_breach_is_applied_recorded_persisted_and_annotated(tmp_path: Pa
     assert limits.max_num_batched_tokens < CEILING.max_num_batched_tokens
     (line,) = h.audit()
     assert (line["action"], line["reason"], line["applied"]) == ("tighten", "itl_breach", True)
-    assert h.metric(names.DECISIONS + "_total", action="tighten", reason="itl_breach") == 1
-    assert h.metric(names.TARGET_LIMITS, target=A.name,
+    assert h.metric(names.DECISIONS.name + "_total", action="tighten", reason="itl_breach") == 1
+    assert h.metric(names.TARGET_LIMITS.name, target=A.name,
                     param="max_num_batched_tokens") == limits.max_num_batched_tokens
-    assert h.metric(names.RECONCILES + "_total", result="ok") == 1
+    assert h.metric(names.RECONCILES.name + "_total", result="ok") == 1
     assert [t for t, _ in h.annotator.annotations] == [A.name]
     saved = json.loads((tmp_path / "state.json").read_text())
     assert saved["targets"][A.name]["state"]["probe"]["kind"] == "tighten"
@@ -109,7 +109,7 @@ async def test_identical_holds_are_audited_once(tmp_path: Path) -> None:
         await h.reconciler.reconcile_once()
         h.clock.now += 10
     assert [line["reason"] for line in h.audit()] == ["at_ceiling"]
-    assert h.metric(names.DECISIONS + "_total", action="hold", reason="at_ceiling") == 3
+    assert h.metric(names.DECISIONS.name + "_total", action="hold", reason="at_ceiling") == 3
     assert h.annotator.annotations == []
 
 
@@ -123,7 +123,7 @@ async def test_dry_run_decides_and_logs_but_never_applies(tmp_path: Path) -> Non
     assert (lines[0]["action"], lines[0]["applied"], lines[0]["dry_run"]) == ("tighten", False,
                                                                               True)
     assert lines[1]["reason"] == "cooldown"
-    assert h.metric(names.DRY_RUN) == 1
+    assert h.metric(names.DRY_RUN.name) == 1
 
 
 async def test_a_temporary_error_backs_off_then_retries(tmp_path: Path) -> None:
@@ -134,7 +134,7 @@ async def test_a_temporary_error_backs_off_then_retries(tmp_path: Path) -> None:
     assert (runtime.last_result, runtime.retry_at) == ("temporary_error", h.clock.now + 10)
     await h.reconciler.reconcile_once()  # backing off: skipped without calling the target
     assert h.actuator.reads == 1
-    assert h.metric(names.RECONCILES + "_total", result="skipped") == 1
+    assert h.metric(names.RECONCILES.name + "_total", result="skipped") == 1
     h.clock.now += 10
     await h.reconciler.reconcile_once()  # second failure doubles the backoff
     assert runtime.retry_at == h.clock.now + 20
@@ -161,7 +161,7 @@ async def test_prometheus_down_holds_everything_and_says_so(tmp_path: Path) -> N
     assert h.actuator.reads == 0
     assert h.actuator.applied == []
     assert h.reconciler.prometheus_error == "connection refused"
-    assert h.metric(names.RECONCILES + "_total", result="temporary_error") == 1
+    assert h.metric(names.RECONCILES.name + "_total", result="temporary_error") == 1
 
 
 async def test_missing_observations_for_a_target_hold(tmp_path: Path) -> None:
@@ -216,6 +216,6 @@ async def test_limits_are_read_from_the_target_every_pass(tmp_path: Path) -> Non
     h.actuator.limits[A.name] = Limits(100, 4096)  # set by someone else
     h.observer.observations[A.name] = replace(CALM, itl_tail_seconds=0.11)  # inside the margin
     await h.reconciler.reconcile_once()
-    assert h.metric(names.TARGET_LIMITS, target=A.name, param="max_num_seqs") == 100
-    assert h.metric(names.TARGET_LIMITS, target=A.name, param="max_num_batched_tokens") == 4096
+    assert h.metric(names.TARGET_LIMITS.name, target=A.name, param="max_num_seqs") == 100
+    assert h.metric(names.TARGET_LIMITS.name, target=A.name, param="max_num_batched_tokens") == 4096
     assert h.actuator.applied == []

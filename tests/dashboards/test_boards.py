@@ -10,18 +10,20 @@ from typing import Any
 import pytest
 import yaml
 
-from governor.alerts import metric_names as n
 from governor.alerts.catalog import load_checked_spec, parse_checked_spec
 from governor.alerts.windows import SLI_WINDOWS, TIERS
+from governor.contracts.declaration import Metric
+from governor.contracts.metrics import controller as c
+from governor.contracts.metrics import gpu as g
+from governor.contracts.metrics import service as svc
+from governor.contracts.metrics import slo as n
+from governor.contracts.metrics import vllm
 from governor.controller import grafana as controller_grafana
-from governor.controller import metric_names as c
 from governor.controller.model import Action
 from governor.dashboards import controller_events
 from governor.dashboards.board import PROMETHEUS_UID
 from governor.dashboards.provisioning import DASHBOARDS_PATH, JAEGER_UID, GrafanaParams
 from governor.dashboards.render import DATASOURCES, PROVIDERS, render_all
-from governor.exporters.gpu import metric_names as g
-from governor.inference import metric_names as m
 from tests.dashboards.boards import (
     ROOT,
     all_queries,
@@ -35,15 +37,15 @@ SPEC = load_checked_spec(ROOT / "slo.yaml")
 SUFFIXES = ("_total", "_bucket", "_sum", "_count")
 
 
-def names_in(module: ModuleType) -> set[str]:
-    return {value for key, value in vars(module).items()
-            if key.isupper() and isinstance(value, str)}
+def declared(module: ModuleType) -> set[str]:
+    return {value.name for value in vars(module).values() if isinstance(value, Metric)}
 
 
 def known_metrics() -> set[str]:
-    recorded = {n.windowed(prefix, w) for w in SLI_WINDOWS for prefix in
+    recorded = {windowed.at(w).name for w in SLI_WINDOWS for windowed in
                 (n.SLI_EVENTS_RATE, n.SLI_ERROR_EVENTS_RATE, n.SLI_ERROR_RATIO, n.BURN_RATE)}
-    return names_in(m) | names_in(g) | names_in(c) | names_in(n) | recorded
+    return (declared(svc) | declared(vllm) | declared(g) | declared(c) | declared(n)
+            | recorded)
 
 
 def base_name(name: str) -> str:
@@ -74,7 +76,7 @@ def test_every_metric_a_query_selects_is_one_a_component_exports() -> None:
 
 def test_the_reference_check_notices_a_typo() -> None:
     assert base_name("gpu_sm_activ_ratio") not in known_metrics()
-    assert base_name(m.counter_series(m.VLLM_NUM_PREEMPTIONS)) in known_metrics()
+    assert base_name(vllm.NUM_PREEMPTIONS.total) in known_metrics()
 
 
 # ---- SLO overview ------------------------------------------------------------------------------
@@ -87,8 +89,8 @@ def test_the_slo_board_has_a_row_per_slo_with_its_objective_and_period() -> None
                     "availability: 99.9% over 30d"]
 
 
-@pytest.mark.parametrize("name", [n.OBJECTIVE, n.SLI_ERROR_RATIO_PERIOD,
-                                  n.ERROR_BUDGET_REMAINING, n.BURN_RATE_PERIOD])
+@pytest.mark.parametrize("name", [n.OBJECTIVE.name, n.SLI_ERROR_RATIO_PERIOD.name,
+                                  n.ERROR_BUDGET_REMAINING.name, n.BURN_RATE_PERIOD.name])
 def test_the_slo_board_reads_each_slos_recorded_series(name: str) -> None:
     text = exprs(boards()["governor-slo"])
     for slo in SPEC.slos:
@@ -159,29 +161,29 @@ def test_a_99_9_percent_objective_adds_the_p99_9_line() -> None:
 
 def test_the_inference_board_covers_the_brief() -> None:
     text = exprs(boards()["governor-inference"])
-    for name in (m.TIME_TO_FIRST_TOKEN, m.INTER_TOKEN_LATENCY, m.REQUEST_DURATION,
-                 m.VLLM_PROMPT_TOKENS, m.VLLM_GENERATION_TOKENS, m.QUEUE_DEPTH,
-                 m.VLLM_NUM_REQUESTS_RUNNING, m.VLLM_NUM_REQUESTS_WAITING, m.VLLM_KV_CACHE_USAGE,
-                 m.VLLM_PREFIX_CACHE_HITS, m.VLLM_PREFIX_CACHE_QUERIES, m.VLLM_NUM_PREEMPTIONS,
-                 m.BATCHING_LIMIT, m.BATCHING_FLOOR, m.BATCHING_CEILING):
-        assert name in text, name
-    for param in (m.PARAM_MAX_NUM_SEQS, m.PARAM_MAX_NUM_BATCHED_TOKENS):
-        assert f'{m.LABEL_PARAM}="{param}"' in text
+    for metric in (svc.TIME_TO_FIRST_TOKEN, svc.INTER_TOKEN_LATENCY, svc.REQUEST_DURATION,
+                   vllm.PROMPT_TOKENS, vllm.GENERATION_TOKENS, svc.QUEUE_DEPTH,
+                   vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING, vllm.KV_CACHE_USAGE,
+                   vllm.PREFIX_CACHE_HITS, vllm.PREFIX_CACHE_QUERIES, vllm.NUM_PREEMPTIONS,
+                   svc.BATCHING_LIMIT, svc.BATCHING_FLOOR, svc.BATCHING_CEILING):
+        assert metric.name in text, metric.name
+    for param in (svc.PARAM_MAX_NUM_SEQS, svc.PARAM_MAX_NUM_BATCHED_TOKENS):
+        assert f'{svc.LABEL_PARAM}="{param}"' in text
 
 
 def test_the_gpu_board_covers_the_brief() -> None:
     text = exprs(boards()["governor-gpu"])
-    for name in (g.SM_ACTIVE, g.SM_OCCUPANCY, g.DRAM_BANDWIDTH_UTILIZATION, g.TENSOR_ACTIVE,
-                 g.MEMORY_USED, g.POWER, g.POWER_LIMIT, g.CLOCK, g.CLOCK_EVENT_DURATION,
-                 g.XID_ERRORS, g.TEMPERATURE, g.UP):
-        assert name in text, name
+    for metric in (g.SM_ACTIVE, g.SM_OCCUPANCY, g.DRAM_BANDWIDTH_UTILIZATION, g.TENSOR_ACTIVE,
+                   g.MEMORY_USED, g.POWER, g.POWER_LIMIT, g.CLOCK, g.CLOCK_EVENT_DURATION,
+                   g.XID_ERRORS, g.TEMPERATURE, g.UP):
+        assert metric.name in text, metric.name
 
 
 def test_the_controller_board_covers_the_brief() -> None:
     board = boards()["governor-controller"]
     text = exprs(board)
-    for name in (c.DECISIONS, c.TARGET_LIMITS, c.RECONCILES, c.RECONCILE_DURATION, c.OBSERVED):
-        assert name in text, name
+    for metric in (c.DECISIONS, c.TARGET_LIMITS, c.RECONCILES, c.RECONCILE_DURATION, c.OBSERVED):
+        assert metric.name in text, metric.name
     assert "by (action, reason)" in text
     observed = panel_titled(board, "Observed latency")
     assert [s["value"] for s in observed["fieldConfig"]["defaults"]["thresholds"]["steps"]] \
@@ -198,9 +200,9 @@ def test_controller_actions_are_annotations_from_prometheus(uid: str) -> None:
     for annotation in (decisions, limits):
         assert annotation["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         assert annotation["enable"] is True
-    assert c.DECISIONS in decisions["expr"] and 'action!="hold"' in decisions["expr"]
+    assert c.DECISIONS.name in decisions["expr"] and 'action!="hold"' in decisions["expr"]
     assert decisions["titleFormat"] == "controller: {{action}}"
-    assert f"changes({c.TARGET_LIMITS}" in limits["expr"]
+    assert f"changes({c.TARGET_LIMITS.name}" in limits["expr"]
     posted = found["Controller (posted to Grafana)"]
     assert posted["target"]["tags"] == [controller_grafana.TAG]
 
@@ -238,7 +240,7 @@ def test_prometheus_exemplars_link_to_jaeger_by_trace_id() -> None:
     prometheus = by_uid[PROMETHEUS_UID]
     assert prometheus["url"] == "http://prometheus:9090" and prometheus["isDefault"]
     assert prometheus["jsonData"]["exemplarTraceIdDestinations"] == [
-        {"name": m.EXEMPLAR_TRACE_ID, "datasourceUid": JAEGER_UID}]
+        {"name": svc.EXEMPLAR_TRACE_ID, "datasourceUid": JAEGER_UID}]
     assert prometheus["jsonData"]["timeInterval"] == "15s"
     assert by_uid[JAEGER_UID]["type"] == "jaeger"
     assert by_uid[JAEGER_UID]["url"] == "http://jaeger:16686"

@@ -33,8 +33,8 @@ from governor.alerts.render import render_all as render_alerts
 from governor.alerts.render import write_all as write_alerts
 from governor.common.process import Child, running
 from governor.common.secrets import Secret
+from governor.contracts.metrics import service as svc
 from governor.dashboards.render import render_all
-from governor.inference import metric_names as m
 from tests.alerts.stack import LOOPBACK, free_port, logs
 from tests.dashboards.boards import ROOT, PanelQuery, all_queries, expand
 
@@ -162,9 +162,9 @@ def lower_token_budget(stack: Stack) -> None:
     """What an operator (or the controller) does: cut max_num_batched_tokens to the floor."""
     limits = get_json(f"{stack.inference}/admin/batching",
                       headers={"Authorization": f"Bearer {ADMIN_TOKEN.reveal()}"})
-    floor = limits["floor"][m.PARAM_MAX_NUM_BATCHED_TOKENS]
-    body = json.dumps({m.PARAM_MAX_NUM_SEQS: limits[m.PARAM_MAX_NUM_SEQS],
-                       m.PARAM_MAX_NUM_BATCHED_TOKENS: floor}).encode()
+    floor = limits["floor"][svc.PARAM_MAX_NUM_BATCHED_TOKENS]
+    body = json.dumps({svc.PARAM_MAX_NUM_SEQS: limits[svc.PARAM_MAX_NUM_SEQS],
+                       svc.PARAM_MAX_NUM_BATCHED_TOKENS: floor}).encode()
     get_json(f"{stack.inference}/admin/batching", data=body, method="PUT",
              headers={"Authorization": f"Bearer {ADMIN_TOKEN.reveal()}",
                       "Content-Type": "application/json"})

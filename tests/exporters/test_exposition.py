@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
 
+from governor.contracts.metrics import gpu as m
 from governor.exporters.exposition import ExpositionCache, Format, accepts_gzip, negotiate
-from governor.exporters.gpu import metric_names as m
 from governor.exporters.gpu.fake import FakeNvml
 from governor.exporters.gpu.sampler import Sampler
 from tests.exporters.conftest import FakeClock, make_sampler
@@ -80,7 +80,7 @@ def test_openmetrics_ends_with_one_eof_after_the_age(cache_and_sampler: CacheAnd
     text = body.decode()
     assert text.endswith("# EOF\n") and text.count("# EOF") == 1
     names = {f.name for f in parse_om(text)}  # type: ignore[no-untyped-call]
-    assert {m.EXPORTER_SNAPSHOT_AGE, m.UP, "gpu"} <= names
+    assert {m.EXPORTER_SNAPSHOT_AGE.name, m.UP.name, "gpu"} <= names
 
 
 def test_prepare_renders_ahead_only_what_was_scraped(

@@ -13,8 +13,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from governor.contracts.metrics import gpu as m
 from governor.exporters.config import ExporterConfig
-from governor.exporters.gpu import metric_names as m
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu.fake import FakeNvml
 from governor.exporters.gpu.sampler import Sampler, SamplerConfig
@@ -32,7 +32,7 @@ async def app_client(aiohttp_client: ClientFactory, sampler: Sampler, clock: Fak
 
 
 def gpu_up(body: str) -> list[float]:
-    return [s.value for f in text_string_to_metric_families(body) if f.name == m.UP
+    return [s.value for f in text_string_to_metric_families(body) if f.name == m.UP.name
             for s in f.samples]
 
 
@@ -95,8 +95,8 @@ async def test_stale_readings_are_withheld_and_health_says_503(
     clock.advance(6.0)  # past the 5 s staleness limit, as if the sampler hung in a driver call
     body = await (await client.get("/metrics")).text()
     assert gpu_up(body) == [0.0]
-    assert m.TEMPERATURE not in body
-    assert f"{m.EXPORTER_SNAPSHOT_AGE} 6.0" in body
+    assert m.TEMPERATURE.name not in body
+    assert f"{m.EXPORTER_SNAPSHOT_AGE.name} 6.0" in body
     health = await client.get("/health", headers={"Accept": "application/json"})
     assert health.status == 503
     assert (await health.json())["status"] == "stale"
@@ -129,7 +129,7 @@ async def test_no_driver_is_degraded_and_plain(aiohttp_client: ClientFactory, cl
     assert response.status == 200
     assert "degraded: no NVIDIA driver on this machine" in await response.text()
     body = await (await client.get("/metrics")).text()
-    assert gpu_up(body) == [] and f"{m.EXPORTER_NVML_UP} 0.0" in body
+    assert gpu_up(body) == [] and f"{m.EXPORTER_NVML_UP.name} 0.0" in body
 
 
 @pytest.mark.parametrize(

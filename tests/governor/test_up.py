@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from governor.alerts.params import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE
-from governor.inference import metric_names as m
+from governor.contracts.endpoints import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE
+from governor.contracts.metrics import service as svc
 from governor.up import EXIT_INTERRUPTED, Ports, UpConfig, UpError, prepare
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +73,7 @@ def test_the_stack_comes_up_is_scraped_and_stops_on_sigint(tmp_path: Path) -> No
         assert get_json(f"http://127.0.0.1:{ports.controller}/status")
         rules = json.dumps(get_json(f"http://127.0.0.1:{ports.prometheus}/api/v1/rules"))
         assert "InterTokenLatencyP99High" in rules
-        query = f"sum({m.counter_series(m.GENERATION_TOKENS)})"
+        query = f"sum({svc.GENERATION_TOKENS.total})"
         while time.monotonic() < deadline:  # the demo load reaches the service through HTTP
             data = get_json(f"http://127.0.0.1:{ports.prometheus}/api/v1/query?query={query}")
             result = data["data"]["result"]  # type: ignore[index]

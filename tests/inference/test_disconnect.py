@@ -6,13 +6,14 @@ import asyncio
 
 import aiohttp
 
-from governor.inference import metric_names as m
+from governor.contracts.metrics import service as svc
+from governor.contracts.metrics import vllm
 from tests.inference.conftest import Service
 
 
 def engine_gauge(service: Service, name: str) -> float:
-    value = service.sample(name, {m.VLLM_LABEL_MODEL: service.engine.model_name,
-                                  m.VLLM_LABEL_ENGINE: "0"})
+    value = service.sample(name, {vllm.LABEL_MODEL: service.engine.model_name,
+                                  vllm.LABEL_ENGINE: "0"})
     assert value is not None, name
     return value
 
@@ -42,8 +43,8 @@ async def test_disconnect_mid_stream_aborts_the_engine_request(service: Service)
     assert stats.num_requests_running == 0
     assert stats.kv_cache_usage_ratio < kv_busy
     await asyncio.sleep(0.1)  # a step or two for the gauges
-    assert engine_gauge(service, m.VLLM_NUM_REQUESTS_RUNNING) == 0.0
-    assert engine_gauge(service, m.VLLM_KV_CACHE_USAGE) < kv_busy
-    assert service.sample(m.counter_series(m.REQUESTS),
+    assert engine_gauge(service, vllm.NUM_REQUESTS_RUNNING.name) == 0.0
+    assert engine_gauge(service, vllm.KV_CACHE_USAGE.name) < kv_busy
+    assert service.sample(svc.REQUESTS.total,
                           {"route": "/v1/chat/completions", "code": "499"}) == 1.0
-    assert service.sample(m.REQUESTS_IN_FLIGHT) == 0.0
+    assert service.sample(svc.REQUESTS_IN_FLIGHT.name) == 0.0

@@ -8,7 +8,8 @@ import aiohttp
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
-from governor.inference import metric_names as m
+from governor.contracts.metrics import service as svc
+from governor.contracts.metrics import vllm
 from tests.inference.conftest import Service
 
 
@@ -34,10 +35,10 @@ async def test_latency_histograms_hold_the_slo_thresholds_as_buckets(service: Se
     await drive(service)
     _, text = await scrape(service)
     families = {f.name: f for f in text_families(text)}
-    itl = families[m.INTER_TOKEN_LATENCY]
+    itl = families[svc.INTER_TOKEN_LATENCY.name]
     edges = {s.labels["le"] for s in itl.samples if s.name.endswith("_bucket")}
     assert "0.12" in edges
-    ttft = families[m.TIME_TO_FIRST_TOKEN]
+    ttft = families[svc.TIME_TO_FIRST_TOKEN.name]
     assert "1.0" in {s.labels["le"] for s in ttft.samples if s.name.endswith("_bucket")}
     count = next(s.value for s in ttft.samples if s.name.endswith("_count"))
     assert count == 3
@@ -50,25 +51,26 @@ async def test_openmetrics_carries_trace_id_exemplars(service: Service) -> None:
     exemplars = [
         sample.exemplar
         for family in text_string_to_metric_families(text)  # type: ignore[no-untyped-call]
-        if family.name in {m.INTER_TOKEN_LATENCY, m.TIME_TO_FIRST_TOKEN}
+        if family.name in {svc.INTER_TOKEN_LATENCY.name, svc.TIME_TO_FIRST_TOKEN.name}
         for sample in family.samples if sample.exemplar is not None
     ]
     assert exemplars
-    assert all(len(e.labels[m.EXEMPLAR_TRACE_ID]) == 32 for e in exemplars)
+    assert all(len(e.labels[svc.EXEMPLAR_TRACE_ID]) == 32 for e in exemplars)
     # vLLM's colon names survive OpenMetrics (prometheus_client would rewrite them by default).
-    assert f"\n{m.VLLM_NUM_REQUESTS_RUNNING}{{" in text
+    assert f"\n{vllm.NUM_REQUESTS_RUNNING.name}{{" in text
 
 
 async def test_vllm_series_keep_vllms_names(service: Service) -> None:
     await drive(service)
     _, text = await scrape(service)
     names = {f.name for f in text_families(text)}
-    for name in (m.VLLM_NUM_REQUESTS_RUNNING, m.VLLM_NUM_REQUESTS_WAITING, m.VLLM_KV_CACHE_USAGE,
-                 m.VLLM_TIME_TO_FIRST_TOKEN, m.VLLM_INTER_TOKEN_LATENCY,
-                 m.VLLM_E2E_REQUEST_LATENCY, m.VLLM_REQUEST_QUEUE_TIME):
+    for name in (vllm.NUM_REQUESTS_RUNNING.name, vllm.NUM_REQUESTS_WAITING.name,
+                 vllm.KV_CACHE_USAGE.name, vllm.TIME_TO_FIRST_TOKEN.name,
+                 vllm.INTER_TOKEN_LATENCY.name, vllm.E2E_REQUEST_LATENCY.name,
+                 vllm.REQUEST_QUEUE_TIME.name):
         assert name in names, name
-    assert f"{m.counter_series(m.VLLM_GENERATION_TOKENS)}{{" in text
-    assert f"{m.counter_series(m.VLLM_NUM_PREEMPTIONS)}{{" in text
+    assert f"{vllm.GENERATION_TOKENS.total}{{" in text
+    assert f"{vllm.NUM_PREEMPTIONS.total}{{" in text
 
 
 async def test_the_default_global_registry_is_not_used(service: Service) -> None:
@@ -79,7 +81,7 @@ async def test_the_default_global_registry_is_not_used(service: Service) -> None
 
 async def test_requests_are_counted_by_route_and_code(service: Service) -> None:
     await drive(service, 2)
-    assert service.sample(m.counter_series(m.REQUESTS),
+    assert service.sample(svc.REQUESTS.total,
                           {"route": "/v1/chat/completions", "code": "200"}) == 2.0
 
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from governor.alerts.catalog import HISTOGRAM_BUCKETS, load_checked_spec, parse_checked_spec
-from governor.inference import metric_names as m
+from governor.contracts.metrics import service as svc
 from governor.slo.spec import (
     SLO,
     LatencySLI,
@@ -27,7 +27,7 @@ from governor.slo.spec import (
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SPEC = ROOT / "slo.yaml"
-ERRORS = m.counter_series(m.REQUESTS) + '{code=~"5.."}'
+ERRORS = svc.REQUESTS.total + '{code=~"5.."}'
 
 
 def minimal() -> dict[str, Any]:
@@ -37,9 +37,9 @@ def minimal() -> dict[str, Any]:
         "period": "30d",
         "slos": [
             {"name": "inter-token-latency", "objective": 99, "controller": True,
-             "sli": {"latency": {"metric": m.INTER_TOKEN_LATENCY, "threshold": "120ms"}}},
+             "sli": {"latency": {"metric": svc.INTER_TOKEN_LATENCY.name, "threshold": "120ms"}}},
             {"name": "availability", "objective": "99.9%",
-             "sli": {"ratio": {"errors": ERRORS, "total": m.counter_series(m.REQUESTS)}}},
+             "sli": {"ratio": {"errors": ERRORS, "total": svc.REQUESTS.total}}},
         ],
     }
 
@@ -68,11 +68,11 @@ def test_the_default_spec_holds_the_three_slos_of_the_design() -> None:
                                                                  30 * 86400)
     itl, ttft, availability = spec.slos
     assert itl == spec.slo("inter-token-latency")
-    assert itl.sli == LatencySLI(m.INTER_TOKEN_LATENCY, 0.12, {})
+    assert itl.sli == LatencySLI(svc.INTER_TOKEN_LATENCY.name, 0.12, {})
     assert (itl.objective, itl.controller) == (0.99, True)
-    assert ttft.sli == LatencySLI(m.TIME_TO_FIRST_TOKEN, 1.0, {})
+    assert ttft.sli == LatencySLI(svc.TIME_TO_FIRST_TOKEN.name, 1.0, {})
     assert (ttft.objective, ttft.controller) == (0.99, False)
-    assert availability.sli == RatioSLI(ERRORS, m.counter_series(m.REQUESTS))
+    assert availability.sli == RatioSLI(ERRORS, svc.REQUESTS.total)
     assert (availability.objective, availability.controller) == (0.999, False)
 
 
@@ -162,16 +162,16 @@ def test_a_latency_threshold_may_be_a_duration_or_seconds() -> None:
     data["slos"][0]["sli"]["latency"]["threshold"] = 0.12
     data["slos"][0]["sli"]["latency"]["selector"] = {"model": "llama"}
     sli = parse_checked_spec(data).slos[0].sli
-    assert sli == LatencySLI(m.INTER_TOKEN_LATENCY, 0.12, {"model": "llama"})
+    assert sli == LatencySLI(svc.INTER_TOKEN_LATENCY.name, 0.12, {"model": "llama"})
 
 
 def test_a_ratio_selector_is_stored_in_canonical_form() -> None:
     data = minimal()
-    data["slos"][1]["sli"]["ratio"]["errors"] = m.counter_series(m.REQUESTS) + " { code =~ '5..' }"
+    data["slos"][1]["sli"]["ratio"]["errors"] = svc.REQUESTS.total + " { code =~ '5..' }"
     assert errors_of(data)  # single quotes are not PromQL's label quoting here
-    data["slos"][1]["sli"]["ratio"]["errors"] = m.counter_series(m.REQUESTS) + '{ code =~ "5.."  }'
+    data["slos"][1]["sli"]["ratio"]["errors"] = svc.REQUESTS.total + '{ code =~ "5.."  }'
     assert parse_spec(data).slo("availability").sli == RatioSLI(ERRORS,
-                                                                m.counter_series(m.REQUESTS))
+                                                                svc.REQUESTS.total)
 
 
 # ---- every error at once, with its place ---------------------------------------------------------
@@ -187,14 +187,14 @@ slos:
     objectve: 99
     sli:
       latency:
-        metric: {m.INTER_TOKEN_LATENCY}
+        metric: {svc.INTER_TOKEN_LATENCY.name}
         threshold: 110ms
   - name: availability
     objective: 100
     sli:
       ratio:
         errors: sum(rate(x[5m]))
-        total: {m.counter_series(m.REQUESTS)}
+        total: {svc.REQUESTS.total}
 """)
     with pytest.raises(SpecError) as caught:
         load_checked_spec(path)
@@ -205,7 +205,7 @@ slos:
         f"{where}:5: slos[0].name: 'Inter_Token' must be lower-case letters, digits and dashes "
         "(at most 63, like a DNS label)",
         f"{where}:10: slos[0].sli.latency.threshold: 0.11s is not a bucket edge of "
-        f"{m.INTER_TOKEN_LATENCY}, so the SLI could not count it exactly "
+        f"{svc.INTER_TOKEN_LATENCY.name}, so the SLI could not count it exactly "
         "(nearest edges: 0.09, 0.1, 0.12, 0.15)",
         f"{where}:12: slos[1].objective: must be a percentage in (0, 100) such as 99.9 or "
         "\"99.9%\", or a ratio in (0, 1) such as 0.999: got 100",
@@ -238,7 +238,7 @@ slos:
          "slos[0].controller: must be true or false: got a string"),
         (lambda d: d["slos"][0]["sli"]["latency"].update(metric="nope_seconds"),
          "slos[0].sli.latency.metric: 'nope_seconds' is not a histogram Governor knows"),
-        (lambda d: d["slos"][0]["sli"]["latency"].update(metric=m.INTER_TOKEN_LATENCY + "_bucket"),
+        (lambda d: d["slos"][0]["sli"]["latency"].update(metric=svc.INTER_TOKEN_LATENCY.bucket),
          "give the histogram's base name, without _bucket/_count/_sum"),
         (lambda d: d["slos"][0]["sli"]["latency"].update(threshold="-1s"),
          "slos[0].sli.latency.threshold: not a duration"),
@@ -246,7 +246,7 @@ slos:
          "must be a positive duration: got 0"),
         (lambda d: d["slos"][0]["sli"]["latency"].update(selector={"le": "1"}),
          "slos[0].sli.latency.selector.le: label 'le' is set by Governor"),
-        (lambda d: d["slos"][1]["sli"]["ratio"].update(errors=m.counter_series(m.REQUESTS)),
+        (lambda d: d["slos"][1]["sli"]["ratio"].update(errors=svc.REQUESTS.total),
          "slos[1].sli.ratio.errors: selects the same series as total"),
         (lambda d: d["slos"][1]["sli"]["ratio"].update(errors='x{a="b"} or vector(1)'),
          "is not a plain selector"),
@@ -414,11 +414,11 @@ spec:
         good:
           metricSource:
             type: Prometheus
-            spec: {{query: '{m.INTER_TOKEN_LATENCY}_bucket{{le="0.12"}}'}}
+            spec: {{query: '{svc.INTER_TOKEN_LATENCY.name}_bucket{{le="0.12"}}'}}
         total:
           metricSource:
             type: Prometheus
-            spec: {{query: {m.INTER_TOKEN_LATENCY}_count}}
+            spec: {{query: {svc.INTER_TOKEN_LATENCY.name}_count}}
 ---
 apiVersion: openslo/v1
 kind: SLO
@@ -438,7 +438,7 @@ spec:
         counter: true
         bad: {{metricSource: {{type: prometheus, spec: {{query: '{ERRORS}'}}}}}}
         total:
-          metricSource: {{type: Prometheus, spec: {{query: {m.counter_series(m.REQUESTS)}}}}}
+          metricSource: {{type: Prometheus, spec: {{query: {svc.REQUESTS.total}}}}}
 """
 
 
@@ -448,9 +448,10 @@ def test_openslo_documents_map_to_the_same_model(tmp_path: Path) -> None:
     assert (spec.service, spec.period_seconds, spec.version) == ("inference", 28 * 86400,
                                                                  "governor/v1")
     assert itl == SLO("inter-token-latency", "Decode inter-token latency", 0.99,
-                      LatencySLI(m.INTER_TOKEN_LATENCY, 0.12, {}), True, {"team": "inference"})
+                      LatencySLI(svc.INTER_TOKEN_LATENCY.name, 0.12, {}), True,
+                      {"team": "inference"})
     assert availability == SLO("availability", "non-5xx answers", 0.999,
-                               RatioSLI(ERRORS, m.counter_series(m.REQUESTS)), False, {}, 0.5)
+                               RatioSLI(ERRORS, svc.REQUESTS.total), False, {}, 0.5)
 
 
 def test_openslo_problems_point_at_the_document_and_line(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from governor.bench.controller.scoring import (
     windows_from_times,
 )
 from governor.bench.controller.workload import Arrival, Workload
+from governor.contracts.metrics import service
 from governor.controller.law import decide
 from governor.controller.law_config import LawConfig
 from governor.controller.model import (
@@ -39,7 +40,6 @@ from governor.controller.model import (
     TargetState,
 )
 from governor.controller.queries import SPIKE_QUANTILE
-from governor.inference import metric_names
 from governor.inference.engines.base import BatchingLimits
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.engines.sim.presets import get_preset
@@ -145,8 +145,8 @@ class _Loop:
 
     def __post_init__(self) -> None:
         p = self.scenario.pipeline
-        self.scrapes = Scrapes(metric_names.INTER_TOKEN_LATENCY_BUCKETS,
-                               metric_names.TIME_TO_FIRST_TOKEN_BUCKETS)
+        self.scrapes = Scrapes(service.INTER_TOKEN_LATENCY.buckets,
+                               service.TIME_TO_FIRST_TOKEN.buckets)
         self.alert = AlertState(p, self.scenario.slo.itl_seconds, self.scenario.slo.itl_quantile)
         self._collector = _Collector(self.sim, self.ids, self.arrivals, self.scrapes)
         self.limits.append((0.0, _limits(self.sim)))

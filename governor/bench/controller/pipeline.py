@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from governor.bench.controller.prometheus import Pipeline
-from governor.slo.promql import parse_duration
+from governor.contracts.promql import parse_duration
 
 _RANGE = re.compile(r"\[(\w+)\]")
 

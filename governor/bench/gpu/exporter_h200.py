@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from governor.common.process import Child, running  # noqa: E402 (after the path set-up above)
-from governor.exporters.gpu import classic, fields, gpm  # noqa: E402
-from governor.exporters.gpu import metric_names as m  # noqa: E402
+from governor.contracts.metrics import gpu as m  # noqa: E402
+from governor.exporters.gpu import classic, fields, gpm  # noqa: E402 (after the path set-up above)
 from governor.exporters.gpu import nvml as nv  # noqa: E402
 from governor.exporters.gpu.fake import FakeNvml  # noqa: E402
 from governor.exporters.gpu.sampler import Sampler, SamplerConfig  # noqa: E402
@@ -372,8 +372,9 @@ def key_readings(text: str) -> dict[str, float]:
     """The readings of GPU 0 (and the exporter's own counters) that the summary quotes."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    wanted = {m.TENSOR_ACTIVE, m.DRAM_BANDWIDTH_UTILIZATION, m.SM_ACTIVE, m.SM_OCCUPANCY,
-              m.UTILIZATION, m.POWER, m.EXPORTER_CPU + "_total", m.EXPORTER_COLLECTIONS + "_total"}
+    wanted = {m.TENSOR_ACTIVE.name, m.DRAM_BANDWIDTH_UTILIZATION.name, m.SM_ACTIVE.name,
+              m.SM_OCCUPANCY.name, m.UTILIZATION.name, m.POWER.name, m.EXPORTER_CPU.total,
+              m.EXPORTER_COLLECTIONS.total}
     return {
         sample.name: sample.value
         for family in text_string_to_metric_families(text) for sample in family.samples

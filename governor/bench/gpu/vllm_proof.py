@@ -45,7 +45,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from governor.bench.load import LoadSpec, run_load, summarize
 from governor.common.process import Child
-from governor.inference import metric_names as names
+from governor.contracts.metrics import vllm
 
 ADMIN_TOKEN = "gpu-proof-admin-token"
 SERVED = "llama-3-8b"
@@ -208,7 +208,7 @@ class Client:
         return found
 
     async def running(self) -> float:
-        family = (await self.families()).get(names.VLLM_NUM_REQUESTS_RUNNING, [])
+        family = (await self.families()).get(vllm.NUM_REQUESTS_RUNNING.name, [])
         return float(sum(sample.value for f in family for sample in f.samples))
 
     async def ttft_alone(self, prompt: str, runs: int = 5) -> list[float]:

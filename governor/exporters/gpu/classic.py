@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from governor.exporters.gpu import metric_names as m
+from governor.contracts.metrics import gpu as m
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu.calls import CallGuard
 from governor.exporters.gpu.readings import Sample
@@ -39,49 +39,50 @@ def ratio(percent: float) -> float:
 
 def shape_utilization(util: Any) -> list[Sample]:
     return [
-        Sample(m.UTILIZATION, ratio(util.gpu)),
-        Sample(m.MEMORY_UTILIZATION, ratio(util.memory)),
+        Sample(m.UTILIZATION.name, ratio(util.gpu)),
+        Sample(m.MEMORY_UTILIZATION.name, ratio(util.memory)),
     ]
 
 
 def shape_memory(memory: Any) -> list[Sample]:
     samples = [
-        Sample(m.MEMORY_TOTAL, float(memory.total)),
-        Sample(m.MEMORY_USED, float(memory.used)),
-        Sample(m.MEMORY_FREE, float(memory.free)),
+        Sample(m.MEMORY_TOTAL.name, float(memory.total)),
+        Sample(m.MEMORY_USED.name, float(memory.used)),
+        Sample(m.MEMORY_FREE.name, float(memory.free)),
     ]
     reserved = getattr(memory, "reserved", None)  # only nvmlMemory_v2 has it
     if reserved is not None:
-        samples.append(Sample(m.MEMORY_RESERVED, float(reserved)))
+        samples.append(Sample(m.MEMORY_RESERVED.name, float(reserved)))
     return samples
 
 
 def shape_bar1(bar1: Any) -> list[Sample]:
-    return [Sample(m.BAR1_TOTAL, float(bar1.bar1Total)), Sample(m.BAR1_USED, float(bar1.bar1Used))]
+    return [Sample(m.BAR1_TOTAL.name, float(bar1.bar1Total)),
+            Sample(m.BAR1_USED.name, float(bar1.bar1Used))]
 
 
 def shape_clock(clock: str, mhz: int) -> list[Sample]:
-    return [Sample(m.CLOCK, mhz * MHZ, ((m.LABEL_CLOCK, clock),))]
+    return [Sample(m.CLOCK.name, mhz * MHZ, ((m.LABEL_CLOCK, clock),))]
 
 
 def shape_clock_events(mask: int) -> list[Sample]:
     """One 0/1 series per reason, so an alert can name the reason and absence means no data."""
     return [
-        Sample(m.CLOCK_EVENT_ACTIVE, 1.0 if mask & bit else 0.0, ((m.LABEL_REASON, reason),))
+        Sample(m.CLOCK_EVENT_ACTIVE.name, 1.0 if mask & bit else 0.0, ((m.LABEL_REASON, reason),))
         for bit, reason in REASON_BITS
     ]
 
 
 def shape_power(milliwatts: int) -> list[Sample]:
-    return [Sample(m.POWER, milliwatts * MILLI)]
+    return [Sample(m.POWER.name, milliwatts * MILLI)]
 
 
 def shape_power_limit(milliwatts: int) -> list[Sample]:
-    return [Sample(m.POWER_LIMIT, milliwatts * MILLI)]
+    return [Sample(m.POWER_LIMIT.name, milliwatts * MILLI)]
 
 
 def shape_temperature(celsius: int) -> list[Sample]:
-    return [Sample(m.TEMPERATURE, float(celsius))]
+    return [Sample(m.TEMPERATURE.name, float(celsius))]
 
 
 def memory_info(nvml: nv.NvmlApi, handle: Any) -> Any:

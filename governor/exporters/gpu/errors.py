@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from governor.exporters.gpu import metric_names as m
+from governor.contracts.metrics import gpu as m
 
 log = logging.getLogger("governor.exporters.gpu")
 

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from governor.exporters.gpu import fields
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu import simulated as sim
 
@@ -90,6 +91,10 @@ _FIELD_TYPES = {82: nv.VALUE_UINT, 94: nv.VALUE_UINT, 5: nv.VALUE_ULONGLONG,
                 198: nv.VALUE_ULONGLONG, 142: nv.VALUE_UINT, 143: nv.VALUE_UINT,
                 144: nv.VALUE_UINT, 145: nv.VALUE_UINT, 269: nv.VALUE_ULONGLONG,
                 270: nv.VALUE_ULONGLONG, 271: nv.VALUE_ULONGLONG}
+# A field the exporter reads that the fake does not simulate reads 0, like a counter that never
+# moved: a reading added to the exporter shows on the fake GPUs without a change here. Fields
+# nobody reads answer NOT_SUPPORTED, as a GPU that lacks them does.
+_READ_FIELDS = frozenset(spec.field_id for spec in (*fields.FAST, *fields.SLOW))
 _MIG_SLICES = 2  # MIG devices on a GPU whose MIG mode the fake turns on
 _GPM_SLOTS = 64  # metric slots in a fake c_nvmlGpmMetricsGet_t (NVML has 477; we ask for < 20)
 
@@ -347,7 +352,8 @@ class FakeNvml:
 
     def _field(self, gpu: int, field_id: int) -> Record:
         failure = self._field_failures.get((gpu, field_id))
-        value_type = _FIELD_TYPES.get(field_id)
+        value_type = _FIELD_TYPES.get(
+            field_id, nv.VALUE_ULONGLONG if field_id in _READ_FIELDS else None)
         if failure is not None or value_type is None:
             code = failure if failure is not None else nv.ERROR_NOT_SUPPORTED
             return _record(fieldId=field_id, scopeId=0, timestamp=0, latencyUsec=0,
@@ -361,7 +367,7 @@ class FakeNvml:
         }
         return _record(fieldId=field_id, scopeId=0, timestamp=int(self.clock() * 1e6),
                        latencyUsec=3, valueType=value_type, nvmlReturn=nv.SUCCESS,
-                       value=_union(readings[field_id]))
+                       value=_union(readings.get(field_id, 0)))
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Handle) -> list[Record]:
         self._enter("nvmlDeviceGetComputeRunningProcesses", handle)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from governor.exporters.gpu import metric_names as m
+from governor.contracts.metrics import gpu as m
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu.calls import CallGuard, GpuLost
 from governor.exporters.gpu.readings import Labels, Sample
@@ -24,7 +24,7 @@ NANO: float = 1e-9
 @dataclass(frozen=True, slots=True)
 class FieldSpec:
     field_id: int
-    metric: str
+    metric: m.GpuMetric
     scale: float = 1.0
     labels: Labels = ()
 
@@ -34,7 +34,7 @@ class FieldSpec:
         return f"field_{self.field_id}"
 
     def sample(self, value: float) -> Sample:
-        return Sample(self.metric, value * self.scale, self.labels)
+        return Sample(self.metric.name, value * self.scale, self.labels)
 
 
 FAST: tuple[FieldSpec, ...] = (

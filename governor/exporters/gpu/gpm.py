@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from governor.exporters.gpu import metric_names as m
+from governor.contracts.metrics import gpu as m
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu.readings import Labels, Sample
 
@@ -24,19 +24,19 @@ MIB: float = 1024.0 * 1024.0
 @dataclass(frozen=True, slots=True)
 class GpmMetric:
     metric_id: int  # NVML_GPM_METRIC_*
-    metric: str
+    metric: m.GpuMetric
     scale: float = 0.01  # percent → ratio unless said otherwise
     labels: Labels = ()
 
     @property
     def is_ratio(self) -> bool:
-        return self.metric.endswith("_ratio")
+        return self.metric.unit == "ratio"
 
     def sample(self, value: float, extra: Labels = ()) -> Sample:
         scaled = value * self.scale
         if self.is_ratio:
             scaled = min(max(scaled, 0.0), 1.0)  # GPM can read 100.2 %; the contract is 0-1
-        return Sample(self.metric, scaled, self.labels + extra)
+        return Sample(self.metric.name, scaled, self.labels + extra)
 
 
 def _pipe(name: str) -> Labels:

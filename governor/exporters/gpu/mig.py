@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from governor.exporters.gpu import metric_names as m
+from governor.contracts.metrics import gpu as m
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu.calls import CallGuard
 from governor.exporters.gpu.readings import Labels, Sample
@@ -71,7 +71,7 @@ def _describe(nvml: nv.NvmlApi, mig: Any, guard: CallGuard) -> MigDevice | None:
 def info_samples(devices: tuple[MigDevice, ...]) -> list[Sample]:
     return [
         Sample(
-            m.MIG_INFO, 1.0,
+            m.MIG_INFO.name, 1.0,
             ((m.LABEL_MIG_UUID, d.uuid), (m.LABEL_MIG_PROFILE, d.profile), *d.labels),
         )
         for d in devices
@@ -85,6 +85,6 @@ def memory_samples(
     for device in devices:
         memory = guard("mig_memory", partial(nvml.nvmlDeviceGetMemoryInfo, device.handle))
         if memory is not None:
-            samples.append(Sample(m.MIG_MEMORY_TOTAL, float(memory.total), device.labels))
-            samples.append(Sample(m.MIG_MEMORY_USED, float(memory.used), device.labels))
+            samples.append(Sample(m.MIG_MEMORY_TOTAL.name, float(memory.total), device.labels))
+            samples.append(Sample(m.MIG_MEMORY_USED.name, float(memory.used), device.labels))
     return samples

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Protocol
 
-from governor.exporters.gpu import metric_names as m
+from governor.contracts.metrics import gpu as m
 
 # nvmlReturn_t values (nvml.h).
 SUCCESS: Final = 0

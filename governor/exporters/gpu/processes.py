@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from governor.exporters.gpu import metric_names as m
+from governor.contracts.metrics import gpu as m
 from governor.exporters.gpu.readings import Sample
 
 # The last path segment that carries a 64-hex id: docker-<id>.scope, cri-containerd-<id>.scope,
@@ -78,7 +78,7 @@ def shape_processes(processes: Iterable[Any], resolve: Callable[[int], str]) -> 
         used[int(process.pid)] = used.get(int(process.pid), 0) + int(process.usedGpuMemory)
     return [
         Sample(
-            m.PROCESS_MEMORY_USED, float(total),
+            m.PROCESS_MEMORY_USED.name, float(total),
             ((m.LABEL_PID, str(pid)), (m.LABEL_CONTAINER, resolve(pid))),
         )
         for pid, total in sorted(used.items())

@@ -26,8 +26,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from governor.contracts.metrics import gpu as m
 from governor.exporters.gpu import classic, fields, gpm, mig
-from governor.exporters.gpu import metric_names as m
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu.calls import CallGuard, GpuLost
 from governor.exporters.gpu.errors import ErrorLedger
@@ -370,7 +370,7 @@ class Sampler:
         devices = mig.discover(nvml, gpu.handle, gpu.guard) if enabled else ()
         gpu.mig_devices = devices
         gpu.mig_static = () if enabled is None else (
-            Sample(m.MIG_MODE, 1.0 if enabled else 0.0), *mig.info_samples(devices))
+            Sample(m.MIG_MODE.name, 1.0 if enabled else 0.0), *mig.info_samples(devices))
         wanted = {d.gpu_instance for d in devices} if gpu.gpm_capable else set()
         for gi in set(gpu.mig_rotators) - wanted:
             gpu.mig_rotators.pop(gi).close()

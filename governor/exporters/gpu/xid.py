@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from governor.exporters.gpu import metric_names as m
+from governor.contracts.metrics import gpu as m
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu.errors import ErrorLedger
 from governor.exporters.gpu.readings import Sample
@@ -107,7 +107,8 @@ class XidWatcher:
     def samples(self, gpu: int) -> list[Sample]:
         with self._lock:
             counts = sorted((xid, n) for (g, xid), n in self._counts.items() if g == gpu)
-        return [Sample(m.XID_ERRORS, float(n), ((m.LABEL_XID, str(xid)),)) for xid, n in counts]
+        return [Sample(m.XID_ERRORS.name, float(n), ((m.LABEL_XID, str(xid)),))
+                for xid, n in counts]
 
     def stop(self) -> None:
         self._stop.set()

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from governor.contracts.metrics import gpu as m
 from governor.exporters.exposition import Format, render_snapshot
-from governor.exporters.gpu import metric_names as m
 from governor.exporters.gpu.collector import families
 from governor.exporters.gpu.fake import FakeNvml
 from governor.exporters.gpu.readings import GpuIdentity, GpuReading, Sample, Snapshot
@@ -67,7 +67,7 @@ def test_every_gpu_series_carries_gpu_uuid_and_model(tmp_path: Path) -> None:
 
 
 def test_identity_lives_in_gpu_info(tmp_path: Path) -> None:
-    info = parsed(golden_snapshot(tmp_path))[m.INFO]
+    info = parsed(golden_snapshot(tmp_path))[m.INFO.series]
     labels, value = info[0]
     assert value == 1.0
     assert labels[m.LABEL_DRIVER_VERSION] == "580.159.04-sim"
@@ -78,40 +78,40 @@ def test_identity_lives_in_gpu_info(tmp_path: Path) -> None:
 def test_counters_are_exposed_with_total(tmp_path: Path) -> None:
     body = render_snapshot(golden_snapshot(tmp_path), Format.TEXT, version="t").decode()
     for counter in (m.ENERGY, m.ECC_UNCORRECTED_ERRORS, m.EXPORTER_ERRORS, m.PCIE_RECEIVED):
-        assert f"# TYPE {counter}_total counter" in body
+        assert f"# TYPE {counter.total} counter" in body
 
 
 def test_every_error_kind_is_exposed_from_the_start(tmp_path: Path) -> None:
-    errors = parsed(golden_snapshot(tmp_path))[m.EXPORTER_ERRORS]
+    errors = parsed(golden_snapshot(tmp_path))[m.EXPORTER_ERRORS.name]
     assert {labels[m.LABEL_KIND] for labels, _ in errors} == set(m.ERROR_KINDS)
 
 
 def test_stale_readings_are_withheld_and_gpus_read_down(tmp_path: Path) -> None:
     stale = parsed(golden_snapshot(tmp_path), fresh=False)
-    assert [v for _, v in stale[m.UP]] == [0.0, 0.0]
-    assert m.UTILIZATION not in stale and m.TEMPERATURE not in stale
-    assert m.EXPORTER_LAST_SUCCESS in stale and m.EXPORTER_ERRORS in stale
+    assert [v for _, v in stale[m.UP.name]] == [0.0, 0.0]
+    assert m.UTILIZATION.name not in stale and m.TEMPERATURE.name not in stale
+    assert m.EXPORTER_LAST_SUCCESS.name in stale and m.EXPORTER_ERRORS.name in stale
 
 
 def test_without_nvml_there_is_no_gpu_up_at_all() -> None:
     snapshot = Snapshot(sequence=3, taken_at=1.0, taken_monotonic=1.0, source="nvml",
                         nvml_up=False, nvml_message="no NVIDIA driver on this machine")
     names = parsed(snapshot)
-    assert m.UP not in names
-    assert names[m.EXPORTER_NVML_UP] == [({}, 0.0)]
-    assert m.EXPORTER_LAST_SUCCESS not in names  # never succeeded: absent, not zero
+    assert m.UP.name not in names
+    assert names[m.EXPORTER_NVML_UP.name] == [({}, 0.0)]
+    assert m.EXPORTER_LAST_SUCCESS.name not in names  # never succeeded: absent, not zero
 
 
 def test_a_lost_gpu_reads_0_and_keeps_its_xid_count() -> None:
     lost = GpuReading(GpuIdentity(1, "GPU-b", "H200", "0:2"), up=False,
-                      samples=(Sample(m.XID_ERRORS, 2.0, ((m.LABEL_XID, "79"),)),))
+                      samples=(Sample(m.XID_ERRORS.name, 2.0, ((m.LABEL_XID, "79"),)),))
     alive = GpuReading(GpuIdentity(0, "GPU-a", "H200", "0:1"), up=True,
-                       samples=(Sample(m.POWER, 300.0),))
+                       samples=(Sample(m.POWER.name, 300.0),))
     snapshot = Snapshot(sequence=1, taken_at=1.0, taken_monotonic=1.0, source="nvml",
                         nvml_up=True, nvml_message="", gpus=(alive, lost))
     names = parsed(snapshot)
-    assert {labels[m.LABEL_GPU]: v for labels, v in names[m.UP]} == {"0": 1.0, "1": 0.0}
-    assert names[m.XID_ERRORS] == [
+    assert {labels[m.LABEL_GPU]: v for labels, v in names[m.UP.name]} == {"0": 1.0, "1": 0.0}
+    assert names[m.XID_ERRORS.name] == [
         ({m.LABEL_GPU: "1", m.LABEL_UUID: "GPU-b", m.LABEL_MODEL: "H200", m.LABEL_XID: "79"}, 2.0)]
 
 
@@ -124,8 +124,8 @@ def test_families_are_in_a_stable_order(tmp_path: Path) -> None:
 
 def test_label_values_are_escaped() -> None:
     hostile = GpuReading(GpuIdentity(0, 'GPU-"}\n', 'H200\\"x', ""), up=True,
-                         samples=(Sample(m.POWER, 1.0),))
+                         samples=(Sample(m.POWER.name, 1.0),))
     snapshot = Snapshot(sequence=1, taken_at=1.0, taken_monotonic=1.0, source="nvml",
                         nvml_up=True, nvml_message="", gpus=(hostile,))
     names = parsed(snapshot)
-    assert names[m.POWER][0][0][m.LABEL_UUID] == 'GPU-"}\n'
+    assert names[m.POWER.name][0][0][m.LABEL_UUID] == 'GPU-"}\n'

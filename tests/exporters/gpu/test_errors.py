@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from governor.exporters.gpu import metric_names as m
+from governor.contracts.metrics import gpu as m
 from governor.exporters.gpu.errors import ErrorLedger
 
 

@@ -6,8 +6,8 @@ from functools import partial
 
 import pytest
 
+from governor.contracts.metrics import gpu as m
 from governor.exporters.gpu import gpm
-from governor.exporters.gpu import metric_names as m
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu import simulated as sim
 from governor.exporters.gpu.fake import FakeNvml, NVMLError
@@ -33,10 +33,10 @@ def test_fast_metrics_are_rates_over_the_last_interval(clock: FakeClock) -> None
     result = rot.tick(False)
     values = {s.name: s.value for s in result.fast}
     expected = sim.activity(0, clock() - 0.5)
-    assert values[m.SM_ACTIVE] == pytest.approx(expected.load)
-    assert values[m.TENSOR_ACTIVE] == pytest.approx(expected.tensor)
-    assert values[m.DRAM_BANDWIDTH_UTILIZATION] == pytest.approx(expected.dram)
-    assert values[m.PCIE_RECEIVE_RATE] == pytest.approx(sim.pcie_rates_bytes(expected)[1])
+    assert values[m.SM_ACTIVE.name] == pytest.approx(expected.load)
+    assert values[m.TENSOR_ACTIVE.name] == pytest.approx(expected.tensor)
+    assert values[m.DRAM_BANDWIDTH_UTILIZATION.name] == pytest.approx(expected.dram)
+    assert values[m.PCIE_RECEIVE_RATE.name] == pytest.approx(sim.pcie_rates_bytes(expected)[1])
     assert all(0.0 <= v <= 1.0 for n, v in values.items() if n.endswith("_ratio"))
 
 
@@ -52,8 +52,8 @@ def test_slow_metrics_span_the_slow_interval(clock: FakeClock) -> None:
     assert result.slow is not None
     hmma = next(s for s in result.slow if s.labels == ((m.LABEL_PIPE, "hmma"),))
     assert hmma.value == pytest.approx(sim.activity(0, clock() - 15.0).tensor)
-    assert {s.name for s in result.slow} >= {m.TENSOR_PIPE_ACTIVE, m.FP_PIPE_ACTIVE,
-                                             m.NVLINK_RECEIVE_RATE}
+    assert {s.name for s in result.slow} >= {m.TENSOR_PIPE_ACTIVE.name, m.FP_PIPE_ACTIVE.name,
+                                             m.NVLINK_RECEIVE_RATE.name}
 
 
 def test_three_buffers_are_never_overwritten_while_in_use(clock: FakeClock) -> None:
@@ -88,7 +88,7 @@ def test_a_metric_that_fails_is_reported_and_can_be_dropped(clock: FakeClock) ->
     clock.advance(1.0)
     result = rot.tick(False)
     assert result.failed == ((3, nv.ERROR_NOT_SUPPORTED),)
-    assert m.SM_OCCUPANCY not in {s.name for s in result.fast}
+    assert m.SM_OCCUPANCY.name not in {s.name for s in result.fast}
     rot.drop(3)
     clock.advance(1.0)
     assert rot.tick(False).failed == ()

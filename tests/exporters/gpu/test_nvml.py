@@ -5,7 +5,7 @@ from __future__ import annotations
 import pynvml
 import pytest
 
-from governor.exporters.gpu import metric_names as m
+from governor.contracts.metrics import gpu as m
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu.fake import NVMLError
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace as Process
 
 import pytest
 
-from governor.exporters.gpu import metric_names as m
+from governor.contracts.metrics import gpu as m
 from governor.exporters.gpu.processes import (
     ContainerResolver,
     container_id,

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from governor.exporters.gpu import catalog
-from governor.exporters.gpu import metric_names as m
+from governor.contracts.metrics import gpu as m
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu.fake import FakeNvml, Handle, Record
 from governor.exporters.gpu.readings import Snapshot
@@ -43,9 +42,10 @@ def test_after_a_slow_round_every_catalogued_gpu_metric_is_there(
     sampler.tick()
     clock.advance(30.0)
     sampler.tick()
-    missing = set(catalog.PER_GPU) - names(sampler) - {m.XID_ERRORS}
+    declared = {metric.name for metric in m.PER_GPU}
+    missing = declared - names(sampler) - {m.XID_ERRORS.name}
     assert missing == set()
-    assert set(names(sampler)) <= set(catalog.PER_GPU)
+    assert set(names(sampler)) <= declared
 
 
 def test_slow_readings_follow_the_slow_interval(clock: FakeClock, tmp_path: Path) -> None:
@@ -56,22 +56,22 @@ def test_slow_readings_follow_the_slow_interval(clock: FakeClock, tmp_path: Path
         clock.advance(1.0)
         sampler.tick()
     assert nvml.calls["nvmlDeviceGetBAR1MemoryInfo"] == 1
-    energy = sample_values(sampler, m.ENERGY)[()]
+    energy = sample_values(sampler, m.ENERGY.name)[()]
     clock.advance(1.0)
     sampler.tick()
     assert nvml.calls["nvmlDeviceGetBAR1MemoryInfo"] == 2
-    assert sample_values(sampler, m.ENERGY)[()] > energy  # the counter moved, once
+    assert sample_values(sampler, m.ENERGY.name)[()] > energy  # the counter moved, once
     assert dict(sampler.latest().phase_seconds)[m.PHASE_SLOW] >= 0.0
 
 
 def test_gpm_ratios_appear_from_the_second_round(clock: FakeClock, tmp_path: Path) -> None:
     sampler = make_sampler(FakeNvml(1, clock=clock), clock, tmp_path)
     sampler.tick()
-    assert m.SM_ACTIVE not in names(sampler)
+    assert m.SM_ACTIVE.name not in names(sampler)
     clock.advance(1.0)
     sampler.tick()
-    assert {m.SM_ACTIVE, m.SM_OCCUPANCY, m.TENSOR_ACTIVE, m.DRAM_BANDWIDTH_UTILIZATION} <= names(
-        sampler)
+    assert {m.SM_ACTIVE.name, m.SM_OCCUPANCY.name, m.TENSOR_ACTIVE.name,
+            m.DRAM_BANDWIDTH_UTILIZATION.name} <= names(sampler)
 
 
 def test_no_gpm_on_older_gpus_is_said_once_and_costs_nothing(
@@ -83,8 +83,8 @@ def test_no_gpm_on_older_gpus_is_said_once_and_costs_nothing(
         for _ in range(3):
             sampler.tick()
             clock.advance(1.0)
-    assert m.SM_ACTIVE not in names(sampler)
-    assert m.UTILIZATION in names(sampler)
+    assert m.SM_ACTIVE.name not in names(sampler)
+    assert m.UTILIZATION.name in names(sampler)
     assert nvml.calls["nvmlGpmSampleGet"] == 0
     assert sum("has no GPM" in r.getMessage() for r in caplog.records) == 2
 
@@ -108,7 +108,7 @@ def test_a_lost_gpu_reads_down_while_the_others_go_on(
             snapshot = sampler.tick()
     assert [g.up for g in snapshot.gpus] == [True, False]
     assert snapshot.gpus[1].samples == ()  # nothing half-read is served
-    assert m.UTILIZATION in names(sampler, 0)
+    assert m.UTILIZATION.name in names(sampler, 0)
     assert dict(snapshot.errors)[m.KIND_GPU_LOST] == 5
     assert sum("GPU is lost" in r.getMessage() for r in caplog.records) == 1
     nvml.recover(1)
@@ -139,7 +139,7 @@ def test_an_unsupported_reading_is_asked_once(clock: FakeClock, tmp_path: Path) 
         clock.advance(1.0)
     assert nvml.calls["nvmlDeviceGetPowerUsage"] == 1
     assert dict(sampler.latest().errors)[m.KIND_NOT_SUPPORTED] == 1
-    assert m.POWER not in names(sampler) and m.TEMPERATURE in names(sampler)
+    assert m.POWER.name not in names(sampler) and m.TEMPERATURE.name in names(sampler)
 
 
 def test_no_nvml_package_is_a_clear_state_not_a_crash(clock: FakeClock, tmp_path: Path) -> None:
@@ -182,8 +182,8 @@ def test_a_bug_on_one_gpu_does_not_hide_the_others(clock: FakeClock, tmp_path: P
     sampler = make_sampler(Broken(2, clock=clock), clock, tmp_path)
     snapshot = sampler.tick()
     assert all(g.up for g in snapshot.gpus)
-    assert m.PROCESS_MEMORY_USED in names(sampler, 1)
-    assert m.UTILIZATION in names(sampler, 0)  # read before the bug
+    assert m.PROCESS_MEMORY_USED.name in names(sampler, 1)
+    assert m.UTILIZATION.name in names(sampler, 0)  # read before the bug
     assert dict(snapshot.errors)[m.KIND_SAMPLER] == 1
 
 
@@ -193,7 +193,7 @@ def test_processes_carry_their_container(clock: FakeClock, tmp_path: Path) -> No
     nvml = FakeNvml(1, clock=clock, processes={0: [(4242, 1000), (77, 5)]})
     sampler = make_sampler(nvml, clock, tmp_path)
     sampler.tick()
-    assert sample_values(sampler, m.PROCESS_MEMORY_USED) == {
+    assert sample_values(sampler, m.PROCESS_MEMORY_USED.name) == {
         ((m.LABEL_PID, "77"), (m.LABEL_CONTAINER, "")): 5.0,
         ((m.LABEL_PID, "4242"), (m.LABEL_CONTAINER, CID)): 1000.0,
     }
@@ -206,15 +206,15 @@ def test_mig_devices_are_listed_with_their_memory_and_activity(
     sampler.tick()
     clock.advance(1.0)
     sampler.tick()
-    assert sample_values(sampler, m.MIG_MODE, 0) == {(): 0.0}
-    assert sample_values(sampler, m.MIG_MODE, 1) == {(): 1.0}
-    info = sample_values(sampler, m.MIG_INFO, 1)
+    assert sample_values(sampler, m.MIG_MODE.name, 0) == {(): 0.0}
+    assert sample_values(sampler, m.MIG_MODE.name, 1) == {(): 1.0}
+    info = sample_values(sampler, m.MIG_INFO.name, 1)
     assert {dict(labels)[m.LABEL_GPU_INSTANCE] for labels in info} == {"1", "2"}
     assert all(dict(labels)[m.LABEL_MIG_UUID].startswith("MIG-") for labels in info)
-    assert len(sample_values(sampler, m.MIG_MEMORY_USED, 1)) == 2
-    assert set(sample_values(sampler, m.MIG_SM_ACTIVE, 1)) == {
+    assert len(sample_values(sampler, m.MIG_MEMORY_USED.name, 1)) == 2
+    assert set(sample_values(sampler, m.MIG_SM_ACTIVE.name, 1)) == {
         ((m.LABEL_GPU_INSTANCE, "1"),), ((m.LABEL_GPU_INSTANCE, "2"),)}
-    assert sample_values(sampler, m.MIG_SM_ACTIVE, 0) == {}
+    assert sample_values(sampler, m.MIG_SM_ACTIVE.name, 0) == {}
 
 
 def test_xid_events_are_counted_by_gpu_and_code(clock: FakeClock, tmp_path: Path) -> None:
@@ -228,22 +228,22 @@ def test_xid_events_are_counted_by_gpu_and_code(clock: FakeClock, tmp_path: Path
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             sampler.tick()
-            if sum(sample_values(sampler, m.XID_ERRORS, 1).values()) == 3:
+            if sum(sample_values(sampler, m.XID_ERRORS.name, 1).values()) == 3:
                 break
             time.sleep(0.01)
-        assert sample_values(sampler, m.XID_ERRORS, 1) == {
+        assert sample_values(sampler, m.XID_ERRORS.name, 1) == {
             ((m.LABEL_XID, "48"),): 1.0, ((m.LABEL_XID, "79"),): 2.0}
-        assert sample_values(sampler, m.XID_ERRORS, 0) == {}
+        assert sample_values(sampler, m.XID_ERRORS.name, 0) == {}
         nvml.lose(1)  # XID 79 is "fallen off the bus": its count must outlive the GPU
         nvml.inject_xid(1, 79)  # and one from the lost GPU still lands on it
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             sampler.tick()
-            if sum(sample_values(sampler, m.XID_ERRORS, 1).values()) == 4:
+            if sum(sample_values(sampler, m.XID_ERRORS.name, 1).values()) == 4:
                 break
             time.sleep(0.01)
         assert not sampler.latest().gpus[1].up
-        assert sample_values(sampler, m.XID_ERRORS, 1)[((m.LABEL_XID, "79"),)] == 3.0
+        assert sample_values(sampler, m.XID_ERRORS.name, 1)[((m.LABEL_XID, "79"),)] == 3.0
     finally:
         sampler.close()
     assert nvml.calls["nvmlEventSetFree"] == 1
@@ -317,16 +317,16 @@ def test_gpm_that_stops_answering_is_not_served_from_memory(
     for _ in range(11):
         sampler.tick()
         clock.advance(1.0)
-    assert {m.SM_ACTIVE, m.TENSOR_PIPE_ACTIVE} <= names(sampler)
+    assert {m.SM_ACTIVE.name, m.TENSOR_PIPE_ACTIVE.name} <= names(sampler)
     nvml.fail("nvmlGpmSampleGet", nv.ERROR_NO_PERMISSION)
     for _ in range(10):
         sampler.tick()
         clock.advance(1.0)
-    assert m.SM_ACTIVE not in names(sampler)
-    assert m.TENSOR_PIPE_ACTIVE not in names(sampler)  # gone with the next slow round
+    assert m.SM_ACTIVE.name not in names(sampler)
+    assert m.TENSOR_PIPE_ACTIVE.name not in names(sampler)  # gone with the next slow round
     assert dict(sampler.latest().errors)[m.KIND_NO_PERMISSION] == 10
     nvml.heal("nvmlGpmSampleGet")
     for _ in range(2):
         sampler.tick()
         clock.advance(1.0)
-    assert m.SM_ACTIVE in names(sampler)
+    assert m.SM_ACTIVE.name in names(sampler)

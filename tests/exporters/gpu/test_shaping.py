@@ -6,8 +6,8 @@ from types import SimpleNamespace as Answer
 
 import pytest
 
+from governor.contracts.metrics import gpu as m
 from governor.exporters.gpu import classic, fields
-from governor.exporters.gpu import metric_names as m
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu.calls import CallGuard, GpuLost
 from governor.exporters.gpu.errors import ErrorLedger
@@ -23,21 +23,21 @@ def test_percentages_become_ratios_clamped_to_0_1() -> None:
 
 def test_utilization_and_memory_shapes() -> None:
     assert classic.shape_utilization(Answer(gpu=80, memory=25)) == [
-        Sample(m.UTILIZATION, 0.8), Sample(m.MEMORY_UTILIZATION, 0.25)]
+        Sample(m.UTILIZATION.name, 0.8), Sample(m.MEMORY_UTILIZATION.name, 0.25)]
     v2 = classic.shape_memory(Answer(total=10, used=6, free=3, reserved=1))
-    assert {s.name: s.value for s in v2} == {m.MEMORY_TOTAL: 10, m.MEMORY_USED: 6,
-                                             m.MEMORY_FREE: 3, m.MEMORY_RESERVED: 1}
+    assert {s.name: s.value for s in v2} == {m.MEMORY_TOTAL.name: 10, m.MEMORY_USED.name: 6,
+                                             m.MEMORY_FREE.name: 3, m.MEMORY_RESERVED.name: 1}
     v1 = classic.shape_memory(Answer(total=10, used=6, free=4))
-    assert m.MEMORY_RESERVED not in {s.name for s in v1}
+    assert m.MEMORY_RESERVED.name not in {s.name for s in v1}
 
 
 def test_units_are_base_units() -> None:
     assert classic.shape_clock("sm", 1980) == [
-        Sample(m.CLOCK, 1.98e9, ((m.LABEL_CLOCK, "sm"),))]
+        Sample(m.CLOCK.name, 1.98e9, ((m.LABEL_CLOCK, "sm"),))]
     (power,) = classic.shape_power(690_523)
-    assert power.name == m.POWER
+    assert power.name == m.POWER.name
     assert power.value == pytest.approx(690.523)
-    assert classic.shape_power_limit(700_000) == [Sample(m.POWER_LIMIT, 700.0)]
+    assert classic.shape_power_limit(700_000) == [Sample(m.POWER_LIMIT.name, 700.0)]
     energy = next(s for s in fields.SLOW if s.field_id == 83)
     assert energy.sample(9_467_982).value == pytest.approx(9467.982)  # mJ → J
     slowdown = next(s for s in fields.SLOW if s.field_id == 270)
@@ -84,8 +84,8 @@ def test_a_field_that_is_not_supported_is_counted_once_then_never_asked() -> Non
     nvml.fail_field(0, 82, nv.ERROR_NOT_SUPPORTED)
     first = fields.read_fields(nvml, handle, guard, fields.FAST, call_name="fast")
     second = fields.read_fields(nvml, handle, guard, fields.FAST, call_name="fast")
-    assert m.MEMORY_TEMPERATURE not in {s.name for s in first + second}
-    assert {s.name for s in second} == {m.ECC_CORRECTED_ERRORS, m.ECC_UNCORRECTED_ERRORS}
+    assert m.MEMORY_TEMPERATURE.name not in {s.name for s in first + second}
+    assert {s.name for s in second} == {m.ECC_CORRECTED_ERRORS.name, m.ECC_UNCORRECTED_ERRORS.name}
     assert dict(ledger.counts())[m.KIND_NOT_SUPPORTED] == 1
 
 
@@ -98,7 +98,7 @@ def test_a_field_without_permission_is_counted_every_time_and_retried() -> None:
     assert dict(ledger.counts())[m.KIND_NO_PERMISSION] == 3
     nvml.fail_field(0, 5, nv.SUCCESS)
     read = fields.read_fields(nvml, handle, guard, fields.FAST, call_name="fast")
-    assert m.ECC_CORRECTED_ERRORS in {s.name for s in read}
+    assert m.ECC_CORRECTED_ERRORS.name in {s.name for s in read}
 
 
 def test_a_field_reporting_a_lost_gpu_abandons_the_gpu() -> None:
@@ -129,7 +129,7 @@ def test_memory_falls_back_to_v1_on_an_old_driver() -> None:
 
     nvml = OldDriver(1)
     shaped = classic.shape_memory(classic.memory_info(nvml, nvml.nvmlDeviceGetHandleByIndex(0)))
-    assert {s.name for s in shaped} == {m.MEMORY_TOTAL, m.MEMORY_USED, m.MEMORY_FREE}
+    assert {s.name for s in shaped} == {m.MEMORY_TOTAL.name, m.MEMORY_USED.name, m.MEMORY_FREE.name}
 
 
 def test_classic_readings_skip_what_fails_and_keep_the_rest() -> None:
@@ -138,8 +138,9 @@ def test_classic_readings_skip_what_fails_and_keep_the_rest() -> None:
     nvml.fail("nvmlDeviceGetPowerUsage", nv.ERROR_NOT_SUPPORTED)
     nvml.fail("nvmlDeviceGetTemperature", nv.ERROR_UNKNOWN)
     names = {s.name for s in classic.read_all(nvml, handle, guard, classic.FAST)}
-    assert m.POWER not in names and m.TEMPERATURE not in names
-    assert {m.UTILIZATION, m.MEMORY_USED, m.CLOCK, m.CLOCK_EVENT_ACTIVE} <= names
+    assert m.POWER.name not in names and m.TEMPERATURE.name not in names
+    shaped = {m.UTILIZATION, m.MEMORY_USED, m.CLOCK, m.CLOCK_EVENT_ACTIVE}
+    assert {metric.name for metric in shaped} <= names
     classic.read_all(nvml, handle, guard, classic.FAST)
     assert nvml.calls["nvmlDeviceGetPowerUsage"] == 1  # not supported: asked once
     assert nvml.calls["nvmlDeviceGetTemperature"] == 2  # unknown error: asked again

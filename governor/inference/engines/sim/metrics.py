@@ -17,21 +17,16 @@ import time
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
+from prometheus_client.metrics_core import Metric as Family
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from governor.inference import metric_names as names
+from governor.contracts.families import counter_family, gauge_family, histogram_family
+from governor.contracts.metrics import vllm
 from governor.inference.engines.sim.request import SimRequest
 from governor.inference.engines.sim.scheduler import Counters, Scheduler
 
-# vLLM's FinishReason values, all exposed from the start (zero until one happens).
-FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
+ENGINE = "0"  # the value of vLLM's ``engine`` label for a single engine core
 
 
 class Histogram:
@@ -72,13 +67,13 @@ class VllmMetrics(Collector):
         self.model_name = model_name
         self.created = time.time()
         self.scheduler: Scheduler | None = None  # attached once the engine core exists
-        self.ttft = Histogram(names.VLLM_TTFT_BUCKETS)
-        self.itl = Histogram(names.VLLM_ITL_BUCKETS)
-        self.e2e = Histogram(names.VLLM_REQUEST_LATENCY_BUCKETS)
-        self.queue = Histogram(names.VLLM_REQUEST_LATENCY_BUCKETS)
-        self.prefill = Histogram(names.VLLM_REQUEST_LATENCY_BUCKETS)
-        self.decode = Histogram(names.VLLM_REQUEST_LATENCY_BUCKETS)
-        self.iteration_tokens = Histogram(names.VLLM_ITERATION_TOKENS_BUCKETS)
+        self.ttft = Histogram(vllm.TIME_TO_FIRST_TOKEN.buckets)
+        self.itl = Histogram(vllm.INTER_TOKEN_LATENCY.buckets)
+        self.e2e = Histogram(vllm.E2E_REQUEST_LATENCY.buckets)
+        self.queue = Histogram(vllm.REQUEST_QUEUE_TIME.buckets)
+        self.prefill = Histogram(vllm.REQUEST_PREFILL_TIME.buckets)
+        self.decode = Histogram(vllm.REQUEST_DECODE_TIME.buckets)
+        self.iteration_tokens = Histogram(vllm.ITERATION_TOKENS.buckets)
 
     # ---- StepObserver ------------------------------------------------------------------------
 
@@ -99,11 +94,11 @@ class VllmMetrics(Collector):
 
     # ---- Collector ---------------------------------------------------------------------------
 
-    def describe(self) -> Iterable[Metric]:
+    def describe(self) -> Iterable[Family]:
         # Families without samples: lets the registry refuse a second engine's clashing names.
         return self._families(0, 0, 0.0, Counters(), with_samples=False)
 
-    def collect(self) -> Iterable[Metric]:
+    def collect(self) -> Iterable[Family]:
         scheduler = self.scheduler
         if scheduler is None:
             return self._families(0, 0, 0.0, Counters(), with_samples=True)
@@ -117,106 +112,43 @@ class VllmMetrics(Collector):
 
     def _families(
         self, running: int, waiting: int, usage: float, totals: Counters, *, with_samples: bool
-    ) -> list[Metric]:
-        labels = [names.VLLM_LABEL_MODEL, names.VLLM_LABEL_ENGINE]
-        values = [self.model_name, "0"]
-        families: list[Metric] = []
+    ) -> list[Family]:
+        values = [self.model_name, ENGINE]
+        families: list[Family] = []
 
-        for name, doc, value in (
-            (
-                names.VLLM_NUM_REQUESTS_RUNNING,
-                "Number of requests in model execution batches.",
-                running,
-            ),
-            (
-                names.VLLM_NUM_REQUESTS_WAITING,
-                "Number of requests waiting to be processed.",
-                waiting,
-            ),
-            (names.VLLM_KV_CACHE_USAGE, "KV-cache usage. 1 means 100 percent usage.", usage),
-        ):
-            gauge = GaugeMetricFamily(name, doc, labels=labels)
+        for declared, value in ((vllm.NUM_REQUESTS_RUNNING, running),
+                                (vllm.NUM_REQUESTS_WAITING, waiting),
+                                (vllm.KV_CACHE_USAGE, usage)):
+            gauge = gauge_family(declared)
             if with_samples:
                 gauge.add_metric(values, value)
             families.append(gauge)
 
-        for name, doc, count in (
-            (names.VLLM_PROMPT_TOKENS, "Number of prefill tokens processed.", totals.prompt_tokens),
-            (
-                names.VLLM_GENERATION_TOKENS,
-                "Number of generation tokens processed.",
-                totals.generation_tokens,
-            ),
-            (
-                names.VLLM_NUM_PREEMPTIONS,
-                "Cumulative number of preemption from the engine.",
-                totals.preemptions,
-            ),
-            (
-                names.VLLM_PREFIX_CACHE_QUERIES,
-                "Prefix cache queries, in terms of number of queried tokens.",
-                totals.prefix_cache_queries,
-            ),
-            (
-                names.VLLM_PREFIX_CACHE_HITS,
-                "Prefix cache hits, in terms of number of cached tokens.",
-                totals.prefix_cache_hits,
-            ),
-        ):
-            counter = CounterMetricFamily(name, doc, labels=labels)
+        for declared, count in ((vllm.PROMPT_TOKENS, totals.prompt_tokens),
+                                (vllm.GENERATION_TOKENS, totals.generation_tokens),
+                                (vllm.NUM_PREEMPTIONS, totals.preemptions),
+                                (vllm.PREFIX_CACHE_QUERIES, totals.prefix_cache_queries),
+                                (vllm.PREFIX_CACHE_HITS, totals.prefix_cache_hits)):
+            counter = counter_family(declared)
             if with_samples:
                 counter.add_metric(values, count, created=self.created)
             families.append(counter)
 
-        success = CounterMetricFamily(
-            names.VLLM_REQUEST_SUCCESS,
-            "Count of successfully processed requests.",
-            labels=[*labels, names.VLLM_LABEL_FINISHED_REASON],
-        )
+        success = counter_family(vllm.REQUEST_SUCCESS)
         if with_samples:
             finished = {str(reason): n for reason, n in totals.finished.items()}
-            for reason in FINISHED_REASONS:
+            for reason in vllm.FINISHED_REASONS:
                 success.add_metric([*values, reason], finished.get(reason, 0), created=self.created)
         families.append(success)
 
-        for name, doc, data in (
-            (
-                names.VLLM_TIME_TO_FIRST_TOKEN,
-                "Histogram of time to first token in seconds.",
-                self.ttft,
-            ),
-            (
-                names.VLLM_INTER_TOKEN_LATENCY,
-                "Histogram of inter-token latency in seconds.",
-                self.itl,
-            ),
-            (
-                names.VLLM_E2E_REQUEST_LATENCY,
-                "Histogram of e2e request latency in seconds.",
-                self.e2e,
-            ),
-            (
-                names.VLLM_REQUEST_QUEUE_TIME,
-                "Histogram of time spent in WAITING phase for request.",
-                self.queue,
-            ),
-            (
-                names.VLLM_REQUEST_PREFILL_TIME,
-                "Histogram of time spent in PREFILL phase for request.",
-                self.prefill,
-            ),
-            (
-                names.VLLM_REQUEST_DECODE_TIME,
-                "Histogram of time spent in DECODE phase for request.",
-                self.decode,
-            ),
-            (
-                names.VLLM_ITERATION_TOKENS,
-                "Histogram of number of tokens per engine_step.",
-                self.iteration_tokens,
-            ),
-        ):
-            histogram = HistogramMetricFamily(name, doc, labels=labels)
+        for declared, data in ((vllm.TIME_TO_FIRST_TOKEN, self.ttft),
+                               (vllm.INTER_TOKEN_LATENCY, self.itl),
+                               (vllm.E2E_REQUEST_LATENCY, self.e2e),
+                               (vllm.REQUEST_QUEUE_TIME, self.queue),
+                               (vllm.REQUEST_PREFILL_TIME, self.prefill),
+                               (vllm.REQUEST_DECODE_TIME, self.decode),
+                               (vllm.ITERATION_TOKENS, self.iteration_tokens)):
+            histogram = histogram_family(declared)
             if with_samples:
                 histogram.add_metric(values, data.buckets(), data.total)
             families.append(histogram)

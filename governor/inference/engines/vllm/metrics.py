@@ -19,7 +19,7 @@ from typing import Protocol
 
 from prometheus_client.metrics_core import Metric
 
-PREFIX = "vllm:"
+from governor.contracts.metrics.vllm import PREFIX
 
 
 class MetricSource(Protocol):

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from governor.inference import metric_names as names
+from governor.contracts.metrics import vllm
 from governor.inference.engines.base import (
     BatchingLimits,
     Engine,
@@ -208,25 +208,24 @@ async def test_metrics_carry_vllm_names_and_labels(
     deltas = await collect(engine.generate(await request(engine, "a", "one two three", 10)))
     tokens = sum(d.num_tokens for d in deltas)
     assert tokens == 3  # "uni", " twu", " thrii"
-    labels = {names.VLLM_LABEL_MODEL: "tiny", names.VLLM_LABEL_ENGINE: "0"}
-    counter = names.counter_series
-    assert value(registry, counter(names.VLLM_GENERATION_TOKENS), **labels) == tokens
-    assert value(registry, counter(names.VLLM_PROMPT_TOKENS), **labels) > 0
-    assert value(registry, counter(names.VLLM_REQUEST_SUCCESS), finished_reason="stop") == 1
-    assert value(registry, counter(names.VLLM_REQUEST_SUCCESS), finished_reason="length") == 0
-    assert value(registry, counter(names.VLLM_NUM_PREEMPTIONS), **labels) == 0
-    assert value(registry, counter(names.VLLM_PREFIX_CACHE_QUERIES), **labels) > 0
-    assert value(registry, names.VLLM_TIME_TO_FIRST_TOKEN + "_count", **labels) == 1
-    assert value(registry, names.VLLM_INTER_TOKEN_LATENCY + "_count", **labels) == tokens - 1
-    assert value(registry, names.VLLM_E2E_REQUEST_LATENCY + "_count", **labels) == 1
-    assert value(registry, names.VLLM_REQUEST_QUEUE_TIME + "_count", **labels) == 1
-    assert value(registry, names.VLLM_ITERATION_TOKENS + "_count", **labels) >= tokens
-    assert value(registry, names.VLLM_NUM_REQUESTS_RUNNING, **labels) == 0
-    assert value(registry, names.VLLM_KV_CACHE_USAGE, **labels) == 0
-    ttft_inf = value(registry, names.bucket_series(names.VLLM_TIME_TO_FIRST_TOKEN), le="+Inf")
+    labels = {vllm.LABEL_MODEL: "tiny", vllm.LABEL_ENGINE: "0"}
+    assert value(registry, vllm.GENERATION_TOKENS.total, **labels) == tokens
+    assert value(registry, vllm.PROMPT_TOKENS.total, **labels) > 0
+    assert value(registry, vllm.REQUEST_SUCCESS.total, finished_reason="stop") == 1
+    assert value(registry, vllm.REQUEST_SUCCESS.total, finished_reason="length") == 0
+    assert value(registry, vllm.NUM_PREEMPTIONS.total, **labels) == 0
+    assert value(registry, vllm.PREFIX_CACHE_QUERIES.total, **labels) > 0
+    assert value(registry, vllm.TIME_TO_FIRST_TOKEN.count, **labels) == 1
+    assert value(registry, vllm.INTER_TOKEN_LATENCY.count, **labels) == tokens - 1
+    assert value(registry, vllm.E2E_REQUEST_LATENCY.count, **labels) == 1
+    assert value(registry, vllm.REQUEST_QUEUE_TIME.count, **labels) == 1
+    assert value(registry, vllm.ITERATION_TOKENS.count, **labels) >= tokens
+    assert value(registry, vllm.NUM_REQUESTS_RUNNING.name, **labels) == 0
+    assert value(registry, vllm.KV_CACHE_USAGE.name, **labels) == 0
+    ttft_inf = value(registry, vllm.TIME_TO_FIRST_TOKEN.bucket, le="+Inf")
     assert ttft_inf == 1
     exposed = {name for name, _, _ in samples(registry)}
-    for declared in (names.VLLM_NUM_REQUESTS_WAITING, names.VLLM_REQUEST_PREFILL_TIME + "_sum"):
+    for declared in (vllm.NUM_REQUESTS_WAITING.name, vllm.REQUEST_PREFILL_TIME.sum):
         assert declared in exposed
 
 
@@ -235,10 +234,10 @@ async def test_gauges_follow_the_engine_live(
 ) -> None:
     stream = engine.generate(await request(engine, "a", "go", 1000, LONG))
     await stream.__anext__()
-    assert value(registry, names.VLLM_NUM_REQUESTS_RUNNING) == 1
-    assert value(registry, names.VLLM_KV_CACHE_USAGE) > 0
+    assert value(registry, vllm.NUM_REQUESTS_RUNNING.name) == 1
+    assert value(registry, vllm.KV_CACHE_USAGE.name) > 0
     await stream.aclose()  # type: ignore[attr-defined]
-    assert value(registry, names.VLLM_NUM_REQUESTS_RUNNING) == 0
+    assert value(registry, vllm.NUM_REQUESTS_RUNNING.name) == 0
 
 
 def test_a_second_engine_on_the_same_registry_is_refused(registry: CollectorRegistry) -> None:
@@ -387,6 +386,6 @@ async def test_a_late_event_loop_never_makes_latencies_negative() -> None:
         await sim.close()
     queued = [deltas[0].queued_seconds for deltas in results]
     assert all(q is not None and q >= 0 for q in queued)
-    assert value(registry, names.VLLM_REQUEST_QUEUE_TIME + "_sum") >= 0
-    assert value(registry, names.VLLM_TIME_TO_FIRST_TOKEN + "_sum") >= 0
+    assert value(registry, vllm.REQUEST_QUEUE_TIME.sum) >= 0
+    assert value(registry, vllm.TIME_TO_FIRST_TOKEN.sum) >= 0
     openmetrics(registry)  # type: ignore[no-untyped-call]  # refuses negative histogram sums

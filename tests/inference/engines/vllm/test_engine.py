@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from governor.inference import metric_names as names
+from governor.contracts.metrics import vllm
 from governor.inference.engines.base import (
     Engine,
     EngineError,
@@ -49,7 +49,7 @@ async def collect(engine: Engine, request: GenerateRequest) -> list[TokenDelta]:
 
 
 def labels() -> dict[str, str]:
-    return {names.VLLM_LABEL_MODEL: SERVED_MODEL_NAME, names.VLLM_LABEL_ENGINE: "0"}
+    return {vllm.LABEL_MODEL: SERVED_MODEL_NAME, vllm.LABEL_ENGINE: "0"}
 
 
 async def test_the_engine_implements_the_interface_and_reports_what_vllm_runs(
@@ -155,7 +155,7 @@ async def settle(engine: VllmEngine) -> None:
 async def test_closing_the_stream_early_aborts_the_request_in_the_engine(
     vllm_engine: VllmEngine, engine_registry: CollectorRegistry
 ) -> None:
-    generated = names.VLLM_GENERATION_TOKENS + "_total"
+    generated = vllm.GENERATION_TOKENS.total
     before = engine_registry.get_sample_value(generated, labels()) or 0.0
     stream = vllm_engine.generate(make_request(max_tokens=MAX_MODEL_LEN - len(PROMPT_IDS)))
     await anext(stream)
@@ -209,16 +209,16 @@ async def test_vllm_series_reach_the_services_registry_without_duplicates(
     family_names = [f.name for f in families]
     assert len(family_names) == len(set(family_names))
     for name in (
-        names.VLLM_NUM_REQUESTS_RUNNING,
-        names.VLLM_NUM_REQUESTS_WAITING,
-        names.VLLM_KV_CACHE_USAGE,
-        names.VLLM_TIME_TO_FIRST_TOKEN,
-        names.VLLM_INTER_TOKEN_LATENCY,
-        names.VLLM_NUM_PREEMPTIONS,
-        names.VLLM_GENERATION_TOKENS,
+        vllm.NUM_REQUESTS_RUNNING.name,
+        vllm.NUM_REQUESTS_WAITING.name,
+        vllm.KV_CACHE_USAGE.name,
+        vllm.TIME_TO_FIRST_TOKEN.name,
+        vllm.INTER_TOKEN_LATENCY.name,
+        vllm.NUM_PREEMPTIONS.name,
+        vllm.GENERATION_TOKENS.name,
     ):
         assert name in family_names, name
-    assert (engine_registry.get_sample_value(names.VLLM_TIME_TO_FIRST_TOKEN + "_count", labels())
+    assert (engine_registry.get_sample_value(vllm.TIME_TO_FIRST_TOKEN.count, labels())
             or 0) >= 1
     # Only vLLM's families pass: the global registry's process/platform collectors stay out.
     assert all(name.startswith("vllm:") for name in family_names)

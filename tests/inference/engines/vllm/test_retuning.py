@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pytest
 from prometheus_client import CollectorRegistry
 
-from governor.inference import metric_names as names
+from governor.contracts.metrics import vllm
 from governor.inference.engines.base import BatchingLimits, SamplingOptions
 from governor.inference.engines.vllm.convert import RequestTiming
 from governor.inference.engines.vllm.engine import VllmEngine
@@ -24,7 +24,7 @@ from tests.inference.engines.vllm.test_engine import collect, make_request
 pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="session")]
 
 GREEDY = SamplingOptions(temperature=0.0, ignore_eos=True)
-LABELS = {names.VLLM_LABEL_MODEL: SERVED_MODEL_NAME, names.VLLM_LABEL_ENGINE: "0"}
+LABELS = {vllm.LABEL_MODEL: SERVED_MODEL_NAME, vllm.LABEL_ENGINE: "0"}
 
 
 def max_overlap(timings: Sequence[RequestTiming]) -> int:
@@ -54,7 +54,7 @@ async def run_concurrently(
     async def watch() -> None:
         nonlocal peak_gauge
         while not done.is_set():
-            value = registry.get_sample_value(names.VLLM_NUM_REQUESTS_RUNNING, LABELS) or 0.0
+            value = registry.get_sample_value(vllm.NUM_REQUESTS_RUNNING.name, LABELS) or 0.0
             peak_gauge = max(peak_gauge, value, float(engine.stats().num_requests_running))
             await asyncio.sleep(0.005)
 

@@ -23,8 +23,9 @@ from prometheus_client.openmetrics import parser as openmetrics_parser
 from prometheus_client.parser import text_string_to_metric_families
 
 from governor.common.secrets import Secret
+from governor.contracts.metrics import service as svc
+from governor.contracts.metrics import vllm
 from governor.inference import keys
-from governor.inference import metric_names as names
 from governor.inference.app import create_app
 from governor.inference.config import ServiceConfig, TracingSettings
 from governor.inference.engines.base import BatchingLimits, Engine
@@ -45,7 +46,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="session")]
 ADMIN_TOKEN = "vllm-admin-token-41c9"
 SERVICE_NAME = "governor-vllm-test"
 SERVER_KIND = 2
-LABELS = {names.VLLM_LABEL_MODEL: SERVED_MODEL_NAME, names.VLLM_LABEL_ENGINE: "0"}
+LABELS = {vllm.LABEL_MODEL: SERVED_MODEL_NAME, vllm.LABEL_ENGINE: "0"}
 
 
 class Lent:
@@ -185,7 +186,7 @@ async def test_a_client_gone_mid_stream_has_its_vllm_request_aborted(service: Se
         ) as settle:
             assert settle.status == 200
     assert service.engine.stats().num_requests_running == 0
-    assert service.registry.get_sample_value(names.VLLM_NUM_REQUESTS_RUNNING, LABELS) == 0.0
+    assert service.registry.get_sample_value(vllm.NUM_REQUESTS_RUNNING.name, LABELS) == 0.0
 
 
 async def stream_one(session: aiohttp.ClientSession, url: str) -> str:
@@ -207,7 +208,7 @@ async def scrape_peak(session: aiohttp.ClientSession, url: str, stop: asyncio.Ev
         async with session.get(f"{url}/metrics") as response:
             text = await response.text()
         for family in text_string_to_metric_families(text):
-            if family.name == names.VLLM_NUM_REQUESTS_RUNNING:
+            if family.name == vllm.NUM_REQUESTS_RUNNING.name:
                 peak = max([peak, *(sample.value for sample in family.samples)])
         await asyncio.sleep(0.01)
     return peak
@@ -251,7 +252,7 @@ async def test_put_admin_batching_retunes_the_running_engine_without_a_restart(
     # The same engine-core process answered throughout: nothing restarted.
     assert (await service.engine.batching_report())["pid"] == engine_pid
     limit = service.registry.get_sample_value(
-        names.BATCHING_LIMIT, {names.LABEL_PARAM: names.PARAM_MAX_NUM_SEQS}
+        svc.BATCHING_LIMIT.name, {svc.LABEL_PARAM: svc.PARAM_MAX_NUM_SEQS}
     )
     assert limit == 8.0
 
@@ -315,7 +316,7 @@ def assert_both_kinds_once(parsed: list[str]) -> None:
     assert len(parsed) == len(set(parsed))
     assert any(name.startswith("governor_") for name in parsed)
     vllm_names = {name for name in parsed if name.startswith("vllm:")}
-    assert {names.VLLM_NUM_REQUESTS_RUNNING, names.VLLM_KV_CACHE_USAGE} <= vllm_names
+    assert {vllm.NUM_REQUESTS_RUNNING.name, vllm.KV_CACHE_USAGE.name} <= vllm_names
 
 
 async def test_metrics_show_vllm_series_beside_the_services_without_duplicates(
@@ -323,7 +324,7 @@ async def test_metrics_show_vllm_series_beside_the_services_without_duplicates(
 ) -> None:
     text = await scrape(service, "text/plain")
     assert_both_kinds_once(family_names(text_string_to_metric_families(text)))
-    for name in (names.VLLM_TIME_TO_FIRST_TOKEN, names.VLLM_E2E_REQUEST_LATENCY):
+    for name in (vllm.TIME_TO_FIRST_TOKEN.name, vllm.E2E_REQUEST_LATENCY.name):
         # Stat logging is on: per-request timings are populated.
         assert (service.registry.get_sample_value(name + "_count", LABELS) or 0.0) >= 1
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from governor.slo.promql import (
+from governor.contracts.promql import (
     Matcher,
     format_duration,
     format_number,

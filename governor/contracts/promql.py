@@ -1,10 +1,16 @@
-"""The bits of PromQL syntax the spec and the generators need: durations, names, strings and
-plain selectors.
+"""PromQL, built in one place: selectors, range functions, aggregations and the idioms on top.
 
-Nothing here evaluates PromQL. It validates what a user may put into ``slo.yaml`` (a counter
-selector such as ``governor_requests_total{code=~"5.."}``) so that the generated rules can never
-be broken, or extended with arbitrary PromQL, by a spec, and it formats numbers and durations
-the same way every time::
+Nothing here evaluates PromQL. Rules, boards and the controller's queries build every expression
+from these pieces, so quoting, durations and numbers read the same everywhere::
+
+    >>> rate(Selector("x_total", (eq("job", "a"),)), "5m")
+    'rate(x_total{job="a"}[5m])'
+    >>> histogram_quantile(0.99, "x_seconds", (eq("job", "a"),), "5m", by=("instance",))
+    'histogram_quantile(0.99, sum by (le, instance) (rate(x_seconds_bucket{job="a"}[5m])))'
+
+It also validates what a user may put into ``slo.yaml`` (a counter selector such as
+``governor_requests_total{code=~"5.."}``) so that the generated rules can never be broken, or
+extended with arbitrary PromQL, by a spec::
 
     >>> parse_selector('governor_requests_total{code=~"5.."}').render()
     'governor_requests_total{code=~"5.."}'
@@ -15,8 +21,10 @@ the same way every time::
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import Final, TypeAlias
 
 from prometheus_client.utils import floatToGoString
 
@@ -101,8 +109,39 @@ class Matcher:
         return found if self.op == "=~" else not found
 
 
+def eq(label: str, value: str) -> Matcher:
+    return Matcher(label, "=", value)
+
+
+def ne(label: str, value: str) -> Matcher:
+    return Matcher(label, "!=", value)
+
+
+def regex(label: str, pattern: str) -> Matcher:
+    return Matcher(label, "=~", pattern)
+
+
+def not_regex(label: str, pattern: str) -> Matcher:
+    return Matcher(label, "!~", pattern)
+
+
+_RE2_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
+
+
+def one_of(label: str, values: Sequence[str]) -> Matcher:
+    """``label=~"a|b"``: any of these values, each matched literally."""
+    return regex(label, "|".join(_RE2_SPECIAL.sub(r"\\\1", value) for value in values))
+
+
+def equal_to(labels: Mapping[str, str]) -> tuple[Matcher, ...]:
+    """One ``=`` matcher per label, sorted by name: ``{"b": "2", "a": "1"}`` → a, then b."""
+    return tuple(eq(label, value) for label, value in sorted(labels.items()))
+
+
 @dataclass(frozen=True)
 class Selector:
+    """An instant-vector selector: a series name and its label matchers, in order."""
+
     metric: str
     matchers: tuple[Matcher, ...] = ()
 
@@ -111,6 +150,13 @@ class Selector:
         if not matchers:
             return self.metric
         return self.metric + "{" + ", ".join(m.render() for m in matchers) + "}"
+
+    def where(self, *matchers: Matcher) -> Selector:
+        """The same selector with more matchers."""
+        return Selector(self.metric, (*self.matchers, *matchers))
+
+    def __str__(self) -> str:
+        return self.render()
 
 
 _MATCHER = re.compile(
@@ -190,3 +236,84 @@ def to_decimal(value: float | int | str) -> Decimal:
         return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
     except InvalidOperation as exc:
         raise ValueError(f"not a number: {value!r}") from exc
+
+
+# ---- expressions ---------------------------------------------------------------------------------
+Vector: TypeAlias = Selector | str  # a selector, or an expression already built
+
+LE: Final = "le"
+
+
+def format_seconds(seconds: int) -> str:
+    """A window in plain seconds, ``30s``, ``300s`` (the controller's windows read that way)."""
+    return f"{seconds}s"
+
+
+def _range(function: str, vector: Vector, window: str) -> str:
+    return f"{function}({vector}[{window}])"
+
+
+def rate(vector: Vector, window: str) -> str:
+    return _range("rate", vector, window)
+
+
+def increase(vector: Vector, window: str) -> str:
+    return _range("increase", vector, window)
+
+
+def deriv(vector: Vector, window: str) -> str:
+    return _range("deriv", vector, window)
+
+
+def changes(vector: Vector, window: str) -> str:
+    return _range("changes", vector, window)
+
+
+def sum_over_time(vector: Vector, window: str) -> str:
+    return _range("sum_over_time", vector, window)
+
+
+def aggregate(operator: str, by: Sequence[str], expr: Vector) -> str:
+    """``sum by (a, b) (expr)``, or ``sum(expr)`` over everything when ``by`` is empty."""
+    return f"{operator} by ({', '.join(by)}) ({expr})" if by else f"{operator}({expr})"
+
+
+def sum_by(by: Sequence[str], expr: Vector) -> str:
+    return aggregate("sum", by, expr)
+
+
+def max_by(by: Sequence[str], expr: Vector) -> str:
+    return aggregate("max", by, expr)
+
+
+def histogram_quantile(q: float | Decimal, histogram: str, matchers: tuple[Matcher, ...],
+                       window: str, by: Sequence[str] = ()) -> str:
+    """The ``q``-quantile of a classic histogram (its base name) over ``window``, per ``by``.
+
+    The buckets are summed by ``le`` and ``by``; ``le`` goes first unless ``by`` places it.
+    """
+    groups = tuple(by) if LE in by else (LE, *by)
+    buckets = rate(Selector(histogram + "_bucket", matchers), window)
+    return f"histogram_quantile({format_number(q)}, {sum_by(groups, buckets)})"
+
+
+def ratio_of_rates(numerator: Vector, denominator: Vector, window: str,
+                   by: Sequence[str] = ()) -> str:
+    return f"{sum_by(by, rate(numerator, window))}\n/\n{sum_by(by, rate(denominator, window))}"
+
+
+def mean(histogram: str, matchers: tuple[Matcher, ...], window: str,
+         by: Sequence[str] = ()) -> str:
+    """The mean observation over ``window``: the rate of the sum over the rate of the count."""
+    return ratio_of_rates(Selector(histogram + "_sum", matchers),
+                          Selector(histogram + "_count", matchers), window, by)
+
+
+def new_or_increased(counter: Selector, by: Sequence[str], window: str) -> str:
+    """Counter events: an increase within ``window``, or a series absent ``window`` ago.
+
+    increase() needs two samples, so a label set's first event (a series that appears at 1) is
+    invisible to it; the ``unless … offset`` half catches exactly that case.
+    """
+    return (f"{sum_by(by, increase(counter, window))} > 0\nor\n"
+            f"{sum_by(by, f'{counter} unless {counter} offset {window}')} > 0")

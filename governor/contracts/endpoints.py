@@ -1,0 +1,56 @@
+"""Where each part of the stack listens and how Prometheus names its scrape jobs.
+
+Defaults only: every component takes ``--host``/``--port`` and every generator takes addresses.
+A component's ``host`` is its service name in ``compose.yaml``, so the compose defaults and the
+local ones (``governor up``, ``--local``) come from the same entry::
+
+    >>> INFERENCE.address(), INFERENCE.url(LOCAL_HOST)
+    ('inference:8000', 'http://127.0.0.1:8000')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+LISTEN_HOST: Final = "0.0.0.0"  # a component listens on every interface unless told otherwise
+LOCAL_HOST: Final = "127.0.0.1"  # the whole stack on one machine
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A component's default port, and its host name in ``compose.yaml``."""
+
+    host: str
+    port: int
+
+    def address(self, host: str | None = None) -> str:
+        """``host:port``, as Prometheus names a target (the compose host unless given)."""
+        return f"{self.host if host is None else host}:{self.port}"
+
+    def url(self, host: str | None = None) -> str:
+        return f"http://{self.address(host)}"
+
+
+INFERENCE: Final = Endpoint("inference", 8000)
+EXPORTER: Final = Endpoint("exporter", 9400)
+CONTROLLER: Final = Endpoint("controller", 9500)
+PROMETHEUS: Final = Endpoint("prometheus", 9090)
+ALERTMANAGER: Final = Endpoint("alertmanager", 9093)
+JAEGER_UI: Final = Endpoint("jaeger", 16686)
+
+# Scrape job names in the generated prometheus.yml; boards, rules and the controller select on them.
+JOB_INFERENCE: Final = "inference"
+JOB_GPU: Final = "gpu"
+JOB_CONTROLLER: Final = "controller"
+
+# The Prometheus a controller started by hand asks by default.
+PROMETHEUS_URL: Final = PROMETHEUS.url("localhost")
+
+# Paths one part calls on another: Prometheus scrapes METRICS_PATH (its default), Alertmanager
+# posts to the controller's WEBHOOK_PATH, the controller sets limits on the service's
+# ADMIN_BATCHING_PATH; HEALTH_PATH answers 200 while a component is ready.
+METRICS_PATH: Final = "/metrics"
+HEALTH_PATH: Final = "/health"
+WEBHOOK_PATH: Final = "/alerts"
+ADMIN_BATCHING_PATH: Final = "/admin/batching"

@@ -1,0 +1,61 @@
+"""The SLO controller's own ``governor_controller_*`` series, and the tag of its annotations."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from governor.contracts.declaration import Metric
+
+LABEL_ACTION: Final = "action"
+LABEL_REASON: Final = "reason"
+LABEL_TARGET: Final = "target"
+LABEL_PARAM: Final = "param"  # values: the service's PARAM_* (the knobs it sets)
+LABEL_RESULT: Final = "result"
+LABEL_STATUS: Final = "status"
+LABEL_OUTCOME: Final = "outcome"
+LABEL_CODE: Final = "code"
+LABEL_QUANTITY: Final = "quantity"
+
+# Values of ``result`` on RECONCILES.
+RESULT_OK: Final = "ok"
+RESULT_TEMPORARY_ERROR: Final = "temporary_error"
+RESULT_PERMANENT_ERROR: Final = "permanent_error"
+RESULT_SKIPPED: Final = "skipped"  # backing off after an error, or the target is blocked
+RESULTS: Final = (RESULT_OK, RESULT_TEMPORARY_ERROR, RESULT_PERMANENT_ERROR, RESULT_SKIPPED)
+
+# The tag on every Grafana annotation the controller posts (``--grafana-url``).
+ANNOTATION_TAG: Final = "governor-controller"
+
+DECISIONS: Final = Metric(
+    "governor_controller_decisions", "counter",
+    "Decisions of the control law, by action and reason", "decisions",
+    (LABEL_ACTION, LABEL_REASON))
+TARGET_LIMITS: Final = Metric(
+    "governor_controller_target_limits", "gauge",
+    "Batching limits in force on each target, as last read or set", "", (LABEL_TARGET, LABEL_PARAM))
+RECONCILES: Final = Metric(
+    "governor_controller_reconciles", "counter", "Per-target reconciles, by result", "reconciles",
+    (LABEL_RESULT,))
+RECONCILE_DURATION: Final = Metric(
+    "governor_controller_reconcile_duration_seconds", "histogram",
+    "Duration of a reconcile pass over all targets", "seconds",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0))
+LAST_RECONCILE: Final = Metric(
+    "governor_controller_last_reconcile_timestamp_seconds", "gauge",
+    "Unix time of the last reconcile pass", "seconds")
+ALERTS_RECEIVED: Final = Metric(
+    "governor_controller_alerts_received", "counter",
+    "Alerts received on the webhook, by status and outcome", "alerts",
+    (LABEL_STATUS, LABEL_OUTCOME))
+WEBHOOK_REQUESTS: Final = Metric(
+    "governor_controller_webhook_requests", "counter", "Webhook requests, by HTTP status",
+    "requests", (LABEL_CODE,))
+ALERTS_FIRING: Final = Metric(
+    "governor_controller_alerts_firing", "gauge", "Alerts the controller knows to be firing",
+    "alerts")
+# In base units; the ``quantity`` label names them with their unit suffix.
+OBSERVED: Final = Metric(
+    "governor_controller_observed", "gauge",
+    "The last observation of each target, in base units", "", (LABEL_TARGET, LABEL_QUANTITY))
+DRY_RUN: Final = Metric(
+    "governor_controller_dry_run", "gauge", "1 when decisions are logged but not applied")

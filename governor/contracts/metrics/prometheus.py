@@ -1,0 +1,14 @@
+"""Prometheus's own series and the labels it puts on every scraped sample."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from governor.contracts.declaration import Metric
+
+LABEL_JOB: Final = "job"
+LABEL_INSTANCE: Final = "instance"
+LABEL_LE: Final = "le"  # a histogram bucket's upper edge
+
+UP: Final = Metric("up", "gauge", "1 when the last scrape of the target succeeded, else 0.", "",
+                   (LABEL_JOB, LABEL_INSTANCE))

@@ -1,0 +1,104 @@
+"""The inference service's own ``governor_*`` series, as seen on the HTTP stream.
+
+Latencies are what a client sees; each latency observation carries the trace id as an exemplar
+(:data:`EXEMPLAR_TRACE_ID`). The three latency histograms may be the SLIs of ``slo.yaml``, so
+their buckets hold the default thresholds exactly (0.12 s inter-token, 1 s time to first token)
+with enough edges around them for ``histogram_quantile`` to be honest.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from governor.contracts.declaration import Metric
+
+# ---- label names and values ----------------------------------------------------------------------
+LABEL_MODEL: Final = "model"
+LABEL_ROUTE: Final = "route"
+LABEL_CODE: Final = "code"
+LABEL_PARAM: Final = "param"
+LABEL_REASON: Final = "reason"
+LABEL_RESULT: Final = "result"
+LABEL_ENGINE: Final = "engine"
+LABEL_VERSION: Final = "version"
+EXEMPLAR_TRACE_ID: Final = "trace_id"
+
+# Values of ``reason`` on ADMISSION_REJECTIONS: the queue was full (429), or a request waited too
+# long for an engine slot (503).
+REASON_QUEUE_FULL: Final = "queue_full"
+REASON_QUEUE_TIMEOUT: Final = "queue_timeout"
+
+# Values of ``result`` on BATCHING_CHANGES.
+RESULT_APPLIED: Final = "applied"
+RESULT_REJECTED: Final = "rejected"  # a malformed request, or limits out of bounds
+RESULT_FAILED: Final = "failed"  # the engine could not apply them
+
+# Values of ``param``: vLLM's two continuous-batching knobs, as the admin API names them.
+PARAM_MAX_NUM_SEQS: Final = "max_num_seqs"
+PARAM_MAX_NUM_BATCHED_TOKENS: Final = "max_num_batched_tokens"
+
+# ---- latency, as the client sees it ------------------------------------------------------------
+TIME_TO_FIRST_TOKEN: Final = Metric(
+    "governor_time_to_first_token_seconds", "histogram",
+    "Time from request arrival to the first streamed token, as seen by the client.", "seconds",
+    (LABEL_MODEL,),
+    (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5, 2.0,
+     2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0),
+)
+INTER_TOKEN_LATENCY: Final = Metric(
+    "governor_inter_token_latency_seconds", "histogram",
+    "Time between successive streamed tokens of one response, as seen by the client.", "seconds",
+    (LABEL_MODEL,),
+    (0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.06, 0.075, 0.09, 0.1, 0.12, 0.15, 0.2,
+     0.25, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0),
+)
+REQUEST_DURATION: Final = Metric(
+    "governor_request_duration_seconds", "histogram",
+    "Time from request arrival to the end of the response.", "seconds", (LABEL_ROUTE,),
+    (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0,
+     60.0, 90.0, 120.0, 240.0, 480.0),
+)
+
+# ---- requests and tokens ---------------------------------------------------------------------
+REQUESTS: Final = Metric(
+    "governor_requests", "counter", "Finished HTTP requests by route and status code.",
+    "requests", (LABEL_ROUTE, LABEL_CODE))
+REQUESTS_IN_FLIGHT: Final = Metric(
+    "governor_requests_in_flight", "gauge", "Generation requests holding an engine slot.",
+    "requests")
+QUEUE_DEPTH: Final = Metric(
+    "governor_queue_depth", "gauge", "Generation requests waiting in the admission queue.",
+    "requests")
+ADMISSION_REJECTIONS: Final = Metric(
+    "governor_admission_rejections", "counter", "Requests turned away by the admission queue.",
+    "requests", (LABEL_REASON,))
+PROMPT_TOKENS: Final = Metric(
+    "governor_prompt_tokens", "counter", "Prompt tokens of admitted requests.", "tokens",
+    (LABEL_MODEL,))
+GENERATION_TOKENS: Final = Metric(
+    "governor_generation_tokens", "counter", "Tokens generated and sent to clients.", "tokens",
+    (LABEL_MODEL,))
+
+# ---- the batching knobs --------------------------------------------------------------------------
+BATCHING_LIMIT: Final = Metric(
+    "governor_batching_limit", "gauge", "Batching limit in force in the engine.", "",
+    (LABEL_PARAM,))
+BATCHING_FLOOR: Final = Metric(
+    "governor_batching_floor", "gauge", "Lowest batching limit the admin API accepts.", "",
+    (LABEL_PARAM,))
+BATCHING_CEILING: Final = Metric(
+    "governor_batching_ceiling", "gauge",
+    "Start-up batching limit; live retuning never goes above it.", "", (LABEL_PARAM,))
+BATCHING_CHANGES: Final = Metric(
+    "governor_batching_changes", "counter", "Admin changes of the batching limits, by result.",
+    "changes", (LABEL_RESULT,))
+
+# ---- the service itself --------------------------------------------------------------------------
+ENGINE_READY: Final = Metric(
+    "governor_engine_ready", "gauge", "1 while the engine is started and alive.")
+SERVICE_INFO: Final = Metric(
+    "governor_service", "info", "The service's engine and model.", "",
+    (LABEL_ENGINE, LABEL_MODEL, LABEL_VERSION))
+
+# The histograms a latency SLI of slo.yaml may count (its threshold must be one of their edges).
+LATENCY_HISTOGRAMS: Final = (INTER_TOKEN_LATENCY, TIME_TO_FIRST_TOKEN, REQUEST_DURATION)

@@ -1,0 +1,72 @@
+"""The series the generated recording rules write, and the names of the alerts on them.
+
+Every recorded SLO series carries :data:`LABEL_SLO` and :data:`LABEL_SERVICE` plus the spec's
+routing labels. Windowed series exist for each alert window (``slo:sli_error:ratio_rate5m`` …
+``ratio_rate3d``)::
+
+    >>> SLI_ERROR_RATIO.at(300).name
+    'slo:sli_error:ratio_rate5m'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from governor.contracts.declaration import Metric
+from governor.contracts.promql import format_duration
+
+LABEL_SLO: Final = "slo"
+LABEL_SERVICE: Final = "service"
+LABEL_SEVERITY: Final = "severity"
+
+SEVERITY_PAGE: Final = "page"
+SEVERITY_TICKET: Final = "ticket"
+SEVERITY_CONTROL: Final = "control"  # routed to the controller's webhook
+
+SLO_LABELS: Final = (LABEL_SLO, LABEL_SERVICE)
+
+# Alert names: <CamelCaseSloName> + suffix.
+BURN_ALERT_SUFFIX: Final = "ErrorBudgetBurn"  # severity page or ticket
+FAST_ALERT_SUFFIX: Final = "P99High"  # severity control, per instance
+
+
+@dataclass(frozen=True, slots=True)
+class Windowed:
+    """A recorded series per window: the prefix completed by the window (``rate5m``)."""
+
+    prefix: str
+    help: str
+    unit: str = "ratio"
+
+    def at(self, window_seconds: int) -> Metric:
+        return Metric(self.prefix + format_duration(window_seconds), "gauge", self.help,
+                      self.unit, SLO_LABELS)
+
+
+def _recorded(name: str, help: str, unit: str = "ratio") -> Metric:
+    return Metric(name, "gauge", help, unit, SLO_LABELS)
+
+
+SLI_EVENTS_RATE: Final = Windowed(
+    "slo:sli_events:rate", "All of the SLI's events per second over the window.", "events")
+SLI_ERROR_EVENTS_RATE: Final = Windowed(
+    "slo:sli_error_events:rate", "The SLI's bad events per second over the window.", "events")
+SLI_ERROR_RATIO: Final = Windowed(
+    "slo:sli_error:ratio_rate", "Bad events over all events within the window.")
+BURN_RATE: Final = Windowed(
+    "slo:burn_rate:ratio_rate", "The window's error ratio over the error budget.")
+
+# Over the whole SLO period, weighted by events (not an average of 5-minute ratios).
+SLI_ERROR_RATIO_PERIOD: Final = _recorded(
+    "slo:sli_error:ratio_period", "Bad events over all events within the SLO period.")
+BURN_RATE_PERIOD: Final = _recorded(
+    "slo:burn_rate:ratio_period", "The period's error ratio over the error budget.")
+ERROR_BUDGET_REMAINING: Final = _recorded(
+    "slo:error_budget_remaining:ratio",
+    "Share of the period's error budget left: 1 untouched, below 0 blown.")
+OBJECTIVE: Final = _recorded("slo:objective:ratio", "The SLO's objective.")
+ERROR_BUDGET: Final = _recorded("slo:error_budget:ratio", "1 - the objective.")
+PERIOD: Final = _recorded("slo:period:seconds", "The SLO period.", "seconds")
+# Value 1; its labels describe the SLO (objective, kind, threshold, …).
+INFO: Final = _recorded("slo:info", "The SLO's description, in labels.", "")

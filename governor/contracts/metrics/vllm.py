@@ -1,0 +1,98 @@
+"""vLLM's own ``vllm:*`` engine series, as vLLM exposes them and the sim engine emits them.
+
+Boards and rules built on these names work on a plain vLLM fleet as well as on Governor's sim.
+Help texts, label names and buckets are vLLM's own, so a sim histogram reads like a real one.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from governor.contracts.declaration import Metric
+
+PREFIX: Final = "vllm:"
+
+LABEL_MODEL: Final = "model_name"
+LABEL_ENGINE: Final = "engine"
+LABEL_FINISHED_REASON: Final = "finished_reason"
+ENGINE_LABELS: Final = (LABEL_MODEL, LABEL_ENGINE)  # on every series
+
+# vLLM's FinishReason values (the ``finished_reason`` label), all exposed from the start.
+FINISHED_REASONS: Final = ("stop", "length", "abort", "error", "repetition")
+
+TTFT_BUCKETS: Final = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)
+ITL_BUCKETS: Final = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+)
+REQUEST_LATENCY_BUCKETS: Final = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+    240.0, 480.0, 960.0, 1920.0, 7680.0,
+)
+ITERATION_TOKENS_BUCKETS: Final = tuple(float(2**i) for i in range(15))
+
+# ---- scheduler state -----------------------------------------------------------------------------
+NUM_REQUESTS_RUNNING: Final = Metric(
+    "vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+    "requests", ENGINE_LABELS)
+NUM_REQUESTS_WAITING: Final = Metric(
+    "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+    "requests", ENGINE_LABELS)
+# A 0..1 fraction despite the name.
+KV_CACHE_USAGE: Final = Metric(
+    "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", "ratio",
+    ENGINE_LABELS)
+
+# ---- counters ------------------------------------------------------------------------------------
+PROMPT_TOKENS: Final = Metric(
+    "vllm:prompt_tokens", "counter", "Number of prefill tokens processed.", "tokens",
+    ENGINE_LABELS)
+GENERATION_TOKENS: Final = Metric(
+    "vllm:generation_tokens", "counter", "Number of generation tokens processed.", "tokens",
+    ENGINE_LABELS)
+NUM_PREEMPTIONS: Final = Metric(
+    "vllm:num_preemptions", "counter", "Cumulative number of preemption from the engine.",
+    "requests", ENGINE_LABELS)
+PREFIX_CACHE_QUERIES: Final = Metric(
+    "vllm:prefix_cache_queries", "counter",
+    "Prefix cache queries, in terms of number of queried tokens.", "tokens", ENGINE_LABELS)
+PREFIX_CACHE_HITS: Final = Metric(
+    "vllm:prefix_cache_hits", "counter",
+    "Prefix cache hits, in terms of number of cached tokens.", "tokens", ENGINE_LABELS)
+REQUEST_SUCCESS: Final = Metric(
+    "vllm:request_success", "counter", "Count of successfully processed requests.", "requests",
+    (*ENGINE_LABELS, LABEL_FINISHED_REASON))
+
+# ---- histograms (a latency SLI of slo.yaml may count any but the last) ------------------------
+TIME_TO_FIRST_TOKEN: Final = Metric(
+    "vllm:time_to_first_token_seconds", "histogram",
+    "Histogram of time to first token in seconds.", "seconds", ENGINE_LABELS, TTFT_BUCKETS)
+INTER_TOKEN_LATENCY: Final = Metric(
+    "vllm:inter_token_latency_seconds", "histogram",
+    "Histogram of inter-token latency in seconds.", "seconds", ENGINE_LABELS, ITL_BUCKETS)
+E2E_REQUEST_LATENCY: Final = Metric(
+    "vllm:e2e_request_latency_seconds", "histogram",
+    "Histogram of e2e request latency in seconds.", "seconds", ENGINE_LABELS,
+    REQUEST_LATENCY_BUCKETS)
+REQUEST_QUEUE_TIME: Final = Metric(
+    "vllm:request_queue_time_seconds", "histogram",
+    "Histogram of time spent in WAITING phase for request.", "seconds", ENGINE_LABELS,
+    REQUEST_LATENCY_BUCKETS)
+REQUEST_PREFILL_TIME: Final = Metric(
+    "vllm:request_prefill_time_seconds", "histogram",
+    "Histogram of time spent in PREFILL phase for request.", "seconds", ENGINE_LABELS,
+    REQUEST_LATENCY_BUCKETS)
+REQUEST_DECODE_TIME: Final = Metric(
+    "vllm:request_decode_time_seconds", "histogram",
+    "Histogram of time spent in DECODE phase for request.", "seconds", ENGINE_LABELS,
+    REQUEST_LATENCY_BUCKETS)
+# A histogram whose name ends in _total (vLLM's choice): its series are _total_bucket, ….
+ITERATION_TOKENS: Final = Metric(
+    "vllm:iteration_tokens_total", "histogram", "Histogram of number of tokens per engine_step.",
+    "tokens", ENGINE_LABELS, ITERATION_TOKENS_BUCKETS)
+
+LATENCY_HISTOGRAMS: Final = (INTER_TOKEN_LATENCY, TIME_TO_FIRST_TOKEN, E2E_REQUEST_LATENCY,
+                             REQUEST_QUEUE_TIME, REQUEST_PREFILL_TIME, REQUEST_DECODE_TIME)

@@ -1,0 +1,21 @@
+"""The usage examples in the contracts' docstrings run (the suite does not collect doctests)."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["governor.contracts", "governor.contracts.declaration",
+           "governor.contracts.instruments", "governor.contracts.families",
+           "governor.contracts.endpoints", "governor.contracts.promql",
+           "governor.contracts.metrics.slo", "governor.dashboards.variables",
+           "governor.common.cli"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name: str) -> None:
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0
