@@ -23,16 +23,19 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import random
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from governor.common.cli import EnvArgumentParser
+from governor.bench import closed_loop
+from governor.common.cli import EnvArgumentParser, parse_duration_seconds
 from governor.inference.engines.base import BatchingLimits
 from governor.inference.engines.sim.presets import Preset, get_preset
 from governor.inference.engines.sim.virtual import RequestRecord, VirtualSim
@@ -331,7 +334,60 @@ def _parser() -> argparse.ArgumentParser:
         default=0.15,
         help="largest relative error allowed per cell (0.15 = ±15%%)",
     )
+    loop = parser.add_argument_group(
+        "closed loop (validation)", "vllm bench serve's random workload in closed loop, compared "
+        "with a table the preset was not fitted to")
+    loop.add_argument("--closed-loop", action="store_true",
+                      help="replay the closed-loop workload instead of the calibration tables")
+    loop.add_argument("--concurrency", type=_counts, default=(1, 32, 128, 256),
+                      help="streams kept in flight, comma-separated")
+    loop.add_argument("--input-len", type=_count, default=512, help="prompt tokens, exactly")
+    loop.add_argument("--output-len", type=_count, default=256,
+                      help="output tokens, exactly (EOS ignored)")
+    loop.add_argument("--num-prompts-per-stream", type=_count, default=2,
+                      help="prompts each stream sends, one after the other")
+    loop.add_argument("--measured", type=Path, default=closed_loop.DEFAULT_MEASURED,
+                      help="the measured table to compare with (skipped when absent)")
+    loop.add_argument("--itl-slo", type=parse_duration_seconds, default=0.12,
+                      help="the inter-token P99 SLO whose breach must be reproduced")
     return parser
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    values = tuple(_count(part) for part in text.split(",") if part.strip())
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected comma-separated counts: {text!r}")
+    return values
+
+
+def closed_loop_main(args: argparse.Namespace, preset: Preset) -> int:
+    """One JSON line per concurrency, the comparison table, and the out-of-sample summary."""
+    rows = [closed_loop.simulate(preset, closed_loop.ClosedLoop(
+        c, args.input_len, args.output_len, args.num_prompts_per_stream), seed=args.seed)
+        for c in args.concurrency]
+    for row in rows:
+        print(json.dumps(row.as_dict()))
+    measured = closed_loop.Measured.load(args.measured) if args.measured.is_file() else None
+    if measured is None:
+        print(f"\n(no measured table at {args.measured}: nothing to compare with)")
+        return 0
+    comparisons = [closed_loop.Comparison(r, measured.rows[r.concurrency], args.itl_slo)
+                   for r in rows if r.concurrency in measured.rows]
+    print(f"\nvalidation (out of sample): sim preset {preset.name} against {measured.source}, "
+          "which the preset was not fitted to\n")
+    print(closed_loop.render(rows, comparisons, args.itl_slo))
+    print(json.dumps({"validation": closed_loop.summary(comparisons)}))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -341,6 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"sim-fidelity: {exc}", file=sys.stderr)
         return 2
+    if args.closed_loop:
+        return closed_loop_main(args, preset)
     started = time.perf_counter()
     cells = all_cells(preset, args.seed)
     wall = time.perf_counter() - started
@@ -356,6 +414,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{rate:,.0f} generated tokens per wall second "
         f"({rate / target:.1f}x the {target:,} target)"
     )
+    print("calibration: the preset was fitted to these tables, so this is its fit, not a test of "
+          "it; --closed-loop compares it with a table kept out of the fit")
     return 1 if failures(cells, args.tolerance) else 0
 
 
