@@ -84,11 +84,7 @@ def render_params(config: UpConfig) -> RenderParams:
     token_file = str((config.run_dir / "controller_token").resolve())
     if not config.fast:
         return RenderParams(controller_token_file=token_file)
-    return RenderParams(
-        scrape_interval_seconds=5, evaluation_interval_seconds=5, fast_window_seconds=30,
-        fast_for_seconds=15, control_group_wait_seconds=5, control_group_interval_seconds=30,
-        control_repeat_interval_seconds=60, controller_token_file=token_file,
-    )
+    return RenderParams.fast(token_file)
 
 
 def load(slo: Path) -> SloSpec:

@@ -75,6 +75,16 @@ class RenderParams:
     # The health alerts' `for`, scaled down by tests; never above each alert's own default.
     health_for_cap_seconds: int = 3600
 
+    @classmethod
+    def fast(cls, controller_token_file: str) -> RenderParams:
+        """The short intervals of ``governor up`` and the live benchmark: 5 s scrapes and
+        evaluations, a 30 s fast-alert window firing after 15 s, the controller's route
+        repeating every minute, so a breach reaches the controller within a minute."""
+        return cls(scrape_interval_seconds=5, evaluation_interval_seconds=5,
+                   fast_window_seconds=30, fast_for_seconds=15, control_group_wait_seconds=5,
+                   control_group_interval_seconds=30, control_repeat_interval_seconds=60,
+                   controller_token_file=controller_token_file)
+
     def __post_init__(self) -> None:
         for item in fields(self):
             value = getattr(self, item.name)

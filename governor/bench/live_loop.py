@@ -31,6 +31,7 @@ import gzip
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -51,6 +52,7 @@ from governor.bench.replay import SIM_WORDS, PromptBook, replay, words_of
 from governor.common.cli import EnvArgumentParser, positive_int
 from governor.common.process import Child, http_ok
 from governor.common.secrets import write_private
+from governor.contracts.metrics import vllm
 from governor.controller.slo import objectives
 from governor.slo.spec import camel_case
 
@@ -59,14 +61,7 @@ LOOPBACK = "127.0.0.1"
 PORTS = {"inference": 8000, "controller": 9500, "prometheus": 9090, "alertmanager": 9093}
 CONTROLLER_RESYNC_SECONDS = 10
 ENGINE_START_SECONDS = 600.0
-
-
-def fast_params(token_file: Path) -> RenderParams:
-    """The alert pipeline's intervals of ``governor up`` (5 s scrapes, 30 s fast window)."""
-    return RenderParams(
-        scrape_interval_seconds=5, evaluation_interval_seconds=5, fast_window_seconds=30,
-        fast_for_seconds=15, control_group_wait_seconds=5, control_group_interval_seconds=30,
-        control_repeat_interval_seconds=60, controller_token_file=str(token_file))
+DEBIAN_TEMPLATES = Path("/usr/share/prometheus/alertmanager")
 
 
 @dataclass(frozen=True)
@@ -151,7 +146,7 @@ def start(args: argparse.Namespace) -> int:
         if not path.exists():
             write_private(path, os.urandom(24).hex() + "\n")
     spec = load_checked_spec(args.slo)
-    params = fast_params(tokens["controller_token"])
+    params = RenderParams.fast(str(tokens["controller_token"]))
     endpoints = Endpoints((f"{LOOPBACK}:{PORTS['inference']}",), (),
                           (f"{LOOPBACK}:{PORTS['controller']}",),
                           (f"{LOOPBACK}:{PORTS['alertmanager']}",))
@@ -173,6 +168,8 @@ def start(args: argparse.Namespace) -> int:
               f"http://{LOOPBACK}:{PORTS['prometheus']}/-/ready", logs / "prometheus.log"),
     ]
     children = [c for c in children if c.name in args.parts]
+    if args.alertmanager_templates is not None:
+        install_templates(args.alertmanager_templates)
     for child in children:
         child.start()  # a session of its own: it outlives this command
         (folder / f"{child.name}.pid").write_text(str(child.pid))
@@ -202,17 +199,56 @@ def stop(args: argparse.Namespace) -> int:
     return 0
 
 
+MONITORING_START_SECONDS = 60.0
+
+
 def wait_ready(state: State, limit_seconds: float = ENGINE_START_SECONDS) -> float:
-    """Block until the service, Prometheus and Alertmanager answer; the seconds it took."""
+    """Block until the service, Prometheus and Alertmanager answer; the seconds it took.
+
+    Fails at once when one of them has exited, and after a minute when Prometheus or
+    Alertmanager still does not answer (only an engine's start takes minutes), with the end of
+    the part's log: a device session is too short to wait out a part that will never come up.
+    """
     started = time.monotonic()
-    urls = [state.url("inference") + "/health", state.url("prometheus") + "/-/ready",
-            state.url("alertmanager") + "/-/ready"]
-    while not all(http_ok(u) for u in urls):
-        if time.monotonic() - started > limit_seconds:
-            raise RuntimeError(f"not ready within {limit_seconds:.0f} s: "
-                               + ", ".join(u for u in urls if not http_ok(u)))
-        time.sleep(1.0)
+    parts = {"inference": (state.url("inference") + "/health", limit_seconds),
+             "prometheus": (state.url("prometheus") + "/-/ready", MONITORING_START_SECONDS),
+             "alertmanager": (state.url("alertmanager") + "/-/ready", MONITORING_START_SECONDS)}
+    waiting = dict(parts)
+    while waiting:
+        for name, (url, limit) in list(waiting.items()):
+            if http_ok(url):
+                del waiting[name]
+            elif not _alive(state.folder / f"{name}.pid"):
+                raise RuntimeError(f"{name} is not running; its log ends:\n{_tail(state, name)}")
+            elif time.monotonic() - started > limit:
+                raise RuntimeError(f"{name} did not answer {url} within {limit:.0f} s; its log "
+                                   f"ends:\n{_tail(state, name)}")
+        if waiting:
+            time.sleep(1.0)
     return time.monotonic() - started
+
+
+def _alive(pid_file: Path) -> bool:
+    try:
+        os.kill(int(pid_file.read_text()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _tail(state: State, name: str, lines: int = 20) -> str:
+    log = state.folder / "logs" / f"{name}.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def install_templates(source: Path, target: Path = DEBIAN_TEMPLATES) -> None:
+    """Debian's Alertmanager binary loads its notification templates from a fixed folder and
+    answers nothing without them; a machine without the Debian package gets copies."""
+    target.mkdir(parents=True, exist_ok=True)
+    for template in sorted(source.glob("*.tmpl")):
+        if not (target / template.name).exists():
+            shutil.copy(template, target / template.name)
 
 
 # ---- HTTP helpers ------------------------------------------------------------------------------
@@ -242,7 +278,7 @@ def busy(state: State) -> float:
         text = response.read().decode()
     total = 0.0
     for family in text_string_to_metric_families(text):
-        if family.name in ("vllm:num_requests_running", "vllm:num_requests_waiting"):
+        if family.name in (vllm.NUM_REQUESTS_RUNNING.name, vllm.NUM_REQUESTS_WAITING.name):
             total += sum(s.value for s in family.samples)
     return total
 
@@ -472,6 +508,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--prometheus-bin", default="prometheus")
     p.add_argument("--alertmanager-bin", default="prometheus-alertmanager")
+    p.add_argument("--alertmanager-templates", type=Path, default=None, metavar="DIR",
+                   help="copy DIR/*.tmpl where Debian's Alertmanager binary looks for them")
     p.add_argument("--no-wait", action="store_true", help="return once everything is launched")
     p.add_argument("--parts", type=lambda s: tuple(s.split(",")),
                    default=("inference", "alertmanager", "prometheus"),
