@@ -424,7 +424,7 @@ def _series(state: State, started: float, duration: float) -> dict[str, Any]:
 
 
 def one_run(state: State, policy: Policy, workload: Workload, seed: int, index: int,
-            out: Path) -> Path:
+            out: Path, rate_scale: float = 1.0) -> Path:
     wait_idle(state)
     set_limits(state, policy.limits or state.ceiling)
     run_dir = state.folder / f"run-{index}"
@@ -448,7 +448,7 @@ def one_run(state: State, policy: Policy, workload: Workload, seed: int, index: 
         "policy": policy.name, "label": policy.label,
         "limits": policy.limits or state.ceiling, "seed": seed,
         "workload": {"minutes": workload.duration_seconds / 60, "kind": "headline",
-                     "requests": len(arrivals)},
+                     "rate_scale": rate_scale, "requests": len(arrivals)},
         "started_unix": started, "duration_seconds": workload.duration_seconds,
         "environment": state.environment, "audit": audit,
         "prometheus": _series(state, started, workload.duration_seconds + 10),
@@ -476,7 +476,7 @@ def runs(args: argparse.Namespace) -> int:
         workload = workload.scaled(args.rate_scale)
     try:
         for index, policy in enumerate(args.policies, start=args.first_index):
-            one_run(state, policy, workload, args.seed, index, args.out)
+            one_run(state, policy, workload, args.seed, index, args.out, args.rate_scale)
     finally:
         set_limits(state, state.ceiling)
     return 0
@@ -541,6 +541,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("results", type=Path, nargs="+", help="folders holding run-*.json.gz")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--window", type=float, default=20.0, help="attainment window (s)")
+    p.add_argument("--predict", default="llama-3-8b@h200", metavar="PRESET",
+                   help="replay each run on this sim preset for its prediction ('none': skip)")
+    p.add_argument("--slo", type=Path, default=Path("slo.yaml"), help="the SLO spec")
     return parser
 
 

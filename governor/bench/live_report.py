@@ -170,12 +170,16 @@ def _at_least(value: float | None, target: float) -> bool | None:
 
 
 def table(scores: Sequence[dict[str, Any]]) -> str:
-    rows = [("policy", "attain", "goodput/s", "vs default", "vs best", "recovery", "changes")]
+    rows = [("policy", "attain", "goodput/s", "vs default", "vs best", "recovery", "changes",
+             "sim predicted attain/goodput")]
     for s in scores:
         recovery = s["worst_recovery_seconds"]
+        sim = s.get("simulated")
+        predicted = f"{sim['attainment']:.1%} / {sim['goodput_rps']:.2f}" if sim else "—"
         rows.append((s["label"], f"{s['attainment']:.1%}", f"{s['goodput_rps']:.2f}",
                      _x(s["goodput_vs_default"]), _x(s["goodput_vs_best_static"]),
-                     "—" if recovery is None else f"{recovery:.0f}s", str(s["changes"])))
+                     "—" if recovery is None else f"{recovery:.0f}s", str(s["changes"]),
+                     predicted))
     width = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)) for r in rows)
 
@@ -192,6 +196,12 @@ def report(args: argparse.Namespace) -> int:
     runs = [LiveRun.load(p) for p in paths]
     slo = dict(DEFAULT_SLO)
     scores = [score(run, slo, args.window) for run in runs]
+    if args.predict != "none":
+        from governor.bench.live_predict import predict
+
+        for run, s in zip(runs, scores, strict=True):
+            s["simulated"] = {"preset": args.predict, **predict(
+                run, slo=args.slo, preset=args.predict, window=args.window)}
     summary = summarise(scores)
     first = runs[0].data
     out: Path = args.out

@@ -87,7 +87,8 @@ def test_report_writes_the_json_and_the_figure(tmp_path: Path,
     write_run(tmp_path, "default", "default", slow_from=30)
     write_run(tmp_path, "controller", "controller", slow_from=None)
     out = tmp_path / "out"
-    assert report(argparse.Namespace(results=[tmp_path], out=out, window=20.0)) == 0
+    assert report(argparse.Namespace(results=[tmp_path], out=out, window=20.0, predict="none",
+                                     slo=Path("slo.yaml"))) == 0
     data = json.loads((out / "controller-sim.json").read_text())
     assert [r["policy"] for r in data["runs"]] == ["controller", "default"]
     assert (out / "controller-sim.png").stat().st_size > 10_000
@@ -95,7 +96,8 @@ def test_report_writes_the_json_and_the_figure(tmp_path: Path,
 
 
 def test_report_without_runs_says_so(tmp_path: Path) -> None:
-    assert report(argparse.Namespace(results=[tmp_path], out=tmp_path, window=20.0)) == 2
+    assert report(argparse.Namespace(results=[tmp_path], out=tmp_path, window=20.0,
+                                     predict="none", slo=Path("slo.yaml"))) == 2
 
 
 @pytest.mark.parametrize(("text", "label"), [
@@ -109,3 +111,19 @@ def test_policies_parse(text: str, label: str) -> None:
 def test_bad_policies_are_usage_errors(bad: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         Policy.parse(bad)
+
+
+def test_the_simulator_predicts_a_live_run_from_its_workload_and_policy(tmp_path: Path) -> None:
+    from governor.bench.live_predict import predict
+
+    path = write_run(tmp_path, "default", "default", slow_from=None)
+    with gzip.open(path, "rt") as handle:
+        data = json.load(handle)
+    data["workload"] = {"minutes": 2.0, "kind": "headline", "rate_scale": 0.25}
+    with gzip.open(path, "wt") as handle:
+        json.dump(data, handle)
+    repo = Path(__file__).resolve().parents[2]
+    prediction = predict(LiveRun.load(path), slo=repo / "slo.yaml", preset="llama-3-8b@h200",
+                         window=20.0)
+    assert prediction["attainment"] == 1.0  # a quarter of the headline load never breaches
+    assert prediction["goodput_rps"] > 0 and prediction["changes"] == 0
