@@ -16,7 +16,7 @@ import pytest
 
 from governor.bench.controller import build_parser, build_scenario
 from governor.bench.controller.loop import Run, Scenario, ceiling, run
-from governor.bench.controller.workload import Workload
+from governor.bench.controller.workload import parse_workload
 from governor.controller.model import Action, Param, Reason
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,10 +29,15 @@ def scenario() -> Scenario:
     args = build_parser().parse_args(["--slo", str(REPO / "slo.yaml"),
                                       "--deploy", str(REPO / "deploy")])
     base = build_scenario(args)
-    step = Workload.headline(MINUTES)
     # Quiet for a minute, then documents at 1.6/s to the end: one load step, no relief.
-    workload = replace(step, step_at=60.0, ramp_start=MINUTES * 60, ramp_end=MINUTES * 60,
-                       drop_at=MINUTES * 60, step_doc_per_second=1.6, peak_doc_per_second=1.6)
+    workload = parse_workload({
+        "version": "governor/workload/v1", "name": "step", "duration": f"{MINUTES:g}m",
+        "classes": {
+            "chat": {"prompt_tokens": [200, 1200], "output_tokens": [150, 450],
+                     "rate": [{"start": "0%", "end": "100%", "from": 12.0}]},
+            "doc": {"prompt_tokens": [4000, 7500], "output_tokens": [200, 500],
+                    "rate": [{"start": "0s", "end": "60s", "from": 0.5},
+                             {"start": "60s", "end": "100%", "from": 1.6}]}}})
     return replace(base, workload=workload)
 
 

@@ -15,9 +15,11 @@ not import.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
@@ -27,7 +29,7 @@ from typing import Any
 from governor.bench.controller.loop import Run, Scenario, ceiling, run
 from governor.bench.controller.pipeline import pipeline_from_deploy
 from governor.bench.controller.scoring import attainment, goodput, worst_recovery
-from governor.bench.controller.workload import Arrival, Workload
+from governor.bench.controller.workload import Arrival, Workload, WorkloadError, load_workload
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
 from governor.controller.cli import UsageError, build_config
 from governor.controller.cli import build_parser as controller_parser
@@ -60,7 +62,12 @@ def _minutes(text: str) -> float:
 def build_parser() -> EnvArgumentParser:
     p = EnvArgumentParser(prog="governor bench controller", description=__doc__,
                           env_prefix="GOVERNOR_BENCH_")
-    p.add_argument("--minutes", type=_minutes, default=40.0, help="virtual minutes per run")
+    p.add_argument("--workload", type=Path, action="append", default=None, metavar="FILE",
+                   help="a workload file (YAML) or a folder of them; repeatable (default: the "
+                        "built-in headline, benchmarks/workloads/headline.yaml)")
+    p.add_argument("--minutes", type=_minutes, default=None,
+                   help="virtual minutes per run (default: each workload's own duration; 40 for "
+                        "the built-in headline)")
     p.add_argument("--seed", type=int, default=1, help="workload and engine seed")
     p.add_argument("--preset", default="llama-3-8b@h200", help="sim engine preset")
     p.add_argument("--slo", type=Path, default=Path("slo.yaml"), help="the SLO spec")
@@ -138,7 +145,7 @@ def _job(args: tuple[Scenario, list[Arrival], str, Limits | None]) -> Run:
     return run(scenario, arrivals, name=name, static=static)
 
 
-def build_scenario(args: Any) -> Scenario:
+def build_scenario(args: Any, workload: Workload | None = None) -> Scenario:
     """The scenario the controller would really run in: the generated stack's timing and the
     controller's own defaults (``governor controller`` with no options but ``--slo``)."""
     alert = camel_case(objectives(load_spec(args.slo)).itl_slo_name) + "P99High"
@@ -152,19 +159,50 @@ def build_scenario(args: Any) -> Scenario:
         argv += ["--resync", f"{args.resync}s"]
     controller = build_config(controller_parser({}).parse_args(argv))
     pipeline = replace(pipeline, resync_seconds=controller.resync_seconds)
-    return Scenario(Workload.headline(args.minutes), args.seed, controller.slo, controller.law,
+    if workload is None:
+        workload = Workload.headline(args.minutes or 40.0)
+    elif args.minutes is not None:
+        workload = workload.with_minutes(args.minutes)
+    return Scenario(workload, args.seed, controller.slo, controller.law,
                     pipeline, preset=args.preset, window_seconds=args.window,
                     short_window_seconds=controller.queries.short_window_seconds,
                     long_window_seconds=controller.queries.long_window_seconds)
 
 
+def workloads(args: Any) -> list[Workload | None]:
+    """The workloads to run: the files named (a folder: every ``*.yaml`` in it, sorted), or the
+    built-in headline (``None``)."""
+    if not args.workload:
+        return [None]
+    found: list[Workload | None] = []
+    for path in args.workload:
+        files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+        if not files:
+            raise WorkloadError(str(path), ["no *.yaml workload files in this folder"])
+        found += [load_workload(f) for f in files]
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
+        print("governor bench controller: error: the plots need matplotlib "
+              "(pip install 'governor-slo[bench]'), or pass --no-plots", file=sys.stderr)
+        return 2
     try:
-        scenario = build_scenario(args)
+        scenarios = [build_scenario(args, w) for w in workloads(args)]
     except (SpecError, ValueError, UsageError) as exc:
         print(f"governor bench controller: error: {exc}", file=sys.stderr)
         return 2
+    single = len(scenarios) == 1 and not args.workload
+    for scenario in scenarios:
+        out = args.out if single else args.out / scenario.workload.name
+        report(run_all(scenario, args), scenario, args, out)
+    return 0
+
+
+def run_all(scenario: Scenario, args: Any) -> list[Run]:
+    """(a) the default, (c) the controller, then the hindsight grid; with progress on stderr."""
     arrivals = scenario.workload.arrivals(scenario.seed)
     top = ceiling(scenario)
     grid = [Limits(s, b) for s in args.seqs for b in args.budgets if s <= top.max_num_seqs
@@ -172,14 +210,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     jobs = [(scenario, arrivals, f"(a) default static {_label(top)}", top),
             (scenario, arrivals, "(c) controller", None)]
     jobs += [(scenario, arrivals, f"static {_label(g)}", g) for g in grid]
-    print(f"governor bench controller: {len(arrivals)} requests over {args.minutes:g} virtual "
-          f"minutes; {len(jobs)} runs on {args.jobs} processes …", file=sys.stderr)
+    minutes = scenario.workload.duration_seconds / 60
+    print(f"governor bench controller: {scenario.workload.name}: {len(arrivals)} requests over "
+          f"{minutes:g} virtual minutes; {len(jobs)} runs on {args.jobs} processes …",
+          file=sys.stderr, flush=True)
+    started = time.monotonic()
+    results: list[Run] = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(_job, jobs))
-    return report(results, scenario, args)
+        for done, result in enumerate(pool.map(_job, jobs), start=1):
+            results.append(result)
+            elapsed = time.monotonic() - started
+            eta = elapsed / done * (len(jobs) - done)
+            print(f"  run {done}/{len(jobs)} {result.name}: {elapsed:.0f}s elapsed, "
+                  f"ETA {eta:.0f}s", file=sys.stderr, flush=True)
+    return results
 
 
-def report(results: list[Run], scenario: Scenario, args: Any) -> int:
+def report(results: list[Run], scenario: Scenario, args: Any, out: Path) -> int:
     scores = [score(r, scenario) for r in results]
     default, controlled, statics = scores[0], scores[1], [scores[0], *scores[2:]]
     best = max(statics, key=_rank)
@@ -193,9 +240,10 @@ def report(results: list[Run], scenario: Scenario, args: Any) -> int:
         # No breach observable at all needs no recovery.
         "recovery": controlled.recovery is None or controlled.recovery <= TARGET_RECOVERY_SECONDS,
     }
-    plots = [] if args.no_plots else _plots(results, best_run, scenario, args.out)
+    plots = [] if args.no_plots else _plots(results, best_run, scenario, out)
     summary = {
-        "bench": "controller", "preset": scenario.preset, "minutes": args.minutes,
+        "bench": "controller", "workload": scenario.workload.name, "preset": scenario.preset,
+        "minutes": scenario.workload.duration_seconds / 60,
         "seed": scenario.seed, "requests": len(results[0].outcomes),
         "slo": {"itl_seconds": scenario.slo.itl_seconds, "ttft_seconds": scenario.slo.ttft_seconds,
                 "quantile": scenario.slo.itl_quantile},
@@ -218,8 +266,8 @@ def report(results: list[Run], scenario: Scenario, args: Any) -> int:
                     TARGET_GOODPUT_SHARE, "recovery_seconds": TARGET_RECOVERY_SECONDS},
         "met": met, "plots": [str(p) for p in plots],
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, separators=(",", ":")))
     return 0
 

@@ -70,13 +70,15 @@ def _limits_panel(ax: Axes, run: Run, workload: Workload) -> None:
             label="max_num_batched_tokens")
     ax.set_ylabel("token budget")
     ax.set_ylim(0, max(budgets) * 1.1)
-    docs = ax.twinx()
+    offered = ax.twinx()
     grid = [i * workload.duration_seconds / 400 for i in range(401)]
-    docs.plot([t / 60 for t in grid], [workload.doc_rate(t) for t in grid], color="grey",
-              alpha=0.5, label="documents/s (offered)")
-    docs.set_ylabel("documents per second")
+    for request_class in workload.classes:
+        offered.plot([t / 60 for t in grid],
+                     [request_class.rate(t, workload.duration_seconds) for t in grid],
+                     alpha=0.5, linestyle="--", label=f"{request_class.name}/s (offered)")
+    offered.set_ylabel("requests per second")
     ax.legend(loc="upper left", fontsize=8)
-    docs.legend(loc="upper right", fontsize=8)
+    offered.legend(loc="upper right", fontsize=8)
 
 
 def plot_comparison(runs: Sequence[Run], slo: SloTargets, path: Path) -> Path:

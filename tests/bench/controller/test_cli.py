@@ -60,3 +60,28 @@ def test_malformed_options_are_refused_by_the_parser(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as caught:
         main(argv)
     assert caught.value.code == 2
+
+
+def test_several_workloads_print_one_json_line_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    workloads = REPO / "benchmarks" / "workloads"
+    code = main(["--workload", str(workloads / "ramp-down.yaml"), "--workload",
+                 str(workloads / "overload.yaml"), "--minutes", "2", "--budgets", "2048",
+                 "--seqs", "1024", "--jobs", "1", "--no-plots", "--slo", str(REPO / "slo.yaml"),
+                 "--deploy", str(REPO / "deploy"), "--out", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code == 0
+    lines = [json.loads(line) for line in captured.out.splitlines() if line.startswith("{")]
+    assert [line["workload"] for line in lines] == ["ramp-down", "overload"]
+    assert (tmp_path / "overload" / "summary.json").is_file()
+    assert "run 3/3" in captured.err and "ETA" in captured.err
+
+
+def test_a_bad_workload_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: governor/workload/v1\nduration: 1m\n")
+    assert main(["--workload", str(bad), "--no-plots", "--out", str(tmp_path)]) == 2
+    assert "classes" in capsys.readouterr().err

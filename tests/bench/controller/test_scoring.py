@@ -59,7 +59,10 @@ def test_the_workload_is_reproducible_and_follows_its_schedule() -> None:
     assert first == again
     assert first != w.arrivals(8)
     docs = [a for a in first if a.kind == "doc"]
-    quiet = sum(1 for a in docs if a.at < w.step_at) / w.step_at
-    busy = sum(1 for a in docs if w.ramp_end <= a.at < w.drop_at) / (w.drop_at - w.ramp_end)
+    d = w.duration_seconds
+    step_at, ramp_end, drop_at = 0.15 * d, 0.6 * d, 0.8 * d
+    quiet = sum(1 for a in docs if a.at < step_at) / step_at
+    busy = sum(1 for a in docs if ramp_end <= a.at < drop_at) / (drop_at - ramp_end)
     assert quiet < 1.0 < busy
-    assert all(w.doc_prompt[0] <= a.prompt_tokens <= w.doc_prompt[1] for a in docs)
+    low, high = next(c for c in w.classes if c.name == "doc").prompt_tokens
+    assert all(low <= a.prompt_tokens <= high for a in docs)
