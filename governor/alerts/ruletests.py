@@ -1,4 +1,4 @@
-"""``promtool test rules`` files as frozen dataclasses (the 2.42 format, see REFERENCE.md §3.5).
+"""``promtool test rules`` files as frozen dataclasses (the format of Prometheus 2.42's promtool).
 
 promtool compares floats exactly and annotations literally, so generated tests assert on alerts
 (which fire or stay quiet, with which labels and annotations) and never on computed ratios.

@@ -1,8 +1,9 @@
-"""Sim fidelity: replay REFERENCE.md §6's H200 workloads in virtual time, cell by cell.
+"""Sim fidelity: replay the H200 workloads of docs/h200-measurements.md in virtual time, cell by
+cell.
 
 ``python -m governor.bench.sim_fidelity`` (or ``governor bench sim-fidelity``) prints every
 measured figure next to the simulated one and the relative error, and exits 1 when a cell is off
-by more than the tolerance. The workloads, as §6 describes them:
+by more than the tolerance. The workloads, as the original H200 run describes them:
 
 * decode: B requests of 128-token prompts and 256 new tokens submitted together
   (``max_num_seqs`` 256, budget 8192); ITL percentiles over every token, decode tokens/s;
@@ -11,12 +12,13 @@ by more than the tolerance. The workloads, as §6 describes them:
   1/s, 1 output token) arrive at a steady rate; ITL of the decoders and TTFT of the long
   prompts over a 20 s window after a warm-up, at budgets 8192 / 2048 / 512.
 
-§6 leaves the decoders' own lengths open; they are ``DecoderWorkload.decoder_prompt_tokens``
+the original H200 run leaves the decoders' own lengths open; they are
+``DecoderWorkload.decoder_prompt_tokens``
 prompts that generate ``decoder_output_tokens`` each and are replaced by a fresh one when the
 last token reaches them (a closed loop of 64 clients), started at staggered points of their
-lives so that they do not finish together. Prefix caching is off, as in the measured runs. §6
-was timed by the caller in the AsyncLLM process, so every latency here is a delivery through
-the sim's frontend model (:mod:`.frontend`), not a step end.
+lives so that they do not finish together. Prefix caching is off, as in the measured runs. The
+original H200 run was timed by the caller in the AsyncLLM process, so every latency here is a
+delivery through the sim's frontend model (:mod:`.frontend`), not a step end.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ MEASURED_MAX_NUM_SEQS = 256
 SPEED_TARGET_TOKENS_PER_SECOND = 100_000
 MEASURED_BUDGET = 8192
 
-# REFERENCE.md §6: real vLLM 0.25 on an H200, Llama-3-8B shape.
+# docs/h200-measurements.md: real vLLM 0.25 on an H200, Llama-3-8B shape.
 DECODE_BATCHES = (1, 8, 32, 64, 128, 256)
 DECODE_ITL_P50_MS = (4.85, 5.00, 5.47, 6.07, 7.45, 11.24)
 DECODE_ITL_P99_MS = (5.49, 5.74, 6.00, 6.94, 8.77, 13.93)
@@ -60,7 +62,8 @@ BUDGET_COLUMNS = ("ITL p50", "ITL p90", "ITL p99", "ITL max", "TTFT p50", "TTFT 
 
 @dataclass(frozen=True, slots=True)
 class DecoderWorkload:
-    """What §6 leaves open about the budget runs' requests (our reconstruction)."""
+    """What the original H200 run leaves open about the budget runs' requests (our
+    reconstruction)."""
 
     decoder_prompt_tokens: int = 128
     decoder_output_tokens: int = 256
@@ -93,7 +96,7 @@ UNREPRODUCED: dict[tuple[str, str, str], str] = {
         "reach the decoders as two gaps (the decode step before it is held until the chunk "
         "step is prepared, then the chunk's remainder), so the sim's worst gap here is ~36 ms. "
         "Three repetitions on the H200 (benchmarks/gpu/results/budget_h200.md) measured 40.4, "
-        "43.0 and 50.0 ms: none reached §6's 55.7 ms."
+        "43.0 and 50.0 ms: none reached the original H200 run's 55.7 ms."
     ),
 }
 
@@ -281,7 +284,8 @@ def render(cells: Sequence[Cell], tolerance: float) -> str:
 
 
 def render_grid(cells: Sequence[Cell], tolerance: float) -> str:
-    """The same cells laid out like REFERENCE.md's tables: ``measured → simulated (error)``."""
+    """The same cells laid out like docs/h200-measurements.md's tables: ``measured → simulated
+    (error)``."""
     marks, notes = _marks(cells, tolerance)
     lines: list[str] = []
     for table in dict.fromkeys(c.table for c in cells):
@@ -318,7 +322,8 @@ def _tolerance(text: str) -> float:
 def _parser() -> argparse.ArgumentParser:
     parser = EnvArgumentParser(
         prog="governor bench sim-fidelity",
-        description="Replay REFERENCE.md §6's H200 workloads on the simulator, cell by cell.",
+        description="Replay the H200 workloads of docs/h200-measurements.md on the simulator, "
+                    "cell by cell.",
         env_prefix="GOVERNOR_SIM_FIDELITY_",
     )
     parser.add_argument("--preset", default="llama-3-8b@h200", help="sim preset to check")
@@ -326,7 +331,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--grid",
         action="store_true",
-        help="lay the cells out like REFERENCE.md's tables instead of one row per cell",
+        help="lay the cells out like the measured tables instead of one row per cell",
     )
     parser.add_argument(
         "--tolerance",
@@ -402,7 +407,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     cells = all_cells(preset, args.seed)
     wall = time.perf_counter() - started
-    print(f"sim preset {preset.name} vs real vLLM 0.25 on an H200 (REFERENCE.md §6), ms\n")
+    print(f"sim preset {preset.name} vs real vLLM 0.25 on an H200 "
+          "(docs/h200-measurements.md), ms\n")
     print(render_grid(cells, args.tolerance) if args.grid else render(cells, args.tolerance))
     speed = budget_run(preset, BUDGET_ROWS[0], seed=args.seed)
     rate = speed.generation_tokens / speed.wall_seconds

@@ -1,8 +1,9 @@
-"""The llama-3-8b@h200 preset against real vLLM on an H200 (REFERENCE.md §6), in virtual time.
+"""The llama-3-8b@h200 preset against real vLLM on an H200 (docs/h200-measurements.md), in virtual
+time.
 
-Every cell of §6's tables is replayed (see ``governor.bench.sim_fidelity`` for the workloads)
-and must be within ±15%. The cells listed in ``fidelity.UNREPRODUCED`` are asserted the same way
-and expected to fail, with the reason the sim cannot reach them; should one start to pass, the
+Every cell of the original H200 tables is replayed (see ``governor.bench.sim_fidelity`` for the
+workloads) and must be within ±15%. The cells listed in ``fidelity.UNREPRODUCED`` are asserted
+the same way and expected to fail, with the reason the sim cannot reach them; should one start to pass, the
 test fails until the list is corrected. The physics the controller relies on is checked on its
 own.
 """

@@ -9,7 +9,7 @@ import pytest
 
 from governor.controller.intake import MAX_ALERTS, AlertBook, IntakeError, parse_webhook
 
-# Captured from Alertmanager 0.25 (REFERENCE.md §3.7), with a controller alert's labels.
+# Captured from Alertmanager 0.25 (webhook payload version 4), with a controller alert's labels.
 CAPTURED = {
     "receiver": "controller", "status": "firing",
     "alerts": [{

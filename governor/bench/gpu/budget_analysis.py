@@ -1,10 +1,11 @@
-"""Windows of a ``budget_tables`` run → REFERENCE.md §6's budget-vs-latency cells, pure.
+"""Windows of a ``budget_tables`` run → the H200 budget-vs-latency cells, pure.
 
 A window is a stretch of one workload at one budget (``Window``). From the raw samples
-(:class:`budget_recorder.Raw`) :func:`window_stats` computes what §6 reports — the decoders' ITL
-P50/P90/P99/max per output event and the long prompts' TTFT P50/P99 — and what §6 could not tell
+(:class:`budget_recorder.Raw`) :func:`window_stats` computes what the original H200 run
+reports — the decoders' ITL P50/P90/P99/max per output event and the long prompts' TTFT
+P50/P99 — and what the original H200 run could not tell
 apart: merged events, the loop-lag probe, garbage-collection passes and the engine core's own
-step times. :func:`render` lays repetitions next to §6's figures. ``python -m
+step times. :func:`render` lays repetitions next to the original H200 run's figures. ``python -m
 governor.bench.gpu.budget_analysis DIR`` re-renders a run's tables from its saved files.
 """
 
@@ -24,7 +25,7 @@ from governor.bench.gpu.budget_recorder import Floats, Ints, Kind, Raw, load
 
 MS = 1e-3
 COLUMNS = ("ITL p50", "ITL p90", "ITL p99", "ITL max", "TTFT p50", "TTFT p99")
-# REFERENCE.md §6, one run per row (ms), in COLUMNS order.
+# docs/h200-measurements.md, one run per row (ms), in COLUMNS order.
 REFERENCE: dict[tuple[int, int], tuple[float, ...]] = {
     (2000, 8192): (7.37, 11.3, 35.4, 41.3, 61.1, 68.5),
     (2000, 2048): (7.40, 10.5, 36.6, 55.7, 68.5, 76.5),
@@ -313,8 +314,10 @@ def _cell(value: float) -> str:
 
 
 def render_cells(stats: Sequence[WindowStats]) -> list[str]:
-    """§6's figure and every repetition's, per cell; the four disputed cells marked."""
-    lines = ["| workload | budget | figure | §6 (1 run) | repetitions | min-max | §6 in range |",
+    """The original H200 run's figure and every repetition's, per cell; the four disputed cells
+    marked."""
+    lines = ["| workload | budget | figure | the original run | repetitions | min-max | "
+             "original in range |",
              "| --- | ---: | --- | ---: | --- | ---: | --- |"]
     groups: dict[tuple[int, int], list[WindowStats]] = {}
     for s in stats:

@@ -1,6 +1,7 @@
-"""REFERENCE.md §6's budget-vs-latency tables, re-measured with raw samples and repetitions.
+"""The H200 budget-vs-latency tables (docs/h200-measurements.md), re-measured with raw samples.
 
-One ``AsyncLLM`` in this process (vLLM's in-process frontend, as §6 was timed), one engine start:
+One ``AsyncLLM`` in this process (vLLM's in-process frontend, as the original H200 run was
+timed), one engine start:
 
 1. a lone prompt of each length on the idle engine (TTFT, one output token);
 2. the decoders start: a closed loop of 64 requests (128-token prompts, 256 tokens each);
@@ -15,8 +16,8 @@ Recorded throughout (``budget_recorder``): every output event of every request
 every garbage-collection pass (the heap is frozen after start-up, as vLLM's API server does),
 and the engine core's own step log (``budget_steplog``). The raw samples are saved compressed per
 phase; ``budget_summary.json`` and ``budget_summary.md`` hold the cells of every window next to
-§6's (``budget_analysis``). On the H200, where the command must end within 10 minutes, windows
-that would not finish before ``--deadline-seconds`` are skipped and listed.
+the original H200 run's (``budget_analysis``). On the H200, where the command must end within
+10 minutes, windows that would not finish before ``--deadline-seconds`` are skipped and listed.
 
     PYTHONPATH=. python -m governor.bench.gpu.budget_tables --model DIR --out OUT          # GPU
     PYTHONPATH=. python -m governor.bench.gpu.budget_tables --model DIR --out OUT --smoke  # CPU
@@ -132,7 +133,7 @@ class Bench:
             self.spawn(self.decoder(slot, rng.randint(1, self.plan.decoder_output_tokens)))
 
     async def arrivals(self, length: int, per_second: float, stop: asyncio.Event) -> None:
-        """Long prompts at a steady interval (not Poisson), as §6 describes them."""
+        """Long prompts at a steady interval (not Poisson), as the original H200 run has them."""
         due = self.recorder.now()
         while not stop.is_set():
             self.spawn(self.one(Kind.LONG, length, self.plan.long_output_tokens))

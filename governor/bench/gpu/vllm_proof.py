@@ -1,11 +1,11 @@
 """The service over real vLLM on a GPU: streaming load over HTTP, live retuning, nested traces.
 
 Runs ``governor serve --engine vllm`` on the model it is given (the gpu-kit's dummy Llama-3-8B on
-an H200) with the engine options of REFERENCE.md §6, then, all over HTTP:
+an H200) with the engine options of docs/h200-measurements.md, then, all over HTTP:
 
 1. decode sweep: B requests at once (128-token prompts, 256 output tokens, EOS ignored) for each
-   B, client-side TTFT/ITL P50/P99 and throughput, next to §6's in-process numbers;
-2. prefill: TTFT of one request alone (1 output token) per prompt length, next to §6;
+   B, client-side TTFT/ITL P50/P99 and throughput, next to the original in-process numbers;
+2. prefill: TTFT of one request alone (1 output token) per prompt length, next to the original;
 3. live retuning of the token budget: TTFT of a lone 2048-token prompt at budget 8192, at 512
    (prefill in 4 chunks), and back at 8192;
 4. live retuning of the running cap: 128 requests run, the cap drops to 16 while they run
@@ -52,7 +52,7 @@ SERVED = "llama-3-8b"
 PORT = 8000
 MAX_NUM_SEQS = 256
 MAX_NUM_BATCHED_TOKENS = 8192
-# REFERENCE.md §6: measured in the AsyncLLM process, no HTTP (ms, tokens/s).
+# docs/h200-measurements.md: measured in the AsyncLLM process, no HTTP (ms, tokens/s).
 REFERENCE_DECODE = {
     1: {"itl_p50": 4.85, "itl_p99": 5.49, "tokens_per_second": 206},
     8: {"itl_p50": 5.00, "itl_p99": 5.74, "tokens_per_second": 1600},
@@ -212,7 +212,8 @@ class Client:
         return float(sum(sample.value for f in family for sample in f.samples))
 
     async def ttft_alone(self, prompt: str, runs: int = 5) -> list[float]:
-        """Milliseconds to the first token of a request alone, one output token as in §6."""
+        """Milliseconds to the first token of a request alone, one output token (as measured
+        in-process on the H200)."""
         spec = LoadSpec(url=self.url, model=SERVED, requests=1, concurrency=1, prompt=prompt,
                         max_tokens=1, chat=False)
         values = []
@@ -238,7 +239,8 @@ async def decode_sweep(client: Client, prompt: str, plan: Plan) -> list[dict[str
         summary = summarize(load)
         itl_p50 = ms(summary, "itl_seconds", "p50")
         # The wave's first steps also carry its B x 128 prompt tokens (B=256: four 8192-token
-        # chunks); §6 measured decode-only steps, so the steady tail is reported beside the tail.
+        # chunks); the original H200 run measured decode-only steps, so the steady tail is
+        # reported beside the tail.
         steady = [x for r in load.results if r.ok for x in r.itls[PREFILL_STEPS:]]
         rows.append({
             "batch": batch, "errors": summary["errors"],
@@ -248,7 +250,8 @@ async def decode_sweep(client: Client, prompt: str, plan: Plan) -> list[dict[str
             "itl_p99_ms_after_prefill": round(
                 statistics.quantiles(steady, n=100)[98] * 1e3, 3) if len(steady) > 100 else None,
             "output_tokens_per_second": round(summary["output_tokens_per_second"], 1),
-            # Comparable with §6's "decode tokens/s": B streams, one token each per ITL.
+            # Comparable with the original run's "decode tokens/s": B streams, one token each per
+            # ITL.
             "decode_tokens_per_second": round(batch / (itl_p50 / 1e3), 1) if itl_p50 else None,
             "reference_in_process": REFERENCE_DECODE.get(batch),
         })

@@ -1,4 +1,5 @@
-"""From raw samples to §6's cells: each figure means what §6 meant, on a hand-made run."""
+"""From raw samples to the original H200 run's cells: each figure means what the original run
+meant, on a hand-made run."""
 
 from __future__ import annotations
 
