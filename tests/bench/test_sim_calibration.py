@@ -3,9 +3,9 @@ time.
 
 Every cell of the original H200 tables is replayed (see ``governor.bench.sim_fidelity`` for the
 workloads) and must be within ±15%. The cells listed in ``fidelity.UNREPRODUCED`` are asserted
-the same way and expected to fail, with the reason the sim cannot reach them; should one start to pass, the
-test fails until the list is corrected. The physics the controller relies on is checked on its
-own.
+the same way and expected to fail, with the reason the sim cannot reach them; should one start
+to pass, the test fails until the list is corrected. The physics the controller relies on is
+checked on its own.
 """
 
 from __future__ import annotations
