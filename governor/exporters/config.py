@@ -11,9 +11,9 @@ fake GPUs must be between 0 and 64: got -1
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import metadata
 
 from governor.contracts.endpoints import EXPORTER, LISTEN_HOST
+from governor.contracts.package import version
 from governor.exporters.gpu.sampler import SamplerConfig
 
 MAX_FAKE_GPUS = 64  # NVML enumerates at most 64 devices per node in practice; more is a typo
@@ -26,10 +26,7 @@ class ConfigError(ValueError):
 
 
 def package_version() -> str:
-    try:
-        return metadata.version("governor")
-    except metadata.PackageNotFoundError:
-        return "dev"
+    return version()
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.openmetrics import exposition as openmetrics
 
+from governor import __version__ as VERSION
 from governor.contracts.endpoints import ADMIN_BATCHING_PATH, HEALTH_PATH, METRICS_PATH
 from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID
-from governor.inference import __version__ as VERSION
 from governor.inference import admin, generation, keys
 from governor.inference.admission import AdmissionQueue
 from governor.inference.config import ServiceConfig

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Final, Protocol
 
 from governor.contracts.metrics import gpu as m
+from governor.contracts.package import install_hint
 
 # nvmlReturn_t values (nvml.h).
 SUCCESS: Final = 0
@@ -129,7 +130,7 @@ def import_pynvml() -> NvmlApi:
         import pynvml
     except ImportError as exc:
         raise NvmlUnavailable(
-            "the nvidia-ml-py package is not installed (pip install 'governor[gpu]'); "
+            f"the nvidia-ml-py package is not installed ({install_hint('gpu')}); "
             "use --fake-gpus N for simulated GPUs",
             m.KIND_LIBRARY_NOT_FOUND,
         ) from exc
