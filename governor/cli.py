@@ -7,6 +7,7 @@ the inference service's imports and ``governor serve --engine sim`` never import
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -28,6 +29,8 @@ COMMANDS: dict[str, Command] = {
     "generate": Command("governor.generate", "rules, Alertmanager, Prometheus and Grafana files "
                                              "from slo.yaml"),
     "up": Command("governor.up", "the whole stack natively: Prometheus, Alertmanager, services"),
+    "status": Command("governor.status", "SLOs, firing alerts, limits and decisions on one screen"),
+    "preview": Command("governor.preview", "render every dashboard panel from Prometheus to PNG"),
     "bench": Command("governor.bench", "benchmarks with ratios against a baseline"),
 }
 
@@ -58,4 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"governor: unknown command {args[0]!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     entry: Callable[[list[str]], int] = importlib.import_module(command.module).main
-    return entry(args[1:])
+    try:
+        return entry(args[1:])
+    except BrokenPipeError:
+        # The reader went away (`governor status --json | head`): not an error worth a trace.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -1,0 +1,258 @@
+"""``governor status``: how the SLOs are doing, on one screen.
+
+It asks the three places that know — Prometheus for each SLO's error budget and burn rates (the
+generated recording rules), Alertmanager for what is firing, the controller for the limits in
+force on every target and the decisions it took, with their reasons::
+
+    governor status                       # the stack of `governor up`, on localhost
+    governor status --watch 5             # redraw every 5 s until Ctrl-C
+    governor status --json | jq .slos     # the same, as one JSON document
+
+A source that does not answer is reported as such and the rest is still shown; the exit status
+is 1 when any source failed, so the command also serves as a check in scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from governor.alerts.windows import SLI_WINDOWS
+from governor.common.cli import EnvArgumentParser, parse_duration_seconds
+from governor.contracts.endpoints import ALERTMANAGER, CONTROLLER, LOCAL_HOST, PROMETHEUS
+from governor.contracts.metrics import slo as n
+from governor.contracts.promql import format_duration
+
+# Burn-rate windows shown: a short and a long one of each alert tier.
+SHOWN_WINDOWS = tuple(w for w in SLI_WINDOWS if w in (300, 3600, 21600, 259200))
+RECENT_DECISIONS = 5
+MAX_RESPONSE_BYTES = 8 * 2**20
+EXIT_INTERRUPTED = 130
+
+
+@dataclass
+class SloStatus:
+    name: str
+    objective: float | None = None
+    budget_remaining: float | None = None
+    burn_rates: dict[str, float | None] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    slos: list[SloStatus] = field(default_factory=list)
+    alerts: list[dict[str, Any]] = field(default_factory=list)
+    targets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)  # source → what went wrong
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"slos": [asdict(s) for s in self.slos], "alerts": self.alerts,
+                "targets": self.targets, "errors": self.errors}
+
+
+def _get(url: str, timeout: float) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (operator URL)
+        return json.loads(response.read(MAX_RESPONSE_BYTES))
+
+
+def _instant(prometheus: str, expr: str, timeout: float) -> list[dict[str, Any]]:
+    url = f"{prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    answer = _get(url, timeout)
+    if answer.get("status") != "success":
+        raise ValueError(f"Prometheus refused {expr!r}: {answer.get('error')}")
+    result: list[dict[str, Any]] = answer["data"]["result"]
+    return result
+
+
+def _by_slo(samples: list[dict[str, Any]]) -> dict[str, float]:
+    return {s["metric"].get(n.LABEL_SLO, "?"): float(s["value"][1]) for s in samples}
+
+
+def slos(prometheus: str, timeout: float) -> list[SloStatus]:
+    """Every SLO the recording rules know, with its budget left and its burn rates."""
+    objectives = _by_slo(_instant(prometheus, n.OBJECTIVE.name, timeout))
+    remaining = _by_slo(_instant(prometheus, n.ERROR_BUDGET_REMAINING.name, timeout))
+    burns = {format_duration(w): _by_slo(_instant(prometheus, n.BURN_RATE.at(w).name, timeout))
+             for w in SHOWN_WINDOWS}
+    names = sorted(set(objectives) | set(remaining))
+    return [SloStatus(name, objectives.get(name), remaining.get(name),
+                      {w: values.get(name) for w, values in burns.items()}) for name in names]
+
+
+def alerts(alertmanager: str, timeout: float) -> list[dict[str, Any]]:
+    """Alerts firing now (not silenced, not inhibited), as Alertmanager holds them."""
+    query = urllib.parse.urlencode({"active": "true", "silenced": "false",
+                                    "inhibited": "false"})
+    found = _get(f"{alertmanager}/api/v2/alerts?{query}", timeout)
+    return sorted(({"name": a["labels"].get("alertname", "?"),
+                    "severity": a["labels"].get(n.LABEL_SEVERITY, ""),
+                    "slo": a["labels"].get(n.LABEL_SLO, ""),
+                    "instance": a["labels"].get("instance", ""),
+                    "since": a.get("startsAt", "")} for a in found),
+                  key=lambda a: (a["severity"], a["name"], a["instance"]))
+
+
+def targets(controller: str, timeout: float) -> dict[str, dict[str, Any]]:
+    """Per target: the limits in force, their floor and ceiling, and the latest decisions."""
+    status = _get(f"{controller}/status", timeout)
+    shown = {}
+    for name, target in (status.get("targets") or {}).items():
+        limits = target.get("limits") or {}
+        recent = _worth_showing(list(target.get("recent_decisions") or []))
+        shown[name] = {
+            "limits": {k: limits.get(k) for k in ("max_num_seqs", "max_num_batched_tokens")},
+            "ceiling": limits.get("ceiling"),
+            "last_result": target.get("last_result"), "last_error": target.get("last_error"),
+            "decisions": [{"at": d.get("at"), "action": d.get("action"),
+                           "reason": d.get("reason"), "after": d.get("after"),
+                           "explanation": d.get("explanation")} for d in recent],
+        }
+    return shown
+
+
+_FAILURES = (urllib.error.URLError, OSError, ValueError, KeyError, TypeError)
+
+
+def _worth_showing(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The latest changes, and the latest decision when it held (why nothing moves now)."""
+    changes = [d for d in decisions if d.get("action") != "hold"][-RECENT_DECISIONS:]
+    if decisions and decisions[-1].get("action") == "hold":
+        changes = [*changes[1 - RECENT_DECISIONS:], decisions[-1]]
+    return changes
+
+
+def collect(args: argparse.Namespace) -> Report:
+    report = Report()
+    try:
+        report.slos = slos(args.prometheus, args.timeout)
+    except _FAILURES as exc:
+        report.errors["prometheus"] = _why(exc)
+    try:
+        report.alerts = alerts(args.alertmanager, args.timeout)
+    except _FAILURES as exc:
+        report.errors["alertmanager"] = _why(exc)
+    try:
+        report.targets = targets(args.controller, args.timeout)
+    except _FAILURES as exc:
+        report.errors["controller"] = _why(exc)
+    return report
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code}"
+    if isinstance(exc, urllib.error.URLError):
+        return f"unreachable ({exc.reason})"
+    return f"{type(exc).__name__}: {exc}"
+
+
+# ---- the screen ------------------------------------------------------------------------------
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{value * 100:.{digits}f}%"
+
+
+def _burn(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}x"
+
+
+def render(report: Report, sources: dict[str, str]) -> str:
+    lines = ["SLOs (error budget left over the period; burn rate 1x spends it exactly)"]
+    if "prometheus" in report.errors:
+        lines.append(f"  Prometheus {sources['prometheus']}: {report.errors['prometheus']}")
+    elif not report.slos:
+        lines.append("  no SLO series yet (are the generated rules loaded?)")
+    else:
+        windows = [format_duration(w) for w in SHOWN_WINDOWS]
+        rows = [["slo", "objective", "budget left", *[f"burn {w}" for w in windows]]]
+        rows += [[s.name, _pct(s.objective, 2), _pct(s.budget_remaining),
+                  *[_burn(s.burn_rates.get(w)) for w in windows]] for s in report.slos]
+        lines += _table(rows)
+    lines += ["", "Firing alerts"]
+    if "alertmanager" in report.errors:
+        lines.append(f"  Alertmanager {sources['alertmanager']}: {report.errors['alertmanager']}")
+    elif not report.alerts:
+        lines.append("  none")
+    else:
+        lines += _table([["alert", "severity", "slo", "instance", "since"]] +
+                        [[a["name"], a["severity"], a["slo"], a["instance"], a["since"]]
+                         for a in report.alerts])
+    lines += ["", "Limits in force, and the controller's recent decisions"]
+    if "controller" in report.errors:
+        lines.append(f"  controller {sources['controller']}: {report.errors['controller']}")
+    for name, target in report.targets.items():
+        limits, ceiling = target["limits"], target["ceiling"] or {}
+        lines.append(f"  {name}: max_num_batched_tokens {limits['max_num_batched_tokens']} "
+                     f"(of {ceiling.get('max_num_batched_tokens', '?')}), max_num_seqs "
+                     f"{limits['max_num_seqs']} (of {ceiling.get('max_num_seqs', '?')})"
+                     + (f"; last error: {target['last_error']}" if target["last_error"] else ""))
+        for d in target["decisions"]:
+            lines.append(f"    {d['at']}  {d['action']:<8} {d['reason']}: "
+                         f"{_short(d['explanation'])}")
+        if not target["decisions"]:
+            lines.append("    no decision has changed anything yet")
+    return "\n".join(lines)
+
+
+def _short(text: str | None, width: int = 110) -> str:
+    text = (text or "").replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+            for r in rows]
+
+
+# ---- command line ------------------------------------------------------------------------------
+
+def build_parser() -> EnvArgumentParser:
+    p = EnvArgumentParser(prog="governor status", description=__doc__.split("\n\n")[0],
+                          env_prefix="GOVERNOR_STATUS_")
+    p.add_argument("--prometheus", default=PROMETHEUS.url(LOCAL_HOST), help="Prometheus URL")
+    p.add_argument("--alertmanager", default=ALERTMANAGER.url(LOCAL_HOST),
+                   help="Alertmanager URL")
+    p.add_argument("--controller", default=CONTROLLER.url(LOCAL_HOST), help="controller URL")
+    p.add_argument("--json", action="store_true", help="one JSON document instead of the screen")
+    p.add_argument("--watch", type=parse_duration_seconds, nargs="?", const=5.0, default=None,
+                   metavar="INTERVAL", help="redraw every INTERVAL (default 5s) until Ctrl-C")
+    p.add_argument("--timeout", type=parse_duration_seconds, default=5.0,
+                   help="how long to wait for each source")
+    return p
+
+
+def _show(args: argparse.Namespace) -> int:
+    report = collect(args)
+    sources = {"prometheus": args.prometheus, "alertmanager": args.alertmanager,
+               "controller": args.controller}
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=1), flush=True)
+    else:
+        print(render(report, sources), flush=True)
+    return 1 if report.errors else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    for name in ("prometheus", "alertmanager", "controller"):
+        setattr(args, name, getattr(args, name).rstrip("/"))
+    if args.watch is None:
+        return _show(args)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        while True:
+            if not args.json:
+                print("\033[H\033[2J", end="")  # clear the screen, cursor home
+            _show(args)
+            time.sleep(args.watch)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED

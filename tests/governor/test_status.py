@@ -1,0 +1,137 @@
+"""``governor status``: SLOs, firing alerts, limits and decisions from the three APIs."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from governor.status import main
+
+PROMETHEUS = {
+    "slo:objective:ratio": [("inter-token-latency", 0.99), ("availability", 0.999)],
+    "slo:error_budget_remaining:ratio": [("inter-token-latency", -0.25),
+                                         ("availability", 1.0)],
+    "slo:burn_rate:ratio_rate5m": [("inter-token-latency", 3.5)],
+    "slo:burn_rate:ratio_rate1h": [("inter-token-latency", 1.2)],
+}
+ALERTS = [{"labels": {"alertname": "InterTokenLatencyP99High", "severity": "control",
+                      "slo": "inter-token-latency", "instance": "a:8000"},
+           "startsAt": "2026-12-01T10:00:00Z"}]
+CONTROLLER = {"targets": {"a:8000": {
+    "limits": {"max_num_seqs": 256, "max_num_batched_tokens": 2048,
+               "ceiling": {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}},
+    "last_result": "ok", "last_error": None,
+    "recent_decisions": [
+        {"at": "t1", "action": "tighten", "reason": "itl_breach", "after": {},
+         "explanation": "tighten max_num_batched_tokens 8192 → 2048: prefill spikes"},
+        {"at": "t2", "action": "hold", "reason": "cooldown", "after": {},
+         "explanation": "hold: last change 10s ago"}]}}}
+
+
+class Fake(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        if url.path == "/api/v1/query":
+            query = parse_qs(url.query)["query"][0]
+            result = [{"metric": {"slo": slo}, "value": [0, str(v)]}
+                      for slo, v in PROMETHEUS.get(query, [])]
+            self._send({"status": "success", "data": {"resultType": "vector",
+                                                      "result": result}})
+        elif url.path == "/api/v2/alerts":
+            self._send(ALERTS)
+        elif url.path == "/status":
+            self._send(CONTROLLER)
+        else:
+            self.send_error(404)
+
+    def _send(self, data: Any) -> None:
+        body = json.dumps(data).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def apis() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Fake)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def argv(url: str, *extra: str) -> list[str]:
+    return ["--prometheus", url, "--alertmanager", url, "--controller", url, *extra]
+
+
+def test_one_screen_answers_how_the_slos_are_doing(
+    apis: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(argv(apis)) == 0
+    out = capsys.readouterr().out
+    assert "inter-token-latency  99.00%     -25.0%       3.50x    1.20x" in out
+    assert "availability" in out and "100.0%" in out
+    assert "InterTokenLatencyP99High" in out and "control" in out
+    assert "max_num_batched_tokens 2048 (of 8192)" in out
+    assert "tighten  itl_breach: tighten max_num_batched_tokens 8192 → 2048" in out
+    assert "hold     cooldown" in out
+
+
+def test_json_carries_the_same(apis: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv(apis, "--json")) == 0
+    data = json.loads(capsys.readouterr().out)
+    itl = next(s for s in data["slos"] if s["name"] == "inter-token-latency")
+    assert itl["budget_remaining"] == -0.25 and itl["burn_rates"]["5m"] == 3.5
+    assert itl["burn_rates"]["6h"] is None
+    assert data["alerts"][0]["name"] == "InterTokenLatencyP99High"
+    assert data["targets"]["a:8000"]["limits"]["max_num_batched_tokens"] == 2048
+    assert data["errors"] == {}
+
+
+def test_a_source_that_does_not_answer_is_named_and_the_rest_still_shown(
+    apis: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["--prometheus", apis, "--alertmanager", "http://127.0.0.1:1",
+                 "--controller", apis, "--timeout", "2s"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "Alertmanager http://127.0.0.1:1: unreachable" in out
+    assert "inter-token-latency" in out and "max_num_batched_tokens 2048" in out
+
+
+def test_a_source_that_answers_nonsense_is_an_error_not_a_trace(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    class Nonsense(Fake):
+        def do_GET(self) -> None:
+            self._send({"what": "ever"})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Nonsense)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        assert main(argv(url, "--json")) == 1
+    finally:
+        server.shutdown()
+    errors = json.loads(capsys.readouterr().out)["errors"]
+    assert set(errors) == {"prometheus", "alertmanager"}  # the controller's answer had no targets
+
+
+@pytest.mark.parametrize("bad", ["0s", "soon", "-5s"])
+def test_watch_needs_a_positive_interval(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--watch", bad])
+    assert exc.value.code == 2
+    assert "--watch" in capsys.readouterr().err
