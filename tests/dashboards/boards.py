@@ -6,15 +6,14 @@ Shared by the schema, content, PromQL and live-Prometheus tests.
 from __future__ import annotations
 
 import functools
-import json
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from governor.alerts.catalog import load_checked_spec
-from governor.dashboards.render import DASHBOARDS_DIR, render_all
+from governor.dashboards.readback import PanelQuery, boards_of, queries
+from governor.dashboards.render import render_all
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -44,61 +43,11 @@ def default_files() -> dict[str, str]:
 
 def boards(files: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
     """uid → dashboard JSON of every generated board."""
-    files = default_files() if files is None else files
-    loaded = (json.loads(text) for path, text in files.items()
-              if path.startswith(DASHBOARDS_DIR + "/"))
-    return {board["uid"]: board for board in loaded}
-
-
-def panels(board: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    """Every panel that is not a row (rows of these boards are expanded, so flat)."""
-    for panel in board["panels"]:
-        if panel["type"] != "row":
-            yield panel
-        yield from panel.get("panels", [])
-
-
-@dataclass(frozen=True)
-class PanelQuery:
-    board: str
-    panel: str  # the panel's title, or "annotation: <name>"
-    ref_id: str
-    expr: str
-
-    @property
-    def where(self) -> str:
-        return f"{self.board} / {self.panel} / {self.ref_id}"
-
-
-def queries(board: Mapping[str, Any]) -> Iterator[PanelQuery]:
-    """Every PromQL expression of a board: panel targets and Prometheus annotations."""
-    for panel in panels(board):
-        for target in panel.get("targets", []):
-            yield PanelQuery(board["uid"], panel["title"], target["refId"], target["expr"])
-    for annotation in board["annotations"]["list"]:
-        if "expr" in annotation:
-            yield PanelQuery(board["uid"], f"annotation: {annotation['name']}", "-",
-                             annotation["expr"])
+    return boards_of(default_files() if files is None else files)
 
 
 def all_queries(files: Mapping[str, str] | None = None) -> list[PanelQuery]:
     return [q for board in boards(files).values() for q in queries(board)]
-
-
-# What Grafana substitutes before a query reaches Prometheus. Multi-value variables with "All"
-# selected become their allValue regex.
-_VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
-
-
-def expand(expr: str, rate_interval: str = "1m", range_: str = "1h",
-           interval: str = "15s") -> str:
-    builtins = {"__rate_interval": rate_interval, "__range": range_, "__interval": interval}
-
-    def substitute(match: re.Match[str]) -> str:
-        name = match.group(1) or match.group(2)
-        return builtins.get(name, ".*")
-
-    return _VARIABLE.sub(substitute, expr)
 
 
 def metric_references(expr: str) -> set[str]:

@@ -23,15 +23,9 @@ from governor.controller.model import Action
 from governor.dashboards import controller_events
 from governor.dashboards.board import PROMETHEUS_UID
 from governor.dashboards.provisioning import DASHBOARDS_PATH, JAEGER_UID, GrafanaParams
+from governor.dashboards.readback import panels
 from governor.dashboards.render import DATASOURCES, PROVIDERS, render_all
-from tests.dashboards.boards import (
-    ROOT,
-    all_queries,
-    boards,
-    default_files,
-    metric_references,
-    panels,
-)
+from tests.dashboards.boards import ROOT, all_queries, boards, default_files, metric_references
 
 SPEC = load_checked_spec(ROOT / "slo.yaml")
 SUFFIXES = ("_total", "_bucket", "_sum", "_count")

@@ -34,9 +34,11 @@ from governor.alerts.render import write_all as write_alerts
 from governor.common.process import Child, running
 from governor.common.secrets import Secret
 from governor.contracts.metrics import service as svc
+from governor.dashboards.readback import PanelQuery, expand
 from governor.dashboards.render import render_all
+from governor.preview import main as preview_main
 from tests.alerts.stack import LOOPBACK, free_port, logs
-from tests.dashboards.boards import ROOT, PanelQuery, all_queries, expand
+from tests.dashboards.boards import ROOT, all_queries
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -224,3 +226,15 @@ def test_every_panel_query_runs_and_has_data_where_the_stack_makes_series(
     unexpected = [q.where for q in missing if q not in expected_empty]
     assert unexpected == [], f"no data for {unexpected}\n{stack.logs()}"
     assert missing == expected_empty, "a panel listed in NO_DATA_HERE has data now"
+
+
+def test_preview_draws_every_board_from_the_live_prometheus(stack: Stack, tmp_path: Path) -> None:
+    """Runs after the test above has loaded the stack: every panel query answers, none fails."""
+    out = tmp_path / "preview"
+    code = preview_main(["--prometheus", stack.prometheus, "--slo", str(ROOT / "slo.yaml"),
+                         "--range", "5m", "--out", str(out)])
+    assert code == 0
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert pngs == ["governor-controller.png", "governor-gpu.png", "governor-inference.png",
+                    "governor-slo.png"]
+    assert all((out / name).stat().st_size > 50_000 for name in pngs)

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.dashboards.boards import CASES, PanelQuery, all_queries, expand
+from governor.dashboards.readback import PanelQuery, expand
+from tests.dashboards.boards import CASES, all_queries
 
 pytestmark = pytest.mark.integration
 

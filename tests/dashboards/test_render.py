@@ -10,6 +10,7 @@ import yaml
 
 from governor.alerts.catalog import load_checked_spec
 from governor.dashboards.provisioning import GrafanaParams
+from governor.dashboards.readback import panels
 from governor.dashboards.render import (
     DASHBOARDS_DIR,
     DATASOURCES,
@@ -18,15 +19,7 @@ from governor.dashboards.render import (
     render_all,
     write_all,
 )
-from tests.dashboards.boards import (
-    CASES,
-    DEPLOY,
-    GOLDEN,
-    ROOT,
-    boards,
-    default_files,
-    panels,
-)
+from tests.dashboards.boards import CASES, DEPLOY, GOLDEN, ROOT, boards, default_files
 
 GRID_WIDTH = 24
 

@@ -15,13 +15,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from tests.dashboards.boards import (
-    CASES,
-    SCHEMAS,
-    SHARED_SCHEMAS,
-    boards,
-    panels,
-)
+from governor.dashboards.readback import panels
+from tests.dashboards.boards import CASES, SCHEMAS, SHARED_SCHEMAS, boards
 
 BOARDS = boards()
 

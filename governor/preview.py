@@ -1,0 +1,280 @@
+"""``governor preview``: every dashboard panel drawn from a live Prometheus, without Grafana.
+
+The boards ``governor generate`` writes are read back, each panel's queries are run against
+Prometheus over the chosen range (Grafana's variables expanded: every template variable "All",
+``$__rate_interval`` a few scrapes), and each board becomes one PNG laid out on Grafana's
+24-column grid: time series with their legend, unit and threshold lines, stats as their latest
+value coloured by the thresholds, text panels as text::
+
+    governor preview                                  # the stack of `governor up`: .run/preview/
+    governor preview --range 15m --out docs/images    # the pictures in the docs
+    governor preview --board governor-slo --prometheus http://prometheus:9090
+
+Nothing is drawn from a board that is not the generated one: the spec is rendered in memory
+(``--slo``), so a preview always matches what ``governor generate`` would write.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from governor.alerts.catalog import load_checked_spec
+from governor.common.cli import EnvArgumentParser, parse_duration_seconds
+from governor.contracts.endpoints import LOCAL_HOST, PROMETHEUS
+from governor.contracts.package import install_hint
+from governor.contracts.promql import format_duration
+from governor.dashboards.readback import boards_of, expand, legend
+from governor.dashboards.render import render_all
+from governor.slo.spec import SpecError
+
+GRID_COLUMNS = 24
+ROW_INCHES = 0.42  # one Grafana grid unit of height
+FIGURE_WIDTH_INCHES = 20.0
+POINTS = 240  # samples per series over the range
+MAX_SERIES = 12  # per panel; a legend beyond that says how many were left out
+THRESHOLD_GREYS = {"text", "transparent"}
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    times: list[float]
+    values: list[float]
+
+
+class PreviewError(Exception):
+    """Something the user can fix: Prometheus unreachable, a bad spec, no matplotlib."""
+
+
+def query_range(prometheus: str, expr: str, start: float, end: float, step: float,
+                timeout: float) -> list[dict[str, Any]]:
+    query = urllib.parse.urlencode({"query": expr, "start": start, "end": end, "step": step})
+    with urllib.request.urlopen(f"{prometheus}/api/v1/query_range?{query}",  # noqa: S310
+                                timeout=timeout) as response:
+        answer = json.loads(response.read())
+    if answer.get("status") != "success":
+        raise ValueError(answer.get("error", "query failed"))
+    result: list[dict[str, Any]] = answer["data"]["result"]
+    return result
+
+
+def panel_series(panel: Mapping[str, Any], prometheus: str, window: tuple[float, float],
+                 step: float, timeout: float) -> tuple[list[Series], list[str]]:
+    """Every series of a panel's targets over the window, and the queries that failed."""
+    start, end = window
+    rate_interval = format_duration(max(60, int(4 * step)))
+    found: list[Series] = []
+    failed: list[str] = []
+    for target in panel.get("targets", []):
+        expr = expand(target["expr"], rate_interval=rate_interval,
+                      range_=format_duration(max(1, int(end - start))))
+        try:
+            result = query_range(prometheus, expr, start, end, step, timeout)
+        except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
+            failed.append(f"{target.get('refId', '?')}: {exc}")
+            continue
+        for item in result:
+            values = [(float(t), float(v)) for t, v in item["values"]]
+            found.append(Series(legend(target.get("legendFormat", ""), item["metric"]),
+                                [t for t, _ in values], [v for _, v in values]))
+    return found, failed
+
+
+# ---- units ------------------------------------------------------------------------------------
+
+def scale_for(unit: str, values: Sequence[float]) -> tuple[float, str]:
+    """A factor and a label that make ``values`` readable in Grafana's ``unit``."""
+    peak = max((abs(v) for v in values if math.isfinite(v)), default=0.0)
+    if unit == "s":
+        return (1000.0, "ms") if peak < 1 else (1.0, "s")
+    if unit == "percentunit":
+        return 100.0, "%"
+    if unit in ("bytes", "decbytes"):
+        for factor, name in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+            if peak >= factor:
+                return 1 / factor, name
+        return 1.0, "B"
+    if unit in ("Bps", "binBps"):
+        return (1 / 2**30, "GiB/s") if peak >= 2**30 else (1 / 2**20, "MiB/s")
+    if unit == "hertz":
+        return (1e-6, "MHz") if peak >= 1e6 else (1.0, "Hz")
+    labels = {"watt": "W", "celsius": "°C", "reqps": "req/s", "x": "x", "percent": "%"}
+    return 1.0, labels.get(unit, "" if unit in ("short", "none", "") else unit)
+
+
+def thresholds(panel: Mapping[str, Any]) -> list[tuple[float, str]]:
+    steps = panel.get("fieldConfig", {}).get("defaults", {}).get("thresholds", {}).get("steps")
+    return [(float(s["value"]), s.get("color", "red")) for s in steps or []
+            if s.get("value") is not None]
+
+
+def _colour(name: str) -> str:
+    return "grey" if name in THRESHOLD_GREYS else name
+
+
+# ---- drawing ----------------------------------------------------------------------------------
+
+def draw_board(board: Mapping[str, Any], prometheus: str, window: tuple[float, float],
+               step: float, timeout: float, path: Path) -> dict[str, Any]:
+    """One PNG of the board; returns what was drawn and what failed."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never a display
+    import matplotlib.pyplot as plt
+    from matplotlib.gridspec import GridSpec
+
+    items = list(board["panels"])
+    items += [child for p in board["panels"] for child in p.get("panels", [])]
+    height = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in items)
+    fig = plt.figure(figsize=(FIGURE_WIDTH_INCHES, max(4.0, height * ROW_INCHES)))
+    grid = GridSpec(height, GRID_COLUMNS, figure=fig, hspace=1.6, wspace=1.2)
+    summary: dict[str, Any] = {"board": board["uid"], "panels": 0, "empty": [], "failed": []}
+    for panel in items:
+        pos = panel["gridPos"]
+        ax = fig.add_subplot(grid[pos["y"]:pos["y"] + pos["h"], pos["x"]:pos["x"] + pos["w"]])
+        if panel["type"] == "row":
+            _draw_row(ax, panel)
+            continue
+        summary["panels"] += 1
+        if panel["type"] == "text":
+            _draw_text(ax, panel)
+            continue
+        series, failed = panel_series(panel, prometheus, window, step, timeout)
+        summary["failed"] += [f"{panel['title']} {f}" for f in failed]
+        if not series:
+            summary["empty"].append(panel["title"])
+        if panel["type"] == "stat":
+            _draw_stat(ax, panel, series)
+        else:
+            _draw_timeseries(ax, panel, series, window)
+    span = format_duration(max(1, int(window[1] - window[0])))
+    fig.suptitle(f"{board['title']} — last {span} from {prometheus}", fontsize=14, y=0.995)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=80, bbox_inches="tight")
+    plt.close(fig)
+    return summary
+
+
+def _draw_row(ax: Any, panel: Mapping[str, Any]) -> None:
+    ax.axis("off")
+    ax.text(0.0, 0.5, panel.get("title", ""), fontsize=13, fontweight="bold",
+            va="center", transform=ax.transAxes)
+
+
+def _draw_text(ax: Any, panel: Mapping[str, Any]) -> None:
+    ax.axis("off")
+    content = panel.get("options", {}).get("content", "")
+    lines = [line.replace("**", "") for line in content.splitlines() if line.strip()][:12]
+    ax.text(0.0, 1.0, "\n".join(lines), fontsize=8, va="top", family="monospace",
+            transform=ax.transAxes)
+    ax.set_title(panel.get("title", ""), loc="left", fontsize=10)
+
+
+def _draw_stat(ax: Any, panel: Mapping[str, Any], series: list[Series]) -> None:
+    ax.axis("off")
+    ax.set_title(panel.get("title", ""), loc="left", fontsize=10)
+    latest = [s.values[-1] for s in series if s.values and math.isfinite(s.values[-1])]
+    if not latest:
+        ax.text(0.5, 0.45, "no data", ha="center", va="center", fontsize=14, color="grey",
+                transform=ax.transAxes)
+        return
+    unit = panel.get("fieldConfig", {}).get("defaults", {}).get("unit", "")
+    value = latest[0]
+    factor, label = scale_for(unit, [value])
+    colour = "green"
+    for limit, name in thresholds(panel):
+        if value >= limit:
+            colour = _colour(name)
+    ax.text(0.5, 0.45, f"{value * factor:.3g}{label}", ha="center", va="center", fontsize=22,
+            color=colour, fontweight="bold", transform=ax.transAxes)
+
+
+def _draw_timeseries(ax: Any, panel: Mapping[str, Any], series: list[Series],
+                     window: tuple[float, float]) -> None:
+    ax.set_title(panel.get("title", ""), loc="left", fontsize=10)
+    unit = panel.get("fieldConfig", {}).get("defaults", {}).get("unit", "")
+    factor, label = scale_for(unit, [v for s in series for v in s.values])
+    start = window[0]
+    for s in series[:MAX_SERIES]:
+        ax.plot([(t - start) / 60 for t in s.times], [v * factor for v in s.values],
+                linewidth=1.0, label=s.name or "value")
+    for limit, name in thresholds(panel):
+        ax.axhline(limit * factor, color=_colour(name), linestyle="--", linewidth=1.0)
+    if not series:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", color="grey",
+                transform=ax.transAxes)
+    elif len(series) <= MAX_SERIES:
+        ax.legend(fontsize=7, loc="upper left")
+    else:
+        ax.legend(fontsize=7, loc="upper left",
+                  title=f"{len(series) - MAX_SERIES} more not shown", title_fontsize=7)
+    ax.set_ylabel(label, fontsize=8)
+    ax.set_xlabel("minutes", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.set_xlim(0, (window[1] - window[0]) / 60)
+
+
+# ---- command line ------------------------------------------------------------------------------
+
+def build_parser() -> EnvArgumentParser:
+    p = EnvArgumentParser(prog="governor preview", description=__doc__.split("\n\n")[0],
+                          env_prefix="GOVERNOR_PREVIEW_")
+    p.add_argument("--prometheus", default=PROMETHEUS.url(LOCAL_HOST), help="Prometheus URL")
+    p.add_argument("--slo", type=Path, default=Path("slo.yaml"), help="the SLO spec")
+    p.add_argument("--range", type=parse_duration_seconds, default=1800.0, dest="range_seconds",
+                   metavar="DURATION", help="how far back to draw (default 30m)")
+    p.add_argument("--board", action="append", default=None, metavar="UID",
+                   help="only this board (repeatable; default: all four)")
+    p.add_argument("--out", type=Path, default=Path(".run/preview"), help="where the PNGs go")
+    p.add_argument("--timeout", type=parse_duration_seconds, default=10.0,
+                   help="how long to wait for each query")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if importlib.util.find_spec("matplotlib") is None:
+        print(f"governor preview: drawing needs matplotlib ({install_hint('bench')})",
+              file=sys.stderr)
+        return 2
+    try:
+        spec = load_checked_spec(args.slo)
+    except SpecError as exc:
+        print(f"governor preview: {exc}", file=sys.stderr)
+        return 2
+    boards = boards_of(render_all(spec))
+    wanted = args.board or sorted(boards)
+    unknown = sorted(set(wanted) - set(boards))
+    if unknown:
+        print(f"governor preview: no board {', '.join(unknown)}; boards: "
+              f"{', '.join(sorted(boards))}", file=sys.stderr)
+        return 2
+    prometheus = args.prometheus.rstrip("/")
+    end = time.time()
+    window = (end - args.range_seconds, end)
+    step = max(1.0, args.range_seconds / POINTS)
+    failures = 0
+    for uid in wanted:
+        path = args.out / f"{uid}.png"
+        summary = draw_board(boards[uid], prometheus, window, step, args.timeout, path)
+        failures += len(summary["failed"])
+        empty = f", {len(summary['empty'])} without data" if summary["empty"] else ""
+        print(f"{path}: {summary['panels']} panels{empty}", flush=True)
+        for failure in summary["failed"][:5]:
+            print(f"  failed: {failure}", file=sys.stderr)
+    if failures:
+        print(f"governor preview: {failures} queries failed (is Prometheus at {prometheus}?)",
+              file=sys.stderr)
+        return 1
+    return 0

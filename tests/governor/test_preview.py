@@ -1,0 +1,111 @@
+"""``governor preview``: every panel of the generated boards drawn from Prometheus's answers."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from governor.preview import main, scale_for, thresholds
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class FakePrometheus(BaseHTTPRequestHandler):
+    """Answers every range query with one ramp series, and counts the queries."""
+
+    queries: list[str] = []
+
+    def do_GET(self) -> None:
+        from urllib.parse import parse_qs, urlsplit
+
+        query = parse_qs(urlsplit(self.path).query)
+        FakePrometheus.queries.append(query["query"][0])
+        start, end = float(query["start"][0]), float(query["end"][0])
+        values = [[start + i * (end - start) / 10, str(i / 10)] for i in range(11)]
+        body = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
+            {"metric": {"instance": "a:8000", "gpu": "0"}, "values": values}]}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def prometheus() -> Iterator[str]:
+    FakePrometheus.queries = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakePrometheus)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def test_every_board_becomes_one_png_and_every_query_is_asked(
+    prometheus: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--prometheus", prometheus, "--slo", str(ROOT / "slo.yaml"),
+                 "--out", str(tmp_path), "--range", "10m"]) == 0
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
+        "governor-controller.png", "governor-gpu.png", "governor-inference.png",
+        "governor-slo.png"]
+    # Grafana's variables never reach Prometheus.
+    assert FakePrometheus.queries and not [q for q in FakePrometheus.queries if "$" in q]
+    assert "governor-slo.png: 22 panels" in capsys.readouterr().out
+
+
+def test_one_board_can_be_asked_for(prometheus: str, tmp_path: Path) -> None:
+    assert main(["--prometheus", prometheus, "--slo", str(ROOT / "slo.yaml"),
+                 "--out", str(tmp_path), "--board", "governor-gpu"]) == 0
+    assert [p.name for p in tmp_path.glob("*.png")] == ["governor-gpu.png"]
+
+
+def test_an_unknown_board_is_a_clear_error(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--slo", str(ROOT / "slo.yaml"), "--out", str(tmp_path),
+                 "--board", "nope"]) == 2
+    assert "no board nope" in capsys.readouterr().err
+
+
+def test_an_unreachable_prometheus_fails_with_what_to_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    started = time.monotonic()
+    code = main(["--prometheus", "http://127.0.0.1:1", "--slo", str(ROOT / "slo.yaml"),
+                 "--out", str(tmp_path), "--board", "governor-controller", "--timeout", "1s"])
+    assert code == 1
+    assert "is Prometheus at http://127.0.0.1:1?" in capsys.readouterr().err
+    assert time.monotonic() - started < 60
+
+
+def test_a_bad_spec_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "slo.yaml"
+    bad.write_text("version: governor/v1\n")
+    assert main(["--slo", str(bad), "--out", str(tmp_path)]) == 2
+    assert "slo.yaml" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("unit", "values", "expected"), [
+    ("s", [0.05], (1000.0, "ms")), ("s", [2.0], (1.0, "s")), ("percentunit", [0.5], (100.0, "%")),
+    ("bytes", [3 * 2**30], (1 / 2**30, "GiB")), ("watt", [300.0], (1.0, "W")),
+    ("short", [5.0], (1.0, "")), ("reqps", [], (1.0, "req/s"))])
+def test_units_read_like_grafana(unit: str, values: list[float],
+                                 expected: tuple[float, str]) -> None:
+    assert scale_for(unit, values) == expected
+
+
+def test_thresholds_skip_the_base_step() -> None:
+    panel = {"fieldConfig": {"defaults": {"thresholds": {"steps": [
+        {"color": "text", "value": None}, {"color": "red", "value": 0.12}]}}}}
+    assert thresholds(panel) == [(0.12, "red")]
