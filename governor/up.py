@@ -25,7 +25,7 @@ from governor.alerts.params import Endpoints, RenderParams
 from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
-from governor.common.logs import setup_logging
+from governor.common.logs import FORMATS, setup_logging
 from governor.common.process import Child, ChildError, first_exited, running
 from governor.common.secrets import write_private
 from governor.contracts.endpoints import (
@@ -69,6 +69,7 @@ class UpConfig:
     fast: bool = True
     load: bool = False
     duration_seconds: float | None = None
+    log_format: str = "text"
 
 
 def find_binary(candidates: Sequence[str]) -> str:
@@ -116,6 +117,7 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
     host, ports, run = config.host, config.ports, config.run_dir.resolve()
     logs = run / "logs"
     python = [sys.executable, "-m", "governor"]
+    logging = ["--log-format", config.log_format]
     spec = load(config.slo)
     exporter = ["--fake-gpus", str(config.fake_gpus)] if not config.real_gpus else []
 
@@ -123,14 +125,15 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
         return Child(name, argv, health, logs / f"{name}.log")
 
     return [
-        child("inference", [*python, "serve", "--engine", "sim", "--preset", config.preset,
-                            "--host", host, "--port", str(ports.inference),
+        child("inference", [*python, "serve", *logging, "--engine", "sim",
+                            "--preset", config.preset, "--host", host,
+                            "--port", str(ports.inference),
                             "--admin-token-file", tokens["admin_token"]],
               f"http://{host}:{ports.inference}/health"),
-        child("exporter", [*python, "exporter", *exporter, "--host", host,
+        child("exporter", [*python, "exporter", *logging, *exporter, "--host", host,
                            "--port", str(ports.exporter)],
               f"http://{host}:{ports.exporter}/health"),
-        child("controller", [*python, "controller", "--slo", str(config.slo.resolve()),
+        child("controller", [*python, "controller", *logging, "--slo", str(config.slo.resolve()),
                              "--host", host, "--port", str(ports.controller),
                              "--prometheus", f"http://{host}:{ports.prometheus}",
                              "--targets", f"http://{host}:{ports.inference}",
@@ -239,6 +242,8 @@ def build_parser() -> EnvArgumentParser:
     p.add_argument("--slow", action="store_true",
                    help="production intervals (15 s scrapes, 1 m alert windows)")
     p.add_argument("--load", action="store_true", help="drive a demo workload")
+    p.add_argument("--log-format", choices=FORMATS, default="text",
+                   help="the components' log format (json: one object per line, with trace ids)")
     p.add_argument("--duration", type=parse_duration_seconds, default=None,
                    help="stop after this long (default: until Ctrl-C)")
     for name, default in vars(Ports()).items():
@@ -253,7 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ports = Ports(**{name: getattr(args, f"{name}_port") for name in vars(Ports())})
     config = UpConfig(run_dir=args.run_dir, slo=args.slo, host=args.host, ports=ports,
                       preset=args.preset, fake_gpus=args.fake_gpus, real_gpus=args.real_gpus,
-                      fast=not args.slow, load=args.load, duration_seconds=args.duration)
+                      fast=not args.slow, load=args.load, duration_seconds=args.duration,
+                      log_format=args.log_format)
     try:
         return run(config)
     except (UpError, ChildError) as exc:

@@ -24,7 +24,7 @@ from governor.common.cli import (
     parse_duration_seconds,
     positive_int,
 )
-from governor.common.logs import setup_logging
+from governor.common.logs import add_logging_options, setup_logging
 from governor.common.secrets import Secret
 from governor.controller.actuator import Target
 from governor.controller.app import Secrets, create_app
@@ -123,8 +123,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    help="accept alerts without a bearer token (demos only)")
     p.add_argument("--admin-token-file", type=Path, default=None,
                    help=f"bearer token for the targets' admin API (or {ENV_ADMIN_TOKEN})")
-    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
-                   help="log level")
+    add_logging_options(p)
     return p
 
 
@@ -177,7 +176,7 @@ def build_secrets(args: argparse.Namespace, env: Mapping[str, str]) -> Secrets:
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
     args = build_parser(env).parse_args(argv)
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, fmt=args.log_format)
     try:
         config = build_config(args)
         secrets = build_secrets(args, env)

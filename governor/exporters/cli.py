@@ -21,14 +21,13 @@ from governor.common.cli import (
     parse_bool,
     parse_duration_seconds,
 )
-from governor.common.logs import setup_logging
+from governor.common.logs import add_logging_options, setup_logging
 from governor.exporters.config import ConfigError, ExporterConfig
 from governor.exporters.server import create_app
 
 log = logging.getLogger("exporters")
 
 ENV_PREFIX = "GOVERNOR_EXPORTER_"
-LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def port_number(text: str) -> int:
@@ -77,8 +76,7 @@ def build_parser() -> EnvArgumentParser:
                         help="watch XID error events")
     parser.add_argument("--processes", type=_flag, default=defaults.processes, metavar="BOOL",
                         help="export per-process GPU memory")
-    parser.add_argument("--log-level", default=defaults.log_level, choices=LOG_LEVELS,
-                        help="log level")
+    add_logging_options(parser, level=defaults.log_level)
     return parser
 
 
@@ -91,7 +89,7 @@ def parse_config(argv: Sequence[str]) -> ExporterConfig:
             host=args.host, port=args.port, interval_seconds=args.interval,
             slow_interval_seconds=args.slow_interval, staleness_seconds=args.staleness,
             fake_gpus=args.fake_gpus, gpm=args.gpm, xid=args.xid, processes=args.processes,
-            log_level=args.log_level,
+            log_level=args.log_level, log_format=args.log_format,
         )
     except ConfigError as exc:
         parser.error(str(exc))
@@ -102,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         config = parse_config(sys.argv[1:] if argv is None else argv)
     except SystemExit as exc:  # argparse's way out: --help (0) or a usage error (2)
         return exc.code if isinstance(exc.code, int) else 2
-    setup_logging(config.log_level)
+    setup_logging(config.log_level, fmt=config.log_format)
     # The sampler thread holds the GIL between NVML calls; hand it to the event loop after 1 ms
     # rather than the default 5 ms, so a scrape arriving during a round is not kept waiting.
     sys.setswitchinterval(0.001)

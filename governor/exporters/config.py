@@ -44,6 +44,7 @@ class ExporterConfig:
     processes: bool = True
     nvml_retry_seconds: float = 30.0
     log_level: str = "info"
+    log_format: str = "text"
 
     def __post_init__(self) -> None:
         problems = self._problems()

@@ -10,6 +10,7 @@ The factory never reads argv or the environment beyond what it is given; resourc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -147,27 +148,37 @@ async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse
         )
         request[keys.SPAN] = span
     code = "500"
-    try:
-        response = await handler(request)
-        code = "499" if request.get(keys.CLIENT_GONE) else str(response.status)
-        return response
-    except APIError as exc:
-        code = str(exc.status)
-        return exc.response()
-    except web.HTTPException as exc:
-        error = _from_http_exception(exc)
-        code = str(error.status)
-        return error.response()
-    except asyncio.CancelledError:
-        code = "499"  # the client closed the connection; the engine request is aborted
-        raise
-    except Exception:
-        if request.get(keys.STREAMING):
-            raise  # the status line is gone; aiohttp drops the connection
-        log.exception("unexpected error on %s %s", request.method, request.path)
-        return APIError(500, "internal server error", type_=SERVER).response()
-    finally:
-        _record(app, route, code, time.perf_counter() - start, span)
+    # The span is the current one while the handler runs, so every log line of the request
+    # carries its trace id (governor.common.logs).
+    with _current(span):
+        try:
+            response = await handler(request)
+            code = "499" if request.get(keys.CLIENT_GONE) else str(response.status)
+            return response
+        except APIError as exc:
+            code = str(exc.status)
+            return exc.response()
+        except web.HTTPException as exc:
+            error = _from_http_exception(exc)
+            code = str(error.status)
+            return error.response()
+        except asyncio.CancelledError:
+            code = "499"  # the client closed the connection; the engine request is aborted
+            raise
+        except Exception:
+            if request.get(keys.STREAMING):
+                raise  # the status line is gone; aiohttp drops the connection
+            log.exception("unexpected error on %s %s", request.method, request.path)
+            return APIError(500, "internal server error", type_=SERVER).response()
+        finally:
+            _record(app, route, code, time.perf_counter() - start, span)
+
+
+def _current(span: trace.Span | None) -> contextlib.AbstractContextManager[object]:
+    if span is None:
+        return contextlib.nullcontext()
+    return trace.use_span(span, end_on_exit=False, record_exception=False,
+                          set_status_on_exception=False)
 
 
 def _record(

@@ -16,7 +16,7 @@ from governor.common.cli import (
     parse_duration_seconds,
     positive_int,
 )
-from governor.common.logs import setup_logging
+from governor.common.logs import add_logging_options, setup_logging
 from governor.common.secrets import Secret
 from governor.inference.config import AdmissionSettings, ServiceConfig, TracingSettings
 from governor.inference.engines.settings import ENGINE_KINDS, EngineSettings
@@ -72,8 +72,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    help="OTLP/HTTP base URL for traces (or the OTEL_EXPORTER_OTLP_* variables)")
     p.add_argument("--service-name", default=tracing.service_name,
                    help="service.name of the spans (OTEL_SERVICE_NAME wins)")
-    p.add_argument("--log-level", default="info",
-                   choices=["debug", "info", "warning", "error"], help="log level")
+    add_logging_options(p)
     return p
 
 
@@ -123,7 +122,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
     args = build_parser(env).parse_args(list(sys.argv[1:] if argv is None else argv))
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, fmt=args.log_format)
     config = config_from_args(args, env)
     from prometheus_client import CollectorRegistry
 

@@ -94,3 +94,33 @@ async def test_an_engine_that_cannot_retune_answers_501(scripted: MakeScripted) 
         body = await response.json()
         assert "retuning hooks" in body["error"]["message"]
     assert service.sample("governor_batching_changes_total", {"result": "failed"}) == 1.0
+
+
+async def test_the_log_line_of_a_failed_request_carries_its_trace_id(
+    scripted: MakeScripted,
+) -> None:
+    """A line logged while a traced request is served names the caller's trace."""
+    import io
+    import json
+    import logging
+
+    from governor.common.logs import setup_logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    stream = io.StringIO()
+    setup_logging("info", fmt="json", stream=stream)
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    try:
+        service = await scripted(Script(fail_after_tokens=2))
+        async with aiohttp.ClientSession() as session, session.post(
+            f"{service.url}/v1/chat/completions", json={**CHAT, "stream": True},
+            headers={"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"},
+        ) as response:
+            await response.read()
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    failed = [line for line in lines if "failed mid-stream" in line["message"]]
+    assert failed and failed[0]["trace_id"] == trace_id
