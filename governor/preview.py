@@ -138,7 +138,8 @@ def draw_board(board: Mapping[str, Any], prometheus: str, window: tuple[float, f
     items += [child for p in board["panels"] for child in p.get("panels", [])]
     height = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in items)
     fig = plt.figure(figsize=(FIGURE_WIDTH_INCHES, max(4.0, height * ROW_INCHES)))
-    grid = GridSpec(height, GRID_COLUMNS, figure=fig, hspace=1.6, wspace=1.2)
+    grid = GridSpec(height, GRID_COLUMNS, figure=fig, hspace=1.6, wspace=1.2, top=0.97,
+                    bottom=0.03, left=0.04, right=0.99)
     summary: dict[str, Any] = {"board": board["uid"], "panels": 0, "empty": [], "failed": []}
     for panel in items:
         pos = panel["gridPos"]
@@ -196,8 +197,12 @@ def _draw_stat(ax: Any, panel: Mapping[str, Any], series: list[Series]) -> None:
     for limit, name in thresholds(panel):
         if value >= limit:
             colour = _colour(name)
-    ax.text(0.5, 0.45, f"{value * factor:.3g}{label}", ha="center", va="center", fontsize=22,
+    ax.text(0.5, 0.45, f"{_number(value * factor)}{label}", ha="center", va="center", fontsize=22,
             color=colour, fontweight="bold", transform=ax.transAxes)
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
 def _draw_timeseries(ax: Any, panel: Mapping[str, Any], series: list[Series],
