@@ -10,7 +10,7 @@ SYSTEM_BINARIES := prometheus promtool prometheus-alertmanager amtool
 .PHONY: up test lint unit system-deps venv venv-test venv-vllm secrets clean
 
 up: system-deps venv
-	$(VENV)/bin/governor up
+	$(VENV)/bin/governor up --load
 
 test: system-deps venv-vllm lint
 	$(PY) -m pytest -q -p no:cacheprovider

@@ -3,7 +3,7 @@
 Base units, ratios in 0-1. Every per-GPU series carries :data:`BASE_LABELS` (``gpu`` index,
 ``uuid``, ``model``) first. Besides what prometheus_client needs, each declaration documents where
 its value comes from (the NVML call or field), its dcgm-exporter counterpart and how often it is
-read; the README's table is printed from these (``python -m governor.exporters.gpu.catalog``).
+read; docs/exporter.md's table is printed from these (``python -m governor.exporters.gpu.catalog``).
 :data:`PER_GPU` is in exposition order.
 """
 
@@ -85,7 +85,7 @@ EVENT: Final = "event"
 
 @dataclass(frozen=True, slots=True)
 class GpuMetric(Metric):
-    """A ``gpu_*`` metric and where it comes from, for the README's table."""
+    """A ``gpu_*`` metric and where it comes from, for docs/exporter.md's table."""
 
     nvml: str = ""  # the NVML call or field the value is read from; "" for the exporter's own
     dcgm: str = ""  # the dcgm-exporter field (DCGM_FI_…) with the same meaning, "" for none
@@ -141,7 +141,7 @@ EXPORTER_BUILD_INFO: Final = GpuMetric(
     "gpu_exporter_build", "info", "Exporter version and source (nvml or fake).", "",
     (LABEL_VERSION, LABEL_SOURCE))
 
-# The families the collector writes itself, in the README's order.
+# The families the collector writes itself, in docs/exporter.md's order.
 HEALTH: Final = (INFO, UP, EXPORTER_NVML_UP, EXPORTER_COLLECT_DURATION, EXPORTER_PHASE_DURATION,
                  EXPORTER_CPU, EXPORTER_COLLECTIONS, EXPORTER_ERRORS, EXPORTER_LAST_SUCCESS,
                  EXPORTER_SNAPSHOT_AGE, EXPORTER_BUILD_INFO)

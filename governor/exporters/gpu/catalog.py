@@ -1,4 +1,4 @@
-"""The README's metric table, printed from the declarations the collector exposes.
+"""The metric table of docs/exporter.md, printed from the declarations the collector exposes.
 
 Every ``gpu_*`` metric's type, help, labels, NVML source, DCGM counterpart and cadence are
 declared once, in :mod:`governor.contracts.metrics.gpu`; the table is printed from there
@@ -19,7 +19,7 @@ def _row(metric: m.GpuMetric) -> str:
 
 
 def markdown_table() -> str:
-    """The README's metric table (``python -m governor.exporters.gpu.catalog``)."""
+    """The metric table of docs/exporter.md (``python -m governor.exporters.gpu.catalog``)."""
     rows = ["| metric | type | labels | NVML source | dcgm-exporter (`DCGM_FI_…`) | cadence |",
             "| --- | --- | --- | --- | --- | --- |"]
     rows += [_row(metric) for metric in (*m.HEALTH, *m.PER_GPU)]

