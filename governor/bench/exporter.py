@@ -39,6 +39,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from governor.bench.progress import Progress
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
 from governor.common.process import Child, running
 from governor.contracts.metrics import gpu as m
@@ -291,14 +292,15 @@ def run(gpus: int, scraper_counts: Sequence[int], requests: int, period: float) 
                               "cpus": os.cpu_count(), "load_average_before": os.getloadavg()[0],
                               "rows": []}
     results: dict[str, list[dict[str, Any]]] = {}
+    progress = Progress("governor bench exporter", len(servers) * len(scraper_counts))
     for name, argv in servers.items():  # one server at a time: they must not share the CPUs
         with _server(name, argv, urls[name], gpus) as server:
             asyncio.run(scrape_round(urls[name], 4, 25, gpus))  # warm-up: connections, caches
-            results[name] = [
-                asyncio.run(scrape_round(urls[name], n, max(1, requests // n), gpus, period,
-                                         server.pid)).summary()
-                for n in scraper_counts
-            ]
+            results[name] = []
+            for n in scraper_counts:
+                results[name].append(asyncio.run(scrape_round(
+                    urls[name], n, max(1, requests // n), gpus, period, server.pid)).summary())
+                progress.done(f"{name} with {n} scrapers")
     report["load_average_after"] = os.getloadavg()[0]
     for i, n in enumerate(scraper_counts):
         report["rows"].append({"scrapers": n, "governor": results["governor"][i],

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.bench.load import LoadSpec, run_load, summarize
+from governor.bench.progress import Progress
 from governor.common.cli import EnvArgumentParser, positive_int
 from governor.common.process import Child, running
 
@@ -84,6 +85,7 @@ def run(concurrencies: Sequence[int], requests: int, tokens: int) -> dict[str, A
             start("bare-aiohttp", bare, port + 1, "bench") as base:
         for server in (ours, base):
             measure(server, 8, 50, tokens)  # warm-up: imports, JIT-less caches, connections
+        progress = Progress("governor bench service", 2 * len(concurrencies))
         for concurrency in concurrencies:
             row: dict[str, Any] = {"concurrency": concurrency}
             for server in (ours, base):
@@ -93,6 +95,7 @@ def run(concurrencies: Sequence[int], requests: int, tokens: int) -> dict[str, A
                     "stream": measure(server, concurrency, requests, tokens),
                     "single_token": measure(server, concurrency, 5 * requests, 1),
                 }
+                progress.done(f"{server.name} at concurrency {concurrency}")
             report["rows"].append(row)
     return report
 

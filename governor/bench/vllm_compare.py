@@ -36,6 +36,7 @@ from typing import Any
 import aiohttp
 
 from governor.bench.load import LoadSpec, run_load, summarize
+from governor.bench.progress import Progress
 from governor.bench.service import cpu_seconds, free_port
 from governor.common.cli import EnvArgumentParser, positive_int
 from governor.common.process import Child, ChildError
@@ -225,6 +226,8 @@ def run(config: BenchConfig, logs: Path) -> dict[str, Any]:
             for server in servers:
                 await warm_up(server, config)
             turn = 0
+            progress = Progress("governor bench vllm",
+                                config.rounds * len(config.concurrencies) * len(servers))
             for _ in range(config.rounds):
                 rows = []
                 for concurrency in config.concurrencies:
@@ -234,6 +237,7 @@ def run(config: BenchConfig, logs: Path) -> dict[str, Any]:
                     turn += 1
                     for server in order:
                         row[server.name] = await measure(server, config, concurrency)
+                        progress.done(f"{server.name} at concurrency {concurrency}")
                     rows.append(row)
                 report["rounds"].append(rows)
 

@@ -19,7 +19,6 @@ import importlib.util
 import json
 import os
 import sys
-import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
@@ -30,6 +29,7 @@ from governor.bench.controller.loop import Run, Scenario, ceiling, run
 from governor.bench.controller.pipeline import pipeline_from_deploy
 from governor.bench.controller.scoring import attainment, goodput, worst_recovery
 from governor.bench.controller.workload import Arrival, Workload, WorkloadError, load_workload
+from governor.bench.progress import Progress
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
 from governor.controller.cli import UsageError, build_config
 from governor.controller.cli import build_parser as controller_parser
@@ -214,15 +214,12 @@ def run_all(scenario: Scenario, args: Any) -> list[Run]:
     print(f"governor bench controller: {scenario.workload.name}: {len(arrivals)} requests over "
           f"{minutes:g} virtual minutes; {len(jobs)} runs on {args.jobs} processes …",
           file=sys.stderr, flush=True)
-    started = time.monotonic()
+    progress = Progress(f"  {scenario.workload.name} run", len(jobs))
     results: list[Run] = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        for done, result in enumerate(pool.map(_job, jobs), start=1):
+        for result in pool.map(_job, jobs):
             results.append(result)
-            elapsed = time.monotonic() - started
-            eta = elapsed / done * (len(jobs) - done)
-            print(f"  run {done}/{len(jobs)} {result.name}: {elapsed:.0f}s elapsed, "
-                  f"ETA {eta:.0f}s", file=sys.stderr, flush=True)
+            progress.done(result.name)
     return results
 
 

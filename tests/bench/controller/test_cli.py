@@ -75,7 +75,7 @@ def test_several_workloads_print_one_json_line_each(
     lines = [json.loads(line) for line in captured.out.splitlines() if line.startswith("{")]
     assert [line["workload"] for line in lines] == ["ramp-down", "overload"]
     assert (tmp_path / "overload" / "summary.json").is_file()
-    assert "run 3/3" in captured.err and "ETA" in captured.err
+    assert "run: 3/3" in captured.err and "ETA" in captured.err
 
 
 def test_a_bad_workload_file_is_a_usage_error(
