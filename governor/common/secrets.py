@@ -11,21 +11,32 @@ from __future__ import annotations
 
 import hmac
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 
+class EmptySecret(ValueError):
+    """A token that is empty or only whitespace: it would match an empty credential."""
+
+
 class Secret:
-    """Holds a bearer token; compare with :meth:`matches` (constant time)."""
+    """Holds a bearer token; compare with :meth:`matches` (constant time). Never empty."""
 
     __slots__ = ("_value",)
 
     def __init__(self, value: str) -> None:
+        if not value.strip():
+            raise EmptySecret("a token cannot be empty or whitespace")
         self._value = value.encode()
 
     @classmethod
     def from_file(cls, path: str | Path) -> Secret:
         """Read a token file as Docker and Kubernetes mount them (trailing newline dropped)."""
-        return cls(Path(path).read_text(encoding="utf-8").strip())
+        value = Path(path).read_text(encoding="utf-8").strip()
+        if not value:
+            raise EmptySecret(f"token file {path} is empty: write a token into it (for example "
+                              "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`)")
+        return cls(value)
 
     def reveal(self) -> str:
         """The raw value, for the one place that must send it (an Authorization header)."""
@@ -37,13 +48,17 @@ class Secret:
         return hmac.compare_digest(self._value, candidate)
 
     def matches_bearer(self, authorization: str | None) -> bool:
-        """True when an ``Authorization`` header carries this token as a bearer credential."""
+        """True when an ``Authorization`` header carries this token as a bearer credential.
+
+        An empty credential never matches (a token is never empty, and this does not rely on
+        it)."""
         if not authorization:
             return False
         scheme, _, credential = authorization.partition(" ")
+        credential = credential.strip()
         # Compare even on a wrong scheme so timing does not tell the two failures apart.
-        ok = self.matches(credential.strip())
-        return ok and scheme.lower() == "bearer"
+        ok = self.matches(credential)
+        return ok and bool(credential) and scheme.lower() == "bearer"
 
     def __bool__(self) -> bool:
         return bool(self._value)
@@ -59,6 +74,32 @@ class Secret:
 
     def __hash__(self) -> int:
         return hash(Secret)
+
+
+def read_token(path: str | Path | None, variable: str,
+               env: Mapping[str, str]) -> Secret | None:
+    """A token from a file (preferred) or an environment variable; ``None`` when neither is
+    given. An unreadable or empty file, or a variable set to whitespace, is an error
+    (:class:`TokenError`): a component must never start with a token that matches nothing —
+    or everything."""
+    if path is not None:
+        try:
+            return Secret.from_file(path)
+        except OSError as exc:
+            raise TokenError(f"cannot read token file {path}: {exc.strerror or exc}") from None
+        except EmptySecret as exc:
+            raise TokenError(str(exc)) from None
+    value = env.get(variable)
+    if value is None or value == "":
+        return None
+    try:
+        return Secret(value.strip())
+    except EmptySecret:
+        raise TokenError(f"{variable} is set but holds only whitespace") from None
+
+
+class TokenError(ValueError):
+    """A token that was asked for but cannot be used; the message says which and why."""
 
 
 def write_private(path: Path, text: str) -> None:

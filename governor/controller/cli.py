@@ -25,7 +25,8 @@ from governor.common.cli import (
     positive_int,
 )
 from governor.common.logs import add_logging_options, setup_logging
-from governor.common.secrets import Secret
+from governor.common.secrets import Secret, TokenError, read_token
+from governor.contracts.tokens import ADMIN_TOKEN_ENV, GRAFANA_TOKEN_ENV, WEBHOOK_TOKEN_ENV
 from governor.controller.actuator import Target
 from governor.controller.app import Secrets, create_app
 from governor.controller.config import ControllerConfig
@@ -37,9 +38,9 @@ from governor.slo.spec import SpecError, load_spec
 log = logging.getLogger("controller")
 
 # Names of the variables that hold tokens (not tokens).
-ENV_WEBHOOK_TOKEN = "GOVERNOR_WEBHOOK_TOKEN"
-ENV_ADMIN_TOKEN = "GOVERNOR_ADMIN_TOKEN"
-ENV_GRAFANA_TOKEN = "GOVERNOR_GRAFANA_TOKEN"
+ENV_WEBHOOK_TOKEN = WEBHOOK_TOKEN_ENV
+ENV_ADMIN_TOKEN = ADMIN_TOKEN_ENV
+ENV_GRAFANA_TOKEN = GRAFANA_TOKEN_ENV
 
 
 class UsageError(Exception):
@@ -128,16 +129,10 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
 
 
 def _secret(path: Path | None, variable: str, env: Mapping[str, str]) -> Secret | None:
-    if path is not None:
-        try:
-            secret = Secret.from_file(path)
-        except OSError as exc:
-            raise UsageError(f"cannot read token file {path}: {exc.strerror}") from None
-        if not secret:
-            raise UsageError(f"token file {path} is empty")
-        return secret
-    value = env.get(variable, "").strip()
-    return Secret(value) if value else None
+    try:
+        return read_token(path, variable, env)
+    except TokenError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def build_config(args: argparse.Namespace) -> ControllerConfig:

@@ -17,7 +17,8 @@ from governor.common.cli import (
     positive_int,
 )
 from governor.common.logs import add_logging_options, setup_logging
-from governor.common.secrets import Secret
+from governor.common.secrets import Secret, TokenError, read_token
+from governor.contracts.tokens import ADMIN_TOKEN_ENV
 from governor.inference.config import AdmissionSettings, ServiceConfig, TracingSettings
 from governor.inference.engines.settings import ENGINE_KINDS, EngineSettings
 from governor.inference.tracing import traces_endpoint
@@ -56,7 +57,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="vllm: an extra AsyncEngineArgs field, repeatable")
     p.add_argument("--admin-token-file", default=None,
-                   help="file holding the admin bearer token (or set GOVERNOR_ADMIN_TOKEN)")
+                   help=f"file holding the admin bearer token (or set {ADMIN_TOKEN_ENV})")
     p.add_argument("--max-body-bytes", type=positive_int, default=service.max_body_bytes,
                    help="largest accepted request body")
     p.add_argument("--max-in-flight", type=positive_int, default=admission.max_in_flight,
@@ -77,13 +78,10 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
 
 
 def _admin_token(args: argparse.Namespace, env: Mapping[str, str]) -> Secret | None:
-    if args.admin_token_file:
-        try:
-            return Secret.from_file(args.admin_token_file)
-        except OSError as exc:
-            raise SystemExit(f"governor serve: cannot read --admin-token-file: {exc}") from None
-    value = env.get("GOVERNOR_ADMIN_TOKEN", "")
-    return Secret(value) if value else None
+    try:
+        return read_token(args.admin_token_file or None, ADMIN_TOKEN_ENV, env)
+    except TokenError as exc:
+        raise SystemExit(f"governor serve: {exc}") from None
 
 
 def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> ServiceConfig:
@@ -136,7 +134,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     except ValueError as exc:
         raise SystemExit(f"governor serve: {exc}") from None
     if config.admin_token is None:
-        log.warning("no admin token set (GOVERNOR_ADMIN_TOKEN): the admin API answers 401")
+        log.warning("no admin token set (%s): the admin API answers 401", ADMIN_TOKEN_ENV)
     app = create_app(config, engine_factory=lambda _config, _registry: engine, registry=registry)
     # Hand the GIL back to the event loop within 1 ms of a worker thread taking it (a /metrics
     # render, tokenizing a long prompt): tokens keep streaming meanwhile.

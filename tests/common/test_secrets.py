@@ -6,8 +6,10 @@ import io
 import logging
 from pathlib import Path
 
+import pytest
+
 from governor.common.logs import RedactingFormatter
-from governor.common.secrets import Secret
+from governor.common.secrets import EmptySecret, Secret, TokenError, read_token, write_private
 
 
 def test_a_secret_never_prints_itself() -> None:
@@ -45,3 +47,40 @@ def test_bearer_credentials_are_masked_in_log_lines() -> None:
     logger.warning("header was %s", "Authorization: Bearer topsecret-value")
     assert "topsecret-value" not in stream.getvalue()
     assert "Bearer ***" in stream.getvalue()
+
+
+def test_a_token_is_never_empty() -> None:
+    for value in ("", " ", "\n\t"):
+        with pytest.raises(EmptySecret):
+            Secret(value)
+
+
+def test_an_empty_credential_never_matches() -> None:
+    token = Secret("abc")
+    for header in ("Bearer ", "Bearer    ", "Bearer\t", "bearer"):
+        assert not token.matches_bearer(header)
+
+
+def test_read_token_prefers_the_file_and_refuses_empty_ones(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("from-file\n")
+    found = read_token(token_file, "V", {"V": "from-env"})
+    assert found is not None and found.matches("from-file")
+    found = read_token(None, "V", {"V": " from-env\n"})
+    assert found is not None and found.matches("from-env")
+    assert read_token(None, "V", {}) is None
+    token_file.write_text(" \n")
+    with pytest.raises(TokenError, match="is empty"):
+        read_token(token_file, "V", {})
+    with pytest.raises(TokenError, match="cannot read"):
+        read_token(tmp_path / "absent", "V", {})
+    with pytest.raises(TokenError, match="only whitespace"):
+        read_token(None, "V", {"V": "  "})
+
+
+def test_token_files_are_private_from_the_first_byte(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    write_private(path, "secret\n")
+    assert path.read_text() == "secret\n"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert not list(tmp_path.glob(".token.*"))  # the temporary name is gone

@@ -74,3 +74,19 @@ def test_the_engine_traces_to_the_services_collector() -> None:
     assert from_env.engine.otlp_traces_endpoint == "http://collector:4318/v1/traces"
     disabled = config(["--otlp-endpoint", "http://jaeger:4318"], {"OTEL_SDK_DISABLED": "true"})
     assert disabled.engine.otlp_traces_endpoint is None
+
+
+@pytest.mark.parametrize("content", ["", "\n", "   \t\n"])
+def test_an_empty_token_file_is_a_start_up_error(tmp_path: Path, content: str) -> None:
+    """An empty secret would match `Authorization: Bearer` with no credential: refuse it."""
+    token_file = tmp_path / "token"
+    token_file.write_text(content)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--admin-token-file", str(token_file)], {})
+    assert f"token file {token_file} is empty" in str(exit_.value.code)
+
+
+def test_a_whitespace_token_variable_is_a_start_up_error() -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main([], {"GOVERNOR_ADMIN_TOKEN": "   "})
+    assert "GOVERNOR_ADMIN_TOKEN is set but holds only whitespace" in str(exit_.value.code)
