@@ -24,7 +24,7 @@ from governor.contracts.endpoints import HEALTH_PATH, METRICS_PATH, WEBHOOK_PATH
 from governor.controller import audit as audit_lines
 from governor.controller.actuator import BatchingClient
 from governor.controller.audit import AuditLog
-from governor.controller.config import ControllerConfig
+from governor.controller.config import ControllerConfig, ssl_context, without_credentials
 from governor.controller.grafana import GrafanaAnnotator
 from governor.controller.intake import AlertBook, IntakeError, parse_webhook
 from governor.controller.metrics import ControllerMetrics
@@ -84,7 +84,8 @@ def create_app(config: ControllerConfig, secrets: Secrets, *,
 
 async def _reconciler_ctx(app: web.Application) -> AsyncIterator[None]:
     config, secrets, seams = app[CONFIG], app[SECRETS], app[OVERRIDES]
-    async with aiohttp.ClientSession() as session:
+    connector = aiohttp.TCPConnector(ssl=ssl_context(config))
+    async with aiohttp.ClientSession(connector=connector) as session:
         annotator = seams.annotator
         if annotator is None and config.grafana_url:
             annotator = GrafanaAnnotator(session, config.grafana_url, secrets.grafana)
@@ -160,7 +161,8 @@ def status_document(app: web.Application) -> dict[str, Any]:
                 "ttft_quantile": config.slo.ttft_quantile},
         "last_pass_at": None if reconciler.last_pass_at is None
         else audit_lines.iso(reconciler.last_pass_at),
-        "prometheus": {"url": config.prometheus_url, "error": reconciler.prometheus_error},
+        "prometheus": {"url": without_credentials(config.prometheus_url),
+                       "error": reconciler.prometheus_error},
         "alerts": [{"fingerprint": r.alert.fingerprint, "labels": dict(r.alert.labels),
                     "starts_at": r.alert.starts_at, "received_at": audit_lines.iso(r.received_at)}
                    for r in app[BOOK].firing()],
@@ -171,7 +173,7 @@ def status_document(app: web.Application) -> dict[str, Any]:
 def _target_status(rt: TargetRuntime) -> dict[str, Any]:
     limits = rt.limits
     return {
-        "url": rt.target.url,
+        "url": without_credentials(rt.target.url),
         "limits": None if limits is None else {
             **limits.current.as_dict(), "floor": limits.floor.as_dict(),
             "ceiling": limits.ceiling.as_dict()},

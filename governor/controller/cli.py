@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -29,7 +30,7 @@ from governor.common.secrets import Secret, TokenError, read_token
 from governor.contracts.tokens import ADMIN_TOKEN_ENV, GRAFANA_TOKEN_ENV, WEBHOOK_TOKEN_ENV
 from governor.controller.actuator import Target
 from governor.controller.app import Secrets, create_app
-from governor.controller.config import ControllerConfig
+from governor.controller.config import ControllerConfig, without_credentials
 from governor.controller.law_config import LawConfig, LawConfigError
 from governor.controller.queries import QuerySet
 from governor.controller.slo import DEFAULT_TTFT_SLO, ObjectiveError, objectives
@@ -61,6 +62,13 @@ def parse_targets(text: str) -> tuple[Target, ...]:
     return tuple(targets)
 
 
+def _pattern(text: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a regular expression: {text!r}: {exc}") from None
+
+
 def _default(name: str) -> Any:
     return field_default(ControllerConfig, name)
 
@@ -83,13 +91,24 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    help="Prometheus base URL")
     p.add_argument("--targets", type=parse_targets, default=(),
                    help="inference services to manage, comma-separated http://host:port")
+    p.add_argument("--discover", type=_pattern, nargs="?", const=".*", default=None,
+                   metavar="REGEX",
+                   help="also manage the instances Prometheus scrapes in --job whose instance "
+                        "label matches REGEX in full (default: all of them); they receive the "
+                        "admin token, so without this only --targets do")
     p.add_argument("--static-only", action="store_true",
-                   help="manage only --targets, not every instance of the Prometheus job")
+                   help="(the default now; kept for old command lines) manage only --targets")
     p.add_argument("--job", default=field_default(QuerySet, "job"),
                    help="Prometheus job of the inference service")
     p.add_argument("--instance-scheme", choices=("http", "https"),
                    default=_default("instance_scheme"),
                    help="scheme for instances discovered from Prometheus")
+    p.add_argument("--ca-file", type=Path, default=None,
+                   help="CA bundle that signs the targets' and Prometheus's certificates")
+    p.add_argument("--insecure-skip-verify", action="store_true",
+                   help="do not verify TLS certificates (tests only: the admin token can leak)")
+    p.add_argument("--max-targets", type=positive_int, default=_default("max_targets"),
+                   help="manage at most this many targets")
     p.add_argument("--resync", type=parse_duration_seconds, default=_default("resync_seconds"),
                    help="reconcile this often even without alerts")
     p.add_argument("--scrape-interval", type=parse_duration_seconds,
@@ -147,13 +166,19 @@ def build_config(args: argparse.Namespace) -> ControllerConfig:
                         prefill_seconds_per_token_prior=args.prefill_seconds_per_token)
     except (SpecError, ObjectiveError, LawConfigError) as exc:
         raise UsageError(str(exc)) from None
-    if args.static_only and not args.targets:
-        raise UsageError("--static-only needs --targets")
+    if args.static_only and args.discover is not None:
+        raise UsageError("--static-only and --discover contradict each other")
+    if args.ca_file is not None and not args.ca_file.is_file():
+        raise UsageError(f"--ca-file {args.ca_file}: no such file")
+    if args.ca_file is not None and args.insecure_skip_verify:
+        raise UsageError("--ca-file and --insecure-skip-verify contradict each other")
     queries = replace(found.queries, job=args.job)
     return ControllerConfig(
         slo=found.slo, queries=queries, law=law, prometheus_url=args.prometheus,
-        static_targets=args.targets, discover=not args.static_only,
-        instance_scheme=args.instance_scheme, resync_seconds=args.resync,
+        static_targets=args.targets, discover=args.discover,
+        instance_scheme=args.instance_scheme, ca_file=args.ca_file,
+        insecure_skip_verify=args.insecure_skip_verify, max_targets=args.max_targets,
+        resync_seconds=args.resync,
         dry_run=args.dry_run, state_path=args.state_file, audit_path=args.audit_log,
         grafana_url=args.grafana_url, host=args.host, port=args.port,
     )
@@ -181,7 +206,14 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if secrets.admin is None:
         log.warning("no admin token (%s): targets that require one will answer 401",
                     ENV_ADMIN_TOKEN)
+    if not config.static_targets and config.discover is None:
+        log.warning("no targets: name them with --targets, or let --discover manage the "
+                    "instances Prometheus scrapes; until then nothing is retuned")
+    if config.insecure_skip_verify:
+        log.warning("--insecure-skip-verify: TLS certificates are not checked, so the admin "
+                    "token goes to whoever answers")
     log.info("controller on %s:%d, prometheus %s, %s", config.host, config.port,
-             config.prometheus_url, "dry run" if config.dry_run else "applying changes")
+             without_credentials(config.prometheus_url),
+             "dry run" if config.dry_run else "applying changes")
     web.run_app(create_app(config, secrets), host=config.host, port=config.port, print=None)
     return 0

@@ -25,7 +25,7 @@ from governor.contracts.metrics import controller as names
 from governor.controller import audit as audit_lines
 from governor.controller.actuator import ActuationError, ErrorKind, Target
 from governor.controller.audit import AuditLog
-from governor.controller.config import ControllerConfig
+from governor.controller.config import ControllerConfig, valid_instance
 from governor.controller.intake import AlertBook
 from governor.controller.law import decide
 from governor.controller.metrics import ControllerMetrics
@@ -51,6 +51,9 @@ class Actuator(Protocol):
 class Annotator(Protocol):
     async def annotate(self, target: str, decision: Decision, at: float) -> bool: ...
 
+
+# Distinct warnings remembered so each is logged once; past this the memory starts over.
+MAX_NOTED = 256
 
 @dataclass
 class TargetRuntime:
@@ -84,8 +87,9 @@ class Reconciler:
         self.targets: dict[str, TargetRuntime] = {}
         self.last_pass_at: float | None = None
         self.prometheus_error: str | None = None
-        self._ignored_instances: set[str] = set()
-        for name, persisted in store.load().items():
+        self._ignored_instances: set[str] = set()  # warnings already given (bounded)
+        self._last_seen: dict[str, float] = {}
+        for name, persisted in list(store.load().items())[:config.max_targets]:
             runtime = self._runtime(Target(name, persisted.url))
             runtime.state = persisted.state
         metrics.dry_run.set(1 if config.dry_run else 0)
@@ -127,6 +131,7 @@ class Reconciler:
             return
         managed = self._managed(static, snapshot.scraped_instances)
         self._warn_unknown_alert_instances(managed)
+        self._forget_vanished(managed, self._clock())
         before = {name: rt.state for name, rt in self.targets.items()}
         await asyncio.gather(*(self._reconcile(self._runtime(self.config.target_for(name)),
                                                snapshot.observations.get(name, _NO_DATA))
@@ -137,14 +142,48 @@ class Reconciler:
                 for name, rt in self.targets.items()})
 
     def _managed(self, static: set[str], scraped: frozenset[str]) -> set[str]:
-        return static | (set(scraped) if self.config.discover else set())
+        """The configured targets, and the scraped instances discovery may manage, at most
+        ``max_targets`` of them (the admin token goes to nothing else)."""
+        discovered = sorted(i for i in scraped - static if self._discoverable(i))
+        room = max(0, self.config.max_targets - len(static))
+        if len(discovered) > room:
+            self._note_once(f"over {self.config.max_targets} targets: managing the first "
+                            f"{room} discovered instances (--max-targets)")
+        return static | set(discovered[:room])
+
+    def _discoverable(self, instance: str) -> bool:
+        if self.config.may_discover(instance):
+            return True
+        if self.config.discover is not None and not valid_instance(instance):
+            self._note_once(f"scraped instance {instance[:80]!r} is not host:port; not managed")
+        return False
+
+    def _note_once(self, message: str) -> None:
+        """A warning per distinct problem, from a bounded set (hostile labels cannot grow it)."""
+        if message in self._ignored_instances:
+            return
+        if len(self._ignored_instances) >= MAX_NOTED:
+            self._ignored_instances.clear()
+        self._ignored_instances.add(message)
+        log.warning("%s", message)
 
     def _warn_unknown_alert_instances(self, managed: set[str]) -> None:
-        for instance in self._book.instances() - managed - self._ignored_instances:
+        for instance in sorted(self._book.instances() - managed)[:MAX_NOTED]:
             # An alert may name any instance; the admin token goes only to known targets.
-            log.warning("alert names instance %r, which is neither a configured target nor "
-                        "scraped by Prometheus; ignoring it", instance)
-            self._ignored_instances.add(instance)
+            self._note_once(f"alert names instance {instance[:80]!r}, which is not a managed "
+                            "target; ignoring it")
+
+    def _forget_vanished(self, managed: set[str], now: float) -> None:
+        """Drop targets no longer managed once they have been gone ``forget_after_seconds``:
+        a target that flaps keeps its state, the map does not grow with every instance ever
+        seen."""
+        for name in managed:
+            self._last_seen[name] = now
+        for name in list(self.targets):
+            seen = self._last_seen.setdefault(name, now)
+            if name not in managed and now - seen > self.config.forget_after_seconds:
+                del self.targets[name]
+                del self._last_seen[name]
 
     def _runtime(self, target: Target) -> TargetRuntime:
         runtime = self.targets.get(target.name)

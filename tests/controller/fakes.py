@@ -26,7 +26,7 @@ class FakeClock:
 
 @dataclass
 class AdminServer:
-    """The inference service's admin API as DESIGN.md specifies it, with scripted failures."""
+    """The inference service's admin API (docs/api.md), with scripted failures."""
 
     token: str = "admin-token"
     limits: Limits = CEILING

@@ -46,7 +46,7 @@ class Stack:
         self.registry = CollectorRegistry()
         config = ControllerConfig(
             slo=SloTargets(0.12, 0.99, 1.0, 0.99), queries=QuerySet.default(),
-            static_targets=(A,), discover=False, resync_seconds=3600.0,
+            static_targets=(A,), resync_seconds=3600.0,
             state_path=tmp / "state.json", audit_path=tmp / "audit.jsonl")
         self.app = create_app(config, Secrets(webhook=Secret(TOKEN), admin=Secret(ADMIN_TOKEN)),
                               registry=self.registry,

@@ -50,12 +50,15 @@ def test_options_read_the_environment() -> None:
         (["--cooldown", "20s"], {}, "cooldown_seconds: must exceed"),
         (["--itl-slo", "availability"], {}, "not a latency SLO"),
         (["--ttft-slo", "nope"], {}, "no such SLO"),
-        (["--static-only"], {}, "--static-only needs --targets"),
+        (["--static-only", "--discover"], {}, "contradict"),
+        (["--ca-file", "/nonexistent/ca.pem"], {}, "--ca-file /nonexistent/ca.pem: no such file"),
+        ([], {"GOVERNOR_WEBHOOK_TOKEN": "   "}, "only whitespace"),
         ([], {"GOVERNOR_WEBHOOK_TOKEN": ""}, "the webhook needs a bearer token"),
         (["--webhook-token-file", "/nonexistent/token"], {}, "cannot read token file"),
     ],
     ids=["missing spec", "cooldown shorter than the window", "decode SLO not a latency SLO",
-         "unknown TTFT SLO", "static-only without targets", "no webhook token",
+         "unknown TTFT SLO", "static-only with discovery",
+         "a missing CA file", "a whitespace webhook token", "no webhook token",
          "unreadable token file"],
 )
 def test_a_users_mistake_is_one_clear_line_and_exit_2(
@@ -107,3 +110,36 @@ def test_tokens_come_from_files_or_variables_never_from_option_values(tmp_path: 
 def test_parse_targets_names_targets_as_prometheus_does() -> None:
     (target,) = parse_targets("https://10.0.0.5:8443/")
     assert (target.name, target.url) == ("10.0.0.5:8443", "https://10.0.0.5:8443")
+
+
+def test_discovery_is_opt_in_and_the_admin_token_goes_to_configured_targets_only() -> None:
+    config = build_config(build_parser({}).parse_args(["--slo", SLO_YAML]))
+    assert config.discover is None and not config.may_discover("a:8000")
+    config = build_config(build_parser({}).parse_args(["--slo", SLO_YAML, "--discover",
+                                                       r"inference-\d+:8000"]))
+    assert config.may_discover("inference-0:8000")
+    assert not config.may_discover("evil:8000")
+    assert not config.may_discover("inference-0:8000/../admin")
+
+
+@pytest.mark.parametrize("instance", ["a:8000/x", "user:pw@a:8000", "a:8000?q=1", "a b:8000",
+                                      "a:0", "a:70000", "a", "a:8000\n", "x" * 400 + ":80"])
+def test_an_instance_label_that_could_bend_a_url_never_becomes_one(instance: str) -> None:
+    config = build_config(build_parser({}).parse_args(["--slo", SLO_YAML, "--discover"]))
+    assert not config.may_discover(instance)
+    with pytest.raises(ValueError, match="not host:port"):
+        config.target_for(instance)
+
+
+def test_urls_are_shown_without_credentials() -> None:
+    from governor.controller.config import without_credentials
+
+    assert without_credentials("https://u:secret@prom:9090/x") == "https://prom:9090/x"
+    assert without_credentials("http://prom:9090") == "http://prom:9090"
+
+
+def test_a_bad_discovery_pattern_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--slo", SLO_YAML, "--discover", "("], env={})
+    assert exit_.value.code == 2
+    assert "not a regular expression" in capsys.readouterr().err

@@ -86,7 +86,7 @@ async def closed_loop(workdir: Path) -> AsyncIterator[Loop]:
         ("controller", _python(
             "governor.controller", "--host", LOOPBACK, "--port", str(ports["controller"]),
             "--slo", str(REPO / "slo.yaml"), "--prometheus", loop.prometheus,
-            "--targets", loop.service, "--static-only", "--resync", "2s",
+            "--targets", loop.service, "--resync", "2s",
             "--scrape-interval", "1s", "--short-window", f"{WINDOW}s", "--long-window", "60s",
             "--cooldown", "15s", "--stabilisation", "600s",
             "--webhook-token-file", str(workdir / "webhook-token"),

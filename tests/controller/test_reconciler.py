@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -17,7 +19,7 @@ from governor.controller.intake import AlertBook, parse_webhook
 from governor.controller.metrics import ControllerMetrics
 from governor.controller.model import Decision, Limits, Observation, SloTargets
 from governor.controller.queries import QuerySet
-from governor.controller.reconciler import Reconciler
+from governor.controller.reconciler import MAX_NOTED, Reconciler
 from governor.controller.state import StateStore
 from tests.controller.fakes import (
     CEILING,
@@ -46,7 +48,8 @@ class Recorder:
 
 
 class Harness:
-    def __init__(self, tmp: Path, *, dry_run: bool = False, discover: bool = False) -> None:
+    def __init__(self, tmp: Path, *, dry_run: bool = False, discover: str | None = None,
+                 **config: Any) -> None:
         self.tmp = tmp
         self.clock = FakeClock()
         self.observer = FakeObserver({A.name: BREACH})
@@ -55,8 +58,10 @@ class Harness:
         self.annotator = Recorder()
         self.registry = CollectorRegistry()
         self.config = ControllerConfig(
-            slo=SLO, queries=QuerySet.default(), static_targets=(A,), discover=discover,
-            dry_run=dry_run, state_path=tmp / "state.json", audit_path=tmp / "audit.jsonl")
+            slo=SLO, queries=QuerySet.default(), static_targets=(A,),
+            discover=None if discover is None else re.compile(discover),
+            dry_run=dry_run, state_path=tmp / "state.json", audit_path=tmp / "audit.jsonl",
+            **config)
         self.reconciler = self.build()
 
     def build(self) -> Reconciler:
@@ -175,7 +180,7 @@ async def test_missing_observations_for_a_target_hold(tmp_path: Path) -> None:
 async def test_discovered_instances_are_managed_and_unknown_alert_instances_are_not(
     tmp_path: Path,
 ) -> None:
-    h = Harness(tmp_path, discover=True)
+    h = Harness(tmp_path, discover=".*")
     h.observer.scraped = {"b:8000"}
     h.observer.observations["b:8000"] = BREACH
     h.observer.observations["evil:1"] = BREACH
@@ -219,3 +224,47 @@ async def test_limits_are_read_from_the_target_every_pass(tmp_path: Path) -> Non
     assert h.metric(names.TARGET_LIMITS.name, target=A.name, param="max_num_seqs") == 100
     assert h.metric(names.TARGET_LIMITS.name, target=A.name, param="max_num_batched_tokens") == 4096
     assert h.actuator.applied == []
+
+
+async def test_without_discovery_a_scraped_instance_never_gets_the_token(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.observer.scraped = {"b:8000"}
+    h.observer.observations["b:8000"] = BREACH
+    await h.reconciler.reconcile_once()
+    assert [name for name, _ in h.actuator.applied] == ["a:8000"]
+
+
+async def test_discovery_manages_only_instances_its_pattern_allows(tmp_path: Path) -> None:
+    h = Harness(tmp_path, discover=r"inference-\d+:8000")
+    h.observer.scraped = {"inference-1:8000", "intruder:8000", "inference-2:8000/x"}
+    for name in h.observer.scraped:
+        h.observer.observations[name] = BREACH
+    await h.reconciler.reconcile_once()
+    assert sorted(name for name, _ in h.actuator.applied) == ["a:8000", "inference-1:8000"]
+
+
+async def test_the_managed_set_is_bounded_and_vanished_targets_are_forgotten(
+    tmp_path: Path,
+) -> None:
+    h = Harness(tmp_path, discover=".*", max_targets=3, forget_after_seconds=60.0)
+    h.observer.scraped = {f"n{i}:8000" for i in range(50)}
+    await h.reconciler.reconcile_once()
+    assert len(h.reconciler.targets) == 3  # a:8000 and the first two discovered
+    h.observer.scraped = set()
+    h.clock.now += 61.0
+    await h.reconciler.reconcile_once()
+    await h.reconciler.reconcile_once()
+    assert sorted(h.reconciler.targets) == ["a:8000"]
+
+
+async def test_hostile_alert_labels_cannot_grow_the_controllers_memory(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    alerts = [{"status": "firing", "fingerprint": f"f{i}", "startsAt": "x",
+               "labels": {"instance": f"evil-{i}:1"}} for i in range(1000)]
+    for start in range(0, 1000, 500):
+        h.book.record(parse_webhook(json.dumps({"version": "4", "status": "firing",
+                                                "alerts": alerts[start:start + 500]}).encode()),
+                      0.0)
+        await h.reconciler.reconcile_once()
+    assert sorted(h.reconciler.targets) == ["a:8000"]
+    assert len(h.reconciler._ignored_instances) <= MAX_NOTED
