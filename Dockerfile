@@ -4,9 +4,14 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
-COPY pyproject.toml README.md slo.yaml ./
+# The dependencies first, from the project's metadata alone, so that editing the sources does
+# not reinstall them: this layer is rebuilt only when pyproject.toml changes.
+COPY pyproject.toml README.md LICENSE ./
+COPY governor/__init__.py governor/__init__.py
+RUN pip install --no-compile '.[gpu]' && pip uninstall -y governor-slo
 COPY governor ./governor
-RUN pip install --no-compile '.[gpu]' && useradd --uid 10001 --no-create-home governor \
+COPY slo.yaml ./
+RUN pip install --no-compile --no-deps . && useradd --uid 10001 --no-create-home governor \
     && mkdir -p /var/lib/governor && chown governor /var/lib/governor
 USER governor
 ENTRYPOINT ["governor"]

@@ -18,9 +18,6 @@ from governor.dashboards.render import render_all
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 SCHEMAS = ROOT / "tests" / "data" / "grafana"
-# shared/ lies beside the checkout (CI, the main checkout) or beside the worktrees' folder.
-SHARED_SCHEMAS = next((p / "shared" / "schemas" / "grafana" for p in ROOT.parents[:2]
-                       if (p / "shared" / "schemas" / "grafana").is_dir()), None)
 TESTDATA = ROOT / "tests" / "alerts" / "testdata"
 GOLDEN = Path(__file__).parent / "golden"
 

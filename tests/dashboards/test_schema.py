@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 
 from governor.dashboards.readback import panels
-from tests.dashboards.boards import CASES, SCHEMAS, SHARED_SCHEMAS, boards
+from tests.dashboards.boards import CASES, SCHEMAS, boards
 
 BOARDS = boards()
 
@@ -40,14 +40,6 @@ def validator(name: str, definition: str | None = None) -> jsonschema.Draft7Vali
 def errors(validator_: jsonschema.Draft7Validator, instance: object) -> list[str]:
     return [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
             for e in validator_.iter_errors(instance)]
-
-
-def test_the_vendored_schemas_are_the_shared_ones() -> None:
-    if SHARED_SCHEMAS is None:  # a clean clone without shared/ beside it
-        pytest.skip("no shared/schemas/grafana beside this checkout")
-    shared = {p.name: json.loads(p.read_text()) for p in SHARED_SCHEMAS.glob("*.json")}
-    vendored = {p.name: json.loads(p.read_text()) for p in SCHEMAS.glob("*.json")}
-    assert vendored == shared
 
 
 @pytest.mark.parametrize("uid", sorted(BOARDS))
