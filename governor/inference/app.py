@@ -52,13 +52,17 @@ def create_app(
     engine_factory: EngineFactory = default_engine_factory,
     env: Mapping[str, str] | None = None,
     registry: CollectorRegistry | None = None,
+    on_engine_failure: Callable[[str], None] | None = None,
 ) -> web.Application:
+    """The service. ``on_engine_failure`` is called with the root cause when the engine fails to
+    start (``governor serve`` stops the process with it); without it the service stays up and
+    ``/health`` answers 503."""
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_observe])
     app[keys.CONFIG] = config
     app[keys.REGISTRY] = registry or CollectorRegistry(auto_describe=True)
     app[keys.ADMIN_LOCK] = asyncio.Lock()
     app.cleanup_ctx.append(_tracing_ctx(os.environ if env is None else env))
-    app.cleanup_ctx.append(_engine_ctx(engine_factory))
+    app.cleanup_ctx.append(_engine_ctx(engine_factory, on_engine_failure))
     app.router.add_post("/v1/chat/completions", generation.chat_completions)
     app.router.add_post("/v1/completions", generation.completions)
     app.router.add_get("/v1/models", _models)
@@ -81,7 +85,9 @@ def _tracing_ctx(
     return tracing_ctx
 
 
-def _engine_ctx(factory: EngineFactory) -> Callable[[web.Application], AsyncIterator[None]]:
+def _engine_ctx(
+    factory: EngineFactory, on_failure: Callable[[str], None] | None,
+) -> Callable[[web.Application], AsyncIterator[None]]:
     async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
         config = app[keys.CONFIG]
         engine = factory(config, app[keys.REGISTRY])
@@ -95,7 +101,7 @@ def _engine_ctx(factory: EngineFactory) -> Callable[[web.Application], AsyncIter
         )
         # Start in the background: /health answers 503 until the engine is ready (vLLM takes
         # tens of seconds), and a failed start leaves the service up to say so.
-        starting = asyncio.create_task(_start(engine, metrics), name="engine-start")
+        starting = asyncio.create_task(_start(engine, metrics, on_failure), name="engine-start")
         yield
         starting.cancel()
         await asyncio.gather(starting, return_exceptions=True)
@@ -104,18 +110,34 @@ def _engine_ctx(factory: EngineFactory) -> Callable[[web.Application], AsyncIter
     return engine_ctx
 
 
-async def _start(engine: Engine, metrics: ServiceMetrics) -> None:
+async def _start(engine: Engine, metrics: ServiceMetrics,
+                 on_failure: Callable[[str], None] | None) -> None:
     try:
         await engine.start()
     except asyncio.CancelledError:
         raise
-    except Exception:
-        log.exception("the engine failed to start; /health answers 503")
+    except Exception as exc:
+        cause = root_cause(exc)
+        if on_failure is None:
+            log.exception("the engine failed to start (%s); /health answers 503", cause)
+        else:
+            log.debug("engine start failure", exc_info=True)
+            on_failure(cause)
         return
     metrics.set_limits(metrics.limit, engine.limits)
     metrics.set_limits(metrics.floor, engine.floor)
     metrics.set_limits(metrics.ceiling, engine.ceiling)
     log.info("engine ready: %s, limits %s", engine.model_name, engine.limits.as_dict())
+
+
+def root_cause(exc: BaseException) -> str:
+    """The innermost exception of a chain, in one line: what an operator must fix."""
+    seen: set[int] = set()
+    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:1000]
 
 
 def _route(request: web.Request) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 
@@ -24,6 +25,8 @@ from governor.inference.engines.settings import ENGINE_KINDS, EngineSettings
 from governor.inference.tracing import traces_endpoint
 
 log = logging.getLogger(__name__)
+# The engine never became ready (a model without weights, no GPU memory, a bad option).
+EXIT_ENGINE_FAILED = 3
 
 
 def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
@@ -73,6 +76,9 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    help="OTLP/HTTP base URL for traces (or the OTEL_EXPORTER_OTLP_* variables)")
     p.add_argument("--service-name", default=tracing.service_name,
                    help="service.name of the spans (OTEL_SERVICE_NAME wins)")
+    p.add_argument("--keep-serving-on-engine-failure", action="store_true",
+                   help="when the engine fails to start, stay up answering 503 on /health "
+                        "(for debugging) instead of exiting with status 3")
     add_logging_options(p)
     return p
 
@@ -135,10 +141,21 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         raise SystemExit(f"governor serve: {exc}") from None
     if config.admin_token is None:
         log.warning("no admin token set (%s): the admin API answers 401", ADMIN_TOKEN_ENV)
-    app = create_app(config, engine_factory=lambda _config, _registry: engine, registry=registry)
+    failure: list[str] = []
+
+    def stop(cause: str) -> None:
+        # Compose and Kubernetes can restart a process that exits, not one that answers 503.
+        failure.append(cause)
+        signal.raise_signal(signal.SIGTERM)  # run_app's handler shuts the app down cleanly
+
+    app = create_app(config, engine_factory=lambda _config, _registry: engine, registry=registry,
+                     on_engine_failure=None if args.keep_serving_on_engine_failure else stop)
     # Hand the GIL back to the event loop within 1 ms of a worker thread taking it (a /metrics
     # render, tokenizing a long prompt): tokens keep streaming meanwhile.
     sys.setswitchinterval(0.001)
     web.run_app(app, host=config.host, port=config.port, print=None, handler_cancellation=True,
                 access_log=None)
+    if failure:
+        log.error("the engine failed to start: %s", failure[0])
+        return EXIT_ENGINE_FAILED
     return 0

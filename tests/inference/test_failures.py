@@ -124,3 +124,40 @@ async def test_the_log_line_of_a_failed_request_carries_its_trace_id(
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     failed = [line for line in lines if "failed mid-stream" in line["message"]]
     assert failed and failed[0]["trace_id"] == trace_id
+
+
+async def test_an_engine_that_fails_to_start_reports_its_root_cause(
+    aiohttp_server: Callable[..., Awaitable[object]],
+) -> None:
+    """`governor serve` stops on it (exit 3) so that compose and Kubernetes can restart it."""
+    import asyncio
+
+    from governor.inference.app import create_app
+    from governor.inference.config import ServiceConfig
+    from tests.support.scripted import ScriptedEngine
+
+    try:
+        try:
+            raise FileNotFoundError("no weights in /models/llama")
+        except FileNotFoundError as inner:
+            raise RuntimeError("Engine core initialization failed") from inner
+    except RuntimeError as outer:
+        failure = outer
+    engine = ScriptedEngine(Script(fail_start=failure))
+    causes: list[str] = []
+    app = create_app(ServiceConfig(), engine_factory=lambda _c, _r: engine, env={},
+                     on_engine_failure=causes.append)
+    await aiohttp_server(app)
+    for _ in range(100):
+        if causes:
+            break
+        await asyncio.sleep(0.01)
+    assert causes == ["FileNotFoundError: no weights in /models/llama"]
+
+
+async def test_without_a_failure_handler_the_service_stays_up_and_says_503(
+    scripted: MakeScripted,
+) -> None:
+    service = await scripted(Script(fail_start=RuntimeError("boom")))
+    async with aiohttp.ClientSession() as session, session.get(f"{service.url}/health") as r:
+        assert r.status == 503

@@ -32,6 +32,7 @@ class Script:
     retune_error: EngineError | None = None
     token_delay_seconds: float = 0.0
     ready: bool = True
+    fail_start: BaseException | None = None  # engine.start() raises it
 
 
 class ScriptedEngine:
@@ -62,7 +63,9 @@ class ScriptedEngine:
         return BatchingLimits(8, 512)
 
     async def start(self) -> None:
-        return None
+        if self.script.fail_start is not None:
+            self.script.ready = False
+            raise self.script.fail_start
 
     async def close(self) -> None:
         return None

@@ -4,6 +4,7 @@ life-cycle pieces that need no running engine."""
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -119,3 +120,30 @@ def test_the_bridge_is_not_registered_into_vllms_own_registry(
     create_vllm_engine(tiny_settings, prometheus_client.REGISTRY)
     names = [family.name for family in prometheus_client.REGISTRY.collect()]
     assert len(names) == len(set(names))
+
+
+@pytest.mark.vllm
+@pytest.mark.integration
+def test_a_model_without_weights_makes_serve_exit_with_the_root_cause(
+    tiny_model: Path, tmp_path: Path,
+) -> None:
+    """vLLM's own server exits when its engine cannot start; so does ours, with status 3 and the
+    cause in one line, so that compose and Kubernetes can restart it (not a 503 forever)."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    argv = [sys.executable, "-m", "governor", "serve", "--engine", "vllm",
+            "--model", str(tiny_model), "--port", str(port), "--max-model-len", "256",
+            "--engine-arg", "dtype=float32", "--engine-arg", "enforce_eager=true",
+            "--engine-arg", "generation_config=vllm",
+            "--engine-arg", f"kv_cache_memory_bytes={64 * 2**20}"]  # no dummy weights: none exist
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=240, check=False,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    assert done.returncode == 3, done.stderr[-3000:]
+    failure = [line for line in done.stderr.splitlines()
+               if "the engine failed to start:" in line]
+    assert len(failure) == 1, done.stderr[-3000:]
