@@ -10,12 +10,13 @@ documents) so the boards, alerts and controller have something to show.
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from governor.contracts.endpoints import (
     LOCAL_HOST,
     PROMETHEUS,
 )
+from governor.contracts.tokens import ADMIN_TOKEN_ENV, GRAFANA_TOKEN_ENV, WEBHOOK_TOKEN_ENV
 from governor.slo.spec import SloSpec, SpecError
 
 ALERTMANAGER_BINARIES = ("prometheus-alertmanager", "alertmanager")
@@ -122,7 +124,8 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
     exporter = ["--fake-gpus", str(config.fake_gpus)] if not config.real_gpus else []
 
     def child(name: str, argv: list[str], health: str) -> Child:
-        return Child(name, argv, health, logs / f"{name}.log")
+        return Child(name, argv, health, logs / f"{name}.log",
+                     env=child_environment(os.environ, OWN_PREFIX.get(name)))
 
     return [
         child("inference", [*python, "serve", *logging, "--engine", "sim",
@@ -153,6 +156,26 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
             listen_address=f"{host}:{ports.prometheus}")],
               f"http://{host}:{ports.prometheus}/-/ready"),
     ]
+
+
+# Each child reads its own options' variables; governor up's own and the others' stay behind.
+OWN_PREFIX = {"inference": "GOVERNOR_SERVE_", "exporter": "GOVERNOR_EXPORTER_",
+              "controller": "GOVERNOR_CONTROLLER_"}
+SHARED = frozenset({ADMIN_TOKEN_ENV, WEBHOOK_TOKEN_ENV, GRAFANA_TOKEN_ENV})
+
+
+def child_environment(env: Mapping[str, str], own_prefix: str | None) -> dict[str, str]:
+    """The environment of one child: everything but ``GOVERNOR_*`` variables that are neither
+    its own nor the shared token variables.
+
+    >>> sorted(child_environment({"PATH": "/bin", "GOVERNOR_PORT": "1",
+    ...                           "GOVERNOR_SERVE_MAX_QUEUE": "5", "GOVERNOR_UP_LOAD": "1",
+    ...                           "GOVERNOR_ADMIN_TOKEN": "t"}, "GOVERNOR_SERVE_"))
+    ['GOVERNOR_ADMIN_TOKEN', 'GOVERNOR_SERVE_MAX_QUEUE', 'PATH']
+    """
+    return {key: value for key, value in env.items()
+            if not key.startswith("GOVERNOR_") or key in SHARED
+            or (own_prefix is not None and key.startswith(own_prefix))}
 
 
 def summary(config: UpConfig) -> str:
@@ -230,7 +253,8 @@ def _load_child(config: UpConfig) -> Child:
 
 
 def build_parser() -> EnvArgumentParser:
-    p = EnvArgumentParser(prog="governor up", description=__doc__)
+    p = EnvArgumentParser(prog="governor up", env_prefix="GOVERNOR_UP_",
+                          legacy_prefix="GOVERNOR_", description=__doc__)
     p.add_argument("--run-dir", type=Path, default=Path(".run"),
                    help="where configuration, data, logs and tokens go")
     p.add_argument("--slo", type=Path, default=Path("slo.yaml"), help="the SLO spec")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -107,16 +108,34 @@ def _from_env(convert: Callable[[str], Any], variable: str) -> Callable[[str], A
 
 
 class EnvArgumentParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose optional arguments default to ``GOVERNOR_*`` variables."""
+    """An ``ArgumentParser`` whose optional arguments default to ``GOVERNOR_*`` variables.
+
+    Each component reads its own prefix (``GOVERNOR_SERVE_``, ``GOVERNOR_CONTROLLER_``, …), so
+    one environment can configure them all. ``legacy_prefix`` names the prefix an option used to
+    read: such a variable still works, with a warning, when the new one is not set.
+    """
 
     def __init__(
         self, *args: Any, env: Mapping[str, str] | None = None, env_prefix: str = "GOVERNOR_",
-        **kwargs: Any,
+        legacy_prefix: str | None = None, **kwargs: Any,
     ) -> None:
         kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
         self._env = os.environ if env is None else env
         self._env_prefix = env_prefix
+        self._legacy_prefix = legacy_prefix
+
+    def _raw(self, option: str, variable: str) -> tuple[str | None, str]:
+        """The variable's value (or the legacy one's, warned about) and the name it came from."""
+        raw = self._env.get(variable)
+        if raw is not None or self._legacy_prefix is None:
+            return raw, variable
+        legacy = env_name(option, self._legacy_prefix)
+        raw = self._env.get(legacy)
+        if raw is not None:
+            print(f"{self.prog}: {legacy} is deprecated, use {variable} (the old name works "
+                  "until the next release)", file=sys.stderr)
+        return raw, legacy
 
     def add_argument(self, *names: Any, **kwargs: Any) -> argparse.Action:
         long_names = [n for n in names if isinstance(n, str) and n.startswith("--")]
@@ -126,7 +145,7 @@ class EnvArgumentParser(argparse.ArgumentParser):
         help_text = kwargs.get("help")
         if help_text is not argparse.SUPPRESS:
             kwargs["help"] = f"{help_text or ''} [env {variable}]".strip()
-        raw = self._env.get(variable)
+        raw, variable = self._raw(long_names[0], variable)
         if raw is not None:
             if kwargs.get("action") in {"store_true", "store_false"}:
                 try:

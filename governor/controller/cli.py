@@ -76,7 +76,8 @@ def _default(name: str) -> Any:
 def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     # Every default is read from the configuration the option fills, never typed twice.
     law = LawConfig()
-    p = EnvArgumentParser(prog="governor controller", env=env, description=__doc__,
+    p = EnvArgumentParser(prog="governor controller", env_prefix="GOVERNOR_CONTROLLER_",
+                          legacy_prefix="GOVERNOR_", env=env, description=__doc__,
                           epilog=f"tokens: {ENV_WEBHOOK_TOKEN} (webhook), {ENV_ADMIN_TOKEN} "
                           f"(admin API of the targets), {ENV_GRAFANA_TOKEN} (Grafana), or the "
                           "--…-token-file options")

@@ -33,7 +33,8 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     # Every default is read from the configuration the option fills, never typed twice.
     service, engine = ServiceConfig(), EngineSettings()
     admission, tracing = AdmissionSettings(), TracingSettings()
-    p = EnvArgumentParser(prog="governor serve", description=__doc__, env=env)
+    p = EnvArgumentParser(prog="governor serve", env_prefix="GOVERNOR_SERVE_",
+                          legacy_prefix="GOVERNOR_", description=__doc__, env=env)
     p.add_argument("--host", default=service.host, help="listen address")
     p.add_argument("--port", type=positive_int, default=service.port, help="listen port")
     p.add_argument("--engine", choices=ENGINE_KINDS, default=engine.kind,

@@ -21,7 +21,7 @@ def test_help_is_complete_and_names_the_variables(capsys: pytest.CaptureFixture[
     for option in ("--prometheus", "--targets", "--cooldown", "--dry-run", "--grafana-url",
                    "--state-file", "--audit-log", "--webhook-token-file"):
         assert option in out
-    assert "GOVERNOR_PROMETHEUS" in out
+    assert "GOVERNOR_CONTROLLER_PROMETHEUS" in out
     assert "GOVERNOR_WEBHOOK_TOKEN" in out
 
 
@@ -34,9 +34,10 @@ def test_the_repositorys_slo_yaml_gives_the_default_objectives() -> None:
 
 
 def test_options_read_the_environment() -> None:
-    env = {"GOVERNOR_PROMETHEUS": "http://prom:9090", "GOVERNOR_DRY_RUN": "true",
-           "GOVERNOR_TARGETS": "http://a:8000, http://b:8000", "GOVERNOR_RESYNC": "2s",
-           "GOVERNOR_SLO": SLO_YAML}
+    env = {"GOVERNOR_CONTROLLER_PROMETHEUS": "http://prom:9090",
+           "GOVERNOR_CONTROLLER_DRY_RUN": "true",
+           "GOVERNOR_CONTROLLER_TARGETS": "http://a:8000, http://b:8000",
+           "GOVERNOR_CONTROLLER_RESYNC": "2s", "GOVERNOR_CONTROLLER_SLO": SLO_YAML}
     config = build_config(build_parser(env).parse_args([]))
     assert (config.prometheus_url, config.dry_run, config.resync_seconds) == (
         "http://prom:9090", True, 2.0)
@@ -143,3 +144,16 @@ def test_a_bad_discovery_pattern_is_a_usage_error(capsys: pytest.CaptureFixture[
         main(["--slo", SLO_YAML, "--discover", "("], env={})
     assert exit_.value.code == 2
     assert "not a regular expression" in capsys.readouterr().err
+
+
+def test_the_old_shared_prefix_still_works_with_a_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    env = {"GOVERNOR_PROMETHEUS": "http://old:9090", "GOVERNOR_RESYNC": "3s",
+           "GOVERNOR_CONTROLLER_RESYNC": "4s", "GOVERNOR_SLO": SLO_YAML}
+    config = build_config(build_parser(env).parse_args([]))
+    assert config.prometheus_url == "http://old:9090"
+    assert config.resync_seconds == 4.0  # the new name wins
+    err = capsys.readouterr().err
+    assert "GOVERNOR_PROMETHEUS is deprecated, use GOVERNOR_CONTROLLER_PROMETHEUS" in err
+    assert "GOVERNOR_RESYNC is deprecated" not in err

@@ -23,9 +23,9 @@ def test_defaults_are_the_sim_engine_on_port_8000() -> None:
 
 
 def test_every_option_reads_its_environment_variable(tmp_path: Path) -> None:
-    settings = config([], {"GOVERNOR_PORT": "8100", "GOVERNOR_MAX_QUEUE": "7",
-                           "GOVERNOR_QUEUE_TIMEOUT": "250ms", "GOVERNOR_ADMIN_TOKEN": "tok",
-                           "GOVERNOR_ENGINE": "sim", "GOVERNOR_PRESET": "tiny"})
+    settings = config([], {"GOVERNOR_SERVE_PORT": "8100", "GOVERNOR_SERVE_MAX_QUEUE": "7",
+                           "GOVERNOR_SERVE_QUEUE_TIMEOUT": "250ms", "GOVERNOR_ADMIN_TOKEN": "tok",
+                           "GOVERNOR_SERVE_ENGINE": "sim", "GOVERNOR_SERVE_PRESET": "tiny"})
     assert settings.port == 8100
     assert settings.admission.max_queue == 7
     assert settings.admission.queue_timeout_seconds == pytest.approx(0.25)
@@ -61,9 +61,17 @@ def test_mistakes_are_one_line_not_a_traceback(
 
 def test_a_bad_environment_value_names_the_variable(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
-        main([], {"GOVERNOR_PORT": "eighty"})
+        main([], {"GOVERNOR_SERVE_PORT": "eighty"})
     assert exit_.value.code == 2
-    assert "GOVERNOR_PORT" in capsys.readouterr().err
+    assert "GOVERNOR_SERVE_PORT" in capsys.readouterr().err
+
+
+def test_the_old_shared_prefix_still_works_with_a_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert config([], {"GOVERNOR_PORT": "8200"}).port == 8200
+    assert "GOVERNOR_PORT is deprecated, use GOVERNOR_SERVE_PORT" in capsys.readouterr().err
+    assert config([], {"GOVERNOR_PORT": "8200", "GOVERNOR_SERVE_PORT": "8300"}).port == 8300
 
 
 def test_the_engine_traces_to_the_services_collector() -> None:
