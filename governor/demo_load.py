@@ -72,14 +72,23 @@ async def drive(url: str, chats: int, doc_rate: float, doc_words: int, seed: int
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = EnvArgumentParser(prog="governor.demo_load", description=__doc__)
-    p.add_argument("--url", default=INFERENCE.url(LOCAL_HOST), help="the inference service")
+    p.add_argument("--url", default=INFERENCE.url(LOCAL_HOST),
+                   help="the inference service; several, comma-separated, each get the load")
     p.add_argument("--chats", type=positive_int, default=32, help="concurrent chat streams")
     p.add_argument("--doc-rate", type=float, default=1.5, help="documents per second")
     p.add_argument("--doc-words", type=positive_int, default=5000, help="words per document")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
-    asyncio.run(drive(args.url, args.chats, args.doc_rate, args.doc_words, args.seed))
+    urls = [url.strip() for url in args.url.split(",") if url.strip()]
+    asyncio.run(drive_all(urls, args.chats, args.doc_rate, args.doc_words, args.seed))
     return 0
+
+
+async def drive_all(urls: Sequence[str], chats: int, doc_rate: float, doc_words: int,
+                    seed: int) -> None:
+    """The same load on every replica, each with its own random stream."""
+    await asyncio.gather(*(drive(url, chats, doc_rate, doc_words, seed + i)
+                           for i, url in enumerate(urls)))
 
 
 if __name__ == "__main__":

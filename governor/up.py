@@ -72,6 +72,28 @@ class UpConfig:
     load: bool = False
     duration_seconds: float | None = None
     log_format: str = "text"
+    # Inference replicas, on consecutive ports from ports.inference; each is scraped, alerted on
+    # and retuned on its own.
+    replicas: int = 1
+
+    def inference_ports(self) -> list[int]:
+        return [self.ports.inference + i for i in range(self.replicas)]
+
+    def check_ports(self) -> None:
+        """Refuse replica ports that run into another component's port or past 65535."""
+        others = {self.ports.exporter, self.ports.controller, self.ports.prometheus,
+                  self.ports.alertmanager}
+        ports = self.inference_ports()
+        clash = sorted(others.intersection(ports))
+        if clash or ports[-1] > 65535:
+            raise UpError(f"{self.replicas} inference replicas from port {self.ports.inference} "
+                          f"need ports {ports[0]}-{ports[-1]}, which "
+                          + (f"include port {clash[0]} of another component" if clash
+                             else "run past 65535")
+                          + "; choose another --inference-port or fewer --replicas")
+
+    def inference_urls(self) -> list[str]:
+        return [f"http://{self.host}:{port}" for port in self.inference_ports()]
 
 
 def find_binary(candidates: Sequence[str]) -> str:
@@ -101,8 +123,9 @@ def prepare(config: UpConfig) -> tuple[dict[str, str], RenderParams]:
     """Write the rendered configuration and the tokens; returns the tokens and parameters."""
     spec = load(config.slo)
     host, ports = config.host, config.ports
-    endpoints = Endpoints((f"{host}:{ports.inference}",), (f"{host}:{ports.exporter}",),
-                          (f"{host}:{ports.controller}",), (f"{host}:{ports.alertmanager}",))
+    endpoints = Endpoints(tuple(f"{host}:{port}" for port in config.inference_ports()),
+                          (f"{host}:{ports.exporter}",), (f"{host}:{ports.controller}",),
+                          (f"{host}:{ports.alertmanager}",))
     params = render_params(config)
     config.run_dir.mkdir(parents=True, exist_ok=True)
     write_all(render_all(spec, endpoints, params, source=str(config.slo)), config.run_dir)
@@ -127,19 +150,24 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
         return Child(name, argv, health, logs / f"{name}.log",
                      env=child_environment(os.environ, OWN_PREFIX.get(name)))
 
+    def replica(index: int, port: int) -> Child:
+        name = "inference" if config.replicas == 1 else f"inference-{index}"
+        made = child(name, [*python, "serve", *logging, "--engine", "sim",
+                            "--preset", config.preset, "--host", host, "--port", str(port),
+                            "--seed", str(index), "--admin-token-file", tokens["admin_token"]],
+                     f"http://{host}:{port}/health")
+        made.env = child_environment(os.environ, OWN_PREFIX["inference"])  # its own, by kind
+        return made
+
     return [
-        child("inference", [*python, "serve", *logging, "--engine", "sim",
-                            "--preset", config.preset, "--host", host,
-                            "--port", str(ports.inference),
-                            "--admin-token-file", tokens["admin_token"]],
-              f"http://{host}:{ports.inference}/health"),
+        *(replica(i, port) for i, port in enumerate(config.inference_ports())),
         child("exporter", [*python, "exporter", *logging, *exporter, "--host", host,
                            "--port", str(ports.exporter)],
               f"http://{host}:{ports.exporter}/health"),
         child("controller", [*python, "controller", *logging, "--slo", str(config.slo.resolve()),
                              "--host", host, "--port", str(ports.controller),
                              "--prometheus", f"http://{host}:{ports.prometheus}",
-                             "--targets", f"http://{host}:{ports.inference}",
+                             "--targets", ",".join(config.inference_urls()),
                              "--scrape-interval", f"{params.scrape_interval_seconds}s",
                              "--admin-token-file", tokens["admin_token"],
                              "--webhook-token-file", tokens["controller_token"],
@@ -182,7 +210,8 @@ def summary(config: UpConfig) -> str:
     h, p = config.host, config.ports
     return "\n".join([
         "governor up: the stack is running",
-        f"  inference   http://{h}:{p.inference}/v1   (OpenAI API; /metrics, /admin/batching)",
+        *(f"  inference   {url}/v1   (OpenAI API; /metrics, /admin/batching)"
+          for url in config.inference_urls()),
         f"  exporter    http://{h}:{p.exporter}/metrics",
         f"  controller  http://{h}:{p.controller}/status",
         f"  prometheus  http://{h}:{p.prometheus}",
@@ -248,7 +277,7 @@ def _supervise(stack: list[Child], duration: float | None, interrupted: Interrup
 
 def _load_child(config: UpConfig) -> Child:
     return Child("load", [sys.executable, "-m", "governor.demo_load", "--url",
-                          f"http://{config.host}:{config.ports.inference}"], None,
+                          ",".join(config.inference_urls())], None,
                  (config.run_dir / "logs" / "load.log").resolve())
 
 
@@ -266,6 +295,8 @@ def build_parser() -> EnvArgumentParser:
     p.add_argument("--slow", action="store_true",
                    help="production intervals (15 s scrapes, 1 m alert windows)")
     p.add_argument("--load", action="store_true", help="drive a demo workload")
+    p.add_argument("--replicas", type=positive_int, default=1,
+                   help="inference replicas, on consecutive ports from --inference-port")
     p.add_argument("--log-format", choices=FORMATS, default="text",
                    help="the components' log format (json: one object per line, with trace ids)")
     p.add_argument("--duration", type=parse_duration_seconds, default=None,
@@ -277,13 +308,18 @@ def build_parser() -> EnvArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     setup_logging("info")
     ports = Ports(**{name: getattr(args, f"{name}_port") for name in vars(Ports())})
     config = UpConfig(run_dir=args.run_dir, slo=args.slo, host=args.host, ports=ports,
                       preset=args.preset, fake_gpus=args.fake_gpus, real_gpus=args.real_gpus,
                       fast=not args.slow, load=args.load, duration_seconds=args.duration,
-                      log_format=args.log_format)
+                      log_format=args.log_format, replicas=args.replicas)
+    try:
+        config.check_ports()
+    except UpError as exc:
+        parser.error(str(exc))
     try:
         return run(config)
     except (UpError, ChildError) as exc:

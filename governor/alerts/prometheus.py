@@ -3,10 +3,13 @@
 Retention and exemplar storage are flags, not configuration, in Prometheus 2.42:
 :func:`prometheus_args` renders them for ``governor up`` and compose. Rule files are referenced
 relative to the configuration file, so the same ``prometheus.yml`` works in a container
-(``/etc/prometheus``) and natively (``deploy/prometheus``).
+(``/etc/prometheus``) and natively (``deploy/prometheus``); so is the file that lists the
+inference replicas (``targets/inference.json``), which Prometheus watches.
 """
 
 from __future__ import annotations
+
+import json
 
 from governor.alerts.params import Endpoints, RenderParams
 from governor.contracts.endpoints import (
@@ -20,6 +23,9 @@ from governor.contracts.promql import format_duration
 from governor.slo.spec import SloSpec
 
 RULES_GLOB = "rules/*.yml"
+# The inference replicas, discovered from a file Prometheus re-reads when it changes: add a
+# replica by editing it (or by `governor generate --inference-targets a:8000,b:8000`), no reload.
+INFERENCE_TARGETS = "targets/inference.json"
 DEFAULT_SCRAPE_TIMEOUT = 10
 MAX_EXEMPLARS = 100_000
 
@@ -43,12 +49,19 @@ def prometheus_config(endpoints: Endpoints, params: RenderParams) -> dict[str, o
         "alerting": {"alertmanagers": [{"static_configs": [
             {"targets": list(endpoints.alertmanager)}]}]},
         "scrape_configs": [
-            {"job_name": job, "static_configs": [{"targets": list(targets)}]}
-            for job, targets in jobs if targets
+            {"job_name": JOB_INFERENCE, "file_sd_configs": [{"files": [INFERENCE_TARGETS]}]},
+            *({"job_name": job, "static_configs": [{"targets": list(targets)}]}
+              for job, targets in jobs if targets and job != JOB_INFERENCE),
         ],
         # Exemplars (trace ids on latency buckets) link Grafana's panels to Jaeger's traces.
         "storage": {"exemplars": {"max_exemplars": MAX_EXEMPLARS}},
     }
+
+
+def inference_targets(endpoints: Endpoints) -> str:
+    """The file-based service-discovery file of the inference job (JSON, one group)."""
+    groups = [{"targets": list(endpoints.inference), "labels": {}}] if endpoints.inference else []
+    return json.dumps(groups, indent=2) + "\n"
 
 
 def flags_note(spec: SloSpec, params: RenderParams) -> str:

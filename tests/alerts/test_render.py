@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from governor.alerts.render import (
     ALERTMANAGER_CONFIG,
     PROMETHEUS_CONFIG,
     PROMETHEUS_RULE,
+    PROMETHEUS_TARGETS,
     differences,
     render_all,
     write_all,
@@ -183,10 +185,14 @@ def test_alertmanager_groups_by_slo_and_pages_inhibit_tickets() -> None:
 
 def test_prometheus_scrapes_the_three_jobs_and_loads_the_rules() -> None:
     config = load(default_files()[PROMETHEUS_CONFIG])
-    jobs = {job["job_name"]: job["static_configs"][0]["targets"]
-            for job in config["scrape_configs"]}
-    assert jobs == {"inference": ["inference:8000"], "gpu": ["exporter:9400"],
-                    "controller": ["controller:9500"]}
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert set(jobs) == {"inference", "gpu", "controller"}
+    assert jobs["gpu"]["static_configs"][0]["targets"] == ["exporter:9400"]
+    assert jobs["controller"]["static_configs"][0]["targets"] == ["controller:9500"]
+    # Inference replicas come from a file Prometheus re-reads, so adding one needs no reload.
+    assert jobs["inference"]["file_sd_configs"] == [{"files": ["targets/inference.json"]}]
+    (group,) = json.loads(default_files()[PROMETHEUS_TARGETS])
+    assert group["targets"] == ["inference:8000"]
     assert config["rule_files"] == ["rules/*.yml"]
     assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == [
         "alertmanager:9093"]
@@ -198,7 +204,8 @@ def test_local_endpoints_and_fast_params_reach_the_configs() -> None:
     prometheus = load(files[PROMETHEUS_CONFIG])
     assert prometheus["global"] == {"scrape_interval": "1s", "scrape_timeout": "1s",
                                     "evaluation_interval": "1s"}
-    assert prometheus["scrape_configs"][0]["static_configs"][0]["targets"] == ["127.0.0.1:8000"]
+    (group,) = json.loads(files[PROMETHEUS_TARGETS])
+    assert group["targets"] == ["127.0.0.1:8000"]
     webhook = load(files[ALERTMANAGER_CONFIG])["receivers"][0]["webhook_configs"][0]
     assert webhook["url"] == "http://127.0.0.1:9500/alerts"
     assert webhook["http_config"]["authorization"]["credentials_file"] == "/tmp/token"

@@ -3,6 +3,7 @@ mistakes without a traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from governor.alerts.catalog import load_checked_spec
-from governor.alerts.render import PROMETHEUS_CONFIG
+from governor.alerts.render import PROMETHEUS_CONFIG, PROMETHEUS_TARGETS
 from governor.cli import COMMANDS
 from governor.cli import main as governor
 from governor.dashboards.render import DASHBOARDS_DIR, DATASOURCES
@@ -21,7 +22,7 @@ from governor.slo.spec import SloSpec
 from tests.alerts.cases import DEPLOY, ROOT
 
 SLO = str(ROOT / "slo.yaml")
-FILES = 19  # 13 on the rules side, 6 for Grafana
+FILES = 20  # 14 on the rules side (one the inference targets), 6 for Grafana
 
 
 def test_generate_writes_rules_and_boards_then_reports_nothing_changed(
@@ -109,14 +110,15 @@ def test_local_and_explicit_targets_reach_prometheus_and_grafana(tmp_path: Path)
     assert main(["--out", str(tmp_path / "a"), "--slo", SLO, "--local",
                  "--scrape-interval", "5s", "--fast-window", "20s"]) == 0
     text = (tmp_path / "a" / PROMETHEUS_CONFIG).read_text(encoding="utf-8")
-    assert "127.0.0.1:8000" in text
     assert "scrape_interval: 5s" in text
+    assert json.loads((tmp_path / "a" / PROMETHEUS_TARGETS).read_text())[0]["targets"] == [
+        "127.0.0.1:8000"]
     datasources = (tmp_path / "a" / DATASOURCES).read_text(encoding="utf-8")
     assert "http://127.0.0.1:9090" in datasources and "timeInterval: 5s" in datasources
     assert main(["--out", str(tmp_path / "b"), "--slo", SLO,
                  "--inference-targets", "gpu-a:8000, gpu-b:8000"]) == 0
-    text = (tmp_path / "b" / PROMETHEUS_CONFIG).read_text(encoding="utf-8")
-    assert "- gpu-a:8000\n          - gpu-b:8000" in text
+    assert json.loads((tmp_path / "b" / PROMETHEUS_TARGETS).read_text())[0]["targets"] == [
+        "gpu-a:8000", "gpu-b:8000"]
     assert "http://prometheus:9090" in (tmp_path / "b" / DATASOURCES).read_text(encoding="utf-8")
 
 
