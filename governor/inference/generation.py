@@ -17,6 +17,7 @@ from typing import Literal
 from aiohttp import web
 from opentelemetry import trace
 
+from governor.contracts import traces as tr
 from governor.contracts.metrics.service import (
     EXEMPLAR_TRACE_ID,
     REASON_QUEUE_FULL,
@@ -174,15 +175,17 @@ def _request_attributes(
     span: trace.Span, engine: Engine, params: GenerationParams, request_id: str,
     max_tokens: int, prompt_tokens: int,
 ) -> None:
+    operation = tr.OPERATION_CHAT if params.kind == "chat" else tr.OPERATION_TEXT_COMPLETION
+    span.update_name(tr.inference_span_name(operation, params.model))
     span.set_attributes({
-        "gen_ai.system": engine.system,
-        "gen_ai.operation.name": "chat" if params.kind == "chat" else "text_completion",
-        "gen_ai.request.model": params.model,
-        "gen_ai.request.max_tokens": max_tokens,
-        "gen_ai.request.temperature": params.sampling.temperature,
-        "gen_ai.request.top_p": params.sampling.top_p,
-        "gen_ai.response.id": request_id,
-        "gen_ai.usage.input_tokens": prompt_tokens,
+        tr.PROVIDER_NAME: engine.system,
+        tr.OPERATION_NAME: operation,
+        tr.REQUEST_MODEL: params.model,
+        tr.REQUEST_MAX_TOKENS: max_tokens,
+        tr.REQUEST_TEMPERATURE: params.sampling.temperature,
+        tr.REQUEST_TOP_P: params.sampling.top_p,
+        tr.RESPONSE_ID: request_id,
+        tr.USAGE_INPUT_TOKENS: prompt_tokens,
     })
 
 
@@ -320,9 +323,9 @@ class _Run:
     def finish_span(self) -> None:
         """Attributes of the outcome and the queue → prefill → decode child spans."""
         span = self.span
-        span.set_attribute("gen_ai.usage.output_tokens", self.completion_tokens)
+        span.set_attribute(tr.USAGE_OUTPUT_TOKENS, self.completion_tokens)
         if self.finish_reason is not None:
-            span.set_attribute("gen_ai.response.finish_reasons", [self.finish_reason])
+            span.set_attribute(tr.RESPONSE_FINISH_REASONS, [self.finish_reason])
         if not self.admitted_ns:
             return
         queue_end = self.admitted_ns
@@ -330,13 +333,15 @@ class _Run:
             queue_end += int(self.engine_queued_seconds * 1e9)
         if self.first_ns:
             queue_end = min(queue_end, self.first_ns)
-        self._child("gen_ai.queue", self.start_ns, queue_end,
-                    {"gen_ai.engine.queued_seconds": self.engine_queued_seconds or 0.0})
+        span.set_attribute(tr.TIME_IN_QUEUE, (queue_end - self.start_ns) / 1e9)
+        self._child(tr.QUEUE_SPAN, self.start_ns, queue_end,
+                    {tr.ENGINE_QUEUED_SECONDS: self.engine_queued_seconds or 0.0})
         if self.first_ns:
-            self._child("gen_ai.prefill", queue_end, self.first_ns, {})
-            span.add_event("gen_ai.first_token", timestamp=self.first_ns)
-            self._child("gen_ai.decode", self.first_ns, self.last_ns,
-                        {"gen_ai.usage.output_tokens": self.completion_tokens})
+            span.set_attribute(tr.TIME_TO_FIRST_TOKEN, (self.first_ns - self.start_ns) / 1e9)
+            self._child(tr.PREFILL_SPAN, queue_end, self.first_ns, {})
+            span.add_event(tr.FIRST_TOKEN_EVENT, timestamp=self.first_ns)
+            self._child(tr.DECODE_SPAN, self.first_ns, self.last_ns,
+                        {tr.USAGE_OUTPUT_TOKENS: self.completion_tokens})
 
     def _child(self, name: str, start_ns: int, end_ns: int, attributes: dict[str, float]) -> None:
         child = self.tracer.start_span(

@@ -18,6 +18,19 @@ from tests.support.otlp import OtlpReceiver, ReceivedSpan
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
 SERVER_KIND = 2
+# Attributes of an inference span in the GenAI semantic conventions (v1.37), and the latency
+# attributes vLLM sets on its own request span: nothing else may use the gen_ai prefix.
+GENAI_AND_VLLM_NAMES = {
+    "gen_ai.provider.name", "gen_ai.operation.name", "gen_ai.request.model",
+    "gen_ai.request.max_tokens", "gen_ai.request.temperature", "gen_ai.request.top_p",
+    "gen_ai.request.seed", "gen_ai.request.stop_sequences", "gen_ai.request.frequency_penalty",
+    "gen_ai.request.presence_penalty", "gen_ai.request.choice.count", "gen_ai.response.id",
+    "gen_ai.response.model", "gen_ai.response.finish_reasons", "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens", "gen_ai.conversation.id", "gen_ai.output.type",
+    "gen_ai.latency.time_in_queue", "gen_ai.latency.time_to_first_token", "gen_ai.latency.e2e",
+    "gen_ai.latency.time_in_model_prefill", "gen_ai.latency.time_in_model_decode",
+    "gen_ai.latency.time_in_model_inference",
+}
 
 
 async def test_the_span_tree_attributes_and_propagated_trace_id(
@@ -41,23 +54,34 @@ async def test_the_span_tree_attributes_and_propagated_trace_id(
     server = next(s for s in spans if s.kind == SERVER_KIND)
     assert server.trace_id == TRACE_ID
     assert server.parent_span_id == PARENT_ID
-    assert server.name == "POST /v1/chat/completions"
+    # The GenAI conventions name an inference span "{operation} {model}"; HTTP attributes stay.
+    assert server.name == f"chat {service.engine.model_name}"
     assert server.resource["service.name"] == "governor-test"
     attributes = server.attributes
-    assert attributes["gen_ai.system"] == "vllm"
+    assert attributes["http.request.method"] == "POST"
+    assert attributes["http.route"] == "/v1/chat/completions"
+    assert attributes["http.response.status_code"] == 200
+    assert attributes["gen_ai.provider.name"] == "vllm"
+    assert "gen_ai.system" not in attributes  # replaced by gen_ai.provider.name
+    assert attributes["gen_ai.operation.name"] == "chat"
     assert attributes["gen_ai.request.model"] == service.engine.model_name
     assert attributes["gen_ai.request.max_tokens"] == 6
     assert attributes["gen_ai.usage.input_tokens"] > 0
     assert attributes["gen_ai.usage.output_tokens"] == 6
     assert attributes["gen_ai.response.finish_reasons"] == ["length"]
-    assert attributes["http.response.status_code"] == 200
-    assert "gen_ai.first_token" in server.events
+    queue, first = attributes["gen_ai.latency.time_in_queue"], attributes[
+        "gen_ai.latency.time_to_first_token"]
+    assert 0 <= queue <= first <= (server.end_ns - server.start_ns) / 1e9
+    assert "governor.first_token" in server.events
+    # Nothing of ours is invented inside the reserved gen_ai namespace.
+    assert {k for k in attributes if k.startswith("gen_ai.")} <= GENAI_AND_VLLM_NAMES
 
     children = {s.name: s for s in spans if s.parent_span_id == server.span_id}
-    assert set(children) == {"gen_ai.queue", "gen_ai.prefill", "gen_ai.decode"}
+    assert set(children) == {"governor.queue", "governor.prefill", "governor.decode"}
     assert all(c.trace_id == TRACE_ID for c in children.values())
-    ordered: list[ReceivedSpan] = [children[n] for n in ("gen_ai.queue", "gen_ai.prefill",
-                                                         "gen_ai.decode")]
+    assert "governor.engine.queued_seconds" in children["governor.queue"].attributes
+    ordered: list[ReceivedSpan] = [children[n] for n in ("governor.queue", "governor.prefill",
+                                                         "governor.decode")]
     for earlier, later in itertools.pairwise(ordered):
         assert earlier.end_ns <= later.start_ns + 1_000
     assert server.start_ns <= ordered[0].start_ns
@@ -76,6 +100,7 @@ async def test_a_request_without_traceparent_starts_a_new_trace(
     server = next(s for s in spans if s.kind == SERVER_KIND)
     assert server.parent_span_id == ""
     assert server.attributes["gen_ai.operation.name"] == "text_completion"
+    assert server.name == f"text_completion {service.engine.model_name}"
 
 
 async def test_without_an_endpoint_nothing_is_exported_and_one_line_says_so(

@@ -123,7 +123,7 @@ class Engine(Protocol):
 
     @property
     def system(self) -> str:
-        """``gen_ai.system`` of the spans: ``"vllm"`` for both, since ``sim`` imitates vLLM."""
+        """``gen_ai.provider.name`` of the spans: ``"vllm"`` (``sim`` imitates vLLM)."""
 
     @property
     def model_name(self) -> str: ...

@@ -284,16 +284,20 @@ async def test_vllms_llm_request_span_nests_under_the_services_server_span(
 
     def complete(spans: list[ReceivedSpan]) -> bool:
         mine = {span.name for span in by_trace(spans, trace_id)}
-        return {"llm_request", "POST /v1/chat/completions"} <= mine
+        return {"llm_request", server_name} <= mine
 
+    server_name = f"chat {service.engine.model_name}"  # the GenAI convention's span name
     spans = by_trace(otlp.wait_for(complete), trace_id)
-    server = next(s for s in spans if s.name == "POST /v1/chat/completions")
+    server = next(s for s in spans if s.name == server_name)
     vllm_span = next(s for s in spans if s.name == "llm_request")
     assert server.kind == SERVER_KIND and server.resource["service.name"] == SERVICE_NAME
     assert vllm_span.parent_span_id == server.span_id
     assert vllm_span.resource["service.name"] == "vllm"
     assert vllm_span.attributes["gen_ai.usage.completion_tokens"] == 5
     assert vllm_span.attributes["gen_ai.request.id"] == server.attributes["gen_ai.response.id"]
+    # The service's latency attributes are the ones vLLM sets on its own span.
+    for name in ("gen_ai.latency.time_in_queue", "gen_ai.latency.time_to_first_token"):
+        assert name in vllm_span.attributes and name in server.attributes
     # vLLM's span lies within the service's.
     assert server.start_ns <= vllm_span.start_ns and vllm_span.end_ns <= server.end_ns
 
