@@ -8,8 +8,8 @@
 * one engine step's outputs for B requests: decoding the step's message, ``process_outputs``,
   and every consumer's turn on the loop until all B have their ``RequestOutput``.
 
-``DIR`` is a model directory with ``config.json`` and a tokenizer, as the gpu-kit's
-``mkmodel.py`` writes for the H200 runs. The report prints the fitted preset value, the measured
+``DIR`` is a model directory with ``config.json`` and a tokenizer (Llama-3-8B's for the H200
+preset; the weights are not read). The report prints the fitted preset value, the measured
 one and their ratio. Import-light: vLLM is imported only when the command runs.
 """
 

@@ -1,4 +1,4 @@
-"""The prefill-spike model the law reasons with (REFERENCE.md §4.5, §6). Pure arithmetic.
+"""The prefill-spike model the law reasons with (docs/h200-measurements.md). Pure arithmetic.
 
 A decode step that also carries a prefill chunk of ``b`` tokens takes about
 ``median + cost * b`` seconds, where ``median`` is the plain decode step (the median inter-token

@@ -1,10 +1,10 @@
 """A deterministic analytical stand-in for an engine under the document-translation load.
 
 Used by the law's sequence tests to run hours of fake time in milliseconds. It models the physics
-of REFERENCE.md §6: decode steps of ``base + per_seq * running``; a document's prompt arrives as
-``ceil(tokens / budget)`` mixed steps of ``decode + cost * chunk``; the tail is a spike only
-when mixed steps exceed ``1 - quantile`` of all steps. The closed loop on the real simulator is in
-``test_closed_loop_virtual.py``.
+measured on the H200 (docs/h200-measurements.md): decode steps of ``base + per_seq * running``;
+a document's prompt arrives as ``ceil(tokens / budget)`` mixed steps of ``decode + cost *
+chunk``; the tail is a spike only when mixed steps exceed ``1 - quantile`` of all steps. The
+closed loop on the real simulator is in ``test_closed_loop_virtual.py``.
 """
 
 from __future__ import annotations

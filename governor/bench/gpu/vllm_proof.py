@@ -1,7 +1,7 @@
 """The service over real vLLM on a GPU: streaming load over HTTP, live retuning, nested traces.
 
-Runs ``governor serve --engine vllm`` on the model it is given (the gpu-kit's dummy Llama-3-8B on
-an H200) with the engine options of docs/h200-measurements.md, then, all over HTTP:
+Runs ``governor serve --engine vllm`` on the model it is given (a dummy-weight Llama-3-8B on an
+H200) with the engine options of docs/h200-measurements.md, then, all over HTTP:
 
 1. decode sweep: B requests at once (128-token prompts, 256 output tokens, EOS ignored) for each
    B, client-side TTFT/ITL P50/P99 and throughput, next to the original in-process numbers;
@@ -112,7 +112,7 @@ class TraceSink:
 def full_vocab_model(model: Path, directory: Path) -> Path:
     """A copy of ``model`` whose tokenizer decodes every id the model can emit.
 
-    The gpu-kit's dummy Llama-3-8B has Llama-3's 128,256-row vocabulary but a locally trained
+    A dummy Llama-3-8B built offline has Llama-3's 128,256-row vocabulary but a locally trained
     8,192-token tokenizer, so ~94% of the random model's tokens decode to nothing and a stream
     shows text only every ~15th token: client-side ITL would measure 15 steps. Giving ids
     8192… a plain word each (``x8192``…; unreachable when encoding, so prompts are unchanged)

@@ -1,6 +1,6 @@
 """vLLM's frontend process in virtual time: one asyncio loop serving prompts and outputs in turn.
 
-vLLM's ``AsyncLLM`` (REFERENCE.md §1.3, §1.6) runs in the caller's process on a single event
+vLLM's ``AsyncLLM`` (docs/vllm.md) runs in the caller's process on a single event
 loop, while the engine core steps the GPU in another process. That one loop does two kinds of
 work, one job at a time, in the order it becomes ready:
 

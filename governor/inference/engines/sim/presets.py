@@ -4,7 +4,7 @@ A preset fixes what a vLLM deployment fixes at start-up: the model's shape, the 
 cache capacity, vLLM's default batching limits for that GPU class, and the efficiencies that
 turn the roofline into measured step times (see :mod:`governor.inference.engines.sim.roofline`).
 
-* ``llama-3-8b@h200`` — calibrated against real vLLM 0.25 on an H200 (REFERENCE.md §6):
+* ``llama-3-8b@h200`` — calibrated against real vLLM 0.25 on an H200 (docs/h200-measurements.md):
   Llama-3-8B shape, BF16, ``gpu_memory_utilization`` 0.85 → 840,016 KV tokens, as measured.
 * ``llama-3-8b@h100`` — the same model and efficiencies on an H100 SXM 80 GB (3.35 TB/s,
   989 TFLOPS dense BF16): Hopper has the same SMs and kernels, so only the bandwidth and the
@@ -190,7 +190,7 @@ def kv_cache_blocks(
     return int(free // (model.kv_bytes_per_token * block_size))
 
 
-# Llama-3-8B (REFERENCE.md §4.5): 32 layers, 32 query / 8 KV heads of 128, hidden 4096,
+# Llama-3-8B (its Hugging Face config.json): 32 layers, 32 query / 8 KV heads of 128, hidden 4096,
 # vocabulary 128256, 8.03 B parameters → 16.06 GB of BF16 weights, 131,072 KV bytes per token.
 LLAMA_3_8B = ModelShape(
     name="llama-3-8b",
@@ -211,14 +211,14 @@ H100 = Hardware("h100", 81_559 * 2**20, 3.35e12, 989e12)
 # H200 run 0.85 x 143,771 MiB - 16.06 GB weights - 102.5 GiB KV leaves ≈ 2.0 GB.
 ACTIVATION_RESERVE_BYTES = 2.0e9
 
-# Fitted, jointly with the frontend below, to the H200 measurements of REFERENCE.md §6 (``python
-# -m governor.bench.sim_fidelity`` prints the fit cell by cell). Physically: the weights stream
-# at 74% of HBM bandwidth; GEMMs run at 75% of dense BF16 peak (cuBLAS reaches 75-80% on Hopper);
-# attention at 28%, lower than FlashAttention-3's dense-kernel figures because a chunk also
-# attends to its cached prefix through the paged KV cache (the 7000-token rows' chunks at 2048
-# need ~17 ms for that part of a 55 ms step); 0.3 ms and 11 µs per request of host time per
-# step; 2.3 ms more for a step with prefill (vLLM's piecewise CUDA graphs); 2.7 ms more for a
-# step that starts an idle engine, where nothing overlaps its set-up and post-processing.
+# Fitted, jointly with the frontend below, to the H200 tables of docs/h200-measurements.md
+# (``python -m governor.bench.sim_fidelity`` prints the fit cell by cell). Physically: the weights
+# stream at 74% of HBM bandwidth; GEMMs run at 75% of dense BF16 peak (cuBLAS reaches 75-80% on
+# Hopper); attention at 28%, lower than FlashAttention-3's dense-kernel figures because a chunk also
+# attends to its cached prefix through the paged KV cache (the 7000-token rows' chunks at 2048 need
+# ~17 ms for that part of a 55 ms step); 0.3 ms and 11 µs per request of host time per step; 2.3 ms
+# more for a step with prefill (vLLM's piecewise CUDA graphs); 2.7 ms more for a step that starts an
+# idle engine, where nothing overlaps its set-up and post-processing.
 HOPPER_VLLM_025 = Efficiency(
     bandwidth_efficiency=0.74,
     mfu=0.75,
@@ -233,9 +233,9 @@ HOPPER_VLLM_025 = Efficiency(
     new_request_hold_spread=0.4,
 )
 
-# vLLM 0.25's AsyncLLM process (REFERENCE.md §6 timed in it). 0.25 tokenizes a raw prompt on the
-# event loop (vLLM moved it to a thread pool after 0.25.0: vllm-project/vllm#49608). Measured here
-# with vLLM 0.32's own code and the gpu-kit tokenizer on this machine's CPU (``python -m
+# vLLM 0.25's AsyncLLM process (the H200 tables were timed in it). 0.25 tokenizes a raw prompt on
+# the event loop (vLLM moved it to a thread pool after 0.25.0: vllm-project/vllm#49608). Measured
+# here with vLLM 0.32's own code and a Llama-3 tokenizer on a CPU (``python -m
 # governor.bench.frontend_costs``): ``process_inputs`` ~0.1 ms + 0.70 µs per prompt token;
 # ~14 µs per output for ``process_outputs`` and the consumer's turn, a few µs per step message.
 # The per-token stall is fitted at 2.9 µs, 4x the tokenization alone: the measured rows need a
@@ -259,7 +259,7 @@ LLAMA_3_8B_H200 = Preset(
     max_model_len=8192,
     # Measured: 102.5 GiB of KV cache = 840,016 tokens at gpu_memory_utilization 0.85.
     num_kv_blocks=840_016 // BLOCK_SIZE,
-    # vLLM's API-server defaults for GPUs of ≥ 70 GiB other than A100 (REFERENCE.md §1.9).
+    # vLLM's API-server defaults for GPUs of ≥ 70 GiB other than A100 (docs/h200-measurements.md).
     max_num_seqs=1024,
     max_num_batched_tokens=8192,
 )
