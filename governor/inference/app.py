@@ -22,7 +22,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.openmetrics import exposition as openmetrics
 
-from governor.contracts.endpoints import ADMIN_BATCHING_PATH, HEALTH_PATH, METRICS_PATH
+from governor.contracts.endpoints import (
+    ADMIN_BATCHING_PATH,
+    CHAT_COMPLETIONS_PATH,
+    COMPLETIONS_PATH,
+    HEALTH_PATH,
+    METRICS_PATH,
+)
 from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID
 from governor.inference import __version__ as VERSION
 from governor.inference import admin, generation, keys
@@ -58,8 +64,8 @@ def create_app(
     app[keys.ADMIN_LOCK] = asyncio.Lock()
     app.cleanup_ctx.append(_tracing_ctx(os.environ if env is None else env))
     app.cleanup_ctx.append(_engine_ctx(engine_factory))
-    app.router.add_post("/v1/chat/completions", generation.chat_completions)
-    app.router.add_post("/v1/completions", generation.completions)
+    app.router.add_post(CHAT_COMPLETIONS_PATH, generation.chat_completions)
+    app.router.add_post(COMPLETIONS_PATH, generation.completions)
     app.router.add_get("/v1/models", _models)
     app.router.add_get(HEALTH_PATH, _health)
     app.router.add_get(METRICS_PATH, _metrics)

@@ -21,11 +21,20 @@ LABEL_REASON: Final = "reason"
 LABEL_RESULT: Final = "result"
 LABEL_ENGINE: Final = "engine"
 LABEL_VERSION: Final = "version"
+# The request class (``classes`` of slo.yaml) a generation request was put in; without classes
+# every generation request is in DEFAULT_CLASS. Requests never classified (other routes, and
+# generation requests refused before their prompt was read) carry the empty value, which
+# Prometheus shows as no label at all.
+LABEL_CLASS: Final = "class"
+DEFAULT_CLASS: Final = "default"
+UNCLASSIFIED: Final = ""
 EXEMPLAR_TRACE_ID: Final = "trace_id"
 
-# Values of ``reason`` on ADMISSION_REJECTIONS: the queue was full (429), or a request waited too
-# long for an engine slot (503).
+# Values of ``reason`` on ADMISSION_REJECTIONS: the queue was full (429), a waiting request gave
+# its place to a request of a higher class (429), or a request waited too long for an engine slot
+# (503).
 REASON_QUEUE_FULL: Final = "queue_full"
+REASON_SHED: Final = "shed"
 REASON_QUEUE_TIMEOUT: Final = "queue_timeout"
 
 # Values of ``result`` on BATCHING_CHANGES.
