@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from governor.inference.engines.base import BatchingLimits, FinishReason
+from governor.inference.engines.settings import SchedulingPolicy
 from governor.inference.engines.sim.core import EngineCore
 from governor.inference.engines.sim.frontend import Frontend
 from governor.inference.engines.sim.presets import Preset
@@ -124,15 +125,17 @@ class VirtualSim:
         record_token_times: bool = True,
         history_seconds: float | None = None,
         on_finish: Callable[[VirtualSim, RequestRecord], None] | None = None,
+        policy: SchedulingPolicy = "fcfs",
     ) -> None:
         """``history_seconds`` bounds memory on long runs: steps, samples and finished requests
         older than that are forgotten (``None`` keeps everything). ``on_finish`` is called when
         a request's last output reaches its caller, at ``record.finish_time``: a closed loop
-        submits the next request at that time or later."""
+        submits the next request at that time or later. ``policy`` is vLLM's scheduling policy:
+        ``"priority"`` orders waiting requests by ``submit(priority=…)`` (lower first)."""
         if history_seconds is not None and not history_seconds > 0:
             raise ValueError(f"history_seconds must be positive, got {history_seconds}")
         self.preset = preset
-        self.core = EngineCore(preset, limits=limits, seed=seed)
+        self.core = EngineCore(preset, limits=limits, seed=seed, policy=policy)
         self.frontend = Frontend(preset.frontend, self._deliver)
         self.now = 0.0
         self.steps: list[StepRecord] = []
@@ -172,6 +175,7 @@ class VirtualSim:
         output_tokens: int,
         request_id: str | None = None,
         finish_reason: FinishReason = FinishReason.LENGTH,
+        priority: int = 0,
     ) -> str:
         """Add a request arriving at ``arrival`` (not before ``now``) that emits ``output_tokens``.
 
@@ -190,6 +194,7 @@ class VirtualSim:
             num_outputs=output_tokens,
             finish_reason=finish_reason,
             record_token_times=self._record_token_times,
+            priority=priority,
         )
         self._requests[request_id] = request
         heapq.heappush(self._incoming, (arrival, self._seq, request))
@@ -239,7 +244,8 @@ class VirtualSim:
                 return
             plan = scheduler.schedule(self.now)
             if plan.empty:
-                raise RuntimeError(f"nothing schedulable at {self.now}: {scheduler.waiting[0]!r}")
+                first = scheduler.waiting.peek()
+                raise RuntimeError(f"nothing schedulable at {self.now}: {first!r}")
             released = self._release(self.core.hold_seconds(plan))
             self._run_step(plan, not_before=released)
 
