@@ -29,10 +29,11 @@ from governor.contracts.endpoints import (
     HEALTH_PATH,
     METRICS_PATH,
 )
-from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID
+from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID, UNCLASSIFIED
 from governor.inference import __version__ as VERSION
 from governor.inference import admin, generation, keys
 from governor.inference.admission import AdmissionQueue
+from governor.inference.admission_policy import AdmissionPolicy
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
 from governor.inference.engines.registry import create_engine
@@ -90,12 +91,14 @@ def _engine_ctx(factory: EngineFactory) -> Callable[[web.Application], AsyncIter
     async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
         config = app[keys.CONFIG]
         engine = factory(config, app[keys.REGISTRY])
-        metrics = ServiceMetrics(app[keys.REGISTRY], engine.model_name)
+        metrics = ServiceMetrics(app[keys.REGISTRY], engine.model_name, config.classes.names)
         metrics.set_info(config.engine.kind, engine.model_name, VERSION)
         metrics.engine_ready.set_function(lambda: 1.0 if engine.ready else 0.0)
         app[keys.ENGINE], app[keys.METRICS] = engine, metrics
+        policy = AdmissionPolicy.of(config.classes, config.admission.max_in_flight,
+                                    config.admission.max_queue)
         app[keys.ADMISSION] = AdmissionQueue(
-            config.admission.max_in_flight, config.admission.max_queue,
+            policy.max_in_flight, policy.max_queue, classes=policy.classes,
             on_change=metrics.set_queue,
         )
         # Start in the background: /health answers 503 until the engine is ready (vLLM takes
@@ -173,18 +176,20 @@ async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse
         log.exception("unexpected error on %s %s", request.method, request.path)
         return APIError(500, "internal server error", type_=SERVER).response()
     finally:
-        _record(app, route, code, time.perf_counter() - start, span)
+        _record(app, route, code, request.get(keys.CLASS, UNCLASSIFIED),
+                time.perf_counter() - start, span)
 
 
 def _record(
-    app: web.Application, route: str, code: str, seconds: float, span: trace.Span | None
+    app: web.Application, route: str, code: str, request_class: str, seconds: float,
+    span: trace.Span | None,
 ) -> None:
     metrics = app.get(keys.METRICS)
     if metrics is not None:
-        metrics.requests.labels(route, code).inc()
+        metrics.requests.labels(route, code, request_class).inc()
         if span is not None:
             exemplar = {EXEMPLAR_TRACE_ID: format(span.get_span_context().trace_id, "032x")}
-            metrics.duration.labels(route).observe(seconds, exemplar)
+            metrics.duration.labels(route, request_class).observe(seconds, exemplar)
     if span is not None:
         span.set_attribute("http.response.status_code", int(code))
         if code.startswith("5"):
