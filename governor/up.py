@@ -124,6 +124,7 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
 
     return [
         child("inference", [*python, "serve", "--engine", "sim", "--preset", config.preset,
+                            "--slo", str(config.slo.resolve()),
                             "--host", host, "--port", str(ports.inference),
                             "--admin-token-file", tokens["admin_token"]],
               f"http://{host}:{ports.inference}/health"),
