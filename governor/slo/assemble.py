@@ -29,6 +29,18 @@ def _class_label_free(labels: Mapping[str, str], slos: Sequence[SLO],
                          "classes are declared")
 
 
+def _class_alerts_free(slos: Sequence[SLO], problems: Problems) -> None:
+    """SLO ``x``'s per-class alerts are ``XClassErrorBudgetBurn``: an SLO named ``x-class``
+    would share that name."""
+    index = {slo.camel_name: i for i, slo in enumerate(slos)}
+    for slo in slos:
+        clash = index.get(slo.camel_name + "Class")
+        if clash is not None:
+            problems.add(("slos", clash, "name"),
+                         f"{slos[clash].name!r}: its alerts would share their names with the "
+                         f"per-class alerts of SLO {slo.name!r}; rename one of them")
+
+
 def _broken(raw: object, slos: Sequence[SLO]) -> frozenset[str]:
     """Names written in ``slos`` whose SLO did not parse."""
     items = raw if isinstance(raw, list) else []
@@ -61,6 +73,7 @@ def native(
         classes = parse_classes(fields["classes"], ("classes",), problems, slos, histograms,
                                 _broken(fields.get("slos"), slos))
         _class_label_free(labels, slos, problems)
+        _class_alerts_free(slos, problems)
     if problems.items or service is None or period is None or classes is None:
         return None
     return SloSpec(SPEC_VERSION, service, period, slos, labels, classes)

@@ -181,6 +181,16 @@ def test_a_class_label_clashes_with_the_per_class_rules_only_when_classes_exist(
     assert parse_checked_spec(data).labels == {"class": "x"}
 
 
+def test_an_slo_whose_alerts_would_pass_for_another_slos_class_alerts_is_refused() -> None:
+    data = with_classes(CHAT)
+    data["slos"].append({"name": "inter-token-latency-class", "objective": 99, "sli": {
+        "latency": {"metric": svc.INTER_TOKEN_LATENCY.name, "threshold": "120ms"}}})
+    (error,) = errors_of(data)
+    assert "slos[3].name: 'inter-token-latency-class': its alerts would share" in error
+    del data["classes"]
+    assert len(parse_checked_spec(data).slos) == 4
+
+
 def test_a_target_for_a_broken_slo_adds_nothing_to_its_own_error() -> None:
     data = with_classes({"name": "chat", "targets": {"time-to-first-token": "20s"}})
     data["slos"][2]["objective"] = 150
