@@ -60,6 +60,19 @@ class Match:
             return False
         return all(headers.get(name) in values for name, values in self.headers)
 
+    def describe(self) -> str:
+        """``prompt ≥ 3000 tokens``, ``x-governor-class: doc``: every condition, joined by and."""
+        parts = []
+        if self.min_prompt_tokens is not None or self.max_prompt_tokens is not None:
+            low, high = self.min_prompt_tokens, self.max_prompt_tokens
+            parts.append(f"prompt {low} to {high} tokens" if low is not None and high is not None
+                         else f"prompt ≥ {low} tokens" if low is not None
+                         else f"prompt ≤ {high} tokens")
+        if self.routes:
+            parts.append(" or ".join(self.routes))
+        parts += [f"{name}: {' or '.join(values)}" for name, values in self.headers]
+        return " and ".join(parts)
+
 
 @dataclass(frozen=True, slots=True)
 class RequestClass:
@@ -70,6 +83,10 @@ class RequestClass:
     # Latency threshold (seconds) per SLO name, where this class differs from the SLO's own.
     thresholds: tuple[tuple[str, float], ...] = ()
     description: str = ""
+
+    def describe_match(self) -> str:
+        """What puts a request in this class; the default class takes the rest."""
+        return ", or ".join(m.describe() for m in self.match) or "every other request"
 
     def threshold(self, slo: str, default: float) -> float:
         """This class's threshold for the SLO named ``slo``, whose own is ``default``."""
