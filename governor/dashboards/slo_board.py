@@ -80,13 +80,13 @@ def class_summary(spec: SloSpec) -> str:
         return ""
     rows = []
     for c in spec.classes.classes:
-        limit = "—" if c.max_in_flight is None else str(c.max_in_flight)
+        limits = " | ".join("—" if v is None else str(v) for v in (c.max_in_flight, c.max_queue))
         own = ", ".join(f"{name} ≤ {format_number(t)} s" for name, t in c.thresholds) or "—"
-        rows.append(f"| {c.name} | {table_cell(c.describe_match())} | {c.priority} | {limit} | "
+        rows.append(f"| {c.name} | {table_cell(c.describe_match())} | {c.priority} | {limits} | "
                     f"{table_cell(own)} |")
     return ("\n\nRequest classes, tried in order (lower priority values are served first):"
-            "\n\n| class | matched by | vLLM priority | in flight at most | own thresholds |\n"
-            "| --- | --- | --- | --- | --- |\n" + "\n".join(rows))
+            "\n\n| class | matched by | vLLM priority | in flight at most | waiting at most "
+            "| own thresholds |\n| --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows))
 
 
 def _title(spec: SloSpec, slo: SLO) -> str:

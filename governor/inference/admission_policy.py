@@ -8,7 +8,8 @@ higher, as in vLLM) and may limit how many of its requests run at once:
 1. A request runs at once when fewer than ``max_in_flight`` requests run and fewer than its
    class's own limit of its class do. (Nobody waiting could have taken that slot: the ledger
    hands a freed slot over the moment someone can use it.)
-2. Otherwise it waits, if the queue has room: deferred, not refused.
+2. Otherwise it waits, if the queue has room and its class has fewer than its own
+   ``max_queue`` waiting (else it is refused at once, not left to wait out a timeout): deferred.
 3. A full queue makes room by shedding its lowest-ranked waiter — the lowest class, the newest
    of it — when that one ranks strictly below the newcomer; otherwise the newcomer is refused.
 4. A freed slot goes to the best-ranked waiter allowed to run: the highest class first, first
@@ -45,6 +46,7 @@ class ClassLimit:
     name: str
     priority: int = 0  # lower ranks higher
     max_in_flight: int | None = None  # None: only the policy's own limit
+    max_queue: int | None = None  # waiting at once; None: only the policy's own queue bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +63,15 @@ class AdmissionPolicy:
             raise ValueError(f"request classes must be named uniquely: {names}")
         if any(c.max_in_flight is not None and c.max_in_flight < 1 for c in self.classes):
             raise ValueError("a class's max_in_flight must be positive")
+        if any(c.max_queue is not None and c.max_queue < 0 for c in self.classes):
+            raise ValueError("a class's max_queue must not be negative")
 
     @classmethod
     def of(cls, classes: RequestClasses, max_in_flight: int, max_queue: int) -> AdmissionPolicy:
         """The policy of a spec's classes under the service's own limits."""
         return cls(max_in_flight, max_queue, tuple(
-            ClassLimit(c.name, c.priority, c.max_in_flight) for c in classes.classes))
+            ClassLimit(c.name, c.priority, c.max_in_flight, c.max_queue)
+            for c in classes.classes))
 
 
 class Verdict(enum.Enum):
@@ -124,6 +129,9 @@ class Ledger(Generic[T]):
         if self._may_run(state):
             self._start(state)
             return Decision(Verdict.RUN)
+        own_queue = state.limit.max_queue
+        if own_queue is not None and len(state.waiters) >= own_queue:
+            return Decision(Verdict.REJECT)
         shed: tuple[T, ...] = ()
         if self._waiting >= self.policy.max_queue:
             victim = self._lowest_waiter()

@@ -9,6 +9,7 @@ needs the spec's SLOs, since a class's ``targets`` name them::
         match: [{prompt_tokens: {min: 3000}}, {header: {x-governor-class: doc}}]
         priority: 10
         max_in_flight: 8
+        max_queue: 16
         targets: {time-to-first-token: 20s}
       - name: chat                     # no match: the default class, always last
 """
@@ -49,7 +50,8 @@ from governor.slo.model import SLO, LatencySLI
 from governor.slo.yamlio import Path_
 
 _HEADER = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
-_CLASS_KEYS = ("name", "description", "match", "priority", "max_in_flight", "targets")
+_CLASS_KEYS = ("name", "description", "match", "priority", "max_in_flight", "max_queue",
+               "targets")
 _MATCH_KEYS = ("prompt_tokens", "route", "header")
 
 
@@ -248,12 +250,15 @@ def _class(
                         -MAX_PRIORITY, MAX_PRIORITY)
     limit = _integer(fields["max_in_flight"], (*path, "max_in_flight"), problems, 1,
                      MAX_IN_FLIGHT) if "max_in_flight" in fields else None
+    queue = _integer(fields["max_queue"], (*path, "max_queue"), problems, 0,
+                     MAX_IN_FLIGHT) if "max_queue" in fields else None
     targets = _targets(fields["targets"], (*path, "targets"), problems, slos, histograms,
                        broken) if "targets" in fields else ()
     if name is None or description is None or match is None or priority is None \
-            or ("max_in_flight" in fields and limit is None) or targets is None:
+            or ("max_in_flight" in fields and limit is None) or targets is None \
+            or ("max_queue" in fields and queue is None):
         return None
-    return RequestClass(name, match, priority, limit, targets, description)
+    return RequestClass(name, match, priority, limit, queue, targets, description)
 
 
 def classes(

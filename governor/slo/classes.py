@@ -2,13 +2,15 @@
 
 A spec's ``classes`` are tried in order and a request takes the first whose ``match`` it meets;
 the last class has no ``match`` and takes every request no other class took (the default). A
-class carries a vLLM priority (lower is served first), an optional admission limit (requests of
-the class in flight at once) and its own latency thresholds for the spec's latency SLOs::
+class carries a vLLM priority (lower is served first), optional admission limits (requests of
+the class in flight at once, and waiting at once) and its own latency thresholds for the spec's
+latency SLOs::
 
     >>> classes = RequestClasses((
     ...     RequestClass("doc", (Match(min_prompt_tokens=3000),
     ...                          Match(headers=(("x-governor-class", ("doc",)),))),
-    ...                  priority=10, max_in_flight=8, thresholds=(("time-to-first-token", 20.0),)),
+    ...                  priority=10, max_in_flight=8, max_queue=16,
+    ...                  thresholds=(("time-to-first-token", 20.0),)),
     ...     RequestClass("chat")), declared=True)
     >>> classes.classify("/v1/chat/completions", {}, 5000).name
     'doc'
@@ -80,6 +82,9 @@ class RequestClass:
     match: tuple[Match, ...] = ()  # any one suffices; () only for the last class: everything
     priority: int = 0  # vLLM's: lower values are scheduled first
     max_in_flight: int | None = None  # None: only the service's own limit applies
+    # Requests of the class waiting at once; more are refused at once (429) rather than left to
+    # wait out the queue timeout (None: only the service's own queue bound applies).
+    max_queue: int | None = None
     # Latency threshold (seconds) per SLO name, where this class differs from the SLO's own.
     thresholds: tuple[tuple[str, float], ...] = ()
     description: str = ""

@@ -68,6 +68,17 @@ def test_a_full_queue_sheds_the_newest_of_the_lowest_class_for_a_higher_one() ->
     assert book.waiting == 2 and book.waiting_of("doc") == 0
 
 
+def test_a_class_with_its_queue_full_is_refused_at_once_not_left_to_wait() -> None:
+    book = ledger(1, 8, CHAT, ClassLimit("doc", 10, max_in_flight=1, max_queue=1))
+    book.arrive("doc", "d1")
+    assert book.arrive("doc", "d2").verdict is Verdict.WAIT
+    assert book.arrive("doc", "d3").verdict is Verdict.REJECT  # the service's queue has room
+    assert book.arrive("chat", "c1").verdict is Verdict.WAIT
+    never = ledger(1, 8, CHAT, ClassLimit("doc", 10, max_queue=0))
+    never.arrive("chat", "c1")
+    assert never.arrive("doc", "d1").verdict is Verdict.REJECT
+
+
 def test_without_a_queue_a_full_service_refuses_everyone() -> None:
     book = ledger(1, 0)
     book.arrive("doc", "d1")
@@ -99,11 +110,14 @@ def test_the_policy_of_a_spec_keeps_its_classes() -> None:
                               RequestClass("chat")), declared=True)
     policy = AdmissionPolicy.of(classes, 512, 1024)
     assert policy.classes == (ClassLimit("doc", 10, 8), ClassLimit("chat", 0, None))
+    with pytest.raises(ValueError, match="max_queue"):
+        AdmissionPolicy(1, 1, (ClassLimit("doc", max_queue=-1),))
 
 
 # ---- invariants over any sequence of events ---------------------------------------------------
 
-LIMITS = (ClassLimit("a", 0, 2), ClassLimit("b", 0), ClassLimit("c", 5, 1), ClassLimit("d", 9))
+LIMITS = (ClassLimit("a", 0, 2), ClassLimit("b", 0), ClassLimit("c", 5, 1, max_queue=1),
+          ClassLimit("d", 9))
 RANK = {c.name: c.priority for c in LIMITS}
 
 
@@ -149,6 +163,7 @@ def test_no_admitted_request_is_lost_and_no_slot_idles(
             count = sum(1 for c in model.running.values() if c == limit.name)
             assert book.in_flight_of(limit.name) == count
             assert limit.max_in_flight is None or count <= limit.max_in_flight
+            assert limit.max_queue is None or book.waiting_of(limit.name) <= limit.max_queue
             # Work-conserving: nobody waits who could run.
             if book.waiting_of(limit.name):
                 assert book.in_flight == max_in_flight or count == limit.max_in_flight

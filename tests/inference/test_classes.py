@@ -179,7 +179,7 @@ def test_serve_reads_the_classes_of_the_spec() -> None:
 
 def test_serve_refuses_a_bad_spec_in_one_message(tmp_path: Path) -> None:
     bad = tmp_path / "slo.yaml"
-    bad.write_text((ROOT / "slo.yaml").read_text().replace("max_in_flight: 8",
-                                                           "max_in_flight: -8"))
+    bad.write_text((ROOT / "slo.yaml").read_text().replace("max_in_flight: 4",
+                                                           "max_in_flight: -4"))
     with pytest.raises(SystemExit, match=r"(?s)--slo: 1 problem .*max_in_flight"):
         serve_config(["--slo", str(bad)])

@@ -41,6 +41,7 @@ def test_the_default_spec_puts_long_prompts_behind_chats() -> None:
     assert classes.declared and classes.names == ("doc", "chat")
     doc, chat = classes.get("doc"), classes.get("chat")
     assert doc.priority > chat.priority and doc.max_in_flight and chat.max_in_flight is None
+    assert doc.max_queue is not None and chat.max_queue is None
     assert classes.classify(CHAT_COMPLETIONS_PATH, {}, 5000) is doc
     assert classes.classify(CHAT_COMPLETIONS_PATH, {CLASS_HEADER: "doc"}, 10) is doc
     # A header can demote a request but not promote a long one.
@@ -101,7 +102,7 @@ def test_the_model_is_frozen_and_hashable() -> None:
 def test_every_problem_of_the_classes_is_reported_at_once_with_its_line(tmp_path: Path) -> None:
     text = (DEFAULT_SPEC.read_text(encoding="utf-8")
             .replace("priority: 10", "priority: ten")
-            .replace("max_in_flight: 8", "max_in_flight: 0")
+            .replace("max_in_flight: 4", "max_in_flight: 0")
             .replace("min: 3000", "min: 3000, max: 20")
             .replace("time-to-first-token: 20s", "time-to-first-token: 30s")
             .replace("  - name: chat\n", "  - name: chat\n    match: {route: /v1/embeddings}\n"))
@@ -157,6 +158,8 @@ def test_every_problem_of_the_classes_is_reported_at_once_with_its_line(tmp_path
     ([{"name": "chat", "priority": 10**7}], "whole number from -1000000"),
     ([{"name": "chat", "max_in_flight": 0}], "whole number from 1"),
     ([{"name": "chat", "max_in_flight": None}], "got nothing (null)"),
+    ([{"name": "chat", "max_queue": -1}], "max_queue: must be a whole number from 0"),
+    ([{"name": "chat", "max_queue": "16"}], "got a string"),
     ([{"name": "chat", "targets": {"availability": "1s"}}], "unknown key 'availability'"),
     ([{"name": "chat", "targets": {"inter-token-latency": "fast"}}], "not a duration"),
     ([{"name": "chat", "targets": {"inter-token-latency": "-1s"}}], "not a duration"),
@@ -257,7 +260,7 @@ def _class_mutations() -> st.SearchStrategy[dict[str, Any]]:
         else:
             target[key] = value
         return data
-    keys = st.sampled_from(["name", "match", "priority", "max_in_flight", "targets",
+    keys = st.sampled_from(["name", "match", "priority", "max_in_flight", "max_queue", "targets",
                             "description", "prompt_tokens", "route", "header"])
     return st.tuples(st.integers(0, 2), keys, st.booleans(), JSON).map(mutate)
 
