@@ -153,8 +153,9 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
     def replica(index: int, port: int) -> Child:
         name = "inference" if config.replicas == 1 else f"inference-{index}"
         made = child(name, [*python, "serve", *logging, "--engine", "sim",
-                            "--preset", config.preset, "--host", host, "--port", str(port),
-                            "--seed", str(index), "--admin-token-file", tokens["admin_token"]],
+                            "--preset", config.preset, "--slo", str(config.slo.resolve()),
+                            "--host", host, "--port", str(port), "--seed", str(index),
+                            "--admin-token-file", tokens["admin_token"]],
                      f"http://{host}:{port}/health")
         made.env = child_environment(os.environ, OWN_PREFIX["inference"])  # its own, by kind
         return made

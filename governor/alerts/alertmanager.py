@@ -12,6 +12,7 @@ from governor.alerts.params import Endpoints, RenderParams
 from governor.contracts.endpoints import ALERTMANAGER, LISTEN_HOST, WEBHOOK_PATH
 from governor.contracts.metrics import slo as n
 from governor.contracts.metrics.prometheus import LABEL_INSTANCE
+from governor.contracts.metrics.service import LABEL_CLASS
 from governor.contracts.promql import eq, format_duration, regex
 
 RECEIVER_CONTROLLER = "controller"
@@ -64,12 +65,13 @@ def alertmanager_config(endpoints: Endpoints, params: RenderParams) -> dict[str,
             {
                 # One burn trips several tiers; the page says it all, so the same SLO's ticket
                 # stays quiet. Both sides must carry an slo label: health alerts have none, and
-                # missing labels would compare equal.
+                # missing labels would compare equal. A request class's page silences that
+                # class's ticket only (an SLO's own alerts carry no class: they stay as they were).
                 "source_matchers": [eq(n.LABEL_SEVERITY, n.SEVERITY_PAGE).render(),
                                     regex(n.LABEL_SLO, ".+").render()],
                 "target_matchers": [eq(n.LABEL_SEVERITY, n.SEVERITY_TICKET).render(),
                                     regex(n.LABEL_SLO, ".+").render()],
-                "equal": [n.LABEL_SLO, n.LABEL_SERVICE],
+                "equal": [n.LABEL_SLO, n.LABEL_SERVICE, LABEL_CLASS],
             },
         ],
         "receivers": [

@@ -2,23 +2,17 @@
 
 A latency SLI counts the ``le`` bucket at its threshold, so the threshold must be an edge of the
 histogram the service really exposes; :func:`load_checked_spec` enforces it with the edges
-declared next to each metric name.
+declared next to each metric name (:mod:`governor.contracts.metrics.latency`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import MappingProxyType
-from typing import Final
 
-from governor.contracts.metrics import service, vllm
+from governor.contracts.metrics.latency import HISTOGRAM_BUCKETS
 from governor.slo.spec import SloSpec, load_spec, parse_spec
 
-HISTOGRAM_BUCKETS: Final[Mapping[str, Sequence[float]]] = MappingProxyType({
-    histogram.name: histogram.buckets
-    for histogram in (*service.LATENCY_HISTOGRAMS, *vllm.LATENCY_HISTOGRAMS)
-})
+__all__ = ["HISTOGRAM_BUCKETS", "load_checked_spec", "parse_checked_spec"]
 
 
 def load_checked_spec(path: str | Path) -> SloSpec:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from governor.alerts import class_thresholds
 from governor.alerts.rules import AlertRule, RecordingRule, RuleFile, RuleGroup, literal
 from governor.alerts.windows import PERIOD_SLICE_SECONDS, SEVERITIES, SLI_WINDOWS, TIERS, BurnTier
 from governor.contracts.declaration import Metric
@@ -63,11 +64,29 @@ def events_rate(slo: SLO, window: str) -> str:
     return sum_by((), rate(parse_selector(slo.sli.total), window))
 
 
-def error_events_rate(slo: SLO, window: str) -> str:
+def good_events_rate(spec: SloSpec, slo: SLO, window: str) -> str:
+    """PromQL: a latency SLI's good events per second over ``window``. With request classes
+    whose thresholds differ, each class counts at its own threshold: one term per threshold,
+    each 0 while its classes have no series yet."""
+    assert isinstance(slo.sli, LatencySLI)
+    sli = slo.sli
+    if not class_thresholds.applies(spec, slo) or len(class_thresholds.groups(spec, slo)) == 1:
+        return good_rate(sli, (), sli.threshold_seconds, window)
+    terms = [f"  ({good_rate(sli, g.matchers, g.threshold, window)} or vector(0))"
+             for g in class_thresholds.groups(spec, slo)]
+    return "(\n" + "\n+\n".join(terms) + "\n)"
+
+
+def good_rate(sli: LatencySLI, matchers: tuple[Matcher, ...], threshold: float, window: str,
+              by: tuple[str, ...] = ()) -> str:
+    """Observations at or below ``threshold`` per second, of the series ``matchers`` pick."""
+    return sum_by(by, rate(_histogram(sli, "_bucket", *matchers, le_matcher(threshold)), window))
+
+
+def error_events_rate(spec: SloSpec, slo: SLO, window: str) -> str:
     """PromQL: the SLI's bad events per second over ``window``."""
     if isinstance(slo.sli, LatencySLI):
-        good = _histogram(slo.sli, "_bucket", le_matcher(slo.sli.threshold_seconds))
-        return f"{events_rate(slo, window)}\n-\n{sum_by((), rate(good, window))}"
+        return f"{events_rate(slo, window)}\n-\n{good_events_rate(spec, slo, window)}"
     # A service that never failed has no error series at all: count that as zero errors.
     return f"{sum_by((), rate(parse_selector(slo.sli.errors), window))} or vector(0)"
 
@@ -80,7 +99,7 @@ def _window_rules(spec: SloSpec, slo: SLO, window_seconds: int) -> tuple[Recordi
     ratio = n.SLI_ERROR_RATIO.at(window_seconds)
     return (
         RecordingRule(events.name, events_rate(slo, window), labels),
-        RecordingRule(errors.name, error_events_rate(slo, window), labels),
+        RecordingRule(errors.name, error_events_rate(spec, slo, window), labels),
         RecordingRule(ratio.name,
                       f"{recorded(errors, spec, slo)}\n/\n{recorded(events, spec, slo)}", labels),
         RecordingRule(n.BURN_RATE.at(window_seconds).name,
@@ -121,30 +140,40 @@ def firing_tiers(spec: SloSpec, slo: SLO, severity: str) -> tuple[BurnTier, ...]
                  if t.severity == severity and t.can_fire(spec.period_seconds, slo.error_budget))
 
 
-def _tier_condition(spec: SloSpec, slo: SLO, tier: BurnTier) -> str:
+def tier_condition(spec: SloSpec, slo: SLO, tier: BurnTier, ratio: n.Windowed = n.SLI_ERROR_RATIO,
+                   events: n.Windowed = n.SLI_EVENTS_RATE) -> str:
+    """Both of a tier's windows over its threshold (and the traffic guard), on the SLO's own
+    recorded series or on their per-class counterparts."""
     threshold = format_number(tier.threshold(spec.period_seconds, slo.error_budget))
-    short = recorded(n.SLI_ERROR_RATIO.at(tier.short_seconds), spec, slo)
-    long = recorded(n.SLI_ERROR_RATIO.at(tier.long_seconds), spec, slo)
+    short = recorded(ratio.at(tier.short_seconds), spec, slo)
+    long = recorded(ratio.at(tier.long_seconds), spec, slo)
     condition = f"  {short} > {threshold}\nand\n  {long} > {threshold}"
     if slo.min_event_rate_per_second > 0:
-        traffic = recorded(n.SLI_EVENTS_RATE.at(tier.long_seconds), spec, slo)
+        traffic = recorded(events.at(tier.long_seconds), spec, slo)
         condition += f"\nand\n  {traffic} >= {format_number(slo.min_event_rate_per_second)}"
     return f"(\n{condition}\n)"
 
 
-def _describe(spec: SloSpec, slo: SLO, tiers: tuple[BurnTier, ...]) -> str:
-    parts = [
+def burn_rates(spec: SloSpec, tiers: tuple[BurnTier, ...]) -> str:
+    """``14.4x the sustainable rate over both 5m and 1h, or …``"""
+    return ", or ".join(
         f"{format_number(t.factor(spec.period_seconds))}x the sustainable rate over both "
         f"{format_duration(t.short_seconds)} and {format_duration(t.long_seconds)}"
-        for t in tiers
-    ]
+        for t in tiers)
+
+
+def quiet_below(slo: SLO) -> str:
+    if slo.min_event_rate_per_second <= 0:
+        return ""
+    return (f" Quiet below {format_number(slo.min_event_rate_per_second)} events/s, where "
+            "a single failure would look like a burn.")
+
+
+def describe(spec: SloSpec, slo: SLO, tiers: tuple[BurnTier, ...]) -> str:
     text = literal(f"{slo.description.strip()} ") if slo.description.strip() else ""
     text += (f"SLO {slo.name} ({format_number(to_decimal(slo.objective) * 100)}% over "
-            f"{spec.period}) burns its error budget at more than " + ", or ".join(parts) + ".")
-    if slo.min_event_rate_per_second > 0:
-        text += (f" Quiet below {format_number(slo.min_event_rate_per_second)} events/s, where "
-                 "a single failure would look like a burn.")
-    return text
+             f"{spec.period}) burns its error budget at more than {burn_rates(spec, tiers)}.")
+    return text + quiet_below(slo)
 
 
 def burn_alerts(spec: SloSpec, slo: SLO) -> tuple[AlertRule, ...]:
@@ -154,12 +183,12 @@ def burn_alerts(spec: SloSpec, slo: SLO) -> tuple[AlertRule, ...]:
         tiers = firing_tiers(spec, slo, severity)
         if not tiers:
             continue
-        expr = "\nor\n".join(_tier_condition(spec, slo, tier) for tier in tiers)
+        expr = "\nor\n".join(tier_condition(spec, slo, tier) for tier in tiers)
         labels = {**slo_labels(spec, slo), n.LABEL_SEVERITY: severity}
         annotations = {
             "summary": f"{spec.service} SLO {slo.name} is burning its error budget "
                        f"{pace[severity]}",
-            "description": _describe(spec, slo, tiers),
+            "description": describe(spec, slo, tiers),
         }
         alerts.append(AlertRule(slo.camel_name + n.BURN_ALERT_SUFFIX, expr, labels, annotations))
     return tuple(alerts)

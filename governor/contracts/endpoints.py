@@ -54,3 +54,12 @@ METRICS_PATH: Final = "/metrics"
 HEALTH_PATH: Final = "/health"
 WEBHOOK_PATH: Final = "/alerts"
 ADMIN_BATCHING_PATH: Final = "/admin/batching"
+
+# The service's generation routes, as its ``route`` label names them; a request class of
+# slo.yaml may match on them.
+CHAT_COMPLETIONS_PATH: Final = "/v1/chat/completions"
+COMPLETIONS_PATH: Final = "/v1/completions"
+GENERATION_PATHS: Final = (CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH)
+# The header a client names its request class with, where slo.yaml's classes match on it (the
+# README's example; a class may match any header).
+CLASS_HEADER: Final = "x-governor-class"

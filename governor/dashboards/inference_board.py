@@ -3,7 +3,9 @@
 The latency panels read the service's own histograms (what a client sees on the HTTP stream,
 with trace-id exemplars) and draw each latency SLO of the spec on the histogram it is defined
 on, at the quantile its objective names: move a threshold in slo.yaml and the line moves.
-Engine series keep vLLM's names, so the lower rows also work on a plain vLLM fleet.
+With request classes in the spec, a ``$class`` variable filters the service's series, the
+latency, request and rejection panels split by class, and each class's own threshold is drawn
+too. Engine series keep vLLM's names, so the lower rows also work on a plain vLLM fleet.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from governor.contracts.promql import (
     sum_by,
 )
 from governor.dashboards import controller_events
-from governor.dashboards.board import Board, BoardInfo, instance_variable
+from governor.dashboards.board import Board, BoardInfo, instance_variable, label_variable
 from governor.dashboards.panels import Line, Query, Spec, timeseries
-from governor.dashboards.variables import RATE_INTERVAL, ref, scope
+from governor.dashboards.variables import RATE_INTERVAL, ref, scope, variable
+from governor.slo.class_fields import own_class
 from governor.slo.spec import LatencySLI, SloSpec
 
 INFO: Final = BoardInfo(
@@ -43,14 +46,24 @@ QUANTILES: Final = (0.5, 0.9)
 # The health alert on the KV cache (alerts.health_rules) fires above this share.
 KV_NEAR_FULL: Final = 0.95
 LABELS: Final = scope(JOB_INFERENCE)
+# The service's own series, filtered by the $class variable (with request classes).
+CLASSED: Final = scope(JOB_INFERENCE, **{m.LABEL_CLASS: variable(m.LABEL_CLASS)})
 
 
 def _series(name: str, *extra: Matcher) -> Selector:
     return Selector(name, (*LABELS, *extra))
 
 
-def _rate(counter: Metric) -> str:
-    return rate(_series(counter.total), RATE_INTERVAL)
+def _rate(counter: Metric, labels: tuple[Matcher, ...] = LABELS) -> str:
+    return rate(Selector(counter.total, labels), RATE_INTERVAL)
+
+
+def _by_class(spec: SloSpec) -> tuple[str, ...]:
+    return (m.LABEL_CLASS,) if spec.classes.declared else ()
+
+
+def _service_scope(spec: SloSpec) -> tuple[Matcher, ...]:
+    return CLASSED if spec.classes.declared else LABELS
 
 
 def slo_quantile(objective: float) -> float:
@@ -64,19 +77,39 @@ def slo_lines(spec: SloSpec, histogram: str) -> list[tuple[float, float]]:
                   if isinstance(slo.sli, LatencySLI) and slo.sli.metric == histogram)
 
 
+def class_lines(spec: SloSpec, histogram: str) -> list[tuple[str, float]]:
+    """(class, threshold) where a class's threshold differs from its latency SLO's on
+    ``histogram``."""
+    found = []
+    for slo in spec.slos:
+        sli = slo.sli
+        if isinstance(sli, LatencySLI) and sli.metric == histogram and spec.classes.declared \
+                and not own_class(slo):
+            found += [(c.name, t) for c in spec.classes.classes
+                      if (t := c.threshold(slo.name, sli.threshold_seconds))
+                      != sli.threshold_seconds]
+    return found
+
+
 def latency_panel(title: str, about: str, histogram: str, spec: SloSpec,
                   by: Sequence[str] = ()) -> ts_builder.Panel:
-    """Quantiles of ``histogram`` (p50, p90 and each SLO's), with its SLO thresholds dashed."""
+    """Quantiles of ``histogram`` (p50, p90 and each SLO's), with its SLO thresholds dashed, and
+    each request class's own threshold where it differs."""
     slos = slo_lines(spec, histogram)
+    classes = class_lines(spec, histogram)
     quantiles = sorted({*QUANTILES, *(q for q, _ in slos)})
+    by = (*by, *_by_class(spec))
     suffix = "".join(f" {ref(label)}" for label in by)
-    queries = [Query(histogram_quantile(q, histogram, LABELS, RATE_INTERVAL, by),
+    queries = [Query(histogram_quantile(q, histogram, _service_scope(spec), RATE_INTERVAL, by),
                      f"p{format_number(q * 100)}{suffix}", exemplar=True) for q in quantiles]
     if slos:
         targets = ", ".join(f"p{format_number(q * 100)} ≤ {format_number(t)} s" for q, t in slos)
+        targets += "".join(f"; {name} ≤ {format_number(t)} s" for name, t in classes)
         title += f" (SLO: {targets})"
-        about += " Dashed: the SLO threshold from slo.yaml."
-    return timeseries(Spec(title, about, "s"), queries, lines=[Line(t) for _, t in slos])
+        about += " Dashed: the SLO threshold from slo.yaml" + (
+            ", and each request class's own." if classes else ".")
+    lines = sorted({t for _, t in slos} | {t for _, t in classes})
+    return timeseries(Spec(title, about, "s"), queries, lines=[Line(t) for t in lines])
 
 
 def _latency_row(spec: SloSpec, board: Board) -> None:
@@ -101,7 +134,7 @@ def _latency_row(spec: SloSpec, board: Board) -> None:
         stacked=False))
 
 
-def _throughput_row(board: Board) -> None:
+def _throughput_row(spec: SloSpec, board: Board) -> None:
     board.row("Throughput")
     board.panel(timeseries(
         Spec("Token throughput", "Prompt tokens prefilled and tokens generated per second.",
@@ -111,13 +144,20 @@ def _throughput_row(board: Board) -> None:
     board.panel(timeseries(
         Spec("Requests by status", "Finished HTTP requests per second by route and status code; "
              "5xx count against the availability SLO.", "reqps", width=8),
-        [Query(sum_by((m.LABEL_ROUTE, m.LABEL_CODE), _rate(m.REQUESTS)),
-               f"{ref(m.LABEL_ROUTE)} {ref(m.LABEL_CODE)}")], stacked=True))
+        [Query(sum_by((m.LABEL_ROUTE, m.LABEL_CODE, *_by_class(spec)),
+                      _rate(m.REQUESTS, _service_scope(spec))),
+               " ".join(ref(label) for label in (m.LABEL_ROUTE, m.LABEL_CODE, *_by_class(spec))))],
+        stacked=True))
+    classes = spec.classes.declared
     board.panel(timeseries(
         Spec("Admission rejections", "Requests turned away by the service's bounded admission "
-             "queue (429 when full, 503 after waiting too long), by reason.", "reqps", width=8),
-        [Query(sum_by((m.LABEL_REASON,), _rate(m.ADMISSION_REJECTIONS)),
-               f"{ref(m.LABEL_REASON)}")], bars=True))
+             "queue (429 when full, 503 after waiting too long), by reason"
+             + (", and by request class (shed: a waiting request gave its place to a higher "
+                "class)." if classes else "."), "reqps", width=8),
+        [Query(sum_by((m.LABEL_REASON, *_by_class(spec)),
+                      _rate(m.ADMISSION_REJECTIONS, _service_scope(spec))),
+               " ".join(ref(label) for label in (m.LABEL_REASON, *_by_class(spec))))],
+        bars=True))
 
 
 def _scheduler_row(board: Board) -> None:
@@ -175,10 +215,13 @@ def _limits_row(board: Board) -> None:
 def inference_board(spec: SloSpec, source: str) -> Board:
     board = Board(INFO, source)
     board.variable(instance_variable(JOB_INFERENCE, m.ENGINE_READY.name))
+    if spec.classes.declared:
+        board.variable(label_variable(m.LABEL_CLASS, m.LABEL_CLASS, m.REQUESTS.total,
+                                      JOB_INFERENCE, title="Request class"))
     board.annotation(controller_events.decisions()).annotation(controller_events.limit_changes())
     board.annotation(controller_events.controller_posts())
     _latency_row(spec, board)
-    _throughput_row(board)
+    _throughput_row(spec, board)
     _scheduler_row(board)
     _limits_row(board)
     return board

@@ -3,7 +3,9 @@
 Every number comes from the recording rules the alerts generator writes (their names from
 :mod:`governor.contracts.metrics.slo`, their selectors from
 :func:`governor.alerts.slo_rules.recorded`), so the board and the alerts can never disagree about
-what an SLI is.
+what an SLI is. With request classes in the spec, the summary lists them and each latency SLO
+gets per-class panels: burn rate and error budget left by class, each class against its own
+threshold.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from typing import Final
 
 from grafana_foundation_sdk.models import dashboard as dm
 
+from governor.alerts import class_thresholds
 from governor.alerts.slo_rules import firing_tiers, recorded
 from governor.alerts.windows import SEVERITIES, SLI_WINDOWS
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import slo as n
+from governor.contracts.metrics.service import LABEL_CLASS
 from governor.contracts.promql import format_duration, format_number, to_decimal
 from governor.dashboards import controller_events
 from governor.dashboards.board import Board, BoardInfo
@@ -30,6 +34,7 @@ from governor.dashboards.panels import (
     text,
     timeseries,
 )
+from governor.dashboards.variables import ref
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 INFO: Final = BoardInfo(
@@ -66,7 +71,22 @@ def summary(spec: SloSpec) -> str:
             f"{'yes' if slo.controller else 'no'} |" for slo in spec.slos]
     return (f"Service **{spec.service}**, rolling period **{spec.period}**.\n\n"
             "| SLO | objective | good events | controller |\n| --- | --- | --- | --- |\n"
-            + "\n".join(rows))
+            + "\n".join(rows) + class_summary(spec))
+
+
+def class_summary(spec: SloSpec) -> str:
+    """The request classes, in match order: what selects each, and what each is owed."""
+    if not spec.classes.declared:
+        return ""
+    rows = []
+    for c in spec.classes.classes:
+        limits = " | ".join("—" if v is None else str(v) for v in (c.max_in_flight, c.max_queue))
+        own = ", ".join(f"{name} ≤ {format_number(t)} s" for name, t in c.thresholds) or "—"
+        rows.append(f"| {c.name} | {table_cell(c.describe_match())} | {c.priority} | {limits} | "
+                    f"{table_cell(own)} |")
+    return ("\n\nRequest classes, tried in order (lower priority values are served first):"
+            "\n\n| class | matched by | vLLM priority | in flight at most | waiting at most "
+            "| own thresholds |\n| --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows))
 
 
 def _title(spec: SloSpec, slo: SLO) -> str:
@@ -126,16 +146,36 @@ def _trends(spec: SloSpec, slo: SLO, board: Board) -> None:
         lines=[Line(float(slo.error_budget))]))
 
 
+def _classes(spec: SloSpec, slo: SLO, board: Board) -> None:
+    """Per request class, each against its own threshold (the ``classes`` rule family)."""
+    legend = ref(LABEL_CLASS)
+    board.panel(timeseries(
+        Spec("Burn rate by request class", "Each class's error ratio, against its own threshold "
+             f"({class_thresholds.describe(spec, slo)}), over the error budget, in the fastest "
+             "page tier's windows. Dashed: the page and ticket burn rates.", "x"),
+        [Query(recorded(n.CLASS_BURN_RATE.at(w), spec, slo), f"{legend} {format_duration(w)}")
+         for w in (300, 3600)],
+        lines=_burn_lines(spec, slo)))
+    board.panel(timeseries(
+        Spec(f"Error budget left by request class ({spec.period})", "Share of the period's "
+             "error budget each class has left: 1 untouched, 0 spent.", "percentunit"),
+        [Query(recorded(n.CLASS_ERROR_BUDGET_REMAINING, spec, slo), legend)],
+        lines=[Line(0.0), Line(BUDGET_LOW, WARN_COLOR)]))
+
+
 def slo_board(spec: SloSpec, source: str) -> Board:
     board = Board(INFO, source)
     for annotation in (controller_events.decisions(), controller_events.limit_changes()):
         board.annotation(annotation)
     board.annotation(controller_events.controller_posts())
-    board.panel(text("SLOs", summary(spec), height=3 + len(spec.slos)))
+    rows = len(spec.slos) + (4 + len(spec.classes.classes) if spec.classes.declared else 0)
+    board.panel(text("SLOs", summary(spec), height=3 + rows))
     for slo in spec.slos:
         board.row(_title(spec, slo))
         _stats(spec, slo, board)
         _trends(spec, slo, board)
+        if class_thresholds.applies(spec, slo):
+            _classes(spec, slo, board)
     return board
 
 

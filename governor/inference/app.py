@@ -24,10 +24,17 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.openmetrics import exposition as openmetrics
 
 from governor import __version__ as VERSION
-from governor.contracts.endpoints import ADMIN_BATCHING_PATH, HEALTH_PATH, METRICS_PATH
-from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID
+from governor.contracts.endpoints import (
+    ADMIN_BATCHING_PATH,
+    CHAT_COMPLETIONS_PATH,
+    COMPLETIONS_PATH,
+    HEALTH_PATH,
+    METRICS_PATH,
+)
+from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID, UNCLASSIFIED
 from governor.inference import admin, generation, keys
 from governor.inference.admission import AdmissionQueue
+from governor.inference.admission_policy import AdmissionPolicy
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
 from governor.inference.engines.registry import create_engine
@@ -63,8 +70,8 @@ def create_app(
     app[keys.ADMIN_LOCK] = asyncio.Lock()
     app.cleanup_ctx.append(_tracing_ctx(os.environ if env is None else env))
     app.cleanup_ctx.append(_engine_ctx(engine_factory, on_engine_failure))
-    app.router.add_post("/v1/chat/completions", generation.chat_completions)
-    app.router.add_post("/v1/completions", generation.completions)
+    app.router.add_post(CHAT_COMPLETIONS_PATH, generation.chat_completions)
+    app.router.add_post(COMPLETIONS_PATH, generation.completions)
     app.router.add_get("/v1/models", _models)
     app.router.add_get(HEALTH_PATH, _health)
     app.router.add_get(METRICS_PATH, _metrics)
@@ -91,12 +98,14 @@ def _engine_ctx(
     async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
         config = app[keys.CONFIG]
         engine = factory(config, app[keys.REGISTRY])
-        metrics = ServiceMetrics(app[keys.REGISTRY], engine.model_name)
+        metrics = ServiceMetrics(app[keys.REGISTRY], engine.model_name, config.classes.names)
         metrics.set_info(config.engine.kind, engine.model_name, VERSION)
         metrics.engine_ready.set_function(lambda: 1.0 if engine.ready else 0.0)
         app[keys.ENGINE], app[keys.METRICS] = engine, metrics
+        policy = AdmissionPolicy.of(config.classes, config.admission.max_in_flight,
+                                    config.admission.max_queue)
         app[keys.ADMISSION] = AdmissionQueue(
-            config.admission.max_in_flight, config.admission.max_queue,
+            policy.max_in_flight, policy.max_queue, classes=policy.classes,
             on_change=metrics.set_queue,
         )
         # Start in the background: /health answers 503 until the engine is ready (vLLM takes
@@ -193,7 +202,8 @@ async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse
             log.exception("unexpected error on %s %s", request.method, request.path)
             return APIError(500, "internal server error", type_=SERVER).response()
         finally:
-            _record(app, route, code, time.perf_counter() - start, span)
+            _record(app, route, code, request.get(keys.CLASS, UNCLASSIFIED),
+                    time.perf_counter() - start, span)
 
 
 def _current(span: trace.Span | None) -> contextlib.AbstractContextManager[object]:
@@ -204,14 +214,15 @@ def _current(span: trace.Span | None) -> contextlib.AbstractContextManager[objec
 
 
 def _record(
-    app: web.Application, route: str, code: str, seconds: float, span: trace.Span | None
+    app: web.Application, route: str, code: str, request_class: str, seconds: float,
+    span: trace.Span | None,
 ) -> None:
     metrics = app.get(keys.METRICS)
     if metrics is not None:
-        metrics.requests.labels(route, code).inc()
+        metrics.requests.labels(route, code, request_class).inc()
         if span is not None:
             exemplar = {EXEMPLAR_TRACE_ID: format(span.get_span_context().trace_id, "032x")}
-            metrics.duration.labels(route).observe(seconds, exemplar)
+            metrics.duration.labels(route, request_class).observe(seconds, exemplar)
     if span is not None:
         span.set_attribute("http.response.status_code", int(code))
         if code.startswith("5"):

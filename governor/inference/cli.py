@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from aiohttp import web
 
@@ -19,10 +20,13 @@ from governor.common.cli import (
 )
 from governor.common.logs import add_logging_options, setup_logging
 from governor.common.secrets import Secret, TokenError, read_token
+from governor.contracts.metrics.latency import HISTOGRAM_BUCKETS
 from governor.contracts.tokens import ADMIN_TOKEN_ENV
 from governor.inference.config import AdmissionSettings, ServiceConfig, TracingSettings
 from governor.inference.engines.settings import ENGINE_KINDS, EngineSettings
 from governor.inference.tracing import traces_endpoint
+from governor.slo.classes import RequestClasses
+from governor.slo.spec import SpecError, load_spec
 
 log = logging.getLogger(__name__)
 # The engine never became ready (a model without weights, no GPU memory, a bad option).
@@ -71,6 +75,10 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     p.add_argument("--queue-timeout", type=parse_duration_seconds,
                    default=admission.queue_timeout_seconds,
                    help="longest wait for admission before 503")
+    p.add_argument("--slo", type=Path, default=None,
+                   help="the SLO spec whose request classes the service applies (vLLM "
+                        "priority, per-class admission, the class label); default: none, one "
+                        "class for every request")
     p.add_argument("--max-tokens-limit", type=positive_int, default=service.max_tokens_limit,
                    help="largest max_tokens a request may ask for")
     p.add_argument("--otlp-endpoint", default=tracing.otlp_endpoint,
@@ -91,6 +99,15 @@ def _admin_token(args: argparse.Namespace, env: Mapping[str, str]) -> Secret | N
         raise SystemExit(f"governor serve: {exc}") from None
 
 
+def _classes(path: Path | None) -> RequestClasses:
+    if path is None:
+        return RequestClasses()
+    try:
+        return load_spec(path, histograms=HISTOGRAM_BUCKETS).classes
+    except SpecError as exc:
+        raise SystemExit(f"governor serve: --slo: {exc}") from None
+
+
 def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> ServiceConfig:
     for item in args.engine_arg:
         if "=" not in item:
@@ -98,6 +115,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
     if args.time_scale < 0:
         raise SystemExit("governor serve: --time-scale must not be negative")
     tracing = TracingSettings(otlp_endpoint=args.otlp_endpoint, service_name=args.service_name)
+    classes = _classes(args.slo)
     engine = EngineSettings(
         kind=args.engine, model=args.model, served_model_name=args.served_model_name,
         preset=args.preset, max_num_seqs=args.max_num_seqs,
@@ -107,6 +125,8 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
         # The same collector as the service's spans, from the flag or the OTEL_* variables,
         # so that vLLM's own llm_request spans land in the same trace.
         otlp_traces_endpoint=traces_endpoint(tracing, env),
+        # Declared classes carry priorities, which vLLM honours under its priority policy only.
+        scheduling_policy="priority" if classes.declared else "fcfs",
     )
     if engine.kind == "vllm" and not engine.model:
         raise SystemExit("governor serve: --engine vllm needs --model")
@@ -116,7 +136,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
             admission=AdmissionSettings(max_in_flight=args.max_in_flight,
                                         max_queue=args.max_queue,
                                         queue_timeout_seconds=args.queue_timeout),
-            tracing=tracing,
+            tracing=tracing, classes=classes,
             admin_token=_admin_token(args, env), max_body_bytes=args.max_body_bytes,
             max_tokens_limit=args.max_tokens_limit,
         )

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from governor.common.secrets import Secret
 from governor.contracts.endpoints import INFERENCE, LISTEN_HOST
 from governor.inference.engines.settings import EngineSettings
+from governor.slo.classes import RequestClasses
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,7 +16,9 @@ class AdmissionSettings:
 
     Beyond both, a request is answered 429 with ``Retry-After``; a request that waited
     ``queue_timeout_seconds`` for an engine slot gets 503 with ``Retry-After``. An accepted request
-    is never dropped by the service.
+    is never dropped by the service. With request classes, each class may also limit its own
+    requests in flight, and a full queue sheds its lowest class first (429 with ``Retry-After``);
+    see :mod:`governor.inference.admission_policy`.
     """
 
     max_in_flight: int = 512
@@ -39,6 +42,8 @@ class ServiceConfig:
     engine: EngineSettings = field(default_factory=EngineSettings)
     admission: AdmissionSettings = field(default_factory=AdmissionSettings)
     tracing: TracingSettings = field(default_factory=TracingSettings)
+    # The request classes of slo.yaml (``--slo``): priorities, admission limits, class labels.
+    classes: RequestClasses = field(default_factory=RequestClasses)
     # Bearer token of the admin API; None disables the admin API (every call answers 401).
     admin_token: Secret | None = None
     max_body_bytes: int = 4 * 1024 * 1024

@@ -1,6 +1,7 @@
 """The two generation routes: ``POST /v1/chat/completions`` and ``POST /v1/completions``.
 
-One request's life: parse and validate → tokenize and check the context → wait for an engine
+One request's life: parse and validate → tokenize and check the context → classify it (slo.yaml's
+request classes: its vLLM priority, its admission limit, its ``class`` label) → wait for an engine
 slot in the admission queue → stream deltas from the engine (SSE) or gather them → record the
 latencies the client saw, with the trace id as exemplar, and the span tree.
 """
@@ -18,13 +19,15 @@ from aiohttp import web
 from opentelemetry import trace
 
 from governor.contracts import traces as tr
+from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH
 from governor.contracts.metrics.service import (
     EXEMPLAR_TRACE_ID,
     REASON_QUEUE_FULL,
     REASON_QUEUE_TIMEOUT,
+    REASON_SHED,
 )
 from governor.inference import keys
-from governor.inference.admission import QueueFull, QueueTimeout
+from governor.inference.admission import QueueFull, QueueTimeout, Shed
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import (
     Engine,
@@ -42,7 +45,7 @@ from governor.inference.errors import (
     APIError,
     bad_request,
 )
-from governor.inference.metrics import ServiceMetrics
+from governor.inference.metrics import ClassLatency, ServiceMetrics
 from governor.inference.protocol import (
     GenerationParams,
     context_too_long,
@@ -132,38 +135,51 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
         assert params.prompt is not None
         prompt = params.prompt
     token_ids = tuple(await engine.tokenize(prompt))
+    route = CHAT_COMPLETIONS_PATH if kind == "chat" else COMPLETIONS_PATH
+    request_class = config.classes.classify(route, request.headers, len(token_ids))
+    request[keys.CLASS] = name = request_class.name
     max_tokens = resolve_max_tokens(params, len(token_ids), engine.max_model_len, config)
     request_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex}"
     _request_attributes(span, engine, params, request_id, max_tokens, len(token_ids))
+    span.set_attribute(tr.REQUEST_CLASS, name)
+    metrics = app[keys.METRICS]
     run = _Run(
-        kind, params, engine, app[keys.METRICS], app[keys.TRACING].tracer, span,
+        kind, params, engine, metrics, metrics.latency(name), app[keys.TRACING].tracer, span,
         GenerateRequest(request_id, prompt, token_ids, max_tokens, params.sampling,
-                        trace_headers=inject_headers(span)),
+                        trace_headers=inject_headers(span), priority=request_class.priority),
         retry_after,
     )
-    await _admit(request, run, retry_after)
+    await _admit(request, run, retry_after, name)
     try:
         if params.stream:
             return await run.stream(request)
         return await run.complete()
     finally:
-        app[keys.ADMISSION].release()
+        app[keys.ADMISSION].release(name)
         run.finish_span()
 
 
-async def _admit(request: web.Request, run: _Run, retry_after: int) -> None:
+async def _admit(request: web.Request, run: _Run, retry_after: int, request_class: str) -> None:
     config = request.app[keys.CONFIG]
     metrics = request.app[keys.METRICS]
     try:
-        await request.app[keys.ADMISSION].acquire(config.admission.queue_timeout_seconds)
+        await request.app[keys.ADMISSION].acquire(config.admission.queue_timeout_seconds,
+                                                  request_class)
     except QueueFull:
-        metrics.rejections.labels(REASON_QUEUE_FULL).inc()
+        metrics.rejections.labels(REASON_QUEUE_FULL, request_class).inc()
         raise APIError(
             429, "the server is at capacity and its queue is full; retry later",
             type_=RATE_LIMIT, code="queue_full", retry_after_seconds=retry_after,
         ) from None
+    except Shed:
+        metrics.rejections.labels(REASON_SHED, request_class).inc()
+        raise APIError(
+            429, f"the server is at capacity and gave this {request_class} request's place in "
+                 "the queue to a request of a higher class; retry later",
+            type_=RATE_LIMIT, code="shed", retry_after_seconds=retry_after,
+        ) from None
     except QueueTimeout:
-        metrics.rejections.labels(REASON_QUEUE_TIMEOUT).inc()
+        metrics.rejections.labels(REASON_QUEUE_TIMEOUT, request_class).inc()
         raise APIError(
             503, "no engine slot became free in time; retry later",
             type_=UNAVAILABLE, code="queue_timeout", retry_after_seconds=retry_after,
@@ -194,8 +210,10 @@ class _Run:
 
     def __init__(
         self, kind: Kind, params: GenerationParams, engine: Engine, metrics: ServiceMetrics,
-        tracer: trace.Tracer, span: trace.Span, request: GenerateRequest, retry_after: int,
+        latency: ClassLatency, tracer: trace.Tracer, span: trace.Span, request: GenerateRequest,
+        retry_after: int,
     ) -> None:
+        self.latency = latency
         self.tracer = tracer
         self.retry_after = retry_after
         self.kind = kind
@@ -227,10 +245,10 @@ class _Run:
         self.last_ns = time.time_ns()
         if self.first_ns == 0:
             self.first_ns = self.last_ns
-            self.metrics.ttft.observe(now - self.start, self.exemplar)
+            self.latency.ttft.observe(now - self.start, self.exemplar)
             self.engine_queued_seconds = delta.queued_seconds
         else:
-            self.metrics.itl.observe(now - self.last, self.exemplar)
+            self.latency.itl.observe(now - self.last, self.exemplar)
         self.last = now
         self.completion_tokens += delta.num_tokens
 

@@ -27,3 +27,5 @@ SPAN = web.RequestKey("span", trace.Span)
 # Per request: set once the SSE status line is sent, and when the client went away mid-stream.
 STREAMING = web.RequestKey("streaming", bool)
 CLIENT_GONE = web.RequestKey("client_gone", bool)
+# Per generation request: its request class, once its prompt is classified.
+CLASS = web.RequestKey("class", str)

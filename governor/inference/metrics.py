@@ -3,23 +3,44 @@
 Latencies are as the client sees them on the HTTP stream; each observation carries the trace id
 as an exemplar, exposed when Prometheus scrapes with OpenMetrics (``Accept:
 application/openmetrics-text``), so a latency spike on a board links to its trace. Names, help,
-labels and buckets are declared in :mod:`governor.contracts.metrics.service`.
+labels and buckets are declared in :mod:`governor.contracts.metrics.service`. The latency
+histograms are labelled by request class; their children are made once per class here, so that
+observing a token costs no label lookup::
+
+    metrics = ServiceMetrics(registry, "llama", classes=("doc", "chat"))
+    metrics.latency("doc").ttft.observe(0.4)
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Gauge
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from governor.contracts.instruments import counter, gauge, histogram, info
 from governor.contracts.metrics import service as m
 from governor.inference.engines.base import BatchingLimits
 
 
+@dataclass(frozen=True, slots=True)
+class ClassLatency:
+    """The time-to-first-token and inter-token histograms of one request class."""
+
+    ttft: Histogram
+    itl: Histogram
+
+
 class ServiceMetrics:
-    def __init__(self, registry: CollectorRegistry, model: str) -> None:
+    def __init__(self, registry: CollectorRegistry, model: str,
+                 classes: Sequence[str] = (m.DEFAULT_CLASS,)) -> None:
         self._model = model
-        self.ttft = histogram(m.TIME_TO_FIRST_TOKEN, registry).labels(model)
-        self.itl = histogram(m.INTER_TOKEN_LATENCY, registry).labels(model)
+        ttft = histogram(m.TIME_TO_FIRST_TOKEN, registry)
+        itl = histogram(m.INTER_TOKEN_LATENCY, registry)
+        # Every class's series exist from the start, so rates and ratios per class read 0, not
+        # nothing, before its first request.
+        self._latency = {name: ClassLatency(ttft.labels(model, name), itl.labels(model, name))
+                         for name in classes}
         self.duration = histogram(m.REQUEST_DURATION, registry)
         self.requests = counter(m.REQUESTS, registry)
         self.in_flight = gauge(m.REQUESTS_IN_FLIGHT, registry)
@@ -33,6 +54,9 @@ class ServiceMetrics:
         self.limit_changes = counter(m.BATCHING_CHANGES, registry)
         self.engine_ready = gauge(m.ENGINE_READY, registry)
         self.info = info(m.SERVICE_INFO, registry)
+
+    def latency(self, request_class: str) -> ClassLatency:
+        return self._latency[request_class]
 
     def set_info(self, engine: str, model: str, version: str) -> None:
         self.info.info({m.LABEL_ENGINE: engine, m.LABEL_MODEL: model, m.LABEL_VERSION: version})

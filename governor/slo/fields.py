@@ -1,7 +1,8 @@
 """Validating a native spec field by field, collecting every problem with its place.
 
 Each parser takes a value, its path in the document and the problem list, and returns the
-parsed value or ``None`` after recording why. :func:`native` assembles the whole spec.
+parsed value or ``None`` after recording why. :func:`governor.slo.assemble.native` assembles
+the whole spec.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from governor.contracts.promql import (
     parse_selector,
     to_decimal,
 )
-from governor.slo import openslo
 from governor.slo.model import (
     MAX_LABELS,
     MAX_PERIOD_SECONDS,
@@ -30,11 +30,9 @@ from governor.slo.model import (
     MIN_PERIOD_SECONDS,
     RESERVED_LABELS,
     SLO,
-    SPEC_VERSION,
     Labels,
     LatencySLI,
     RatioSLI,
-    SloSpec,
 )
 from governor.slo.yamlio import Path_
 
@@ -375,29 +373,3 @@ def _slos(
                 break
             seen[key] = index
     return tuple(slo for slo in slos if slo is not None)
-
-
-def native(
-    data: object, problems: Problems, histograms: Mapping[str, Sequence[float]] | None,
-) -> SloSpec | None:
-    fields = _mapping(data, (), problems, ("version", "service", "period", "labels", "slos"),
-                      ("version", "service", "period", "slos"))
-    if fields is None:
-        return None
-    version = fields.get("version")
-    if "version" in fields and version != SPEC_VERSION:
-        problems.add(("version",), f"unsupported version {version!r}: this Governor reads "
-                                   f"{SPEC_VERSION!r} (or OpenSLO {openslo.API_VERSION!r} "
-                                   "documents)")
-    service = _text(fields.get("service"), ("service",), problems, what="the service name") \
-        if "service" in fields else None
-    if service is not None and not _SERVICE.fullmatch(service):
-        problems.add(("service",), f"{service[:80]!r} must be letters, digits, '_', '.' or '-' "
-                                   "(at most 63)")
-        service = None
-    period = _period(fields["period"], ("period",), problems) if "period" in fields else None
-    labels = _labels(fields.get("labels"), ("labels",), problems)
-    slos = _slos(fields["slos"], ("slos",), problems, histograms) if "slos" in fields else ()
-    if problems.items or service is None or period is None:
-        return None
-    return SloSpec(SPEC_VERSION, service, period, slos, labels)

@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Final
 
 from governor.contracts.promql import format_duration, to_decimal
+from governor.slo.classes import RequestClasses
 
 SPEC_VERSION: Final = "governor/v1"
 MIN_PERIOD_SECONDS: Final = 7 * 86400  # the longest burn-rate window (3d) must fit well inside
@@ -108,6 +109,8 @@ class SloSpec:
     period_seconds: int
     slos: tuple[SLO, ...]
     labels: Mapping[str, str] = field(default_factory=Labels)
+    # The request classes; without a ``classes`` section, one class named "default".
+    classes: RequestClasses = field(default_factory=RequestClasses)
 
     def slo(self, name: str) -> SLO:
         for slo in self.slos:

@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from governor.slo import openslo
-from governor.slo.fields import Problems, format_path, native, parse_objective, where_in
+from governor.slo.assemble import native
+from governor.slo.fields import Problems, format_path, parse_objective, where_in
 from governor.slo.model import (
     MAX_PERIOD_SECONDS,
     MIN_PERIOD_SECONDS,

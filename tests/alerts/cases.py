@@ -22,4 +22,5 @@ FAST = RenderParams(scrape_interval_seconds=1, evaluation_interval_seconds=1,
 CASES = {
     "period-28d-guarded": (TESTDATA / "period-28d-guarded.yaml", Endpoints(), RenderParams()),
     "openslo-fast-local": (TESTDATA / "openslo.yaml", Endpoints.local(), FAST),
+    "classes": (TESTDATA / "classes.yaml", Endpoints(), RenderParams()),
 }

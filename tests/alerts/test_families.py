@@ -49,7 +49,7 @@ def rule_groups(files: dict[str, str]) -> list[str]:
 
 def test_the_families_come_per_slo_first_then_by_name() -> None:
     assert [(f.name, f.per_slo) for f in families()] == [
-        ("slo", True), ("control", False), ("health", False)]
+        ("classes", True), ("slo", True), ("control", False), ("health", False)]
 
 
 def test_a_family_applies_only_where_it_says() -> None:
@@ -57,9 +57,15 @@ def test_a_family_applies_only_where_it_says() -> None:
     data = yaml.safe_load((ROOT / "slo.yaml").read_text(encoding="utf-8"))
     for slo in data["slos"]:
         slo["controller"] = False
+    del data["classes"]
     files = render_all(parse_checked_spec(data))
-    assert "prometheus/rules/control.yml" in render_all(spec)
+    full = render_all(spec)
+    assert "prometheus/rules/control.yml" in full
     assert not any("control" in path for path in files)
+    # Per-class rules exist for the latency SLOs, and only while the spec declares classes.
+    assert {p for p in full if p.startswith("prometheus/rules/classes-")} == {
+        "prometheus/rules/classes-inter-token-latency.yml",
+        "prometheus/rules/classes-time-to-first-token.yml"}
     assert {p for p in files if p.startswith("prometheus/rules/")} == {
         *(f"prometheus/rules/slo-{slo.name}.yml" for slo in spec.slos),
         "prometheus/rules/health.yml"}
@@ -67,12 +73,13 @@ def test_a_family_applies_only_where_it_says() -> None:
 
 def test_a_new_family_is_one_module_and_nothing_else(extra_module: Path) -> None:
     (extra_module / "extra.py").write_text(EXTRA_FAMILY, encoding="utf-8")
-    assert [f.name for f in families()] == ["extra", "slo", "control", "health"]
+    assert [f.name for f in families()] == ["classes", "extra", "slo", "control", "health"]
     files = render_all(load_checked_spec(ROOT / "slo.yaml"))
     assert "InterTokenLatencyExtra" in files["prometheus/rules/extra-inter-token-latency.yml"]
     assert not any("extra-availability" in path or path.startswith("prometheus/tests/extra")
                    for path in files)  # applies to the controller's SLO only; no tests
-    assert rule_groups(files)[0] == "extra"
+    groups = rule_groups(files)
+    assert groups.index("extra") < groups.index("slo-sli-availability")
 
 
 def test_a_module_without_a_family_is_an_error(extra_module: Path) -> None:

@@ -106,8 +106,11 @@ def test_every_alert_has_a_unit_test_that_sees_it_fire_and_stay_quiet() -> None:
 def test_the_default_spec_yields_the_expected_alerts() -> None:
     alerts = sorted({rule["alert"] for rule in rules_of(default_files()) if "alert" in rule})
     slo_alerts = [a for a in alerts if a.endswith(("ErrorBudgetBurn", "P99High"))]
-    assert slo_alerts == ["AvailabilityErrorBudgetBurn", "InterTokenLatencyErrorBudgetBurn",
-                          "InterTokenLatencyP99High", "TimeToFirstTokenErrorBudgetBurn"]
+    assert slo_alerts == ["AvailabilityErrorBudgetBurn",
+                          "InterTokenLatencyClassErrorBudgetBurn",  # per request class
+                          "InterTokenLatencyErrorBudgetBurn", "InterTokenLatencyP99High",
+                          "TimeToFirstTokenClassErrorBudgetBurn",
+                          "TimeToFirstTokenErrorBudgetBurn"]
     for health in ("GovernorTargetDown", "GpuExporterStale", "VllmKvCacheNearlyFull",
                    "VllmPreemptionsHigh", "VllmQueueGrowing", "GpuXidErrors",
                    "GpuThermalThrottling", "GpuPowerThrottling", "GpuMemoryNearlyFull"):
@@ -127,8 +130,11 @@ def test_the_fast_alert_is_per_instance_and_routed_to_the_controller() -> None:
 
 def test_latency_slis_count_the_threshold_bucket_in_both_le_spellings() -> None:
     exprs = "\n".join(r["expr"] for r in rules_of(default_files()) if "record" in r)
-    assert f'{svc.TIME_TO_FIRST_TOKEN.bucket}{{le=~"1|1\\\\.0"}}[5m]' in exprs
-    assert f'{svc.INTER_TOKEN_LATENCY.bucket}{{le="0.12"}}[1h]' in exprs
+    # The default spec's chats (the default class) at the SLOs' thresholds; documents at theirs.
+    assert f'{svc.TIME_TO_FIRST_TOKEN.bucket}{{class!~"doc", le=~"1|1\\\\.0"}}[5m]' in exprs
+    assert f'{svc.TIME_TO_FIRST_TOKEN.bucket}{{class="doc", le=~"20|20\\\\.0"}}[5m]' in exprs
+    assert f'{svc.INTER_TOKEN_LATENCY.bucket}{{class!~"doc", le="0.12"}}[1h]' in exprs
+    assert f'{svc.INTER_TOKEN_LATENCY.bucket}{{class="doc", le="0.25"}}[1h]' in exprs
 
 
 def test_the_period_ratio_is_weighted_by_events() -> None:
@@ -180,7 +186,7 @@ def test_alertmanager_groups_by_slo_and_pages_inhibit_tickets() -> None:
     (inhibit,) = config["inhibit_rules"]
     assert inhibit["source_matchers"][0] == 'severity="page"'
     assert inhibit["target_matchers"][0] == 'severity="ticket"'
-    assert inhibit["equal"] == ["slo", "service"]
+    assert inhibit["equal"] == ["slo", "service", "class"]  # a class page silences its ticket
 
 
 def test_prometheus_scrapes_the_three_jobs_and_loads_the_rules() -> None:

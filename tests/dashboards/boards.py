@@ -25,6 +25,7 @@ GOLDEN = Path(__file__).parent / "golden"
 CASES = {
     "period-28d-guarded": TESTDATA / "period-28d-guarded.yaml",
     "openslo": TESTDATA / "openslo.yaml",
+    "classes": TESTDATA / "classes.yaml",
 }
 
 

@@ -37,7 +37,9 @@ def declared(module: ModuleType) -> set[str]:
 
 def known_metrics() -> set[str]:
     recorded = {windowed.at(w).name for w in SLI_WINDOWS for windowed in
-                (n.SLI_EVENTS_RATE, n.SLI_ERROR_EVENTS_RATE, n.SLI_ERROR_RATIO, n.BURN_RATE)}
+                (n.SLI_EVENTS_RATE, n.SLI_ERROR_EVENTS_RATE, n.SLI_ERROR_RATIO, n.BURN_RATE,
+                 n.CLASS_SLI_EVENTS_RATE, n.CLASS_SLI_ERROR_EVENTS_RATE,
+                 n.CLASS_SLI_ERROR_RATIO, n.CLASS_BURN_RATE)}
     return (declared(svc) | declared(vllm) | declared(g) | declared(c) | declared(n)
             | recorded)
 
@@ -91,6 +93,19 @@ def test_the_slo_board_reads_each_slos_recorded_series(name: str) -> None:
         assert f'{name}{{slo="{slo.name}", service="{SPEC.service}"}}' in text
 
 
+def test_the_slo_board_lists_the_classes_and_burns_each_latency_slo_by_class() -> None:
+    board = boards()["governor-slo"]
+    summary = next(p for p in panels(board) if p["type"] == "text")["options"]["content"]
+    assert "| doc | prompt ≥ 3000 tokens, or x-governor-class: doc | 10 | 4 | 16 |" in summary
+    assert "| chat | every other request | 0 | — | — | — |" in summary
+    by_class = [p for p in panels(board) if p["title"] == "Burn rate by request class"]
+    assert len(by_class) == 2  # the two latency SLOs; availability has no per-class rules
+    assert "(doc ≤ 0.25, chat ≤ 0.12" in by_class[0]["description"].replace("s,", ",")
+    assert [t["legendFormat"] for t in by_class[0]["targets"]] == ["{{class}} 5m",
+                                                                   "{{class}} 1h"]
+    assert n.CLASS_ERROR_BUDGET_REMAINING.name in exprs(board)
+
+
 def test_burn_rates_cover_every_alert_window_with_the_tier_factors_drawn() -> None:
     board = boards()["governor-slo"]
     burn = panel_titled(board, "Burn rate by window")
@@ -127,21 +142,36 @@ def test_latency_panels_draw_the_slo_thresholds_at_their_quantile() -> None:
     board = boards()["governor-inference"]
     itl = panel_titled(board, "Inter-token latency")
     ttft = panel_titled(board, "Time to first token")
-    assert itl["title"] == "Inter-token latency (SLO: p99 ≤ 0.12 s)"
-    assert ttft["title"] == "Time to first token (SLO: p99 ≤ 1 s)"
-    for panel, threshold in ((itl, 0.12), (ttft, 1.0)):
+    # The default spec's documents have thresholds of their own, drawn beside the SLO's.
+    assert itl["title"] == "Inter-token latency (SLO: p99 ≤ 0.12 s; doc ≤ 0.25 s)"
+    assert ttft["title"] == "Time to first token (SLO: p99 ≤ 1 s; doc ≤ 20 s)"
+    for panel, lines in ((itl, [0.12, 0.25]), (ttft, [1.0, 20.0])):
         steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
-        assert [s["value"] for s in steps] == [None, threshold]
+        assert [s["value"] for s in steps] == [None, *lines]
         assert panel["fieldConfig"]["defaults"]["custom"]["thresholdsStyle"]["mode"] == "dashed"
-        assert [t["legendFormat"] for t in panel["targets"]] == ["p50", "p90", "p99"]
+        assert [t["legendFormat"] for t in panel["targets"]] == [
+            "p50 {{class}}", "p90 {{class}}", "p99 {{class}}"]
         assert all(t["exemplar"] for t in panel["targets"])
+        assert all('class=~"$class"' in t["expr"] and "sum by (le, class)" in t["expr"]
+                   for t in panel["targets"])
+
+
+def test_without_classes_the_latency_panels_are_as_before() -> None:
+    data = yaml.safe_load((ROOT / "slo.yaml").read_text())
+    del data["classes"]
+    board = boards(render_all(parse_checked_spec(data)))["governor-inference"]
+    itl = panel_titled(board, "Inter-token latency")
+    assert itl["title"] == "Inter-token latency (SLO: p99 ≤ 0.12 s)"
+    assert [t["legendFormat"] for t in itl["targets"]] == ["p50", "p90", "p99"]
+    assert not any(v["name"] == "class" for v in board["templating"]["list"])
+    assert "class" not in exprs(board)
 
 
 def test_changing_the_threshold_in_the_spec_moves_the_line() -> None:
     text = (ROOT / "slo.yaml").read_text().replace("threshold: 120ms", "threshold: 100ms")
     spec = parse_checked_spec(yaml.safe_load(text))
     itl = panel_titled(boards(render_all(spec))["governor-inference"], "Inter-token latency")
-    assert itl["title"] == "Inter-token latency (SLO: p99 ≤ 0.1 s)"
+    assert itl["title"] == "Inter-token latency (SLO: p99 ≤ 0.1 s; doc ≤ 0.25 s)"
     assert itl["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 0.1
 
 
@@ -149,7 +179,8 @@ def test_a_99_9_percent_objective_adds_the_p99_9_line() -> None:
     text = (ROOT / "slo.yaml").read_text().replace("objective: 99\n", "objective: 99.9\n", 1)
     spec = parse_checked_spec(yaml.safe_load(text))
     itl = panel_titled(boards(render_all(spec))["governor-inference"], "Inter-token latency")
-    assert [t["legendFormat"] for t in itl["targets"]] == ["p50", "p90", "p99.9"]
+    assert [t["legendFormat"] for t in itl["targets"]] == [
+        "p50 {{class}}", "p90 {{class}}", "p99.9 {{class}}"]
     assert "quantile(0.999," in itl["targets"][2]["expr"]
 
 

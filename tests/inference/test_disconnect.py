@@ -46,5 +46,6 @@ async def test_disconnect_mid_stream_aborts_the_engine_request(service: Service)
     assert engine_gauge(service, vllm.NUM_REQUESTS_RUNNING.name) == 0.0
     assert engine_gauge(service, vllm.KV_CACHE_USAGE.name) < kv_busy
     assert service.sample(svc.REQUESTS.total,
-                          {"route": "/v1/chat/completions", "code": "499"}) == 1.0
+                          {"route": "/v1/chat/completions", "code": "499",
+                           "class": svc.DEFAULT_CLASS}) == 1.0
     assert service.sample(svc.REQUESTS_IN_FLIGHT.name) == 0.0

@@ -79,10 +79,17 @@ async def test_the_default_global_registry_is_not_used(service: Service) -> None
     assert "python_gc_objects_collected_total" not in text
 
 
-async def test_requests_are_counted_by_route_and_code(service: Service) -> None:
+async def test_requests_are_counted_by_route_code_and_class(service: Service) -> None:
     await drive(service, 2)
-    assert service.sample(svc.REQUESTS.total,
-                          {"route": "/v1/chat/completions", "code": "200"}) == 2.0
+    await scrape(service)
+    # Without classes in the spec every generation request is in the default class; a request
+    # that is no generation (a scrape) has none.
+    assert service.sample(svc.REQUESTS.total, {"route": "/v1/chat/completions", "code": "200",
+                                               "class": svc.DEFAULT_CLASS}) == 2.0
+    assert service.sample(svc.REQUESTS.total, {"route": "/metrics", "code": "200",
+                                               "class": svc.UNCLASSIFIED}) == 1.0
+    assert service.sample(svc.TIME_TO_FIRST_TOKEN.count, {
+        "model": service.engine.model_name, "class": svc.DEFAULT_CLASS}) == 2.0
 
 
 # promtool lints vLLM's own names ("vllm:…" has a colon; "vllm:iteration_tokens_total" is a

@@ -32,7 +32,7 @@ async def test_a_burst_beyond_the_queue_gets_429_and_every_accepted_request_fini
     assert all(done for _, _, done in accepted)
     assert all(retry == "1" for _, retry, _ in rejected)
     assert service.sample("governor_admission_rejections_total",
-                          {"reason": "queue_full"}) == len(rejected)
+                          {"reason": "queue_full", "class": "default"}) == len(rejected)
     assert service.sample("governor_queue_depth") == 0.0
     assert service.sample("governor_requests_in_flight") == 0.0
 

@@ -9,6 +9,9 @@ long documents arrive, with a load step and a ramp — runs three times:
 (c) the controller's law, observing through Prometheus as the real stack would.
 
 It prints a table with ratios against (a) and (b), one JSON summary line, and writes PNG plots.
+With ``--classes`` every run puts the service's admission queue in front of the engine and is
+scored per request class of ``--slo`` too: ``spec`` applies the classes (vLLM priorities, per-class
+admission limits, shedding the lowest class first), ``one`` runs the service without classes.
 Lives here, not in ``controller/``, because it drives the sim engine, which the controller may
 not import.
 """
@@ -25,17 +28,24 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from governor.bench.controller.admission import Limits as AdmissionLimits
+from governor.bench.controller.classes import ClassPlan, class_report, class_table
 from governor.bench.controller.loop import Run, Scenario, ceiling, run
 from governor.bench.controller.pipeline import pipeline_from_deploy
 from governor.bench.controller.scoring import attainment, goodput, worst_recovery
 from governor.bench.controller.workload import Arrival, Workload, WorkloadError, load_workload
 from governor.bench.progress import Progress
-from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
+from governor.common.cli import (
+    EnvArgumentParser,
+    non_negative_int,
+    parse_duration_seconds,
+    positive_int,
+)
 from governor.controller.cli import UsageError, build_config
 from governor.controller.cli import build_parser as controller_parser
 from governor.controller.model import Limits
-from governor.controller.slo import objectives
-from governor.slo.spec import SpecError, camel_case, load_spec
+from governor.controller.slo import DEFAULT_TTFT_SLO, objectives
+from governor.slo.spec import SloSpec, SpecError, camel_case, load_spec
 
 TARGET_ATTAINMENT = 0.95
 TARGET_GOODPUT_SHARE = 0.95
@@ -89,6 +99,18 @@ def build_parser() -> EnvArgumentParser:
                    help="override the generated controller route's group_wait")
     p.add_argument("--resync", type=parse_duration_seconds, default=None,
                    help="override the controller's default periodic reconcile")
+    admission = AdmissionLimits.service_defaults()
+    p.add_argument("--classes", choices=("spec", "one"), default=None,
+                   help="request classes of --slo, with the service's admission queue in front "
+                        "of the engine: spec applies them (priorities, per-class limits, "
+                        "shedding), one runs the service without them; both score per class")
+    p.add_argument("--max-in-flight", type=positive_int, default=admission.max_in_flight,
+                   help="with --classes: the service's --max-in-flight")
+    p.add_argument("--max-queue", type=non_negative_int, default=admission.max_queue,
+                   help="with --classes: the service's --max-queue")
+    p.add_argument("--queue-timeout", type=parse_duration_seconds,
+                   default=admission.queue_timeout_seconds,
+                   help="with --classes: the service's --queue-timeout")
     p.add_argument("--jobs", type=positive_int, default=max(1, min(4, os.cpu_count() or 1)),
                    help="runs in parallel (processes)")
     p.add_argument("--out", type=Path, default=Path("bench-out/controller"),
@@ -148,7 +170,8 @@ def _job(args: tuple[Scenario, list[Arrival], str, Limits | None]) -> Run:
 def build_scenario(args: Any, workload: Workload | None = None) -> Scenario:
     """The scenario the controller would really run in: the generated stack's timing and the
     controller's own defaults (``governor controller`` with no options but ``--slo``)."""
-    alert = camel_case(objectives(load_spec(args.slo)).itl_slo_name) + "P99High"
+    spec = load_spec(args.slo)
+    alert = camel_case(objectives(spec).itl_slo_name) + "P99High"
     pipeline = pipeline_from_deploy(args.deploy, alert, resync_seconds=10.0)
     overrides = {"scrape_interval_seconds": args.scrape_interval,
                  "evaluation_interval_seconds": args.evaluation_interval,
@@ -166,7 +189,20 @@ def build_scenario(args: Any, workload: Workload | None = None) -> Scenario:
     return Scenario(workload, args.seed, controller.slo, controller.law,
                     pipeline, preset=args.preset, window_seconds=args.window,
                     short_window_seconds=controller.queries.short_window_seconds,
-                    long_window_seconds=controller.queries.long_window_seconds)
+                    long_window_seconds=controller.queries.long_window_seconds,
+                    classes=_class_plan(args, spec))
+
+
+def _class_plan(args: Any, spec: SloSpec) -> ClassPlan | None:
+    if args.classes is None:
+        return None
+    if args.classes == "spec" and not spec.classes.declared:
+        raise ValueError(f"--classes spec: {args.slo} declares no request classes")
+    ttft = DEFAULT_TTFT_SLO if any(s.name == DEFAULT_TTFT_SLO for s in spec.slos) else None
+    return ClassPlan.of(spec, itl_slo=objectives(spec).itl_slo_name, ttft_slo=ttft,
+                        apply=args.classes == "spec",
+                        limits=AdmissionLimits(args.max_in_flight, args.max_queue,
+                                               args.queue_timeout))
 
 
 def workloads(args: Any) -> list[Workload | None]:
@@ -238,6 +274,9 @@ def report(results: list[Run], scenario: Scenario, args: Any, out: Path) -> int:
         "recovery": controlled.recovery is None or controlled.recovery <= TARGET_RECOVERY_SECONDS,
     }
     plots = [] if args.no_plots else _plots(results, best_run, scenario, out)
+    headline = {"default_static": results[0], "best_static": best_run, "controller": results[1]}
+    if scenario.classes is not None:
+        class_table(scenario.classes, headline)
     summary = {
         "bench": "controller", "workload": scenario.workload.name, "preset": scenario.preset,
         "minutes": scenario.workload.duration_seconds / 60,
@@ -263,6 +302,8 @@ def report(results: list[Run], scenario: Scenario, args: Any, out: Path) -> int:
                     TARGET_GOODPUT_SHARE, "recovery_seconds": TARGET_RECOVERY_SECONDS},
         "met": met, "plots": [str(p) for p in plots],
     }
+    if scenario.classes is not None:
+        summary["classes"] = class_report(scenario.classes, headline)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, separators=(",", ":")))

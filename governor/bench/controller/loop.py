@@ -4,7 +4,9 @@ A policy is either static limits or the controller's own pure law
 (``governor.controller.law.decide``) fed what it would read from Prometheus at that moment: the
 scrapes up to then, through the same PromQL windows the controller queries, with the fast alert
 evaluated and delivered as Alertmanager would. Decisions take effect in the engine
-``actuation_seconds`` later, like a ``PUT``.
+``actuation_seconds`` later, like a ``PUT``. With request classes (``Scenario.classes``) the
+requests pass through the service's admission policy first and carry their class's vLLM
+priority (:mod:`governor.bench.controller.classes`), and the run is scored per class too.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from governor.bench.controller.admission import Gatekeeper
+from governor.bench.controller.classes import ClassPlan, ClassScore, class_scores
 from governor.bench.controller.prometheus import AlertState, Pipeline, Scrapes, cumulative_counts
 from governor.bench.controller.scoring import (
     Episode,
@@ -64,6 +68,9 @@ class Scenario:
     actuation_seconds: float = 0.1
     # The service's admin floor (``governor serve``'s defaults).
     floor: Limits = field(default_factory=lambda: _service_floor(EngineSettings()))
+    # Request classes and the service's admission in front of the engine (None: neither, the
+    # engine takes every request as it arrives).
+    classes: ClassPlan | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +97,7 @@ class Run:
     alert_episodes: list[Episode]  # …as the fast alert's expression shows them
     notifications: list[float]  # when Alertmanager's webhook reached the controller
     duration: float
+    classes: dict[str, ClassScore] = field(default_factory=dict)  # with Scenario.classes
 
 
 def _service_floor(settings: EngineSettings) -> Limits:
@@ -106,19 +114,38 @@ def run(scenario: Scenario, arrivals: list[Arrival], *, name: str,
     """Run the whole workload under ``static`` limits, or under the controller when ``None``."""
     top = ceiling(scenario)
     start = static or top
-    sim = VirtualSim(get_preset(scenario.preset), limits=_batching(start), seed=scenario.seed,
-                     record_token_times=True)
-    ids = [sim.submit(arrival=a.at, prompt=a.prompt_tokens, output_tokens=a.output_tokens,
-                      request_id=f"{a.kind[0]}{i}") for i, a in enumerate(arrivals)]
+    plan = scenario.classes
+    ids = [f"{a.kind[0]}{i}" for i, a in enumerate(arrivals)]
+    names = [plan.classify(a).name for a in arrivals] if plan else []
+    keeper = plan.gatekeeper(dict(zip(ids, names, strict=True))) if plan else None
+    sim = _sim(scenario, start, keeper)
+    for i, (rid, a) in enumerate(zip(ids, arrivals, strict=True)):
+        sim.submit(arrival=a.at, prompt=a.prompt_tokens, output_tokens=a.output_tokens,
+                   request_id=rid, priority=plan.priority(names[i]) if plan else 0)
     loop = _Loop(scenario, sim, ids, arrivals, controlled=static is None,
                  bounds=(scenario.floor, top))
     loop.drive()
     sim.run_until_idle()
-    return Run(name, static is None, start, _windows(scenario, sim, ids),
-               _outcomes(scenario, sim, ids, arrivals), loop.limits, loop.traces, loop.observed,
+    outcomes = _outcomes(scenario, sim, ids, arrivals)
+    by_class = class_scores(
+        plan, sim, ids, names, outcomes, keeper, window=scenario.window_seconds,
+        end=scenario.workload.duration_seconds, itl_q=scenario.slo.itl_quantile,
+        ttft_q=scenario.slo.ttft_quantile) if plan and keeper else {}
+    return Run(name, static is None, start, _windows(scenario, sim, ids), outcomes,
+               loop.limits, loop.traces, loop.observed,
                series_episodes(loop.observed, scenario.slo.itl_seconds),
                episodes(loop.alert.episodes), loop.alert.notifications,
-               scenario.workload.duration_seconds)
+               scenario.workload.duration_seconds, by_class)
+
+
+def _sim(scenario: Scenario, start: Limits, keeper: Gatekeeper | None) -> VirtualSim:
+    preset = get_preset(scenario.preset)
+    if keeper is None or scenario.classes is None:
+        return VirtualSim(preset, limits=_batching(start), seed=scenario.seed,
+                          record_token_times=True)
+    return VirtualSim(preset, limits=_batching(start), seed=scenario.seed,
+                      record_token_times=True, policy=scenario.classes.scheduling_policy,
+                      gate=keeper.arrive, on_finish=keeper.finished)
 
 
 def _batching(limits: Limits) -> BatchingLimits:

@@ -21,11 +21,20 @@ LABEL_REASON: Final = "reason"
 LABEL_RESULT: Final = "result"
 LABEL_ENGINE: Final = "engine"
 LABEL_VERSION: Final = "version"
+# The request class (``classes`` of slo.yaml) a generation request was put in; without classes
+# every generation request is in DEFAULT_CLASS. Requests never classified (other routes, and
+# generation requests refused before their prompt was read) carry the empty value, which
+# Prometheus shows as no label at all.
+LABEL_CLASS: Final = "class"
+DEFAULT_CLASS: Final = "default"
+UNCLASSIFIED: Final = ""
 EXEMPLAR_TRACE_ID: Final = "trace_id"
 
-# Values of ``reason`` on ADMISSION_REJECTIONS: the queue was full (429), or a request waited too
-# long for an engine slot (503).
+# Values of ``reason`` on ADMISSION_REJECTIONS: the queue was full (429), a waiting request gave
+# its place to a request of a higher class (429), or a request waited too long for an engine slot
+# (503).
 REASON_QUEUE_FULL: Final = "queue_full"
+REASON_SHED: Final = "shed"
 REASON_QUEUE_TIMEOUT: Final = "queue_timeout"
 
 # Values of ``result`` on BATCHING_CHANGES.
@@ -41,28 +50,30 @@ PARAM_MAX_NUM_BATCHED_TOKENS: Final = "max_num_batched_tokens"
 TIME_TO_FIRST_TOKEN: Final = Metric(
     "governor_time_to_first_token_seconds", "histogram",
     "Time from request arrival to the first streamed token, as seen by the client.", "seconds",
-    (LABEL_MODEL,),
+    (LABEL_MODEL, LABEL_CLASS),
     (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5, 2.0,
      2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0),
 )
 INTER_TOKEN_LATENCY: Final = Metric(
     "governor_inter_token_latency_seconds", "histogram",
     "Time between successive streamed tokens of one response, as seen by the client.", "seconds",
-    (LABEL_MODEL,),
+    (LABEL_MODEL, LABEL_CLASS),
     (0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.06, 0.075, 0.09, 0.1, 0.12, 0.15, 0.2,
      0.25, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0),
 )
 REQUEST_DURATION: Final = Metric(
     "governor_request_duration_seconds", "histogram",
-    "Time from request arrival to the end of the response.", "seconds", (LABEL_ROUTE,),
+    "Time from request arrival to the end of the response.", "seconds",
+    (LABEL_ROUTE, LABEL_CLASS),
     (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0,
      60.0, 90.0, 120.0, 240.0, 480.0),
 )
 
 # ---- requests and tokens ---------------------------------------------------------------------
 REQUESTS: Final = Metric(
-    "governor_requests", "counter", "Finished HTTP requests by route and status code.",
-    "requests", (LABEL_ROUTE, LABEL_CODE))
+    "governor_requests", "counter",
+    "Finished HTTP requests by route, status code and request class.", "requests",
+    (LABEL_ROUTE, LABEL_CODE, LABEL_CLASS))
 REQUESTS_IN_FLIGHT: Final = Metric(
     "governor_requests_in_flight", "gauge", "Generation requests holding an engine slot.",
     "requests")
@@ -70,8 +81,9 @@ QUEUE_DEPTH: Final = Metric(
     "governor_queue_depth", "gauge", "Generation requests waiting in the admission queue.",
     "requests")
 ADMISSION_REJECTIONS: Final = Metric(
-    "governor_admission_rejections", "counter", "Requests turned away by the admission queue.",
-    "requests", (LABEL_REASON,))
+    "governor_admission_rejections", "counter",
+    "Requests turned away by the admission queue, by reason and request class.", "requests",
+    (LABEL_REASON, LABEL_CLASS))
 PROMPT_TOKENS: Final = Metric(
     "governor_prompt_tokens", "counter", "Prompt tokens of admitted requests.", "tokens",
     (LABEL_MODEL,))

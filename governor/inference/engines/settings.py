@@ -7,6 +7,9 @@ from typing import Literal
 
 EngineKind = Literal["sim", "vllm"]
 ENGINE_KINDS: tuple[EngineKind, ...] = ("sim", "vllm")
+# vLLM's scheduling policies: first come first served, or by request priority (lower first).
+SchedulingPolicy = Literal["fcfs", "priority"]
+SCHEDULING_POLICIES: tuple[SchedulingPolicy, ...] = ("fcfs", "priority")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,3 +38,6 @@ class EngineSettings:
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     # vllm: where vLLM's own ``llm_request`` spans go (the service's collector).
     otlp_traces_endpoint: str | None = None
+    # "priority" when slo.yaml declares request classes: the engine then orders its waiting
+    # requests by (priority, arrival), as vLLM's scheduling_policy="priority" does.
+    scheduling_policy: SchedulingPolicy = "fcfs"

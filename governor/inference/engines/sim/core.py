@@ -12,6 +12,7 @@ import random
 from collections.abc import Sequence
 
 from governor.inference.engines.base import BatchingLimits, FinishReason
+from governor.inference.engines.settings import SchedulingPolicy
 from governor.inference.engines.sim.kv import KVCache, prompt_block_hashes
 from governor.inference.engines.sim.presets import Preset
 from governor.inference.engines.sim.request import SimRequest
@@ -35,6 +36,7 @@ class EngineCore:
         limits: BatchingLimits | None = None,
         seed: int = 0,
         observer: StepObserver | None = None,
+        policy: SchedulingPolicy = "fcfs",
     ) -> None:
         self.preset = preset
         self.kv = KVCache(
@@ -47,6 +49,7 @@ class EngineCore:
             limits or BatchingLimits(preset.max_num_seqs, preset.max_num_batched_tokens),
             async_scheduling=preset.async_scheduling,
             observer=observer,
+            policy=policy,
         )
         self.roofline = Roofline.of(preset)
         self._rng = random.Random(seed)
@@ -122,8 +125,10 @@ class EngineCore:
         finish_reason: FinishReason,
         record_token_times: bool = False,
         sink: object = None,
+        priority: int = 0,
     ) -> SimRequest:
-        """A request for ``prompt`` (token ids, or a count of tokens nobody shares)."""
+        """A request for ``prompt`` (token ids, or a count of tokens nobody shares); ``priority``
+        is vLLM's (lower first), honoured under the priority policy."""
         if isinstance(prompt, int):
             num_prompt, hashes = prompt, None
         else:
@@ -143,4 +148,5 @@ class EngineCore:
             block_hashes=hashes,
             record_token_times=record_token_times,
             sink=sink,
+            priority=priority,
         )

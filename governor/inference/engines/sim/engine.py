@@ -36,7 +36,7 @@ from governor.inference.engines.base import (
     GenerateRequest,
     TokenDelta,
 )
-from governor.inference.engines.settings import EngineSettings
+from governor.inference.engines.settings import EngineSettings, SchedulingPolicy
 from governor.inference.engines.sim.core import EngineCore, RequestTooLarge
 from governor.inference.engines.sim.metrics import VllmMetrics
 from governor.inference.engines.sim.presets import Preset, get_preset
@@ -86,6 +86,7 @@ class SimEngine:
         seed: int = 0,
         time_scale: float = 1.0,
         clock: Callable[[], float] | None = None,
+        policy: SchedulingPolicy = "fcfs",
     ) -> None:
         if not time_scale >= 0 or math.isinf(time_scale):
             raise ValueError(f"time_scale must be a finite number ≥ 0, got {time_scale}")
@@ -99,7 +100,8 @@ class SimEngine:
         self._time_scale = time_scale
         self._clock = clock
         self._metrics = VllmMetrics(model_name)
-        self._core = EngineCore(preset, limits=ceiling, seed=seed, observer=self._metrics)
+        self._core = EngineCore(preset, limits=ceiling, seed=seed, observer=self._metrics,
+                                policy=policy)
         self._metrics.scheduler = self._core.scheduler
         registry.register(self._metrics)
         self._tokenizer = SimTokenizer(preset.model.vocab_size)
@@ -222,6 +224,7 @@ class SimEngine:
                 prompt=request.prompt_token_ids,
                 num_outputs=plan.num_tokens,
                 finish_reason=plan.finish_reason,
+                priority=request.priority,
             )
         except RequestTooLarge as exc:
             raise EngineError(EngineErrorKind.INVALID_REQUEST, str(exc), param=exc.param) from exc
@@ -375,4 +378,5 @@ def create_sim_engine(settings: EngineSettings, registry: CollectorRegistry) -> 
         floor=floor,
         seed=settings.seed,
         time_scale=settings.time_scale,
+        policy=settings.scheduling_policy,
     )

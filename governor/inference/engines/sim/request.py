@@ -47,7 +47,9 @@ class SimRequest:
         "num_outputs_target",
         "num_preemptions",
         "num_prompt_tokens",
+        "priority",
         "queued_time",
+        "rank",
         "request_id",
         "scheduled_time",
         "sink",
@@ -66,8 +68,13 @@ class SimRequest:
         block_hashes: list[int] | None = None,
         record_token_times: bool = False,
         sink: object = None,
+        priority: int = 0,
     ) -> None:
         self.request_id = request_id
+        # vLLM's request priority (lower is scheduled first under the priority policy), and the
+        # rank the scheduler orders by: (priority, arrival, order of first reaching it).
+        self.priority = priority
+        self.rank = (priority, arrival_time, 0)
         self.arrival_time = arrival_time
         self.num_prompt_tokens = num_prompt_tokens
         self.num_outputs_target = num_outputs_target

@@ -5,30 +5,39 @@ Each step (``Scheduler.schedule`` in ``vllm/v1/core/sched/scheduler.py``):
 1. RUNNING requests first, in admission order: a decode takes one token, a request still
    prefilling takes the rest of its prompt up to what is left of the token budget
    (``max_num_batched_tokens``). A request that gets no budget is skipped this step. When the
-   KV cache has no block for a request, the newest running request is preempted (its blocks
-   freed, its progress reset to recompute) until the request fits or is itself the victim.
-2. Then, unless something was preempted, WAITING requests in FCFS order while there is budget
+   KV cache has no block for a request, a running request is preempted (its blocks freed, its
+   progress reset to recompute) until the request fits or is itself the victim: under ``fcfs``
+   the newest running request; under ``priority`` the one of lowest rank — the largest
+   ``(priority, arrival_time)`` — and if it was already scheduled this step, it leaves the step
+   and gives its tokens back to the budget.
+2. Then, unless something was preempted, WAITING requests in queue order while there is budget
    and fewer than ``max_num_seqs`` are running: each first takes its longest cached prefix
    (prefix caching), then as much of the rest of its prompt as the budget allows (chunked
-   prefill).
+   prefill). The queue is FCFS, or under ``priority`` ordered by ``(priority, arrival_time)``
+   (:mod:`.queues`). A waiting request that finds no KV blocks ends the step's admissions: it
+   waits, and preempts nobody — however high its priority (vLLM preempts only to grow a
+   running request).
 
 Limits are read at every step, so a change applies at the next one; lowering ``max_num_seqs``
 below the number running preempts nothing, it only stops admission until enough finish.
 
 With async scheduling (vLLM's default) the next step is scheduled while the current one runs,
 so a request that arrives during a step is admitted one step later than a synchronous
-scheduler would; the one exception is an engine that would otherwise have nothing to run.
+scheduler would; the one exception is an engine that would otherwise have nothing to run. Under
+``priority`` such a request is passed over, not waited for: it is not in vLLM's queue yet, and
+those that are behind it in rank may be admitted.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from governor.inference.engines.base import BatchingLimits, FinishReason
+from governor.inference.engines.settings import SchedulingPolicy
 from governor.inference.engines.sim.kv import KVCache
+from governor.inference.engines.sim.queues import waiting_queue
 from governor.inference.engines.sim.request import SimRequest, Status
 from governor.inference.engines.sim.roofline import StepShape
 
@@ -79,6 +88,23 @@ class StepPlan:
         return not self.requests
 
 
+def _rank(request: SimRequest) -> tuple[int, float, int]:
+    return request.rank
+
+
+def _shape_of(plan: StepPlan) -> StepShape:
+    """The shape of the step's requests as scheduled (they have not advanced yet)."""
+    shape = StepShape()
+    for req, n in zip(plan.requests, plan.tokens, strict=True):
+        start = req.num_computed
+        need = req.num_prompt_tokens + req.num_outputs - start
+        if need == 1:
+            shape.add_decode(start)
+        else:
+            shape.add_prefill(start, n, samples=n == need)
+    return shape
+
+
 class Scheduler:
     def __init__(
         self,
@@ -87,13 +113,16 @@ class Scheduler:
         *,
         async_scheduling: bool = True,
         observer: StepObserver | None = None,
+        policy: SchedulingPolicy = "fcfs",
     ) -> None:
         self.kv = kv
         self.limits = limits
         self.async_scheduling = async_scheduling
         self.observer = observer
-        self.waiting: deque[SimRequest] = deque()
+        self.policy = policy
+        self.waiting = waiting_queue(policy)
         self.running: list[SimRequest] = []
+        self._added = 0  # requests that ever reached the queue: the last key of their rank
         self.counters = Counters()
         self._prev_start = -math.inf
         self._prev_end = -math.inf
@@ -106,7 +135,9 @@ class Scheduler:
         """Queue a request; it is schedulable from ``now``."""
         request.queued_time = now
         request.status = _WAITING
-        self.waiting.append(request)
+        request.rank = (request.priority, request.arrival_time, self._added)
+        self._added += 1
+        self.waiting.add(request)
 
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan(now)
@@ -124,6 +155,8 @@ class Scheduler:
         requests, tokens = plan.requests, plan.tokens
         decodes = decode_context = 0
         shape = plan.shape
+        by_rank = self.policy == "priority"
+        reshape = False  # a request left the step after it was scheduled
         i = 0
         while i < len(running) and budget > 0:
             req = running[i]
@@ -132,7 +165,16 @@ class Scheduler:
             n = need if need < budget else budget
             if len(req.blocks) * block_size < start + n:
                 while not kv.allocate(req.blocks, start + n):
-                    victim = running.pop()
+                    if by_rank:
+                        victim = max(running, key=_rank)
+                        index = running.index(victim)
+                        del running[index]
+                        if index < i:  # scheduled already: out of the step, tokens back
+                            i -= 1
+                            budget += self._unschedule(plan, victim)
+                            reshape = True
+                    else:
+                        victim = running.pop()
                     self._preempt(victim)
                     plan.num_preempted += 1
                     if victim is req:
@@ -149,11 +191,21 @@ class Scheduler:
                 shape.add_prefill(start, n, samples=n == need)
                 self._register_prompt_blocks(req, start + n)
             i += 1
+        if reshape:
+            plan.shape = _shape_of(plan)
+            return budget
         shape.num_seqs += decodes
         shape.decode_tokens += decodes
         shape.sampled_tokens += decodes
         shape.decode_context_tokens += decode_context
         return budget
+
+    @staticmethod
+    def _unschedule(plan: StepPlan, req: SimRequest) -> int:
+        """Take ``req`` out of the step's plan; returns the tokens it had been given."""
+        index = plan.requests.index(req)
+        del plan.requests[index]
+        return plan.tokens.pop(index)
 
     def _schedule_waiting(
         self, plan: StepPlan, budget: int, now: float, *, pipelined: bool
@@ -162,10 +214,16 @@ class Scheduler:
         counters = self.counters
         max_seqs = self.limits.max_num_seqs
         prev_start, prev_end = self._prev_start, self._prev_end
+        passed_over: list[SimRequest] = []
         while budget > 0 and waiting and len(running) < max_seqs:
-            req = waiting[0]
+            req = waiting.peek()
             if pipelined and prev_start < req.queued_time <= prev_end:
-                break  # arrived while the step now ending was running
+                # Arrived while the step now ending was running: not in vLLM's queue yet. In
+                # arrival order everything behind it arrived later still.
+                if self.policy != "priority":
+                    break
+                passed_over.append(waiting.pop_first())
+                continue
             hit: list[int] = []  # waiting requests hold no blocks: fresh, or preempted
             if req.block_hashes and kv.enable_prefix_caching:
                 # The last token is always recomputed, to sample from its logits.
@@ -176,7 +234,7 @@ class Scheduler:
             n = need if need < budget else budget
             if not kv.allocate(req.blocks, cached + n, hit):
                 break
-            waiting.popleft()
+            waiting.pop_first()
             if req.num_preemptions == 0 and kv.enable_prefix_caching:
                 counters.prefix_cache_queries += req.num_tokens
                 counters.prefix_cache_hits += cached
@@ -194,6 +252,8 @@ class Scheduler:
             else:
                 plan.shape.add_prefill(cached, n, samples=n == need)
                 self._register_prompt_blocks(req, cached + n)
+        for req in passed_over:
+            waiting.add(req)
 
     def _register_prompt_blocks(self, req: SimRequest, computed: int) -> None:
         hashes = req.block_hashes
@@ -211,7 +271,7 @@ class Scheduler:
         req.status = _WAITING
         req.num_preemptions += 1
         self.counters.preemptions += 1
-        self.waiting.appendleft(req)
+        self.waiting.prepend(req)
 
     def complete(self, plan: StepPlan, end: float) -> list[SimRequest]:
         """Apply a step that ended at ``end``: advance requests, emit tokens, finish requests.

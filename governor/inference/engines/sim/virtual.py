@@ -19,6 +19,10 @@ Use (an open-loop workload, then a closed control loop)::
 
 A request's prompt is a token count (content nobody shares) or token ids (prefix caching looks
 them up). ``on_finish`` lets a closed-loop workload submit the next request when one ends.
+``gate`` puts an admission policy in front of the engine, as the service's admission queue is:
+it sees every request arrive, in time order with every delivery, and either lets it in or holds
+it; a held request goes on with :meth:`VirtualSim.admit` (its TTFT then includes the wait) or is
+turned away with :meth:`VirtualSim.turn_away`.
 
 What a caller of vLLM times is modelled too: requests pass through the frontend process
 (:mod:`.frontend`) on their way in, and every step's outputs on their way out, so token times,
@@ -40,10 +44,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from governor.inference.engines.base import BatchingLimits, FinishReason
+from governor.inference.engines.settings import SchedulingPolicy
 from governor.inference.engines.sim.core import EngineCore
 from governor.inference.engines.sim.frontend import Frontend
 from governor.inference.engines.sim.presets import Preset
-from governor.inference.engines.sim.request import SimRequest
+from governor.inference.engines.sim.request import SimRequest, Status
 from governor.inference.engines.sim.scheduler import Counters, StepPlan
 
 
@@ -124,15 +129,19 @@ class VirtualSim:
         record_token_times: bool = True,
         history_seconds: float | None = None,
         on_finish: Callable[[VirtualSim, RequestRecord], None] | None = None,
+        policy: SchedulingPolicy = "fcfs",
+        gate: Callable[[VirtualSim, str, float], bool] | None = None,
     ) -> None:
         """``history_seconds`` bounds memory on long runs: steps, samples and finished requests
         older than that are forgotten (``None`` keeps everything). ``on_finish`` is called when
         a request's last output reaches its caller, at ``record.finish_time``: a closed loop
-        submits the next request at that time or later."""
+        submits the next request at that time or later. ``policy`` is vLLM's scheduling policy:
+        ``"priority"`` orders waiting requests by ``submit(priority=…)`` (lower first).
+        ``gate(sim, request_id, at)`` is asked as each request arrives: False holds it."""
         if history_seconds is not None and not history_seconds > 0:
             raise ValueError(f"history_seconds must be positive, got {history_seconds}")
         self.preset = preset
-        self.core = EngineCore(preset, limits=limits, seed=seed)
+        self.core = EngineCore(preset, limits=limits, seed=seed, policy=policy)
         self.frontend = Frontend(preset.frontend, self._deliver)
         self.now = 0.0
         self.steps: list[StepRecord] = []
@@ -140,6 +149,8 @@ class VirtualSim:
         self._history = history_seconds
         self._next_trim = history_seconds or math.inf
         self._on_finish = on_finish
+        self._gate = gate
+        self._admitted: set[str] = set()  # held by the gate, then let in
         self._requests: dict[str, SimRequest] = {}
         # Requests not yet at the frontend: (arrival, seq, request).
         self._incoming: list[tuple[float, int, SimRequest]] = []
@@ -172,6 +183,7 @@ class VirtualSim:
         output_tokens: int,
         request_id: str | None = None,
         finish_reason: FinishReason = FinishReason.LENGTH,
+        priority: int = 0,
     ) -> str:
         """Add a request arriving at ``arrival`` (not before ``now``) that emits ``output_tokens``.
 
@@ -190,6 +202,7 @@ class VirtualSim:
             num_outputs=output_tokens,
             finish_reason=finish_reason,
             record_token_times=self._record_token_times,
+            priority=priority,
         )
         self._requests[request_id] = request
         heapq.heappush(self._incoming, (arrival, self._seq, request))
@@ -239,7 +252,8 @@ class VirtualSim:
                 return
             plan = scheduler.schedule(self.now)
             if plan.empty:
-                raise RuntimeError(f"nothing schedulable at {self.now}: {scheduler.waiting[0]!r}")
+                first = scheduler.waiting.peek()
+                raise RuntimeError(f"nothing schedulable at {self.now}: {first!r}")
             released = self._release(self.core.hold_seconds(plan))
             self._run_step(plan, not_before=released)
 
@@ -301,8 +315,35 @@ class VirtualSim:
                     return
                 _, seq, request = heapq.heappop(incoming)
                 self._fed = arrival
+                if self._gated(request, arrival):
+                    continue
                 ready = frontend.tokenize(arrival, request.num_prompt_tokens)
                 heapq.heappush(arrivals, (ready, seq, request))
+
+    def _gated(self, request: SimRequest, at: float) -> bool:
+        """Whether the gate holds back a request arriving at ``at``."""
+        if self._gate is None or request.request_id in self._admitted:
+            return False
+        return not self._gate(self, request.request_id, at)
+
+    def admit(self, request_id: str, at: float) -> None:
+        """Let a request the gate held reach the engine at ``at`` (not before the last event)."""
+        request = self._requests[request_id]
+        if request_id in self._admitted or request.status is not Status.WAITING:
+            raise ValueError(f"{request_id!r} is not held by the gate")
+        self._admitted.add(request_id)
+        heapq.heappush(self._incoming, (max(at, self._fed), self._seq, request))
+        self._seq += 1
+
+    def turn_away(self, request_id: str, at: float) -> None:
+        """A request the gate held never reaches the engine: it ends at ``at`` with no output
+        (finish reason ``abort``, as a request the service answered 429 or 503)."""
+        request = self._requests[request_id]
+        if request_id in self._admitted or request.status is not Status.WAITING:
+            raise ValueError(f"{request_id!r} is not held by the gate")
+        request.status = Status.FINISHED
+        request.finish_reason = FinishReason.ABORT
+        request.finish_time = at
 
     def _deliver(self, at: float, outputs: list[SimRequest]) -> None:
         """A frontend job's outputs reach their callers at ``at``: one event per request."""

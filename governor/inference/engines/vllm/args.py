@@ -107,7 +107,15 @@ def engine_kwargs(settings: EngineSettings, fields: Mapping[str, object]) -> dic
     }
     kwargs.update({key: value for key, value in optional.items() if value is not None})
     kwargs["seed"] = settings.seed
-    kwargs.update(parse_extra_args(settings.extra_args, fields))
+    extra = parse_extra_args(settings.extra_args, fields)
+    if settings.scheduling_policy != "fcfs":
+        # slo.yaml's request classes carry priorities; vLLM honours them only under this policy.
+        if extra.get("scheduling_policy", settings.scheduling_policy) != settings.scheduling_policy:
+            raise EngineArgsError(
+                f"'scheduling_policy': the SLO spec's request classes need "
+                f"{settings.scheduling_policy!r}, not {extra['scheduling_policy']!r}")
+        kwargs["scheduling_policy"] = settings.scheduling_policy
+    kwargs.update(extra)
     unknown = sorted(key for key in kwargs if key not in fields)
     if unknown:
         raise EngineArgsError(f"this vLLM's AsyncEngineArgs lacks {', '.join(unknown)}")

@@ -3,7 +3,9 @@
 Starting vLLM takes ~20 s on CPU, so the engine is session-scoped and every test that uses it
 runs on the session's event loop (``loop_scope="session"``: the engine's asyncio tasks belong to
 the loop that first used them). The engine's OTLP endpoint is a session receiver, so tracing is
-on for every test, as in production. Tests that move the batching limits put them back.
+on for every test, as in production. Tests that move the batching limits put them back. The
+engine runs vLLM's priority policy, as ``governor serve --slo slo.yaml`` starts it (the spec
+declares request classes); requests of priority 0 are served first come first served.
 """
 
 from __future__ import annotations
@@ -125,6 +127,7 @@ def engine_settings(tiny_model: Path, otlp: OtlpReceiver) -> EngineSettings:
         max_model_len=MAX_MODEL_LEN,
         extra_args=CPU_ENGINE_ARGS,
         otlp_traces_endpoint=otlp.endpoint,
+        scheduling_policy="priority",
     )
 
 

@@ -29,6 +29,7 @@ FIELDS: dict[str, object] = {
     "max_logprobs": 20,
     "compilation_config": None,
     "kv_cache_memory_bytes": None,
+    "scheduling_policy": "fcfs",
 }
 
 
@@ -91,6 +92,20 @@ def test_settings_map_to_engine_arguments_with_stat_logging_on() -> None:
         "otlp_traces_endpoint": "http://127.0.0.1:4318", "disable_log_stats": False,
         "dtype": "float32",
     }
+
+
+def test_request_classes_switch_vllm_to_the_priority_policy() -> None:
+    plain = engine_kwargs(EngineSettings(kind="vllm", model="m"), FIELDS)
+    assert "scheduling_policy" not in plain  # vLLM's own default, as before classes
+    classes = EngineSettings(kind="vllm", model="m", scheduling_policy="priority")
+    assert engine_kwargs(classes, FIELDS)["scheduling_policy"] == "priority"
+    same = EngineSettings(kind="vllm", model="m", scheduling_policy="priority",
+                          extra_args=("scheduling_policy=priority",))
+    assert engine_kwargs(same, FIELDS)["scheduling_policy"] == "priority"
+    clash = EngineSettings(kind="vllm", model="m", scheduling_policy="priority",
+                           extra_args=("scheduling_policy=fcfs",))
+    with pytest.raises(EngineArgsError, match="request classes need 'priority', not 'fcfs'"):
+        engine_kwargs(clash, FIELDS)
 
 
 def test_unset_limits_are_left_to_vllms_defaults() -> None:
