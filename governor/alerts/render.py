@@ -58,12 +58,16 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _represent_str)
 
 
+def yaml_body(data: object) -> str:
+    """``data`` as YAML, block style, keys in the order given, lists indented."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1_000_000,
+                     default_flow_style=False)
+
+
 def dump_yaml(data: object, source: str, note: str = "") -> str:
     header = (f"{GENERATED_MARK} from {source}. Do not edit: change the spec and "
               "regenerate.\n" + note)
-    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1_000_000,
-                     default_flow_style=False)
-    return header + body
+    return header + yaml_body(data)
 
 
 def family_files(
