@@ -165,7 +165,9 @@ def _classes(spec: SloSpec, slo: SLO, board: Board) -> None:
 
 def slo_board(spec: SloSpec, source: str) -> Board:
     board = Board(INFO, source)
-    for annotation in (controller_events.decisions(), controller_events.limit_changes()):
+    controller = spec.targets.controller
+    for annotation in (controller_events.decisions(controller),
+                       controller_events.limit_changes(controller)):
         board.annotation(annotation)
     board.annotation(controller_events.controller_posts())
     rows = len(spec.slos) + (4 + len(spec.classes.classes) if spec.classes.declared else 0)

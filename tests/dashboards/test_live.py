@@ -188,7 +188,8 @@ def notify_controller(stack: Stack) -> None:
 
 
 def run_query(stack: Stack, query: PanelQuery) -> list[Any]:
-    expr = expand(query.expr, rate_interval=RATE_INTERVAL, range_=RANGE)
+    expr = expand(query.expr, rate_interval=RATE_INTERVAL, range_=RANGE,
+                  variables=query.variables)
     url = f"{stack.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
     try:
         answer = get_json(url)
