@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from governor.controller import spike
+from governor.controller import overload, spike
 from governor.controller.law_config import LawConfig
 from governor.controller.law_context import (
     BUDGET,
@@ -68,7 +68,12 @@ def decide(
                    now)
     if ctx.tail is None or ctx.median is None:
         return ctx.hold(Reason.MISSING_DATA, "no inter-token latency tail or median in the window")
-    ctx = ctx.noting_breach().learning()
+    ctx = overload.tracking(overload.scoring(ctx.noting_breach().learning()))
+    decision = _decide(ctx)
+    return replace(decision, scale=overload.advice(replace(ctx, state=decision.state)))
+
+
+def _decide(ctx: Context) -> Decision:
     if ctx.in_cooldown():
         return _early_undo(ctx) or ctx.hold(Reason.COOLDOWN, ctx.cooldown_text())
     if ctx.state.probe is not None:
@@ -76,6 +81,8 @@ def decide(
         if verdict is not None:
             return verdict
         ctx = replace(ctx, state=replace(ctx.state, probe=None))
+    if ctx.state.overload_since is not None:
+        return overload.in_overload(ctx)
     if ctx.itl_breach:
         return _on_itl_breach(ctx)
     pressure = _on_memory_pressure(ctx)
@@ -107,11 +114,61 @@ def _verify(ctx: Context, probe: Probe) -> Decision | None:
         # Landing in the dead band between the relax margin and the SLO is no failure: the
         # margin check then stops further relaxation. Only a breach undoes it.
         return _undo_relax(ctx, probe) if ctx.itl_breach else None
+    costly = _goodput_cost(ctx, probe)
+    if costly is not None:
+        return _undo_costly_cut(ctx, probe, costly)
     if ctx.itl_breach and worse:
         return _cut_made_worse(ctx, probe)
     if ctx.ttft_breach and not ctx.itl_breach and not _was_breach(ctx, probe.ttft_tail_before):
         return _give_back_half(ctx, probe)
     return None
+
+
+def _goodput_cost(ctx: Context, probe: Probe) -> str | None:
+    """What a cut cost, if it cost more in first tokens or queue than it bought on decode.
+
+    Time to first token or the queue must have got worse, and the estimated good share of
+    demand (not the good rate: the load may have moved) must not have risen clearly for it.
+    """
+    before, after = probe.good_share_before, ctx.good_share
+    tolerance = ctx.law.goodput_tolerance
+    # Kept only if it bought clearly more goodput than before (a share that was already nil,
+    # every request missing the ITL SLO, must rise, not merely not fall).
+    if before is None or after is None or after > before + max(tolerance * before, 0.02):
+        return None
+    rate_before, rate = probe.prompt_rate_before, ctx.prompt_rate
+    if rate_before is not None and rate is not None and \
+            rate >= rate_before * (1 - ctx.law.goodput_tolerance / 2):
+        # Prefill went on as fast or faster: the load outgrew it, the cut did not starve it,
+        # so the first tokens lost are not the cut's to answer for. (A cut that starves
+        # prefill or holds requests back shows as fewer prompt tokens per second.) The
+        # inter-token verdict still applies.
+        return None
+    why = []
+    ttft_before, ttft_after = probe.ttft_share_before, ctx.ttft_share
+    if ttft_before is not None and ttft_after is not None and \
+            ttft_after < ttft_before - ctx.law.goodput_tolerance * (1 - ttft_before + 0.1):
+        why.append(f"first tokens within the SLO fell from {ttft_before:.0%} to {ttft_after:.0%}")
+    waiting_before, waiting = probe.waiting_before, ctx.waiting
+    if waiting is not None and ctx.queue_growing and \
+            waiting > (waiting_before or 0.0) + ctx.law.queue_min_waiting:
+        why.append(f"the queue grew from {waiting_before or 0.0:.0f} to {waiting:.0f}")
+    if not why:
+        return None
+    return (f"{' and '.join(why)}; the good share of demand fell from {before:.0%} to "
+            f"{after:.0%}")
+
+
+def _undo_costly_cut(ctx: Context, probe: Probe, why: str) -> Decision:
+    """Undo the cut, and cut no lower while the load stays: a deeper cut costs more still."""
+    param = probe.param
+    good = probe.before.get(param)
+    avoid = ctx.avoid(param, ctx.target.floor.get(param), good - 1)
+    return ctx.change(
+        Action.UNDO, Reason.GOODPUT_REGRESSION, param, good,
+        f"the cut to {probe.after.get(param)} cost more than it bought: {why}; back to {good}, "
+        "and no lower while the load stays this high",
+        kind=ChangeKind.UNDO, avoid=avoid)
 
 
 def _was_breach(ctx: Context, ttft: float | None) -> bool:
@@ -175,8 +232,16 @@ def _on_itl_breach(ctx: Context) -> Decision:
     budget = _budget_cut(ctx, Reason.ITL_BREACH)
     if isinstance(budget, Decision):
         return budget
-    why = "prefill would fall behind the prompt arrival rate" if budget is Reason.TTFT_GUARD \
-        else "it is at its floor"
+    if budget is Reason.GOODPUT_GUARD:
+        return ctx.hold(Reason.GOODPUT_GUARD, "breaching, but a cut from here was undone for "
+                        "what it cost in first tokens or queue, and the load has not fallen")
+    if budget is Reason.TTFT_GUARD:
+        # Prefill is what the engine cannot keep up with: a lower sequence cap would hold new
+        # requests back as well, and would not shorten the prefill steps the tail sits on.
+        return ctx.hold(Reason.TTFT_GUARD, "breaching, but a lower budget would let prefill fall "
+                        "behind the prompt arrival rate, and a lower sequence cap would hold "
+                        "first tokens back too")
+    why = "it is at its floor"
     cut = _seqs_cut(ctx, Reason.ITL_BREACH, f"the budget cannot go lower ({why}); fewer "
                     "sequences shorten every step")
     if cut is not None:
@@ -202,6 +267,8 @@ def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
     guard = _ttft_min_budget(ctx, cost)
     if lowest >= budget:
         return Reason.AT_FLOOR
+    if _cut_cost_goodput(ctx, budget):
+        return Reason.GOODPUT_GUARD
     if quantize_up(ctx, guard) >= budget:
         return Reason.TTFT_GUARD
     value = max(quantize(ctx, max(wanted, quantize_up(ctx, guard))), lowest)
@@ -217,6 +284,13 @@ def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
                  f"{ctx.prompt_rate or 0.0:.0f} prompt tokens/s)")
     return ctx.change(Action.TIGHTEN, reason, BUDGET, found, text, kind=ChangeKind.TIGHTEN,
                       state=state)
+
+
+def _cut_cost_goodput(ctx: Context, budget: int) -> bool:
+    """The next lower budget lies in a range undone for costing goodput at this load."""
+    below = budget - ctx.law.budget_quantum
+    return any(a.param is BUDGET and a.blocks(below) and
+               a.low <= ctx.target.floor.max_num_batched_tokens for a in ctx.state.avoid)
 
 
 def _lowest_budget(ctx: Context) -> int:
@@ -244,9 +318,9 @@ def _ttft_min_budget(ctx: Context, cost: float) -> float:
 
 def _seqs_cut(ctx: Context, reason: Reason, text: str, *, spare_ttft: bool = True
               ) -> Decision | None:
-    """Fewer sequences; with ``spare_ttft``, not while time to first token has no margin
-    (a cap under the running count holds new requests back until others finish)."""
-    if spare_ttft and ctx.ttft_pressed:
+    """Fewer sequences; with ``spare_ttft``, not while time to first token has no margin or the
+    queue grows (a cap under the running count holds new requests back until others finish)."""
+    if spare_ttft and (ctx.ttft_pressed or ctx.queue_growing):
         return None
     seqs = ctx.limits.max_num_seqs
     running = finite(ctx.obs.requests_running)

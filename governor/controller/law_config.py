@@ -55,7 +55,10 @@ class LawConfig:
     # §6: ~25 µs per prompt token in a mixed step); it learns upward from what it observes.
     prefill_seconds_per_token_prior: float = 25e-6
     # A budget cut keeps prefill capacity at least this multiple of the prompt arrival rate.
-    ttft_headroom: float = 1.5
+    # Modest, because the goodput verdict after the cut is the real net: at 1.5 a prompt rate
+    # past two thirds of prefill capacity forbade every cut, even where prefill capacity hardly
+    # depends on the budget (38k tokens/s at 2048, 39k at 8192 on the H200 preset).
+    ttft_headroom: float = 1.2
     kv_high_ratio: float = 0.95
     kv_relax_max_ratio: float = 0.8
     preemptions_per_second_max: float = 0.05
@@ -63,6 +66,24 @@ class LawConfig:
     # ``avoid_load_drop`` times the load it was recorded at.
     avoid_seconds: float = 1800.0
     avoid_load_drop: float = 0.7
+    # A cut is undone when the estimated good share of demand falls by more than this fraction
+    # of itself while time to first token or the queue got worse (what it cost in first tokens
+    # outweighed what it bought on decode).
+    goodput_tolerance: float = 0.1
+    # The waiting queue grows when its slope (long window) exceeds this many requests per
+    # second with at least ``queue_min_waiting`` requests waiting.
+    queue_growth_per_second: float = 0.05
+    queue_min_waiting: float = 4.0
+    # Overload: the queue has grown this long at the limits in force, an SLO is missed, and
+    # neither a cut nor a relaxation is open (see governor.controller.overload).
+    overload_seconds: float = 120.0
+    # Per-limits goodput remembered (the most recent), and how close the demand must be for
+    # two of them to compare.
+    ledger_size: int = 8
+    ledger_demand_band: float = 0.3
+    # HPA's tolerance: no scale-out advice while demand is within this fraction of what the
+    # replica serves.
+    scale_tolerance: float = 0.1
 
     def __post_init__(self) -> None:
         errors = [*self._positive(), *self._fractions(), *self._ordering()]
@@ -98,5 +119,6 @@ class LawConfig:
 _FRACTIONS = frozenset({
     "relax_margin", "aim_fraction", "min_cut_factor", "max_cut_factor", "default_cut_factor",
     "seqs_cut_factor", "verify_tolerance", "decode_slow_fraction", "prefill_pressure_fraction",
-    "kv_high_ratio", "kv_relax_max_ratio", "avoid_load_drop",
+    "kv_high_ratio", "kv_relax_max_ratio", "avoid_load_drop", "goodput_tolerance",
+    "ledger_demand_band", "scale_tolerance",
 })

@@ -11,7 +11,7 @@ import math
 import sys
 from dataclasses import dataclass, replace
 
-from governor.controller import spike
+from governor.controller import goodput, spike
 from governor.controller.law_config import LawConfig
 from governor.controller.model import (
     Action,
@@ -73,6 +73,57 @@ class Context:
                 and self.ttft > self.slo.ttft_seconds)
 
     @property
+    def good(self) -> float | None:
+        """Estimated good requests per second (``None``: no first-token reading)."""
+        obs = self.obs
+        first = finite(obs.ttft_good_per_second) if self.slo.ttft_seconds is not None \
+            else finite(obs.ttft_per_second)
+        if first is None:
+            return None
+        return goodput.good_per_second(ttft_good=first, itl_good_ratio=finite(
+            obs.itl_good_ratio), quantile=self.slo.itl_quantile)
+
+    @property
+    def demand(self) -> float | None:
+        """Requests per second arriving: first tokens served plus the queue's growth."""
+        served = finite(self.obs.ttft_per_second)
+        if served is None:
+            return None
+        return goodput.demand_per_second(ttft_all=served,
+                                         waiting_growth=finite(self.obs.waiting_growth_per_second))
+
+    @property
+    def good_share(self) -> float | None:
+        good, demand = self.good, self.demand
+        return None if good is None or demand is None else goodput.share(good, demand)
+
+    @property
+    def ttft_share(self) -> float | None:
+        """Share of first tokens within the TTFT SLO (``None``: no TTFT SLO or no first token)."""
+        good, served = finite(self.obs.ttft_good_per_second), finite(self.obs.ttft_per_second)
+        if self.slo.ttft_seconds is None or good is None or not served:
+            return None
+        return min(1.0, good / served)
+
+    @property
+    def waiting(self) -> float | None:
+        return finite(self.obs.requests_waiting)
+
+    @property
+    def queue_growing(self) -> bool:
+        """A backlog that keeps growing: the engine serves less than arrives at these limits."""
+        growth, waiting = finite(self.obs.waiting_growth_per_second), self.waiting
+        return (growth is not None and growth > self.law.queue_growth_per_second
+                and waiting is not None and waiting >= self.law.queue_min_waiting)
+
+    @property
+    def window_is_clean(self) -> bool:
+        """The short window holds only data from the limits in force."""
+        last = self.state.last_change_at
+        return last is None or self.now - last >= (self.law.observation_window_seconds
+                                                   + self.law.scrape_interval_seconds)
+
+    @property
     def cost(self) -> float:
         """Step time per prefill token: what was learnt, but never below the configured floor.
 
@@ -121,6 +172,10 @@ class Context:
         if self.slo.ttft_seconds is not None:
             text += f", TTFT {pct(self.slo.ttft_quantile)} {ms(self.ttft)} " \
                     f"(SLO {ms(self.slo.ttft_seconds)})"
+        if self.good is not None and self.demand is not None:
+            text += f", goodput ~{self.good:.2f}/{self.demand:.2f} req/s"
+        if self.waiting is not None:
+            text += f", {self.waiting:.0f} waiting"
         return text
 
     # -- verdicts ------------------------------------------------------------------------------
@@ -139,7 +194,8 @@ class Context:
     ) -> Decision:
         base = state or self.state
         after = self.limits.with_value(param, value)
-        probe = Probe(kind, param, self.limits, after, self.now, self.tail or 0.0, self.ttft)
+        probe = Probe(kind, param, self.limits, after, self.now, self.tail or 0.0, self.ttft,
+                      self.good_share, self.ttft_share, self.waiting, self.prompt_rate)
         new_state = replace(base, limits=after, last_change_at=self.now, probe=probe,
                             avoid=base.avoid + avoid)
         explanation = (f"{action.value} {param.value} {self.limits.get(param)} → {value}: {text}; "
