@@ -121,7 +121,8 @@ def test_the_benchmark_observes_every_quantity_the_controller_queries() -> None:
         ttft += np.diff(cumulative_counts(np.asarray([0.3] * 9 + [2.0]),
                                           service.TIME_TO_FIRST_TOKEN.buckets), prepend=0.0)
         s.add(15.0 * k, np.cumsum(itl), np.cumsum(ttft),
-              dict.fromkeys(("prompt_tokens", "generation_tokens", "preemptions", "itl_sum", "itl_count"), 10.0 * k),
+              dict.fromkeys(("prompt_tokens", "generation_tokens", "preemptions", "itl_sum",
+                             "itl_count"), 10.0 * k),
               {"running": 5.0, "waiting": float(k), "kv": 0.5})
     obs = observe(scenario, s, 15.0 * 29)
     queried = set(objectives(load_spec(REPO / "slo.yaml")).queries.expressions())
