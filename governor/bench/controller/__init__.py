@@ -39,6 +39,7 @@ from governor.slo.spec import SpecError, camel_case, load_spec
 
 TARGET_ATTAINMENT = 0.95
 TARGET_GOODPUT_SHARE = 0.95
+TARGET_GOODPUT_VS_DEFAULT = 1.0
 TARGET_RECOVERY_SECONDS = 60.0
 
 
@@ -236,7 +237,11 @@ def report(results: list[Run], scenario: Scenario, args: Any, out: Path) -> int:
     _table([default, best, controlled], statics, best, default)
     _overloads(results[1])
     met = {
-        "attainment": controlled.attainment >= TARGET_ATTAINMENT,
+        # Only where some static limits reach it: under overload none may.
+        "attainment": controlled.attainment >= TARGET_ATTAINMENT
+        or best.attainment < TARGET_ATTAINMENT,
+        # Never worse than leaving the defaults.
+        "goodput_vs_default": controlled.goodput >= TARGET_GOODPUT_VS_DEFAULT * default.goodput,
         "goodput_vs_best_static": controlled.goodput >= TARGET_GOODPUT_SHARE * best.goodput,
         # No breach observable at all needs no recovery.
         "recovery": controlled.recovery is None or controlled.recovery <= TARGET_RECOVERY_SECONDS,
@@ -267,8 +272,10 @@ def report(results: list[Run], scenario: Scenario, args: Any, out: Path) -> int:
             {"start_s": round(e.start), "end_s": None if e.end is None else round(e.end),
              "replicas_needed": e.replicas_median, "replicas_max": e.replicas_max}
             for e in results[1].overloads],
-        "targets": {"attainment": TARGET_ATTAINMENT, "goodput_vs_best_static":
-                    TARGET_GOODPUT_SHARE, "recovery_seconds": TARGET_RECOVERY_SECONDS},
+        "targets": {"attainment": TARGET_ATTAINMENT,
+                    "goodput_vs_default": TARGET_GOODPUT_VS_DEFAULT,
+                    "goodput_vs_best_static": TARGET_GOODPUT_SHARE,
+                    "recovery_seconds": TARGET_RECOVERY_SECONDS},
         "met": met, "plots": [str(p) for p in plots],
     }
     out.mkdir(parents=True, exist_ok=True)
