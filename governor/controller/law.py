@@ -119,9 +119,28 @@ def _verify(ctx: Context, probe: Probe) -> Decision | None:
         return _undo_costly_cut(ctx, probe, costly)
     if ctx.itl_breach and worse:
         return _cut_made_worse(ctx, probe)
-    if ctx.ttft_breach and not ctx.itl_breach and not _was_breach(ctx, probe.ttft_tail_before):
+    if ctx.ttft_breach and not ctx.itl_breach and not _was_breach(ctx, probe.ttft_tail_before) \
+            and not _bought_goodput(ctx, probe) and not _prefill_kept_pace(ctx, probe):
         return _give_back_half(ctx, probe)
     return None
+
+
+def _prefill_kept_pace(ctx: Context, probe: Probe) -> bool:
+    """Prefill went on at least about as fast as before the cut: if first tokens are late now,
+    the load outgrew prefill; the cut did not starve it (a cut that starves prefill or holds
+    requests back shows as fewer prompt tokens per second)."""
+    before, rate = probe.prompt_rate_before, ctx.prompt_rate
+    return before is not None and rate is not None and \
+        rate >= before * (1 - ctx.law.goodput_tolerance / 2)
+
+
+def _bought_goodput(ctx: Context, probe: Probe) -> bool:
+    """The good share of demand rose clearly since the change: a TTFT tail over its SLO is then
+    the price of more good requests, not a regression (near prefill capacity the TTFT P99
+    crosses its SLO now and then whatever the budget)."""
+    before, after = probe.good_share_before, ctx.good_share
+    return before is not None and after is not None and \
+        after > before + max(ctx.law.goodput_tolerance * before, 0.02)
 
 
 def _goodput_cost(ctx: Context, probe: Probe) -> str | None:
@@ -131,19 +150,12 @@ def _goodput_cost(ctx: Context, probe: Probe) -> str | None:
     demand (not the good rate: the load may have moved) must not have risen clearly for it.
     """
     before, after = probe.good_share_before, ctx.good_share
-    tolerance = ctx.law.goodput_tolerance
     # Kept only if it bought clearly more goodput than before (a share that was already nil,
     # every request missing the ITL SLO, must rise, not merely not fall).
-    if before is None or after is None or after > before + max(tolerance * before, 0.02):
+    if before is None or after is None or _bought_goodput(ctx, probe):
         return None
-    rate_before, rate = probe.prompt_rate_before, ctx.prompt_rate
-    if rate_before is not None and rate is not None and \
-            rate >= rate_before * (1 - ctx.law.goodput_tolerance / 2):
-        # Prefill went on as fast or faster: the load outgrew it, the cut did not starve it,
-        # so the first tokens lost are not the cut's to answer for. (A cut that starves
-        # prefill or holds requests back shows as fewer prompt tokens per second.) The
-        # inter-token verdict still applies.
-        return None
+    if _prefill_kept_pace(ctx, probe):
+        return None  # the load's doing, not the cut's; the inter-token verdict still applies
     why = []
     ttft_before, ttft_after = probe.ttft_share_before, ctx.ttft_share
     if ttft_before is not None and ttft_after is not None and \
@@ -267,12 +279,14 @@ def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
     guard = _ttft_min_budget(ctx, cost)
     if lowest >= budget:
         return Reason.AT_FLOOR
-    if _cut_cost_goodput(ctx, budget):
-        return Reason.GOODPUT_GUARD
     if quantize_up(ctx, guard) >= budget:
         return Reason.TTFT_GUARD
     value = max(quantize(ctx, max(wanted, quantize_up(ctx, guard))), lowest)
-    found = below_avoided(ctx, BUDGET, value, lowest)
+    # A range undone for what it cost in first tokens reaches down to the floor: stop above it.
+    above = _above_costly(ctx, value)
+    if above is not None and above >= budget:
+        return Reason.GOODPUT_GUARD
+    found = above if above is not None else below_avoided(ctx, BUDGET, value, lowest)
     if found is None or found >= budget:
         return Reason.AT_FLOOR
     state = replace(ctx.state, prefill_seconds_per_token=cost)
@@ -286,11 +300,13 @@ def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
                       state=state)
 
 
-def _cut_cost_goodput(ctx: Context, budget: int) -> bool:
-    """The next lower budget lies in a range undone for costing goodput at this load."""
-    below = budget - ctx.law.budget_quantum
-    return any(a.param is BUDGET and a.blocks(below) and
-               a.low <= ctx.target.floor.max_num_batched_tokens for a in ctx.state.avoid)
+def _above_costly(ctx: Context, value: int) -> int | None:
+    """The lowest budget above a floor-anchored avoided range that holds ``value`` (a range
+    recorded when a cut cost first tokens or goodput); ``None`` if no such range holds it."""
+    floor = ctx.target.floor.max_num_batched_tokens
+    highs = [a.high for a in ctx.state.avoid
+             if a.param is BUDGET and a.low <= floor and a.blocks(value)]
+    return quantize_up(ctx, max(highs) + 1) if highs else None
 
 
 def _lowest_budget(ctx: Context) -> int:
