@@ -83,7 +83,7 @@ def _decide(ctx: Context) -> Decision:
         ctx = replace(ctx, state=replace(ctx.state, probe=None))
     if ctx.state.overload_since is not None:
         return overload.in_overload(ctx)
-    if ctx.itl_breach:
+    if ctx.itl_trouble:
         return _on_itl_breach(ctx)
     pressure = _on_memory_pressure(ctx)
     if pressure is not None:
@@ -99,7 +99,7 @@ def _early_undo(ctx: Context) -> Decision | None:
     """A relaxation followed by a breach needs no full cooldown to be judged: it started from a
     tail under the relax margin, so the breach in the window can only come from after it."""
     probe = ctx.state.probe
-    if probe is None or probe.kind is not ChangeKind.RELAX or not ctx.itl_breach:
+    if probe is None or probe.kind is not ChangeKind.RELAX or not ctx.itl_trouble:
         return None
     return _undo_relax(ctx, probe)
 
@@ -113,7 +113,7 @@ def _verify(ctx: Context, probe: Probe) -> Decision | None:
     if probe.kind is ChangeKind.RELAX:
         # Landing in the dead band between the relax margin and the SLO is no failure: the
         # margin check then stops further relaxation. Only a breach undoes it.
-        return _undo_relax(ctx, probe) if ctx.itl_breach else None
+        return _undo_relax(ctx, probe) if ctx.itl_trouble else None
     costly = _goodput_cost(ctx, probe)
     if costly is not None:
         return _undo_costly_cut(ctx, probe, costly)
@@ -232,6 +232,12 @@ def _give_back_half(ctx: Context, probe: Probe) -> Decision:
 
 # -- tightening ---------------------------------------------------------------------------------
 def _on_itl_breach(ctx: Context) -> Decision:
+    if not ctx.itl_breach:
+        # Spikes at risk: only their height is the problem, and only the budget sets it.
+        budget = _budget_cut(ctx, Reason.ITL_AT_RISK)
+        return budget if isinstance(budget, Decision) else ctx.hold(
+            budget, "spikes over the SLO already cost requests their own P99, but the budget "
+                    "cannot go lower")
     median = ctx.median or 0.0
     decode_slow = median > ctx.law.decode_slow_fraction * ctx.slo.itl_seconds
     pressure = spike.prefill_busy_fraction(ctx.prompt_rate or 0.0, ctx.cost)
@@ -269,8 +275,11 @@ def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
     """A budget cut that aims the prefill spikes under the SLO, or the reason there is none."""
     budget = ctx.limits.max_num_batched_tokens
     median, tail = ctx.median or 0.0, ctx.tail or 0.0
-    # The tail of a breach bounds the cost from below: the spikes are at least that tall.
-    bound = spike.learn_cost(tail, median, budget) if ctx.itl_breach else None
+    # The tail of a breach bounds the cost from below: the spikes are at least that tall. Short
+    # of a breach, the P99.9 that put the spikes at risk does (a step carrying at most a
+    # budget's worth of prefill is at most median + cost × budget long).
+    height = ctx.tail if ctx.itl_breach else finite(ctx.obs.itl_spike_seconds)
+    bound = spike.learn_cost(height, median, budget) if ctx.itl_trouble and height else None
     cost = max(bound or 0.0, ctx.cost)
     model = spike.budget_for_spike(ctx.law.aim_fraction * ctx.slo.itl_seconds, median, cost)
     wanted = model if model is not None else budget * ctx.law.default_cut_factor

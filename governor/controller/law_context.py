@@ -68,6 +68,24 @@ class Context:
         return self.tail is not None and self.tail > self.slo.itl_seconds
 
     @property
+    def itl_at_risk(self) -> bool:
+        """Under the SLO's quantile, but spikes over the SLO already cost requests: their share
+        of gaps passed ``at_risk_share`` of the allowance, and the P99.9 is over the SLO. A
+        request near a document's prefill sees several of those spikes among a few hundred
+        gaps, so its own P99 fails while the P99 of all gaps still passes."""
+        good, spike_height = finite(self.obs.itl_good_ratio), finite(self.obs.itl_spike_seconds)
+        if self.itl_breach or good is None or spike_height is None:
+            return False
+        allowance = 1.0 - self.slo.itl_quantile
+        return 1.0 - good > self.law.at_risk_share * allowance and \
+            spike_height > self.slo.itl_seconds
+
+    @property
+    def itl_trouble(self) -> bool:
+        """A breach of the inter-token SLO, or spikes that already cost requests theirs."""
+        return self.itl_breach or self.itl_at_risk
+
+    @property
     def ttft_breach(self) -> bool:
         return (self.slo.ttft_seconds is not None and self.ttft is not None
                 and self.ttft > self.slo.ttft_seconds)
@@ -134,10 +152,25 @@ class Context:
         """
         learnt = self.state.prefill_seconds_per_token
         floor = self.law.prefill_seconds_per_token_prior
-        return floor if learnt is None else max(learnt, floor)
+        return max(floor, learnt or 0.0, self.spike_cost or 0.0)
+
+    @property
+    def spike_cost(self) -> float | None:
+        """The cost the tallest frequent steps (the P99.9) imply at the budget in force: a step
+        carries at most a budget's worth of prefill, so it is a lower bound, holds and mixed
+        step overheads included. Unlike the learnt average it cannot be washed out by readings
+        of the mean, so a relaxation stops where those steps would near the SLO again."""
+        height = finite(self.obs.itl_spike_seconds)
+        last = self.state.last_change_at
+        # Only once the long window holds nothing from before the last change: steps of a
+        # larger budget would otherwise be charged to this one.
+        if height is None or self.median is None or (
+                last is not None and self.now - last < self.law.long_window_seconds):
+            return None
+        return spike.learn_cost(height, self.median, self.limits.max_num_batched_tokens)
 
     def noting_breach(self) -> Context:
-        if not (self.itl_breach or self.ttft_breach):
+        if not (self.itl_trouble or self.ttft_breach):
             return self
         return replace(self, state=replace(self.state, last_breach_at=self.now))
 

@@ -42,6 +42,8 @@ class Reason(enum.StrEnum):
     WITHIN_SLO = "within_slo"  # inside the dead band: no reason to move
     WAITING_FOR_STABILITY = "waiting_for_stability"  # under the SLO, but not for long enough
     ITL_BREACH = "itl_breach"  # inter-token latency tail above its SLO: cut the budget
+    ITL_AT_RISK = "itl_at_risk"  # under the SLO's quantile, but spikes over the SLO already
+    # cost requests their own quantile: cut the budget to bring the spikes under it
     DECODE_SLOW = "decode_slow"  # the median step is slow without prefill pressure: cut seqs
     NON_MONOTONIC = "non_monotonic"  # a cut made the tail worse; a deeper cut clears the spikes
     CUT_MADE_WORSE = "cut_made_worse"  # a cut made the tail worse and cannot be deepened: undo
