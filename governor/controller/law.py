@@ -274,10 +274,10 @@ def _on_itl_breach(ctx: Context) -> Decision:
 def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
     """A budget cut that aims the prefill spikes under the SLO, or the reason there is none."""
     budget = ctx.limits.max_num_batched_tokens
-    median, tail = ctx.median or 0.0, ctx.tail or 0.0
+    median = ctx.median or 0.0
     # The tail of a breach bounds the cost from below: the spikes are at least that tall. Short
     # of a breach, the P99.9 that put the spikes at risk does (a step carrying at most a
-    # budget's worth of prefill is at most median + cost × budget long).
+    # budget's worth of prefill is at most median + cost * budget long).
     height = ctx.tail if ctx.itl_breach else finite(ctx.obs.itl_spike_seconds)
     bound = spike.learn_cost(height, median, budget) if ctx.itl_trouble and height else None
     cost = max(bound or 0.0, ctx.cost)

@@ -58,7 +58,7 @@ class LawConfig:
     prefill_seconds_per_token_prior: float = 25e-6
     # A budget cut keeps prefill capacity at least this multiple of the prompt arrival rate.
     # Modest, because the goodput verdict after the cut is the real net, and because the
-    # capacity model (median ITL + cost × budget per step) is pessimistic: the median ITL
+    # capacity model (median ITL + cost * budget per step) is pessimistic: the median ITL
     # includes delivery, not just the step's fixed part (the H200 preset prefills ~38k tokens/s
     # at 3072 where the model says ~36k). At 1.5 a prompt rate past two thirds of capacity
     # forbade every cut, which left a prefill-heavy phase breaching at 8192 for minutes.
