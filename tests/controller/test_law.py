@@ -598,3 +598,57 @@ def test_a_steady_load_with_goodput_readings_still_settles_without_oscillating()
     log = simulate([(0.0, Served()), (4 * 3600.0, Served())])
     changes = [d for _, d in log if d.changes]
     assert 1 <= len(changes) <= 3, [(d.reason, d.after) for d in changes]
+
+
+def test_spikes_over_the_slo_that_cost_requests_are_cut_before_the_p99_breaches() -> None:
+    # The P99 of all gaps is under the SLO, but 0.8% of gaps are slow and the P99.9 shows steps
+    # of 160 ms: requests near a document's chunks fail their own P99.
+    obs = served(itl_tail_seconds=0.1, itl_tail_long_seconds=0.1, itl_good_ratio=0.992,
+                 itl_spike_seconds=0.16, prompt_tokens_per_second=8000.0)
+    decision = run(obs, limits=target(budget=4096))
+    assert (decision.action, decision.reason) == (Action.TIGHTEN, Reason.ITL_AT_RISK)
+    # The P99.9 bounds the cost from below: (160 - 6) ms / 4096 = 37.6 µs, aimed at 90 ms.
+    assert decision.after.max_num_batched_tokens == 2176
+    assert decision.state.last_breach_at == T0  # no relaxing for the stabilisation window
+    # A few slow gaps, or slow gaps from steps under the SLO, are no risk.
+    assert run(replace(obs, itl_good_ratio=0.997), limits=target(budget=4096)).action \
+        is not Action.TIGHTEN
+    assert run(replace(obs, itl_spike_seconds=0.11), limits=target(budget=4096)).action \
+        is not Action.TIGHTEN
+
+
+def test_the_spike_height_caps_a_relaxation_once_the_long_window_is_clean() -> None:
+    # Steps of 6 + 40 µs × 2048 ms ≈ 88 ms at the budget in force: one chunk may reach 96 ms,
+    # so the budget may grow to (0.096 - 0.006) / 40 µs = 2250 → 2240, not by a full step.
+    obs = calm(prompt_tokens_per_second=8000.0, itl_spike_seconds=0.006 + 40e-6 * 2048)
+    clean = TargetState(last_change_at=T0 - LAW.long_window_seconds)
+    capped = run(obs, state=clean, limits=target(budget=2048))
+    assert capped.after.max_num_batched_tokens == 2240
+    # Within the long window of the last change the P99.9 may still hold a larger budget's
+    # steps: they are not charged to this one.
+    recent = TargetState(last_change_at=T0 - 100.0)
+    assert cost_seen(obs, recent, 2048) == pytest.approx(LAW.prefill_seconds_per_token_prior)
+    assert cost_seen(obs, clean, 2048) == pytest.approx(40e-6)
+
+
+def cost_seen(obs: Observation, state: TargetState, budget: int) -> float:
+    """The step time per prefill token the law plans with."""
+    from governor.controller.law_context import Context
+    return Context(SLO, LAW, obs, target(budget=budget), state, T0).cost
+
+
+def test_late_first_tokens_while_prefill_kept_its_pace_give_nothing_back() -> None:
+    state = cut_probe(good_share=0.8, prompt_rate=14000.0)
+    obs = calm(ttft_tail_seconds=1.4, prompt_tokens_per_second=15000.0)
+    decision = run(obs, state=state, now=T0 + LAW.cooldown_seconds, limits=target(budget=3328))
+    assert decision.reason is not Reason.TTFT_REGRESSION
+    starved = run(replace(obs, prompt_tokens_per_second=9000.0), state=state,
+                  now=T0 + LAW.cooldown_seconds, limits=target(budget=3328))
+    assert starved.reason is Reason.TTFT_REGRESSION
+
+
+def test_a_cut_into_a_range_undone_for_its_cost_stops_just_above_it() -> None:
+    avoid = Avoid(Param.MAX_NUM_BATCHED_TOKENS, FLOOR.max_num_batched_tokens, 4095, T0 + 600,
+                  load=14000.0)
+    decision = run(spiky(), state=TargetState(avoid=(avoid,)))
+    assert (decision.action, decision.after.max_num_batched_tokens) == (Action.TIGHTEN, 4096)
