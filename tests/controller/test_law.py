@@ -618,7 +618,7 @@ def test_spikes_over_the_slo_that_cost_requests_are_cut_before_the_p99_breaches(
 
 
 def test_the_spike_height_caps_a_relaxation_once_the_long_window_is_clean() -> None:
-    # Steps of 6 + 40 µs × 2048 ms ≈ 88 ms at the budget in force: one chunk may reach 96 ms,
+    # Steps of 6 + 40 µs * 2048 ms ≈ 88 ms at the budget in force: one chunk may reach 96 ms,
     # so the budget may grow to (0.096 - 0.006) / 40 µs = 2250 → 2240, not by a full step.
     obs = calm(prompt_tokens_per_second=8000.0, itl_spike_seconds=0.006 + 40e-6 * 2048)
     clean = TargetState(last_change_at=T0 - LAW.long_window_seconds)
