@@ -22,7 +22,11 @@ from governor.alerts.artifacts import Artifacts, Owned
 from governor.alerts.catalog import HISTOGRAM_BUCKETS
 from governor.alerts.families import families
 from governor.alerts.family import FamilyFile, Scope
-from governor.alerts.kubernetes import prometheus_rule
+from governor.alerts.kubernetes import (
+    horizontal_pod_autoscaler,
+    keda_scaled_object,
+    prometheus_rule,
+)
 from governor.alerts.params import Endpoints, RenderParams
 from governor.alerts.prometheus import (
     INFERENCE_TARGETS,
@@ -39,6 +43,8 @@ PROMETHEUS_CONFIG = "prometheus/prometheus.yml"
 PROMETHEUS_TARGETS = f"prometheus/{INFERENCE_TARGETS}"
 ALERTMANAGER_CONFIG = "alertmanager/alertmanager.yml"
 PROMETHEUS_RULE = "kubernetes/prometheusrule.yaml"
+SCALED_OBJECT = "kubernetes/scaledobject.yaml"
+HPA = "kubernetes/hpa.yaml"
 RULES_DIR = "prometheus/rules"
 TESTS_DIR = "prometheus/tests"
 
@@ -107,6 +113,10 @@ def render_all(
     files[ALERTMANAGER_CONFIG] = dump_yaml(alertmanager_config(endpoints, params), source,
                                            HEADER_NOTE)
     files[PROMETHEUS_RULE] = dump_yaml(prometheus_rule(spec, rules), source)
+    if any(slo.controller for slo in spec.slos):
+        # Examples: the controller's scale-out signal driving the inference Deployment.
+        files[SCALED_OBJECT] = dump_yaml(keda_scaled_object(spec), source)
+        files[HPA] = dump_yaml(horizontal_pod_autoscaler(spec), source)
     return dict(sorted(files.items()))
 
 

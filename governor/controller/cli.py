@@ -162,6 +162,7 @@ def build_config(args: argparse.Namespace) -> ControllerConfig:
                            short_window_seconds=round(args.short_window),
                            long_window_seconds=round(args.long_window))
         law = LawConfig(observation_window_seconds=args.short_window,
+                        long_window_seconds=args.long_window,
                         scrape_interval_seconds=args.scrape_interval,
                         cooldown_seconds=args.cooldown, stabilisation_seconds=args.stabilisation,
                         prefill_seconds_per_token_prior=args.prefill_seconds_per_token)

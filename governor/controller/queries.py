@@ -34,10 +34,18 @@ class HistogramSli:
 
     metric: str
     selector: Mapping[str, str] = field(default_factory=dict)
+    # The SLO's threshold, a bucket edge of the histogram (``None``: no good-event queries).
+    threshold_seconds: float | None = None
 
     @property
     def matchers(self) -> tuple[promql.Matcher, ...]:
         return promql.equal_to(self.selector)
+
+    def good_matchers(self) -> tuple[promql.Matcher, ...]:
+        """The selector plus ``le`` at the threshold, written as the client libraries write it."""
+        assert self.threshold_seconds is not None
+        return (*self.matchers, promql.eq(LABEL_LE, promql.exposition_float(
+            self.threshold_seconds)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +62,8 @@ class QuerySet:
 
     @classmethod
     def default(cls) -> QuerySet:
-        return cls(HistogramSli(service.INTER_TOKEN_LATENCY.name), 0.99,
-                   HistogramSli(service.TIME_TO_FIRST_TOKEN.name), 0.99)
+        return cls(HistogramSli(service.INTER_TOKEN_LATENCY.name, threshold_seconds=0.12), 0.99,
+                   HistogramSli(service.TIME_TO_FIRST_TOKEN.name, threshold_seconds=1.0), 0.99)
 
     def expressions(self) -> dict[str, str]:
         """Observation field name → PromQL returning one sample per ``instance``."""
@@ -76,8 +84,19 @@ class QuerySet:
             "kv_cache_usage_ratio": promql.max_by(BY_INSTANCE, vllm.KV_CACHE_USAGE.name),
             "preemptions_per_second": _sum_rate(vllm.NUM_PREEMPTIONS.total, long),
         }
+        if self.itl.threshold_seconds is not None:
+            exprs["itl_good_ratio"] = promql.ratio_of_rates(
+                promql.Selector(self.itl.metric + "_bucket", self.itl.good_matchers()),
+                promql.Selector(self.itl.metric + "_count", self.itl.matchers), short,
+                BY_INSTANCE)
         if self.ttft is not None:
             exprs["ttft_tail_seconds"] = _quantile(self.ttft_quantile, self.ttft, short)
+            exprs["ttft_per_second"] = _sum_rate(
+                promql.Selector(self.ttft.metric + "_count", self.ttft.matchers), short)
+            if self.ttft.threshold_seconds is not None:
+                exprs["ttft_good_per_second"] = _sum_rate(
+                    promql.Selector(self.ttft.metric + "_bucket", self.ttft.good_matchers()),
+                    short)
         return exprs
 
     def targets(self) -> str:
@@ -91,5 +110,5 @@ def _quantile(quantile: float, sli: HistogramSli, window: str) -> str:
                                 by=(LABEL_INSTANCE, LABEL_LE))
 
 
-def _sum_rate(counter: str, window: str) -> str:
+def _sum_rate(counter: promql.Vector, window: str) -> str:
     return promql.sum_by(BY_INSTANCE, promql.rate(counter, window))

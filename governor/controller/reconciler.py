@@ -208,6 +208,7 @@ class Reconciler:
         self._metrics.limits(rt.target.name, rt.limits.current)
         decision = decide(self.config.slo, self.config.law, observation, rt.limits, rt.state, now)
         self._metrics.decision(decision)
+        self._metrics.scale(rt.target.name, decision.scale)
         if decision.changes and not self.config.dry_run:
             try:
                 in_force = await self._actuator.apply(rt.target, decision.after)

@@ -24,3 +24,17 @@ def test_selectors_are_escaped_and_a_missing_ttft_slo_drops_its_query() -> None:
 
 def test_targets_are_the_scraped_instances_of_the_job() -> None:
     assert QuerySet.default().targets() == 'up{job="inference"}'
+
+
+def test_good_event_rates_read_the_buckets_at_the_slo_thresholds() -> None:
+    exprs = QuerySet(HistogramSli("m_itl", {"model": "x"}, 0.12), 0.99,
+                     HistogramSli("m_ttft", {}, 1.0), 0.99).expressions()
+    assert exprs["ttft_good_per_second"] == (
+        'sum by (instance) (rate(m_ttft_bucket{le="1.0"}[30s]))')
+    assert exprs["ttft_per_second"] == "sum by (instance) (rate(m_ttft_count[30s]))"
+    assert exprs["itl_good_ratio"] == (
+        'sum by (instance) (rate(m_itl_bucket{model="x", le="0.12"}[30s]))\n/\n'
+        'sum by (instance) (rate(m_itl_count{model="x"}[30s]))')
+    # Without thresholds (a QuerySet built by hand) there is nothing to count good events by.
+    plain = QuerySet(HistogramSli("m_itl"), 0.99, HistogramSli("m_ttft"), 0.99).expressions()
+    assert "itl_good_ratio" not in plain and "ttft_good_per_second" not in plain

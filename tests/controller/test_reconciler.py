@@ -92,6 +92,9 @@ async def test_a_breach_is_applied_recorded_persisted_and_annotated(tmp_path: Pa
     assert h.metric(names.TARGET_LIMITS.name, target=A.name,
                     param="max_num_batched_tokens") == limits.max_num_batched_tokens
     assert h.metric(names.RECONCILES.name + "_total", result="ok") == 1
+    # Not overloaded: the scale-out signal says one replica, under its reason.
+    assert h.metric(names.DESIRED_REPLICAS.name, target=A.name,
+                    reason=names.SCALE_NOT_OVERLOADED) == 1
     assert [t for t, _ in h.annotator.annotations] == [A.name]
     saved = json.loads((tmp_path / "state.json").read_text())
     assert saved["targets"][A.name]["state"]["probe"]["kind"] == "tighten"

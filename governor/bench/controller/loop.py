@@ -24,9 +24,11 @@ from governor.bench.controller.classes import ClassPlan, ClassScore, class_score
 from governor.bench.controller.prometheus import AlertState, Pipeline, Scrapes, cumulative_counts
 from governor.bench.controller.scoring import (
     Episode,
+    OverloadEpisode,
     RequestOutcome,
     WindowScore,
     episodes,
+    overload_episodes,
     request_tail,
     series_episodes,
     windows_from_times,
@@ -98,6 +100,8 @@ class Run:
     notifications: list[float]  # when Alertmanager's webhook reached the controller
     duration: float
     classes: dict[str, ClassScore] = field(default_factory=dict)  # with Scenario.classes
+    # Spans the law judged overloaded, with the replicas it advised (controller runs only).
+    overloads: list[OverloadEpisode] = field(default_factory=list)
 
 
 def _service_floor(settings: EngineSettings) -> Limits:
@@ -135,7 +139,8 @@ def run(scenario: Scenario, arrivals: list[Arrival], *, name: str,
                loop.limits, loop.traces, loop.observed,
                series_episodes(loop.observed, scenario.slo.itl_seconds),
                episodes(loop.alert.episodes), loop.alert.notifications,
-               scenario.workload.duration_seconds, by_class)
+               scenario.workload.duration_seconds, by_class,
+               overload_episodes(loop.advice, scenario.workload.duration_seconds))
 
 
 def _sim(scenario: Scenario, start: Limits, keeper: Gatekeeper | None) -> VirtualSim:
@@ -166,6 +171,8 @@ class _Loop:
     limits: list[tuple[float, Limits]] = field(default_factory=list)
     traces: list[Trace] = field(default_factory=list)
     observed: list[tuple[float, float]] = field(default_factory=list)
+    # (t, overloaded?, replicas advised), every pass
+    advice: list[tuple[float, bool, int]] = field(default_factory=list)
     _events: list[tuple[float, int, str]] = field(default_factory=list)
     _seq: int = 0
     _next_pass: float = math.inf
@@ -232,6 +239,8 @@ class _Loop:
         decision = decide(self.scenario.slo, self.scenario.law, observe(self.scenario,
                           self.scrapes, at), current, self.state, at)
         self.state = decision.state
+        self.advice.append((at, decision.state.overload_since is not None,
+                            decision.scale.replicas))
         if decision.changes:
             self.sim.set_limits(_batching(decision.after),
                                 at=at + self.scenario.actuation_seconds)
@@ -263,6 +272,13 @@ def observe(scenario: Scenario, scrapes: Scrapes, at: float) -> Observation:
         waiting_growth_per_second=scrapes.deriv(WAITING, at, long),
         kv_cache_usage_ratio=scrapes.gauge(KV, at),
         preemptions_per_second=scrapes.rate(PREEMPTIONS, at, long),
+        # Without a TTFT SLO the controller sends no TTFT query at all.
+        ttft_good_per_second=(scrapes.bucket_rate("ttft", slo.ttft_seconds, at, short)
+                              if slo.ttft_seconds is not None else None),
+        ttft_per_second=(scrapes.bucket_rate("ttft", math.inf, at, short)
+                         if slo.ttft_seconds is not None else None),
+        itl_good_ratio=_ratio(scrapes.bucket_rate("itl", slo.itl_seconds, at, short),
+                              scrapes.bucket_rate("itl", math.inf, at, short)),
     )
 
 

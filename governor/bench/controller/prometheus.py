@@ -90,6 +90,19 @@ class Scrapes:
         # rate() extrapolates every bucket by the same factor: the quantile only needs increases.
         return histogram_quantile(q, edges, series[span[1]] - series[span[0]])
 
+    def bucket_rate(self, which: str, le: float, at: float, window: float) -> float:
+        """``sum(rate(<which>_bucket{le="<le>"}[window]))`` (``le="+Inf"``: the count's rate);
+        NaN where no bucket has that edge, as Prometheus would return no series."""
+        span = self._span(at, window)
+        series, edges = (self.itl, self.itl_edges) if which == "itl" else (self.ttft,
+                                                                            self.ttft_edges)
+        index = len(edges) if math.isinf(le) else next(
+            (i for i, edge in enumerate(edges) if math.isclose(edge, le)), None)
+        if span is None or index is None:
+            return math.nan
+        increase = float(series[span[1]][index] - series[span[0]][index])
+        return increase / (self.times[span[1]] - self.times[span[0]])
+
     def rate(self, name: str, at: float, window: float) -> float:
         span = self._span(at, window)
         if span is None:
