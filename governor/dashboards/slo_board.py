@@ -14,7 +14,6 @@ from typing import Final
 
 from grafana_foundation_sdk.models import dashboard as dm
 
-from governor.alerts import class_thresholds
 from governor.alerts.slo_rules import firing_tiers, recorded
 from governor.alerts.windows import SEVERITIES, SLI_WINDOWS
 from governor.contracts.declaration import Metric
@@ -35,6 +34,7 @@ from governor.dashboards.panels import (
     timeseries,
 )
 from governor.dashboards.variables import ref
+from governor.slo import class_thresholds
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 INFO: Final = BoardInfo(

@@ -56,7 +56,12 @@ def _labels(component: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": component, "app.kubernetes.io/part-of": PART_OF}
 
 
-def _metadata(name: str, k8s: Kubernetes, *, operator: bool = False) -> Object:
+def labels_of(target: Target) -> dict[str, str]:
+    """A target's job and selector as label equalities (an HPA's metric selector)."""
+    return {"job": target.job, **target.selector}
+
+
+def metadata(name: str, k8s: Kubernetes, *, operator: bool = False) -> Object:
     """``operator``: an object prometheus-operator selects, so it carries the spec's labels."""
     labels = _labels(name) | (dict(k8s.labels) if operator else {})
     return {"name": name, "namespace": k8s.namespace, "labels": labels}
@@ -97,7 +102,7 @@ def exporter_daemonset(spec: SloSpec) -> Object:
     })
     return {
         "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": _metadata(EXPORTER_NAME, k8s),
+        "metadata": metadata(EXPORTER_NAME, k8s),
         "spec": {
             "selector": {"matchLabels": _labels(EXPORTER_NAME)},
             "updateStrategy": {"type": "RollingUpdate"},
@@ -119,7 +124,7 @@ def exporter_podmonitor(spec: SloSpec) -> Object:
     k8s = spec.kubernetes
     return {
         "apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
-        "metadata": _metadata(EXPORTER_NAME, k8s, operator=True),
+        "metadata": metadata(EXPORTER_NAME, k8s, operator=True),
         "spec": {
             "selector": {"matchLabels": _labels(EXPORTER_NAME)},
             "podMetricsEndpoints": [{"port": "http", "path": METRICS_PATH,
@@ -162,7 +167,7 @@ def inference_deployment(spec: SloSpec) -> Object:
     })
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": _metadata(INFERENCE_NAME, k8s),
+        "metadata": metadata(INFERENCE_NAME, k8s),
         "spec": {
             "replicas": k8s.replicas,
             "selector": {"matchLabels": _labels(INFERENCE_NAME)},
@@ -189,7 +194,7 @@ def inference_deployment(spec: SloSpec) -> Object:
 def _service(name: str, k8s: Kubernetes, port: int) -> Object:
     return {
         "apiVersion": "v1", "kind": "Service",
-        "metadata": _metadata(name, k8s),
+        "metadata": metadata(name, k8s),
         "spec": {"selector": _labels(name),
                  "ports": [{"name": "http", "port": port, "targetPort": "http"}]},
     }
@@ -198,7 +203,7 @@ def _service(name: str, k8s: Kubernetes, port: int) -> Object:
 def _service_monitor(name: str, spec: SloSpec, target: Target) -> Object:
     return {
         "apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
-        "metadata": _metadata(name, spec.kubernetes, operator=True),
+        "metadata": metadata(name, spec.kubernetes, operator=True),
         "spec": {
             "selector": {"matchLabels": _labels(name)},
             "endpoints": [{"port": "http", "path": METRICS_PATH, "interval": SCRAPE_INTERVAL,
@@ -218,7 +223,7 @@ def inference_servicemonitor(spec: SloSpec) -> Object:
 def controller_state_claim(spec: SloSpec) -> Object:
     return {
         "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": _metadata(f"{CONTROLLER_NAME}-state", spec.kubernetes),
+        "metadata": metadata(f"{CONTROLLER_NAME}-state", spec.kubernetes),
         "spec": {"accessModes": ["ReadWriteOnce"],
                  "resources": {"requests": {"storage": "1Gi"}}},
     }
@@ -251,7 +256,7 @@ def controller_deployment(spec: SloSpec) -> Object:
     })
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": _metadata(CONTROLLER_NAME, k8s),
+        "metadata": metadata(CONTROLLER_NAME, k8s),
         "spec": {
             # One decision-maker per fleet; Recreate so two never hold the state at once.
             "replicas": 1,
@@ -291,7 +296,7 @@ def alertmanager_config(spec: SloSpec, params: RenderParams) -> Object:
     url = f"http://{CONTROLLER_NAME}.{k8s.namespace}.svc:{k8s.controller_port}{WEBHOOK_PATH}"
     return {
         "apiVersion": "monitoring.coreos.com/v1alpha1", "kind": "AlertmanagerConfig",
-        "metadata": _metadata(CONTROLLER_NAME, k8s, operator=True),
+        "metadata": metadata(CONTROLLER_NAME, k8s, operator=True),
         "spec": {
             "route": {
                 "receiver": "controller",

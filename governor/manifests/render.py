@@ -17,6 +17,7 @@ from typing import Final
 from governor.alerts.artifacts import Artifacts, Owned
 from governor.alerts.params import RenderParams
 from governor.alerts.render import GENERATED_MARK, dump_yaml, yaml_body
+from governor.manifests import autoscaling
 from governor.manifests import kubernetes as k
 from governor.slo.spec import SloSpec
 
@@ -24,6 +25,8 @@ KUBERNETES_DIR: Final = "kubernetes"
 EXPORTER: Final = f"{KUBERNETES_DIR}/exporter.yaml"
 INFERENCE: Final = f"{KUBERNETES_DIR}/inference.yaml"
 CONTROLLER: Final = f"{KUBERNETES_DIR}/controller.yaml"
+SCALED_OBJECT: Final = f"{KUBERNETES_DIR}/scaledobject.yaml"
+HPA: Final = f"{KUBERNETES_DIR}/hpa.yaml"
 HEADER_NOTE: Final = """\
 # Apply after creating the namespace, the ConfigMap of slo.yaml and the tokens' Secret
 # (docs/deploy.md, "On Kubernetes").
@@ -32,9 +35,13 @@ HEADER_NOTE: Final = """\
 
 def _is_generated(path: Path) -> bool:
     return path.read_text(encoding="utf-8").startswith(GENERATED_MARK) and path.name in {
-        Path(EXPORTER).name, Path(INFERENCE).name, Path(CONTROLLER).name}
+        Path(p).name for p in (EXPORTER, INFERENCE, CONTROLLER, SCALED_OBJECT, HPA)}
 
 
+AUTOSCALER_NOTE: Final = """\
+# An example on the controller's scale-out signal: apply this one or its twin (hpa.yaml or
+# scaledobject.yaml), not both. docs/controller.md, "Scale-out signal".
+"""
 ARTIFACTS: Final = Artifacts((Owned(KUBERNETES_DIR, "*.yaml", _is_generated),))
 Builder = Callable[[SloSpec], k.Object]
 
@@ -49,8 +56,9 @@ def dump_documents(documents: Sequence[k.Object], source: str) -> str:
 
 
 def render_all(spec: SloSpec, params: RenderParams, *, source: str) -> dict[str, str]:
-    """The three components' manifests: relative path → text."""
-    return {
+    """The three components' manifests, and the example autoscalers when the controller acts
+    on an SLO: relative path → text."""
+    files = {
         EXPORTER: dump_documents([k.exporter_daemonset(spec), k.exporter_podmonitor(spec)],
                                  source),
         INFERENCE: dump_documents([k.inference_deployment(spec), k.inference_service(spec),
@@ -59,3 +67,9 @@ def render_all(spec: SloSpec, params: RenderParams, *, source: str) -> dict[str,
                                     k.controller_service(spec), k.controller_servicemonitor(spec),
                                     k.alertmanager_config(spec, params)], source),
     }
+    if any(slo.controller for slo in spec.slos):
+        files[SCALED_OBJECT] = dump_yaml(autoscaling.keda_scaled_object(spec), source,
+                                         AUTOSCALER_NOTE)
+        files[HPA] = dump_yaml(autoscaling.horizontal_pod_autoscaler(spec), source,
+                               AUTOSCALER_NOTE)
+    return files

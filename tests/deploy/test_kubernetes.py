@@ -33,15 +33,19 @@ def committed() -> list[dict[str, Any]]:
     return [d for path in MANIFESTS for d in documents(path.read_text(encoding="utf-8"))]
 
 
-def fleet_spec() -> Any:
-    data = yaml.safe_load((ROOT / "slo.yaml").read_text(encoding="utf-8"))
+def fleet_data() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((ROOT / "slo.yaml").read_text(encoding="utf-8"))
     data["targets"] = {"inference": {"job": "vllm-fleet", "selector": {"namespace": "llm"}},
                        "gpu": {"job": "dcgm"}, "controller": {"job": "slo-controller"}}
     data["kubernetes"] = {"namespace": "llm", "labels": {"release": "monitoring"},
                           "model": "/models/llama", "replicas": 3, "gpus_per_replica": 2,
                           "image": "registry.example/governor:1.0",
                           "vllm_image": "registry.example/governor-vllm:1.0"}
-    return parse_spec(data)
+    return data
+
+
+def fleet_spec() -> Any:
+    return parse_spec(fleet_data())
 
 
 def rendered(spec: Any) -> dict[str, dict[str, Any]]:
@@ -162,8 +166,7 @@ def test_each_container_command_is_one_its_program_accepts(tmp_path: Path) -> No
     controller = args[k.CONTROLLER_NAME]
     assert controller[0] == "controller"
     # The pod's mounted files, here: the spec, the two tokens, the state directory.
-    (tmp_path / "slo.yaml").write_text((ROOT / "slo.yaml").read_text(encoding="utf-8"),
-                                       encoding="utf-8")
+    (tmp_path / "slo.yaml").write_text(yaml.safe_dump(fleet_data()), encoding="utf-8")
     for key in (k.ADMIN_TOKEN_KEY, k.WEBHOOK_TOKEN_KEY):
         (tmp_path / key).write_text("a-token", encoding="utf-8")
     local = {f"{k.SPEC_DIR}/slo.yaml": tmp_path / "slo.yaml",
@@ -171,9 +174,30 @@ def test_each_container_command_is_one_its_program_accepts(tmp_path: Path) -> No
                 for key in (k.ADMIN_TOKEN_KEY, k.WEBHOOK_TOKEN_KEY)}}
     options = [str(local.get(a, a)).replace(k.STATE_DIR, str(tmp_path)) for a in controller[1:]]
     config = build_config(controller_parser().parse_args(options))
-    assert config.queries.job == "vllm-fleet"
+    assert config.queries.target.job == "vllm-fleet"
+    assert config.queries.target.selector == {"namespace": "llm"}
     assert config.discover is not None
     assert config.discover.fullmatch("10.42.0.17:8000")
     assert config.discover.fullmatch("[fd00::5]:8000")
     assert not config.discover.fullmatch("evil.example:8000")
     assert not config.discover.fullmatch("10.42.0.17:8000/x")
+
+
+def test_the_example_autoscalers_scale_the_inference_deployment_on_the_summed_advice() -> None:
+    spec = fleet_spec()
+    objects = rendered(spec)
+    keda = objects[f"ScaledObject/{k.INFERENCE_NAME}-scale-out"]
+    hpa = objects[f"HorizontalPodAutoscaler/{k.INFERENCE_NAME}-scale-out"]
+    deployment = objects[f"Deployment/{k.INFERENCE_NAME}"]
+    for scaler in (keda, hpa):
+        assert errors(scaler) == []
+        assert scaler["spec"]["scaleTargetRef"] == {
+            "apiVersion": "apps/v1", "kind": "Deployment", "name": deployment["metadata"]["name"]}
+        assert scaler["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    trigger = keda["spec"]["triggers"][0]["metadata"]
+    assert trigger["serverAddress"] == spec.kubernetes.prometheus
+    assert trigger["query"] == 'sum(governor_controller_desired_replicas{job="slo-controller"})'
+    assert keda["spec"]["minReplicaCount"] == 3  # never below the spec's replicas
+    metric = hpa["spec"]["metrics"][0]["external"]["metric"]
+    assert metric["selector"] == {"matchLabels": {"job": "slo-controller"}}
+    assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] >= 600

@@ -107,3 +107,17 @@ def test_a_selector_value_cannot_break_out_of_its_quotes(value: str) -> None:
 def test_hostile_job_names_are_refused(job: object) -> None:
     assert any("targets.inference.job" in p
                for p in problems(targets={"inference": {"job": job}}))
+
+
+def test_a_per_model_slo_selects_its_model_on_vllms_histogram() -> None:
+    from governor.alerts.render import render_all
+    from governor.contracts.metrics.latency import HISTOGRAM_BUCKETS
+
+    data = base()
+    data["slos"].append({"name": "itl-llama", "objective": 99, "sli": {"latency": {
+        "metric": "vllm:inter_token_latency_seconds", "threshold": "100ms",
+        "selector": {"model_name": "meta-llama/Meta-Llama-3-8B-Instruct"}}}})
+    spec = parse_spec(data, histograms=HISTOGRAM_BUCKETS)
+    rules = render_all(spec)["prometheus/rules/slo-itl-llama.yml"]
+    assert ('vllm:inter_token_latency_seconds_count{job="inference", '
+            'model_name="meta-llama/Meta-Llama-3-8B-Instruct"}') in rules

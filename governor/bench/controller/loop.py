@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -126,8 +126,11 @@ def run(scenario: Scenario, arrivals: list[Arrival], *, name: str,
     for i, (rid, a) in enumerate(zip(ids, arrivals, strict=True)):
         sim.submit(arrival=a.at, prompt=a.prompt_tokens, output_tokens=a.output_tokens,
                    request_id=rid, priority=plan.priority(names[i]) if plan else 0)
+    slo = scenario.slo
+    observed = {rid: plan.observed(name, slo.itl_seconds, slo.ttft_seconds)
+                for rid, name in zip(ids, names, strict=True)} if plan else {}
     loop = _Loop(scenario, sim, ids, arrivals, controlled=static is None,
-                 bounds=(scenario.floor, top))
+                 bounds=(scenario.floor, top), observed_classes=observed)
     loop.drive()
     sim.run_until_idle()
     outcomes = _outcomes(scenario, sim, ids, arrivals)
@@ -165,6 +168,8 @@ class _Loop:
     arrivals: list[Arrival]
     controlled: bool
     bounds: tuple[Limits, Limits]
+    # request id → (read by the inter-token queries?, by the first-token ones?); absent: both
+    observed_classes: Mapping[str, tuple[bool, bool]] = field(default_factory=dict)
     scrapes: Scrapes = field(init=False)
     alert: AlertState = field(init=False)
     state: TargetState = field(default_factory=TargetState)
@@ -182,7 +187,8 @@ class _Loop:
         self.scrapes = Scrapes(service.INTER_TOKEN_LATENCY.buckets,
                                service.TIME_TO_FIRST_TOKEN.buckets)
         self.alert = AlertState(p, self.scenario.slo.itl_seconds, self.scenario.slo.itl_quantile)
-        self._collector = _Collector(self.sim, self.ids, self.arrivals, self.scrapes)
+        self._collector = _Collector(self.sim, self.ids, self.arrivals, self.scrapes,
+                                     self.observed_classes)
         self.limits.append((0.0, _limits(self.sim)))
         end = self.scenario.workload.duration_seconds
         self._every(p.scrape_interval_seconds, end, "scrape")
@@ -290,8 +296,9 @@ class _Collector:
     """Scrapes the engine: new inter-token and first-token samples since the last scrape."""
 
     def __init__(self, sim: VirtualSim, ids: list[str], arrivals: list[Arrival],
-                 scrapes: Scrapes) -> None:
+                 scrapes: Scrapes, observed: Mapping[str, tuple[bool, bool]]) -> None:
         self._sim, self._ids, self._arrivals, self._scrapes = sim, ids, arrivals, scrapes
+        self._observed = observed  # classes the controller's queries do not read are skipped
         self._next = 0  # index of the first request not yet arrived
         self._active: dict[str, int] = {}  # request id → tokens already counted
         self._itl = np.zeros(len(scrapes.itl_edges) + 1)
@@ -309,9 +316,11 @@ class _Collector:
             times = record.token_times
             upto = bisect_right(times, at)
             if upto > counted:
-                if counted == 0:
+                reads_itl, reads_ttft = self._observed.get(rid, (True, True))
+                if counted == 0 and reads_ttft:
                     ttft.append(times[0] - record.arrival_time)
-                itl.extend(np.diff(times[max(counted - 1, 0):upto]).tolist())
+                if reads_itl:
+                    itl.extend(np.diff(times[max(counted - 1, 0):upto]).tolist())
                 self._active[rid] = upto
             if record.finish_reason is not None and upto == len(times):
                 del self._active[rid]
