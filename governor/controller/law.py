@@ -6,7 +6,7 @@ One call per target per reconcile. In order:
 2. **Cooldown**: one change per cooldown, which outlasts the observation window, so the next
    verdict sees only data from after the change.
 3. **Verify the last change** against the first observation after its cooldown. P99 inter-token
-   latency is not monotonic in the budget (REFERENCE.md §6), so no direction is assumed:
+   latency is not monotonic in the budget (docs/h200-measurements.md), so no direction is assumed:
    a relaxation that brought a breach back is undone; a cut that made the tail worse is deepened
    when the spike model says a deeper cut clears the spikes, and undone otherwise; a cut that broke
    time to first token gives half of itself back. Undone values are avoided while load stays high.

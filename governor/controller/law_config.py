@@ -17,9 +17,11 @@ class LawConfigError(ValueError):
 class LawConfig:
     """How :func:`governor.controller.law.decide` moves the knobs.
 
-    Defaults follow REFERENCE.md §4.8: tighten at once and multiplicatively, relax additively
-    after a stabilisation window with margin, one change per cooldown, and a cooldown longer
-    than the observation window so that each verdict sees only data from after the change.
+    The defaults have the shape of feedback control on a shared resource (TCP's additive
+    increase, multiplicative decrease; an autoscaler's stabilisation window): tighten at once
+    and multiplicatively, relax additively after a stabilisation window with margin, one change
+    per cooldown, and a cooldown longer than the observation window so that each verdict sees
+    only data from after the change (docs/controller.md).
     """
 
     # The short PromQL window the tails are computed over.
@@ -53,8 +55,9 @@ class LawConfig:
     decode_slow_fraction: float = 0.5
     # Prefill work above this fraction of the GPU's time is "prefill pressure".
     prefill_pressure_fraction: float = 0.2
-    # Step time per prefill token the law never plans below (Llama-3-8B on an H200, REFERENCE.md
-    # §6: ~25 µs per prompt token in a mixed step); it learns upward from what it observes.
+    # Step time per prefill token the law never plans below (Llama-3-8B on an H200,
+    # docs/h200-measurements.md: ~25 µs per prompt token in a mixed step); it learns upward from
+    # what it observes.
     prefill_seconds_per_token_prior: float = 25e-6
     # A budget cut keeps prefill capacity at least this multiple of the prompt arrival rate.
     # Modest, because the goodput verdict after the cut is the real net, and because the

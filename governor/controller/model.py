@@ -231,7 +231,7 @@ class TargetState:
     last_breach_at: float | None = None
     probe: Probe | None = None
     avoid: tuple[Avoid, ...] = ()
-    # Seconds of step time per prefill token, learnt from breaches (the spike model of §6).
+    # Seconds of step time per prefill token, learnt from breaches (controller/spike.py).
     prefill_seconds_per_token: float | None = None
     # Goodput observed per limits (the few most recent), to hold the best under overload.
     ledger: tuple[LimitsScore, ...] = ()

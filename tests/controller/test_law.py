@@ -187,8 +187,8 @@ def test_an_improved_but_still_breaching_cut_continues_cutting() -> None:
 
 
 def test_a_cut_that_made_the_tail_worse_is_deepened_past_the_hump() -> None:
-    # REFERENCE §6: 8192 → 2048 raised P99 (rare 195 ms steps became frequent 55 ms ones). With a
-    # 40 ms SLO the law must go on to ~512, not back to 8192.
+    # The H200 tables (docs/h200-measurements.md): 8192 → 2048 raised P99 (rare 195 ms steps
+    # became frequent 55 ms ones). With a 40 ms SLO the law must go on to ~512, not back to 8192.
     slo = replace(SLO, itl_seconds=0.04)
     first = decide(slo, LAW, spiky(0.045), target(), TargetState(), T0)
     assert first.after.max_num_batched_tokens < 8192

@@ -1,8 +1,8 @@
 """``governor bench controller``: the SLO controller against static limits, in virtual time.
 
 The headline benchmark. On the simulated engine's ``llama-3-8b@h200`` preset (calibrated to a
-real H200, REFERENCE.md §6), a document-translation workload — chats decoding continuously while
-long documents arrive, with a load step and a ramp — runs three times:
+real H200, docs/h200-measurements.md), a document-translation workload — chats decoding
+continuously while long documents arrive, with a load step and a ramp — runs three times:
 
 (a) vLLM's default static limits (8192 tokens, 1024 sequences on an H200);
 (b) the best static limits, found in hindsight by a grid search over the same workload;

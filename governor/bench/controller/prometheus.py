@@ -1,7 +1,7 @@
 """What Prometheus and Alertmanager would see of a virtual-time run, and when.
 
 The benchmark's controller must observe the engine through the same windows and dead time as the
-real stack (REFERENCE.md §4.7): counters and histograms are *scraped* every ``scrape_interval``;
+real stack: counters and histograms are *scraped* every ``scrape_interval``;
 PromQL ``rate(x[w])`` at time ``t`` sees only the scrapes inside ``[t - w, t]``; the fast alert is
 evaluated every ``evaluation_interval``, must hold for ``for``, and Alertmanager waits
 ``group_wait`` before the webhook. This module models exactly that, with Prometheus's own
