@@ -27,12 +27,13 @@ import numpy as np
 
 from governor.bench.closed_loop import MEASURED_LIMITS, MS, ClosedLoop, Row
 from governor.bench.load import LoadResult, LoadSpec, run_load
-from governor.common.process import Child, free_port
+from governor.common.process import Child, ChildError, free_port
 from governor.contracts.endpoints import HEALTH_PATH, LOCAL_HOST
 from governor.inference.engines.sim.tokenizer import pieces
 
 WORD_LETTERS = 5  # one sim token each, with its leading space
 START_LIMIT_SECONDS = 60.0
+BIND_ATTEMPTS = 3
 
 
 def random_prompt(rng: random.Random, tokens: int) -> str:
@@ -71,16 +72,33 @@ def measure(url: str, model: str, loop: ClosedLoop, *, seed: int = 0) -> Row:
     return row(loop, asyncio.run(run_load(spec)))
 
 
+def _started(preset: str, logs: Path, seed: int) -> tuple[Child, str]:
+    """The service on a free port; another port when one is taken between the pick and the
+    bind (the pick cannot reserve it)."""
+    for attempt in range(1, BIND_ATTEMPTS + 1):
+        port = free_port()
+        url = f"http://{LOCAL_HOST}:{port}"
+        argv = [sys.executable, "-m", "governor", "serve", "--engine", "sim",
+                "--preset", preset, "--host", LOCAL_HOST, "--port", str(port),
+                "--seed", str(seed), "--max-num-seqs", str(MEASURED_LIMITS.max_num_seqs),
+                "--max-num-batched-tokens", str(MEASURED_LIMITS.max_num_batched_tokens),
+                "--max-in-flight", "1024", "--max-queue", "1024"]
+        child = Child("sim", argv, url + HEALTH_PATH, logs).start()
+        try:
+            child.wait_healthy(START_LIMIT_SECONDS)
+            return child, url
+        except ChildError:
+            child.stop()
+            if attempt == BIND_ATTEMPTS or "address already in use" not in child.tail():
+                raise
+    raise AssertionError("unreachable")
+
+
 @contextmanager
 def sim_service(preset: str, logs: Path, *, seed: int = 0) -> Iterator[str]:
     """``governor serve --engine sim`` with the measured table's limits; yields its URL."""
-    port = free_port()
-    url = f"http://{LOCAL_HOST}:{port}"
-    argv = [sys.executable, "-m", "governor", "serve", "--engine", "sim", "--preset", preset,
-            "--host", LOCAL_HOST, "--port", str(port), "--seed", str(seed),
-            "--max-num-seqs", str(MEASURED_LIMITS.max_num_seqs),
-            "--max-num-batched-tokens", str(MEASURED_LIMITS.max_num_batched_tokens),
-            "--max-in-flight", "1024", "--max-queue", "1024"]
-    with Child("sim", argv, url + HEALTH_PATH, logs).start() as child:
-        child.wait_healthy(START_LIMIT_SECONDS)
+    child, url = _started(preset, logs, seed)
+    try:
         yield url
+    finally:
+        child.stop()
