@@ -27,6 +27,7 @@ class ControllerMetrics:
         self.alerts_firing = gauge(names.ALERTS_FIRING, registry)
         self.observed = gauge(names.OBSERVED, registry)
         self.dry_run = gauge(names.DRY_RUN, registry)
+        self.state_write_errors = counter(names.STATE_WRITE_ERRORS, registry)
         self.desired_replicas = gauge(names.DESIRED_REPLICAS, registry)
         for result in names.RESULTS:
             self.reconciles.labels(result)

@@ -44,5 +44,5 @@ def test_a_short_closed_loop_against_the_real_service(tmp_path: Path) -> None:
     assert figures.concurrency == 3
     assert 0 < figures.ttft_p50_ms <= figures.ttft_p99_ms
     assert 0 < figures.itl_p50_ms <= figures.itl_p99_ms
-    # 6 requests × 12 tokens came back, at some rate.
+    # 6 requests of 12 tokens came back, at some rate.
     assert figures.output_tokens_per_second > 0

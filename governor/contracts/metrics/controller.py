@@ -68,5 +68,8 @@ DESIRED_REPLICAS: Final = Metric(
     "governor_controller_desired_replicas", "gauge",
     "Replicas the demand on each target needs, by what one replica served (1: no scale-out)",
     "", (LABEL_TARGET, LABEL_REASON))
+STATE_WRITE_ERRORS: Final = Metric(
+    "governor_controller_state_write_errors", "counter",
+    "Passes whose state could not be written (a full or read-only disk)", "errors")
 DRY_RUN: Final = Metric(
     "governor_controller_dry_run", "gauge", "1 when decisions are logged but not applied")
