@@ -123,6 +123,7 @@ def by_target(target: Target, *more: str) -> tuple[str, ...]:
     namespace, which its routes and people want on the alert) and ``more``."""
     return (LABEL_JOB, LABEL_INSTANCE, *target.selector, *more)
 
+
 _XID = gpu.XID_ERRORS.total
 _ECC = gpu.ECC_UNCORRECTED_ERRORS.total
 _PREEMPTIONS = vllm.NUM_PREEMPTIONS.total

@@ -1,4 +1,5 @@
-"""``deploy/kubernetes/``: one file per component, each a list of YAML documents.
+"""``deploy/kubernetes/``: one file per component, each a list of YAML documents, in the spec's
+``kubernetes.namespace`` (``governor`` by default)::
 
     kubectl create namespace governor
     kubectl -n governor create configmap governor-slo --from-file=slo.yaml
@@ -10,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -43,7 +44,6 @@ AUTOSCALER_NOTE: Final = """\
 # scaledobject.yaml), not both. docs/controller.md, "Scale-out signal".
 """
 ARTIFACTS: Final = Artifacts((Owned(KUBERNETES_DIR, "*.yaml", _is_generated),))
-Builder = Callable[[SloSpec], k.Object]
 
 
 def dump_documents(documents: Sequence[k.Object], source: str) -> str:
