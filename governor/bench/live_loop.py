@@ -429,6 +429,8 @@ def one_run(state: State, policy: Policy, workload: Workload, seed: int, index: 
     set_limits(state, policy.limits or state.ceiling)
     run_dir = state.folder / f"run-{index}"
     run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in ("controller-state.json", "audit.jsonl"):  # an aborted attempt's
+        (run_dir / stale).unlink(missing_ok=True)
     controller = _controller(state, run_dir) if policy.name == "controller" else None
     if controller is not None:
         controller.start().wait_healthy(60.0)

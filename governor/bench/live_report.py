@@ -20,6 +20,7 @@ one PNG per run and a comparison plot.
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime as dt
 import gzip
 import itertools
@@ -49,12 +50,14 @@ DEFAULT_SLO = {"itl_seconds": 0.12, "itl_quantile": 0.99, "ttft_seconds": 1.0,
 class LiveRun:
     data: dict[str, Any]
     traces: list[Trace]
+    name: str = ""  # the file's stem, "run-1-controller": which run, when a policy repeats
 
     @classmethod
     def load(cls, path: Path) -> LiveRun:
         with gzip.open(path, "rt", encoding="utf-8") as handle:
             data = json.load(handle)
-        return cls(data, [Trace.from_row(row) for row in data["traces"]])
+        return cls(data, [Trace.from_row(row) for row in data["traces"]],
+                   path.name.removesuffix(".json.gz"))
 
     @property
     def label(self) -> str:
@@ -81,13 +84,16 @@ class LiveRun:
         return []
 
     def changes(self) -> list[dict[str, Any]]:
-        """Applied audit lines that moved a limit, with their time since the run started."""
+        """Applied audit lines that moved a limit, with their time since the run started; lines
+        from before the run (an aborted attempt's, in a reused folder) are not the run's."""
         start = float(self.data["started_unix"])
         found = []
         for line in self.data.get("audit") or []:
             if not line.get("applied") or line["before"] == line["after"]:
                 continue
             at = dt.datetime.fromisoformat(line["at"].replace("Z", "+00:00")).timestamp()
+            if at < start:
+                continue
             found.append({**line, "at_s": round(at - start, 1)})
         return found
 
@@ -127,6 +133,15 @@ def score(run: LiveRun, slo: dict[str, float], window: float) -> dict[str, Any]:
     }
 
 
+def _label_repeats(runs: Sequence[LiveRun], scores: Sequence[dict[str, Any]]) -> None:
+    """A policy run more than once is labelled by its run, "controller (run-1)", so tables,
+    windows and plots keep every run apart."""
+    counts = collections.Counter(s["label"] for s in scores)
+    for run, s in zip(runs, scores, strict=True):
+        if counts[s["label"]] > 1:
+            s["label"] = f"{s['label']} ({run.name.rsplit('-', 1)[0]})"
+
+
 def _ms(value: float) -> float | None:
     return None if math.isnan(value) else round(value * 1000, 2)
 
@@ -140,25 +155,37 @@ def summarise(scores: list[dict[str, Any]]) -> dict[str, Any]:
     default = next((s for s in scores if s["policy"] == "default"), None)
     statics = [s for s in scores if s["policy"] in ("static", "default")]
     best = max(statics, key=lambda s: (s["goodput_rps"], s["attainment"]), default=None)
-    controller = next((s for s in scores if s["policy"] == "controller"), None)
     for s in scores:
         s["goodput_vs_default"] = _ratio(s["goodput_rps"], default["goodput_rps"]) \
             if default else None
         s["goodput_vs_best_static"] = _ratio(s["goodput_rps"], best["goodput_rps"]) \
             if best else None
     met: dict[str, bool | None] = {}
-    if controller is not None:
-        recovery = controller["worst_recovery_seconds"]
-        met = {
-            "attainment": controller["attainment"] >= TARGETS["attainment"],
-            "goodput_vs_best_static": _at_least(controller["goodput_vs_best_static"],
-                                                TARGETS["goodput_vs_best_static"]),
-            "goodput_vs_default": _at_least(controller["goodput_vs_default"],
-                                            TARGETS["goodput_vs_default"]),
-            "recovery": recovery is None or recovery <= TARGETS["recovery_seconds"],
-            "no_oscillation": controller["reversals"] == 0,
-        }
+    for s in scores:
+        if s["policy"] == "controller":
+            s["met"] = _met(s)
+            # a target holds only if it held in every controller run
+            met = {k: _all(met.get(k, True), v) for k, v in s["met"].items()}
     return {"best_static": best["label"] if best else None, "targets": TARGETS, "met": met}
+
+
+def _met(controller: dict[str, Any]) -> dict[str, bool | None]:
+    recovery = controller["worst_recovery_seconds"]
+    return {
+        "attainment": controller["attainment"] >= TARGETS["attainment"],
+        "goodput_vs_best_static": _at_least(controller["goodput_vs_best_static"],
+                                            TARGETS["goodput_vs_best_static"]),
+        "goodput_vs_default": _at_least(controller["goodput_vs_default"],
+                                        TARGETS["goodput_vs_default"]),
+        "recovery": recovery is None or recovery <= TARGETS["recovery_seconds"],
+        "no_oscillation": controller["reversals"] == 0,
+    }
+
+
+def _all(a: bool | None, b: bool | None) -> bool | None:
+    if a is False or b is False:
+        return False
+    return None if a is None or b is None else True
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -196,6 +223,7 @@ def report(args: argparse.Namespace) -> int:
     runs = [LiveRun.load(p) for p in paths]
     slo = dict(DEFAULT_SLO)
     scores = [score(run, slo, args.window) for run in runs]
+    _label_repeats(runs, scores)
     if args.predict != "none":
         from governor.bench.live_predict import predict
 

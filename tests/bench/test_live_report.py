@@ -95,6 +95,33 @@ def test_report_writes_the_json_and_the_figure(tmp_path: Path,
     assert "attain" in capsys.readouterr().out
 
 
+def test_an_aborted_attempts_audit_lines_are_not_the_runs_changes(tmp_path: Path) -> None:
+    audit = [_audit(-120, 8192, 2048), _audit(40, 8192, 3072)]  # the first: before the run
+    run = LiveRun.load(write_run(tmp_path, "controller", "controller", slow_from=None,
+                                 audit=audit))
+    assert [c["after"]["max_num_batched_tokens"] for c in run.changes()] == [3072]
+
+
+def test_a_repeated_policy_is_labelled_by_run_and_every_run_is_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    write_run(tmp_path, "default", "default", slow_from=30)
+    first = write_run(tmp_path, "controller", "controller", slow_from=None)
+    first.rename(tmp_path / "run-1-controller.json.gz")
+    second = write_run(tmp_path, "controller", "controller", slow_from=10)
+    second.rename(tmp_path / "run-5-controller.json.gz")
+    out = tmp_path / "out"
+    assert report(argparse.Namespace(results=[tmp_path], out=out, window=20.0, predict="none",
+                                     slo=Path("slo.yaml"))) == 0
+    data = json.loads((out / "controller-sim.json").read_text())
+    labels = [r["label"] for r in data["runs"]]
+    assert labels == ["controller (run-1)", "controller (run-5)", "default"]
+    assert set(data["windows"]) == set(labels)
+    assert [r["met"]["attainment"] for r in data["runs"][:2]] == [True, False]
+    assert data["met"]["attainment"] is False  # a target holds only if every run met it
+    capsys.readouterr()
+
+
 def test_report_without_runs_says_so(tmp_path: Path) -> None:
     assert report(argparse.Namespace(results=[tmp_path], out=tmp_path, window=20.0,
                                      predict="none", slo=Path("slo.yaml"))) == 2
