@@ -8,7 +8,6 @@ latencies the client saw, with the trace id as exemplar, and the span tree.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -28,6 +27,7 @@ from governor.contracts.metrics.service import (
 )
 from governor.inference import keys
 from governor.inference.admission import QueueFull, QueueTimeout, Shed
+from governor.inference.body import read_json
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import (
     Engine,
@@ -71,19 +71,6 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 async def completions(request: web.Request) -> web.StreamResponse:
     return await _generate(request, "completion")
-
-
-async def read_json(request: web.Request) -> object:
-    """The body as JSON; a 400 for anything that is not (the size limit is the app's)."""
-    raw = await request.read()
-    if not raw:
-        raise bad_request("the request body is empty; expected a JSON object")
-    try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise bad_request(f"the request body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise bad_request("the request body is nested too deeply") from None
 
 
 def engine_error(exc: EngineError, retry_after_seconds: int) -> APIError:

@@ -67,8 +67,12 @@ def _number(body: Mapping[str, Any], name: str, default: float, low: float, high
     value = body.get(name)
     if value is None:
         return default
-    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+    if not isinstance(value, int | float) or isinstance(value, bool):
         raise bad_request(f"'{name}' must be a number", param=name)
+    # Only a float can be infinite or NaN; an integer of any size compares exactly with the
+    # bounds, where math.isfinite() would overflow converting it.
+    if isinstance(value, float) and not math.isfinite(value):
+        raise bad_request(f"'{name}' must be a finite number", param=name)
     if not low <= value <= high:
         raise bad_request(f"'{name}' must be between {low} and {high}, got {value}", param=name)
     return float(value)
