@@ -79,6 +79,9 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    help="the SLO spec whose request classes the service applies (vLLM "
                         "priority, per-class admission, the class label); default: none, one "
                         "class for every request")
+    p.add_argument("--tokenizer-threads", type=positive_int, default=service.tokenizer_threads,
+                   help="threads that decode, validate, render and tokenize requests, off the "
+                        "event loop")
     p.add_argument("--max-tokens-limit", type=positive_int, default=service.max_tokens_limit,
                    help="largest max_tokens a request may ask for")
     p.add_argument("--otlp-endpoint", default=tracing.otlp_endpoint,
@@ -138,7 +141,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
                                         queue_timeout_seconds=args.queue_timeout),
             tracing=tracing, classes=classes,
             admin_token=_admin_token(args, env), max_body_bytes=args.max_body_bytes,
-            max_tokens_limit=args.max_tokens_limit,
+            tokenizer_threads=args.tokenizer_threads, max_tokens_limit=args.max_tokens_limit,
         )
     except ValueError as exc:
         raise SystemExit(f"governor serve: {exc}") from None

@@ -47,6 +47,10 @@ class ServiceConfig:
     # Bearer token of the admin API; None disables the admin API (every call answers 401).
     admin_token: Secret | None = None
     max_body_bytes: int = 4 * 1024 * 1024
+    # Threads that decode, validate, render and tokenize requests, off the event loop. Python's
+    # lock lets one of them run at a time (Rust tokenizers release it); two keep a small
+    # request from waiting behind a large one.
+    tokenizer_threads: int = 2
     # Largest ``max_tokens`` a request may ask for (also bounded by the model's context).
     max_tokens_limit: int = 32768
     # Completions default (OpenAI's legacy default is 16); chat defaults to what fits the context.
@@ -62,6 +66,8 @@ class ServiceConfig:
             errors.append("admission.max_in_flight must be positive")
         if self.admission.max_queue < 0:
             errors.append("admission.max_queue must not be negative")
+        if self.tokenizer_threads < 1:
+            errors.append(f"tokenizer_threads must be positive, got {self.tokenizer_threads}")
         if self.max_tokens_limit < 1:
             errors.append("max_tokens_limit must be positive")
         if errors:

@@ -1,6 +1,7 @@
 """The two generation routes: ``POST /v1/chat/completions`` and ``POST /v1/completions``.
 
-One request's life: parse and validate → tokenize and check the context → classify it (slo.yaml's
+One request's life: parse and validate → tokenize and check the context (both in the text
+threads, :mod:`governor.inference.prompts`) → classify it (slo.yaml's
 request classes: its vLLM priority, its admission limit, its ``class`` label) → wait for an engine
 slot in the admission queue → stream deltas from the engine (SSE) or gather them → record the
 latencies the client saw, with the trace id as exemplar, and the span tree.
@@ -27,7 +28,7 @@ from governor.contracts.metrics.service import (
 )
 from governor.inference import keys
 from governor.inference.admission import QueueFull, QueueTimeout, Shed
-from governor.inference.body import read_json
+from governor.inference.body import read_body
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import (
     Engine,
@@ -38,7 +39,6 @@ from governor.inference.engines.base import (
     TokenDelta,
 )
 from governor.inference.errors import (
-    NOT_FOUND,
     RATE_LIMIT,
     SERVER,
     UNAVAILABLE,
@@ -46,12 +46,8 @@ from governor.inference.errors import (
     bad_request,
 )
 from governor.inference.metrics import ClassLatency, ServiceMetrics
-from governor.inference.protocol import (
-    GenerationParams,
-    context_too_long,
-    parse_chat_request,
-    parse_completion_request,
-)
+from governor.inference.prompts import prepare_in_pool
+from governor.inference.protocol import GenerationParams, context_too_long
 from governor.inference.sse import DONE, ChunkEncoder, Usage, error_event, full_response
 from governor.inference.tracing import inject_headers, trace_id_hex
 
@@ -104,24 +100,8 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
     app = request.app
     config, engine = app[keys.CONFIG], app[keys.ENGINE]
     span = request[keys.SPAN]
-    body = await read_json(request)
-    parse = parse_chat_request if kind == "chat" else parse_completion_request
-    params = parse(body, max_tokens_limit=config.max_tokens_limit)
-    if params.model != engine.model_name:
-        raise APIError(
-            404, f"The model `{params.model}` does not exist.", type_=NOT_FOUND,
-            param="model", code="model_not_found",
-        )
-    retry_after = config.admission.retry_after_seconds
-    if not engine.ready:
-        raise APIError(503, "the engine is not ready", type_=UNAVAILABLE,
-                       code="engine_not_ready", retry_after_seconds=retry_after)
-    if kind == "chat":
-        prompt = engine.render_chat([message.as_dict() for message in params.messages])
-    else:
-        assert params.prompt is not None
-        prompt = params.prompt
-    token_ids = tuple(await engine.tokenize(prompt))
+    prepared = await prepare_in_pool(app, await read_body(request), kind)
+    params, token_ids = prepared.params, prepared.token_ids
     route = CHAT_COMPLETIONS_PATH if kind == "chat" else COMPLETIONS_PATH
     request_class = config.classes.classify(route, request.headers, len(token_ids))
     request[keys.CLASS] = name = request_class.name
@@ -130,9 +110,10 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
     _request_attributes(span, engine, params, request_id, max_tokens, len(token_ids))
     span.set_attribute(tr.REQUEST_CLASS, name)
     metrics = app[keys.METRICS]
+    retry_after = config.admission.retry_after_seconds
     run = _Run(
         kind, params, engine, metrics, metrics.latency(name), app[keys.TRACING].tracer, span,
-        GenerateRequest(request_id, prompt, token_ids, max_tokens, params.sampling,
+        GenerateRequest(request_id, prepared.prompt, token_ids, max_tokens, params.sampling,
                         trace_headers=inject_headers(span), priority=request_class.priority),
         retry_after,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 from opentelemetry import trace
@@ -21,6 +22,8 @@ METRICS = web.AppKey("metrics", ServiceMetrics)
 TRACING = web.AppKey("tracing", Tracing)
 ADMISSION = web.AppKey("admission", AdmissionQueue)
 ADMIN_LOCK = web.AppKey("admin_lock", asyncio.Lock)
+# The threads that prepare prompts (decode, validate, render, tokenize): see inference.prompts.
+TEXT_POOL = web.AppKey("text_pool", ThreadPoolExecutor)
 
 # Per request: the SERVER span the middleware opened (absent for /metrics and /health).
 SPAN = web.RequestKey("span", trace.Span)

@@ -299,3 +299,18 @@ def context_too_long(
         param=param,
         code="context_length_exceeded",
     )
+
+
+def prompt_too_many_bytes(
+    max_model_len: int, max_token_bytes: int, prompt_bytes: int, param: str
+) -> APIError:
+    """A prompt refused for its length in bytes, before it was tokenized: no token of this
+    model covers more than ``max_token_bytes`` bytes, so it cannot fit the context."""
+    return bad_request(
+        f"This model's maximum context length is {max_model_len} tokens, and one of its tokens "
+        f"covers at most {max_token_bytes} bytes of text, so a prompt may have at most "
+        f"{max_model_len * max_token_bytes} bytes. However, your prompt has {prompt_bytes} "
+        "bytes or more. Please reduce the prompt.",
+        param=param,
+        code="context_length_exceeded",
+    )

@@ -25,8 +25,10 @@ def test_defaults_are_the_sim_engine_on_port_8000() -> None:
 def test_every_option_reads_its_environment_variable(tmp_path: Path) -> None:
     settings = config([], {"GOVERNOR_SERVE_PORT": "8100", "GOVERNOR_SERVE_MAX_QUEUE": "7",
                            "GOVERNOR_SERVE_QUEUE_TIMEOUT": "250ms", "GOVERNOR_ADMIN_TOKEN": "tok",
-                           "GOVERNOR_SERVE_ENGINE": "sim", "GOVERNOR_SERVE_PRESET": "tiny"})
+                           "GOVERNOR_SERVE_ENGINE": "sim", "GOVERNOR_SERVE_PRESET": "tiny",
+                           "GOVERNOR_SERVE_TOKENIZER_THREADS": "3"})
     assert settings.port == 8100
+    assert settings.tokenizer_threads == 3
     assert settings.admission.max_queue == 7
     assert settings.admission.queue_timeout_seconds == pytest.approx(0.25)
     assert settings.admin_token is not None
