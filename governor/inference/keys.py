@@ -27,8 +27,10 @@ TEXT_POOL = web.AppKey("text_pool", ThreadPoolExecutor)
 
 # Per request: the SERVER span the middleware opened (absent for /metrics and /health).
 SPAN = web.RequestKey("span", trace.Span)
-# Per request: set once the SSE status line is sent, and when the client went away mid-stream.
+# Per request: set once the SSE status line is sent.
 STREAMING = web.RequestKey("streaming", bool)
-CLIENT_GONE = web.RequestKey("client_gone", bool)
+# Per request: the code it is counted under when its status line does not tell how it ended (a
+# stream the client left, or stopped reading, or that failed after its first token).
+OUTCOME = web.RequestKey("outcome", str)
 # Per generation request: its request class, once its prompt is classified.
 CLASS = web.RequestKey("class", str)
