@@ -47,7 +47,7 @@ from governor.inference.errors import (
     APIError,
 )
 from governor.inference.metrics import ServiceMetrics
-from governor.inference.prompts import text_pool_ctx
+from governor.inference.prompts import text_work_ctx
 from governor.inference.timeouts import ClientTooSlow, ClientWriter
 from governor.inference.tracing import extract_context, setup_tracing
 
@@ -78,7 +78,7 @@ def create_app(
     app[keys.REGISTRY] = registry or CollectorRegistry(auto_describe=True)
     app[keys.ADMIN_LOCK] = asyncio.Lock()
     app.cleanup_ctx.append(_tracing_ctx(os.environ if env is None else env))
-    app.cleanup_ctx.append(text_pool_ctx)
+    app.cleanup_ctx.append(text_work_ctx)
     app.cleanup_ctx.append(_engine_ctx(engine_factory, on_engine_failure))
     app.router.add_post(CHAT_COMPLETIONS_PATH, generation.chat_completions)
     app.router.add_post(COMPLETIONS_PATH, generation.completions)

@@ -99,7 +99,8 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                         "class for every request")
     p.add_argument("--tokenizer-threads", type=positive_int, default=service.tokenizer_threads,
                    help="threads that decode, validate, render and tokenize requests, off the "
-                        "event loop")
+                        "event loop; as many requests with large bodies (over 64 KiB) are read "
+                        "at once")
     p.add_argument("--max-tokens-limit", type=positive_int, default=service.max_tokens_limit,
                    help="largest max_tokens a request may ask for")
     p.add_argument("--otlp-endpoint", default=tracing.otlp_endpoint,

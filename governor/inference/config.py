@@ -67,10 +67,11 @@ class ServiceConfig:
     # Bearer token of the admin API; None disables the admin API (every call answers 401).
     admin_token: Secret | None = None
     max_body_bytes: int = 4 * 1024 * 1024
-    # Threads that decode, validate, render and tokenize requests, off the event loop. Python's
-    # lock lets one of them run at a time (Rust tokenizers release it); two keep a small
-    # request from waiting behind a large one.
-    tokenizer_threads: int = 2
+    # Threads that decode, validate, render and tokenize requests, off the event loop, and as
+    # many large requests read at once. One keeps a flood of large prompts from holding
+    # Python's lock against the event loop (measured by governor bench hostile); more help a
+    # tokenizer that releases it (vLLM's, in Rust) with many long prompts.
+    tokenizer_threads: int = 1
     # Largest ``max_tokens`` a request may ask for (also bounded by the model's context).
     max_tokens_limit: int = 32768
     # Completions default (OpenAI's legacy default is 16); chat defaults to what fits the context.

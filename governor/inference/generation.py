@@ -1,11 +1,11 @@
 """The two generation routes: ``POST /v1/chat/completions`` and ``POST /v1/completions``.
 
-One request's life, within its deadline (``--request-timeout``): read the body → decode,
-validate, render and tokenize it in the text threads, the prompt's bytes checked before it is
-tokenized (:mod:`governor.inference.prompts`) → classify it (slo.yaml's request classes: its
-vLLM priority, its admission limit, its ``class`` label) → wait for an engine slot in the
-admission queue → stream deltas from the engine (SSE) or gather them, and record what the client
-saw (:mod:`governor.inference.run`).
+One request's life, within its deadline (``--request-timeout``): in its turn, read the body,
+then decode, validate, render and tokenize it in the text threads, the prompt's bytes checked
+before it is tokenized (:mod:`governor.inference.prompts`) → classify it (slo.yaml's request
+classes: its vLLM priority, its admission limit, its ``class`` label) → wait for an engine slot
+in the admission queue → stream deltas from the engine (SSE) or gather them, and record what
+the client saw (:mod:`governor.inference.run`).
 """
 
 from __future__ import annotations
@@ -26,11 +26,10 @@ from governor.contracts.metrics.service import (
 )
 from governor.inference import keys
 from governor.inference.admission import QueueFull, QueueTimeout, Shed
-from governor.inference.body import read_body
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine, GenerateRequest
 from governor.inference.errors import RATE_LIMIT, UNAVAILABLE, APIError
-from governor.inference.prompts import prepare_in_pool
+from governor.inference.prompts import prepare_request
 from governor.inference.protocol import GenerationParams, context_too_long
 from governor.inference.run import Kind, Run
 from governor.inference.tracing import inject_headers
@@ -67,7 +66,7 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
     config, engine = app[keys.CONFIG], app[keys.ENGINE]
     span = request[keys.SPAN]
     deadline = asyncio.get_running_loop().time() + config.connections.request_timeout_seconds
-    prepared = await prepare_in_pool(app, await read_body(request, deadline), kind, deadline)
+    prepared = await prepare_request(request, kind, deadline)
     params, token_ids = prepared.params, prepared.token_ids
     route = CHAT_COMPLETIONS_PATH if kind == "chat" else COMPLETIONS_PATH
     request_class = config.classes.classify(route, request.headers, len(token_ids))

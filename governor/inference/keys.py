@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 from opentelemetry import trace
@@ -13,6 +12,7 @@ from governor.inference.admission import AdmissionQueue
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
 from governor.inference.metrics import ServiceMetrics
+from governor.inference.textwork import TextWork
 from governor.inference.tracing import Tracing
 
 CONFIG = web.AppKey("config", ServiceConfig)
@@ -22,8 +22,8 @@ METRICS = web.AppKey("metrics", ServiceMetrics)
 TRACING = web.AppKey("tracing", Tracing)
 ADMISSION = web.AppKey("admission", AdmissionQueue)
 ADMIN_LOCK = web.AppKey("admin_lock", asyncio.Lock)
-# The threads that prepare prompts (decode, validate, render, tokenize): see inference.prompts.
-TEXT_POOL = web.AppKey("text_pool", ThreadPoolExecutor)
+# The threads that prepare prompts (decode, validate, render, tokenize), and their turns.
+TEXT_WORK = web.AppKey("text_work", TextWork)
 
 # Per request: the SERVER span the middleware opened (absent for /metrics and /health).
 SPAN = web.RequestKey("span", trace.Span)

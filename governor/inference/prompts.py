@@ -1,15 +1,14 @@
-"""From a request body to the prompt the engine takes, in threads of the service's own.
+"""From a request to the prompt the engine takes, in the service's text threads.
 
-Everything a request costs before it may wait for an engine slot happens here: decoding its
-JSON, validating it, rendering the chat template, tokenizing. A 4 MiB body takes milliseconds
-to seconds of that, and on the event loop it would stall every stream meanwhile, so it runs in
-a small pool of threads (``--tokenizer-threads``), apart from the loop's default executor that
-renders ``/metrics``. The work is bounded before it starts: the body by ``--max-body-bytes``,
-and the prompt by its length in bytes, checked before it is tokenized. A prompt longer than
-``max_model_len * max_token_bytes`` bytes cannot fit the context, whatever tokens it would
-make::
+Everything a request costs before it may wait for an engine slot happens here: reading its body,
+decoding its JSON, validating it, rendering the chat template, tokenizing. All but the reading
+runs in the text threads, and a large request waits for its turn before it is read at all
+(:mod:`governor.inference.textwork`). The work is bounded before it starts: the body by
+``--max-body-bytes``, the prompt by its length in bytes, checked before it is tokenized. A
+prompt longer than ``max_model_len * max_token_bytes`` bytes cannot fit the context, whatever
+tokens it would make::
 
-    prepared = await prepare_in_pool(app, raw_body, "chat", deadline)
+    prepared = await prepare_request(request, "chat", deadline)
     prepared.params.max_tokens, len(prepared.token_ids)
 """
 
@@ -17,15 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal
 
 from aiohttp import web
 
 from governor.inference import keys
-from governor.inference.body import decode_json
+from governor.inference.body import body_too_late, decode_json, read_body
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
 from governor.inference.errors import NOT_FOUND, UNAVAILABLE, APIError
@@ -35,10 +33,9 @@ from governor.inference.protocol import (
     parse_completion_request,
     prompt_too_many_bytes,
 )
+from governor.inference.textwork import TextWork, body_allowance_seconds
 
 Kind = Literal["chat", "completion"]
-# The text threads' names, as a thread dump or a profiler shows them.
-TEXT_THREAD_PREFIX = "governor-text"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,33 +47,45 @@ class Prepared:
     token_ids: tuple[int, ...]
 
 
-async def text_pool_ctx(app: web.Application) -> AsyncIterator[None]:
+async def text_work_ctx(app: web.Application) -> AsyncIterator[None]:
     """The text threads, as a ``cleanup_ctx`` resource of the app."""
-    pool = ThreadPoolExecutor(max_workers=app[keys.CONFIG].tokenizer_threads,
-                              thread_name_prefix=TEXT_THREAD_PREFIX)
-    app[keys.TEXT_POOL] = pool
+    app[keys.TEXT_WORK] = text = TextWork(app[keys.CONFIG].tokenizer_threads)
     yield
-    # Queued work belongs to requests that are gone; running work ends on its own (bounded).
-    pool.shutdown(wait=False, cancel_futures=True)
+    text.close()
 
 
-async def prepare_in_pool(
-    app: web.Application, raw: bytes, kind: Kind, deadline: float | None = None
-) -> Prepared:
-    """:func:`prepare` in the text threads. Waiting for them counts against the request's
-    deadline (loop time): past it, a 504. A request whose client goes away while its work is
-    still queued leaves the queue without costing anything."""
-    engine = app[keys.ENGINE]
-    # Read on the loop: ready is the engine's own state, not meant for other threads.
-    ready = engine.ready
-    work: Callable[[], Prepared] = functools.partial(
-        prepare, raw, kind, engine, app[keys.CONFIG], engine_ready=ready)
+async def prepare_request(request: web.Request, kind: Kind, deadline: float) -> Prepared:
+    """Read and :func:`prepare` one request, in its turn. Its body must arrive before the
+    deadline (loop time; else a 408, the client's fault), and the turn and the threads must
+    come before it too (else a 504). A request whose client goes away while it waits costs
+    nothing more."""
+    app = request.app
+    text, size = app[keys.TEXT_WORK], request.content_length
+    reading = False
     try:
-        async with asyncio.timeout_at(deadline):
-            return await asyncio.get_running_loop().run_in_executor(app[keys.TEXT_POOL], work)
+        async with asyncio.timeout_at(deadline), text.turn(size):
+            reading = True
+            raw = await read_body(request, _read_by(request, deadline))
+            reading = False
+            # Read on the loop: ready is the engine's own state, not meant for threads.
+            engine = app[keys.ENGINE]
+            return await text.run(functools.partial(
+                prepare, raw, kind, engine, app[keys.CONFIG], engine_ready=engine.ready))
     except TimeoutError:
+        if reading:  # the deadline passed while the body was still coming
+            raise body_too_late() from None
         raise APIError(504, "the request was not prepared before its deadline; retry later",
                        type_=UNAVAILABLE, code="deadline_exceeded") from None
+
+
+def _read_by(request: web.Request, deadline: float) -> float:
+    """When the body must have arrived: by the deadline, and, for a large body that holds a
+    turn, soon enough that a trickling client cannot keep the turn for long."""
+    size = request.content_length
+    if TextWork.is_small(size):
+        return deadline
+    allowance = body_allowance_seconds(size, request.app[keys.CONFIG].max_body_bytes)
+    return min(deadline, asyncio.get_running_loop().time() + allowance)
 
 
 def prepare(

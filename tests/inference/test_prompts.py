@@ -14,7 +14,8 @@ from governor.inference import keys
 from governor.inference.engines.base import BatchingLimits
 from governor.inference.engines.sim.engine import SimEngine
 from governor.inference.engines.sim.presets import get_preset
-from governor.inference.prompts import TEXT_THREAD_PREFIX, bytes_over
+from governor.inference.prompts import bytes_over
+from governor.inference.textwork import TEXT_THREAD_PREFIX
 from tests.inference.conftest import ServiceFactory
 
 

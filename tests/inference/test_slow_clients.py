@@ -27,12 +27,14 @@ from governor.inference.app import create_app
 from governor.inference.config import AdmissionSettings, ConnectionSettings, ServiceConfig
 from governor.inference.engines.base import Engine
 from governor.inference.engines.settings import EngineSettings
+from governor.inference.textwork import SMALL_BODY_BYTES, body_allowance_seconds
 from tests.inference.conftest import Service, ServiceFactory
 from tests.support.scripted import Script, ScriptedEngine
 
 MakeScripted = Callable[..., Awaitable[Service]]
 CHAT_PATH = "/v1/chat/completions"
 WRITE_TIMEOUT_SECONDS = 1.5
+MIB = 1024 * 1024
 # Steps cost nothing: a stalled stream fills the socket buffers within a fraction of a second.
 FAST_SIM = EngineSettings(kind="sim", preset="tiny", seed=5, time_scale=0.0)
 
@@ -211,6 +213,36 @@ async def test_a_body_that_does_not_arrive_by_the_deadline_is_a_408(
     assert answer.startswith(b"HTTP/1.1 408 "), answer
     assert b'"request_timeout"' in answer
     assert requests_counted(service, "408", svc.UNCLASSIFIED) == 1  # refused before classified
+
+
+async def test_large_bodies_take_turns_and_a_trickling_one_cannot_keep_its_turn(
+    make_service: ServiceFactory, sockets: list[socket.socket],
+) -> None:
+    """One text thread: one large body read at a time. A client that announces 1 MiB and
+    sends nothing holds the turn only as long as 1 MiB takes at 1 MiB/s (plus a second)."""
+    service = await make_service(tokenizer_threads=1)
+    announced = http_request(CHAT_PATH, b" " * MIB)[: -MIB]  # the headers, no body
+    sockets.append(await stalled_client(port_of(service), announced))
+    await asyncio.sleep(0.2)  # it holds the turn
+    allowance = body_allowance_seconds(MIB, service.app[keys.CONFIG].max_body_bytes)
+
+    async def timed(body: dict[str, object]) -> tuple[int, float]:
+        started = time.monotonic()
+        async with aiohttp.ClientSession() as session, session.post(
+            service.url + CHAT_PATH, json=body
+        ) as response:
+            await response.read()
+            return response.status, time.monotonic() - started
+
+    small = {"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}
+    large = {"model": "tiny", "max_tokens": 2,
+             "messages": [{"role": "user", "content": "x" * (2 * SMALL_BODY_BYTES)}]}
+    (small_status, small_seconds), (large_status, large_seconds) = await asyncio.gather(
+        timed(small), timed(large))
+    assert small_status == 200 and small_seconds < 1.0  # small bodies take no turn
+    assert large_status == 400  # prepared in its turn: 128 KiB of "x" are too many tokens
+    assert allowance - 0.5 < large_seconds < allowance + 2.0  # it waited for the turn
+    assert requests_counted(service, "408", svc.UNCLASSIFIED) == 1
 
 
 async def test_a_stream_still_running_at_its_deadline_ends_with_an_error_event(
