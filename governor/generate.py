@@ -27,16 +27,18 @@ from governor.common.cli import EnvArgumentParser, parse_duration_seconds
 from governor.contracts.promql import format_duration
 from governor.dashboards import render as boards
 from governor.dashboards.provisioning import GrafanaParams
+from governor.manifests import render as manifests
 from governor.slo.spec import SloSpec, SpecError
 
 PROG: Final = "governor generate"
 DESCRIPTION: Final = (
     "Write everything derived from the SLO spec: Prometheus rules and their promtool tests, "
-    "alertmanager.yml, prometheus.yml, a PrometheusRule, and Grafana dashboards with their "
-    "provisioning.")
+    "alertmanager.yml, prometheus.yml, Grafana dashboards with their provisioning, and "
+    "Kubernetes manifests (the components, their monitors, a PrometheusRule, an "
+    "AlertmanagerConfig).")
 SPEC_ERROR: Final = 2
-# Every folder whose generated files a run may delete: the rules side's and Grafana's.
-ARTIFACTS: Final[Artifacts] = rules.ARTIFACTS + boards.ARTIFACTS
+# Every folder whose generated files a run may delete: the rules side's, Grafana's, Kubernetes'.
+ARTIFACTS: Final[Artifacts] = rules.ARTIFACTS + boards.ARTIFACTS + manifests.ARTIFACTS
 # Options setting a RenderParams interval: option → attribute.
 TIMING: Final = {
     "scrape-interval": "scrape_interval_seconds",
@@ -107,9 +109,11 @@ def settings(args: argparse.Namespace) -> Settings:
 
 
 def render_all(spec: SloSpec, settings: Settings, *, source: str) -> dict[str, str]:
-    """Every file: relative path → text, the rules side's and Grafana's, by path."""
+    """Every file: relative path → text, the rules side's, Grafana's and the Kubernetes
+    manifests, by path."""
     files = {**rules.render_all(spec, settings.endpoints, settings.params, source=source),
-             **boards.render_all(spec, settings.grafana, source=source)}
+             **boards.render_all(spec, settings.grafana, source=source),
+             **manifests.render_all(spec, settings.params, source=source)}
     return dict(sorted(files.items()))
 
 

@@ -34,7 +34,7 @@ from governor.common.cli import EnvArgumentParser, parse_duration_seconds
 from governor.contracts.endpoints import LOCAL_HOST, PROMETHEUS
 from governor.contracts.package import install_hint
 from governor.contracts.promql import format_duration
-from governor.dashboards.readback import boards_of, expand, legend
+from governor.dashboards.readback import boards_of, defaults, expand, legend
 from governor.dashboards.render import render_all
 from governor.slo.spec import SpecError
 
@@ -70,15 +70,17 @@ def query_range(prometheus: str, expr: str, start: float, end: float, step: floa
 
 
 def panel_series(panel: Mapping[str, Any], prometheus: str, window: tuple[float, float],
-                 step: float, timeout: float) -> tuple[list[Series], list[str]]:
-    """Every series of a panel's targets over the window, and the queries that failed."""
+                 step: float, timeout: float, variables: Mapping[str, str] | None = None,
+                 ) -> tuple[list[Series], list[str]]:
+    """Every series of a panel's targets over the window, and the queries that failed;
+    ``variables``: the board's opening values (:func:`defaults`)."""
     start, end = window
     rate_interval = format_duration(max(60, int(4 * step)))
     found: list[Series] = []
     failed: list[str] = []
     for target in panel.get("targets", []):
         expr = expand(target["expr"], rate_interval=rate_interval,
-                      range_=format_duration(max(1, int(end - start))))
+                      range_=format_duration(max(1, int(end - start))), variables=variables)
         try:
             result = query_range(prometheus, expr, start, end, step, timeout)
         except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
@@ -151,7 +153,8 @@ def draw_board(board: Mapping[str, Any], prometheus: str, window: tuple[float, f
         if panel["type"] == "text":
             _draw_text(ax, panel)
             continue
-        series, failed = panel_series(panel, prometheus, window, step, timeout)
+        series, failed = panel_series(panel, prometheus, window, step, timeout,
+                                      defaults(board))
         summary["failed"] += [f"{panel['title']} {f}" for f in failed]
         if not series:
             summary["empty"].append(panel["title"])

@@ -14,6 +14,7 @@ from governor.contracts.metrics import slo as n
 from governor.contracts.metrics.prometheus import LABEL_INSTANCE
 from governor.contracts.metrics.service import LABEL_CLASS
 from governor.contracts.promql import eq, format_duration, regex
+from governor.slo.fleet import Alerting
 
 RECEIVER_CONTROLLER = "controller"
 RECEIVER_PAGE = "page"
@@ -30,7 +31,12 @@ def controller_url(address: str) -> str:
     return f"http://{address}{WEBHOOK_PATH}"
 
 
-def alertmanager_config(endpoints: Endpoints, params: RenderParams) -> dict[str, object]:
+def alertmanager_config(endpoints: Endpoints, params: RenderParams,
+                        alerting: Alerting | None = None) -> dict[str, object]:
+    """``alerting``: the spec's names for the severities the routes and inhibition match."""
+    alerting = alerting or Alerting()
+    control, page, ticket = (alerting.severity(s) for s in (
+        n.SEVERITY_CONTROL, n.SEVERITY_PAGE, n.SEVERITY_TICKET))
     webhooks = [
         {"url": controller_url(address), "send_resolved": True, "max_alerts": 0,
          "http_config": {"authorization": {"type": "Bearer",
@@ -47,7 +53,7 @@ def alertmanager_config(endpoints: Endpoints, params: RenderParams) -> dict[str,
             "routes": [
                 {
                     "receiver": RECEIVER_CONTROLLER,
-                    "matchers": [eq(n.LABEL_SEVERITY, n.SEVERITY_CONTROL).render()],
+                    "matchers": [eq(n.LABEL_SEVERITY, control).render()],
                     # One notification per breaching instance: the controller acts per target.
                     "group_by": ["alertname", n.LABEL_SLO, LABEL_INSTANCE],
                     "group_wait": format_duration(params.control_group_wait_seconds),
@@ -55,9 +61,9 @@ def alertmanager_config(endpoints: Endpoints, params: RenderParams) -> dict[str,
                     "repeat_interval": format_duration(params.control_repeat_interval_seconds),
                 },
                 {"receiver": RECEIVER_PAGE,
-                 "matchers": [eq(n.LABEL_SEVERITY, n.SEVERITY_PAGE).render()]},
+                 "matchers": [eq(n.LABEL_SEVERITY, page).render()]},
                 {"receiver": RECEIVER_TICKET,
-                 "matchers": [eq(n.LABEL_SEVERITY, n.SEVERITY_TICKET).render()],
+                 "matchers": [eq(n.LABEL_SEVERITY, ticket).render()],
                  "repeat_interval": format_duration(params.ticket_repeat_interval_seconds)},
             ],
         },
@@ -67,9 +73,9 @@ def alertmanager_config(endpoints: Endpoints, params: RenderParams) -> dict[str,
                 # stays quiet. Both sides must carry an slo label: health alerts have none, and
                 # missing labels would compare equal. A request class's page silences that
                 # class's ticket only (an SLO's own alerts carry no class: they stay as they were).
-                "source_matchers": [eq(n.LABEL_SEVERITY, n.SEVERITY_PAGE).render(),
+                "source_matchers": [eq(n.LABEL_SEVERITY, page).render(),
                                     regex(n.LABEL_SLO, ".+").render()],
-                "target_matchers": [eq(n.LABEL_SEVERITY, n.SEVERITY_TICKET).render(),
+                "target_matchers": [eq(n.LABEL_SEVERITY, ticket).render(),
                                     regex(n.LABEL_SLO, ".+").render()],
                 "equal": [n.LABEL_SLO, n.LABEL_SERVICE, LABEL_CLASS],
             },

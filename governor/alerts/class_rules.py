@@ -1,6 +1,6 @@
 """One latency SLO, per request class: recording rules and burn-rate alerts labelled ``class``.
 
-Each class is measured against its own threshold (:mod:`governor.alerts.class_thresholds`) and
+Each class is measured against its own threshold (:mod:`governor.slo.class_thresholds`) and
 the SLO's objective, over the same windows and tiers as the SLO itself
 (:mod:`governor.alerts.slo_rules`); one rule records every class at once (``sum by (class)``).
 So a document class waiting its allowed 20 s does not burn the chats' budget, and a class
@@ -11,7 +11,6 @@ burning its own budget pages with ``class`` in its labels::
 
 from __future__ import annotations
 
-from governor.alerts import class_thresholds
 from governor.alerts.rules import AlertRule, RecordingRule, RuleGroup, literal
 from governor.alerts.slo_rules import (
     burn_rates,
@@ -19,6 +18,7 @@ from governor.alerts.slo_rules import (
     good_rate,
     quiet_below,
     recorded,
+    sli_matchers,
     slo_labels,
     tier_condition,
 )
@@ -27,7 +27,6 @@ from governor.contracts.metrics import slo as n
 from governor.contracts.metrics.service import LABEL_CLASS
 from governor.contracts.promql import (
     Selector,
-    equal_to,
     format_duration,
     format_number,
     rate,
@@ -35,6 +34,7 @@ from governor.contracts.promql import (
     sum_over_time,
     to_decimal,
 )
+from governor.slo import class_thresholds
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 BY_CLASS = (LABEL_CLASS,)
@@ -46,15 +46,16 @@ def _sli(slo: SLO) -> LatencySLI:
     return slo.sli
 
 
-def events_by_class(slo: SLO, window: str) -> str:
+def events_by_class(spec: SloSpec, slo: SLO, window: str) -> str:
     sli = _sli(slo)
-    return sum_by(BY_CLASS, rate(Selector(sli.metric + "_count", equal_to(sli.selector)), window))
+    return sum_by(BY_CLASS, rate(Selector(sli.metric + "_count", sli_matchers(spec, sli)),
+                                 window))
 
 
 def good_by_class(spec: SloSpec, slo: SLO, window: str) -> str:
     """Each class's observations at or below its own threshold, per second, by class."""
     sli = _sli(slo)
-    return "\nor\n".join("  " + good_rate(sli, g.matchers, g.threshold, window, by=BY_CLASS)
+    return "\nor\n".join("  " + good_rate(spec, sli, g.matchers, g.threshold, window, by=BY_CLASS)
                          for g in class_thresholds.groups(spec, slo))
 
 
@@ -65,8 +66,8 @@ def _window_rules(spec: SloSpec, slo: SLO, window_seconds: int) -> tuple[Recordi
     errors = n.CLASS_SLI_ERROR_EVENTS_RATE.at(window_seconds)
     ratio = n.CLASS_SLI_ERROR_RATIO.at(window_seconds)
     return (
-        RecordingRule(events.name, events_by_class(slo, window), labels),
-        RecordingRule(errors.name, f"{events_by_class(slo, window)}\n-\n(\n"
+        RecordingRule(events.name, events_by_class(spec, slo, window), labels),
+        RecordingRule(errors.name, f"{events_by_class(spec, slo, window)}\n-\n(\n"
                                    f"{good_by_class(spec, slo, window)}\n)", labels),
         RecordingRule(ratio.name,
                       f"{recorded(errors, spec, slo)}\n/\n{recorded(events, spec, slo)}", labels),

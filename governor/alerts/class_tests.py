@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-from governor.alerts import class_thresholds
 from governor.alerts.class_rules import class_burn_alerts
 from governor.alerts.rules import AlertRule
 from governor.alerts.ruletests import AlertCheck, ExpectedAlert, ExprCheck, InputSeries, RuleTest
@@ -32,9 +31,10 @@ from governor.alerts.synth import Series
 from governor.alerts.windows import SEVERITIES
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import slo as n
-from governor.contracts.metrics.prometheus import LABEL_LE
+from governor.contracts.metrics.prometheus import LABEL_JOB, LABEL_LE
 from governor.contracts.metrics.service import LABEL_CLASS
 from governor.contracts.promql import exposition_float
+from governor.slo import class_thresholds
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 
@@ -62,7 +62,8 @@ def class_series(spec: SloSpec, slo: SLO, name: str,
     """One class's histogram series: a bucket at every class threshold, +Inf and the count."""
     sli = _sli(slo)
     edges = (*sorted(set(class_thresholds.thresholds(spec, slo).values())), math.inf)
-    labels = {**sli.selector, LABEL_CLASS: name}
+    target = spec.targets.inference
+    labels = {**target.selector, **sli.selector, LABEL_JOB: target.job, LABEL_CLASS: name}
     series = []
     for edge in edges:
         bucket = Series(sli.metric + "_bucket", tuple(sorted(

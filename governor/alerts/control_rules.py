@@ -14,9 +14,9 @@ from decimal import Decimal
 from governor.alerts.params import RenderParams
 from governor.alerts.rules import AlertRule, RuleFile, RuleGroup
 from governor.alerts.ruletests import AlertCheck, ExpectedAlert, InputSeries, RuleTest
-from governor.alerts.slo_rules import slo_labels
+from governor.alerts.slo_rules import sli_matchers, slo_labels
 from governor.alerts.slo_tests import cumulative
-from governor.contracts.endpoints import INFERENCE, JOB_INFERENCE
+from governor.contracts.endpoints import INFERENCE
 from governor.contracts.metrics import slo as n
 from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB, LABEL_LE
 from governor.contracts.promql import (
@@ -28,6 +28,7 @@ from governor.contracts.promql import (
     histogram_quantile,
     to_decimal,
 )
+from governor.slo.class_thresholds import own_threshold_classes
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 GROUP = "governor-control"
@@ -44,8 +45,9 @@ def fast_alert(spec: SloSpec, slo: SLO, params: RenderParams) -> AlertRule:
     sli = _sli(slo)
     threshold = format_number(sli.threshold_seconds)
     window = format_duration(params.fast_window_seconds)
-    tail = histogram_quantile(slo.objective, sli.metric, equal_to(sli.selector), window,
-                              by=(LABEL_INSTANCE,))
+    tail = histogram_quantile(slo.objective, sli.metric,
+                              (*sli_matchers(spec, sli), *own_threshold_classes(spec, slo)),
+                              window, by=(LABEL_INSTANCE, *spec.targets.inference.selector))
     expr = f"{tail}\n> {threshold}"
     percentile = format_number(to_decimal(slo.objective) * 100)
     return AlertRule(
@@ -68,12 +70,14 @@ def control_rule_file(spec: SloSpec, params: RenderParams) -> RuleFile | None:
     return RuleFile("control", (RuleGroup(GROUP, alerts),)) if alerts else None
 
 
-def _histogram(sli: LatencySLI, instance: str, edges: Sequence[float],
+def _histogram(spec: SloSpec, sli: LatencySLI, instance: str, edges: Sequence[float],
                phases: Sequence[tuple[bool, int]]) -> tuple[InputSeries, ...]:
     """Per phase (breaching?, samples): 100 observations a sample, all at or below the threshold
     when healthy, 10 of them in the bucket above it when breaching (so p99 lands above it)."""
     series = []
-    labels = {**sli.selector, LABEL_INSTANCE: instance, LABEL_JOB: JOB_INFERENCE}
+    target = spec.targets.inference
+    labels = {**target.selector, **sli.selector, LABEL_INSTANCE: instance,
+              LABEL_JOB: target.job}
     for edge in (*sorted(edges), float("inf")):
         def per_sample(breaching: bool, edge: float = edge) -> int:
             if edge < sli.threshold_seconds:
@@ -102,10 +106,10 @@ def fast_alert_tests(
             continue
         sli, alert = _sli(slo), fast_alert(spec, slo, params)
         edges = histograms.get(sli.metric) or (sli.threshold_seconds, 2 * sli.threshold_seconds)
-        series = (*_histogram(sli, HEALTHY, edges, [(False, calm + burn + after)]),
-                  *_histogram(sli, BREACHING, edges, [(False, calm), (True, burn),
-                                                     (False, after)]))
-        labels = {**alert.labels, LABEL_INSTANCE: BREACHING}
+        series = (*_histogram(spec, sli, HEALTHY, edges, [(False, calm + burn + after)]),
+                  *_histogram(spec, sli, BREACHING, edges, [(False, calm), (True, burn),
+                                                           (False, after)]))
+        labels = {**alert.labels, **spec.targets.inference.selector, LABEL_INSTANCE: BREACHING}
         firing = ExpectedAlert(labels, alert.expected_annotations(labels))
         tests.append(RuleTest(f"{alert.alert}: one instance's tail over the threshold", step,
                               series, (

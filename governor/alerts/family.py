@@ -5,8 +5,8 @@ Each family is declared once, as ``FAMILY`` in its own module under
 
     FAMILY = RuleFamily(
         name="health",                      # prometheus/rules/health.yml, tests/health.test.yml
-        rules=lambda scope: health_rule_file(scope.params).groups,
-        tests=lambda scope: health_tests(scope.params),
+        rules=lambda scope: health_rule_file(scope.spec.targets, scope.params).groups,
+        tests=lambda scope: health_tests(scope.spec.targets, scope.params),
     )
 
 A spec-wide family writes one file; a per-SLO family (``per_slo=True``) writes

@@ -4,7 +4,9 @@ Retention and exemplar storage are flags, not configuration, in Prometheus 2.42:
 :func:`prometheus_args` renders them for ``governor up`` and compose. Rule files are referenced
 relative to the configuration file, so the same ``prometheus.yml`` works in a container
 (``/etc/prometheus``) and natively (``deploy/prometheus``); so is the file that lists the
-inference replicas (``targets/inference.json``), which Prometheus watches.
+inference replicas (``targets/inference.json``), which Prometheus watches. The jobs are named,
+and their targets labelled, as the spec's ``targets`` section says, so that the rules, boards and
+controller queries generated from the same spec select what this configuration scrapes.
 """
 
 from __future__ import annotations
@@ -12,14 +14,9 @@ from __future__ import annotations
 import json
 
 from governor.alerts.params import Endpoints, RenderParams
-from governor.contracts.endpoints import (
-    JOB_CONTROLLER,
-    JOB_GPU,
-    JOB_INFERENCE,
-    LISTEN_HOST,
-    PROMETHEUS,
-)
+from governor.contracts.endpoints import LISTEN_HOST, PROMETHEUS
 from governor.contracts.promql import format_duration
+from governor.slo.fleet import Target, Targets
 from governor.slo.spec import SloSpec
 
 RULES_GLOB = "rules/*.yml"
@@ -35,9 +32,18 @@ def retention_seconds(spec: SloSpec, params: RenderParams) -> int:
     return spec.period_seconds + params.retention_margin_seconds
 
 
-def prometheus_config(endpoints: Endpoints, params: RenderParams) -> dict[str, object]:
-    jobs = ((JOB_INFERENCE, endpoints.inference), (JOB_GPU, endpoints.exporter),
-            (JOB_CONTROLLER, endpoints.controller))
+def _static(target: Target, addresses: tuple[str, ...]) -> dict[str, object]:
+    group: dict[str, object] = {"targets": list(addresses)}
+    if target.selector:
+        group["labels"] = dict(target.selector)
+    return {"job_name": target.job, "static_configs": [group]}
+
+
+def prometheus_config(endpoints: Endpoints, params: RenderParams,
+                      targets: Targets | None = None) -> dict[str, object]:
+    """``targets``: the spec's jobs and target labels (Governor's own by default)."""
+    targets = targets or Targets()
+    others = ((targets.gpu, endpoints.exporter), (targets.controller, endpoints.controller))
     timeout = min(DEFAULT_SCRAPE_TIMEOUT, params.scrape_interval_seconds)
     return {
         "global": {
@@ -49,18 +55,21 @@ def prometheus_config(endpoints: Endpoints, params: RenderParams) -> dict[str, o
         "alerting": {"alertmanagers": [{"static_configs": [
             {"targets": list(endpoints.alertmanager)}]}]},
         "scrape_configs": [
-            {"job_name": JOB_INFERENCE, "file_sd_configs": [{"files": [INFERENCE_TARGETS]}]},
-            *({"job_name": job, "static_configs": [{"targets": list(targets)}]}
-              for job, targets in jobs if targets and job != JOB_INFERENCE),
+            {"job_name": targets.inference.job,
+             "file_sd_configs": [{"files": [INFERENCE_TARGETS]}]},
+            *(_static(target, addresses) for target, addresses in others if addresses),
         ],
         # Exemplars (trace ids on latency buckets) link Grafana's panels to Jaeger's traces.
         "storage": {"exemplars": {"max_exemplars": MAX_EXEMPLARS}},
     }
 
 
-def inference_targets(endpoints: Endpoints) -> str:
-    """The file-based service-discovery file of the inference job (JSON, one group)."""
-    groups = [{"targets": list(endpoints.inference), "labels": {}}] if endpoints.inference else []
+def inference_targets(endpoints: Endpoints, target: Target | None = None) -> str:
+    """The file-based service-discovery file of the inference job (JSON, one group), its
+    targets labelled with the spec's inference selector."""
+    labels = dict(target.selector) if target else {}
+    groups = [{"targets": list(endpoints.inference), "labels": labels}] \
+        if endpoints.inference else []
     return json.dumps(groups, indent=2) + "\n"
 
 

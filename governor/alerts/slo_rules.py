@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from governor.alerts import class_thresholds
 from governor.alerts.rules import AlertRule, RecordingRule, RuleFile, RuleGroup, literal
 from governor.alerts.windows import PERIOD_SLICE_SECONDS, SEVERITIES, SLI_WINDOWS, TIERS, BurnTier
 from governor.contracts.declaration import Metric
@@ -30,6 +29,7 @@ from governor.contracts.promql import (
     sum_over_time,
     to_decimal,
 )
+from governor.slo import class_thresholds
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 
@@ -53,15 +53,27 @@ def le_matcher(threshold: float) -> Matcher:
     return regex(LABEL_LE, f"{text}|{text}\\.0")
 
 
-def _histogram(sli: LatencySLI, suffix: str, *extra: Matcher) -> Selector:
-    return Selector(sli.metric + suffix, (*equal_to(sli.selector), *extra))
+def sli_matchers(spec: SloSpec, sli: LatencySLI) -> tuple[Matcher, ...]:
+    """A latency SLI's series: the inference target's job and selector (``targets`` in the
+    spec), then the SLI's own selector."""
+    return (*spec.targets.inference.matchers(), *equal_to(sli.selector))
 
 
-def events_rate(slo: SLO, window: str) -> str:
+def ratio_selector(spec: SloSpec, text: str) -> Selector:
+    """A ratio SLI's selector as written, narrowed to the inference target."""
+    written = parse_selector(text)
+    return Selector(written.metric, (*spec.targets.inference.matchers(), *written.matchers))
+
+
+def _histogram(spec: SloSpec, sli: LatencySLI, suffix: str, *extra: Matcher) -> Selector:
+    return Selector(sli.metric + suffix, (*sli_matchers(spec, sli), *extra))
+
+
+def events_rate(spec: SloSpec, slo: SLO, window: str) -> str:
     """PromQL: all of the SLI's events per second over ``window``."""
     if isinstance(slo.sli, LatencySLI):
-        return sum_by((), rate(_histogram(slo.sli, "_count"), window))
-    return sum_by((), rate(parse_selector(slo.sli.total), window))
+        return sum_by((), rate(_histogram(spec, slo.sli, "_count"), window))
+    return sum_by((), rate(ratio_selector(spec, slo.sli.total), window))
 
 
 def good_events_rate(spec: SloSpec, slo: SLO, window: str) -> str:
@@ -71,24 +83,25 @@ def good_events_rate(spec: SloSpec, slo: SLO, window: str) -> str:
     assert isinstance(slo.sli, LatencySLI)
     sli = slo.sli
     if not class_thresholds.applies(spec, slo) or len(class_thresholds.groups(spec, slo)) == 1:
-        return good_rate(sli, (), sli.threshold_seconds, window)
-    terms = [f"  ({good_rate(sli, g.matchers, g.threshold, window)} or vector(0))"
+        return good_rate(spec, sli, (), sli.threshold_seconds, window)
+    terms = [f"  ({good_rate(spec, sli, g.matchers, g.threshold, window)} or vector(0))"
              for g in class_thresholds.groups(spec, slo)]
     return "(\n" + "\n+\n".join(terms) + "\n)"
 
 
-def good_rate(sli: LatencySLI, matchers: tuple[Matcher, ...], threshold: float, window: str,
-              by: tuple[str, ...] = ()) -> str:
+def good_rate(spec: SloSpec, sli: LatencySLI, matchers: tuple[Matcher, ...], threshold: float,
+              window: str, by: tuple[str, ...] = ()) -> str:
     """Observations at or below ``threshold`` per second, of the series ``matchers`` pick."""
-    return sum_by(by, rate(_histogram(sli, "_bucket", *matchers, le_matcher(threshold)), window))
+    return sum_by(by, rate(_histogram(spec, sli, "_bucket", *matchers, le_matcher(threshold)),
+                           window))
 
 
 def error_events_rate(spec: SloSpec, slo: SLO, window: str) -> str:
     """PromQL: the SLI's bad events per second over ``window``."""
     if isinstance(slo.sli, LatencySLI):
-        return f"{events_rate(slo, window)}\n-\n{good_events_rate(spec, slo, window)}"
+        return f"{events_rate(spec, slo, window)}\n-\n{good_events_rate(spec, slo, window)}"
     # A service that never failed has no error series at all: count that as zero errors.
-    return f"{sum_by((), rate(parse_selector(slo.sli.errors), window))} or vector(0)"
+    return f"{sum_by((), rate(ratio_selector(spec, slo.sli.errors), window))} or vector(0)"
 
 
 def _window_rules(spec: SloSpec, slo: SLO, window_seconds: int) -> tuple[RecordingRule, ...]:
@@ -98,7 +111,7 @@ def _window_rules(spec: SloSpec, slo: SLO, window_seconds: int) -> tuple[Recordi
     events = n.SLI_EVENTS_RATE.at(window_seconds)
     ratio = n.SLI_ERROR_RATIO.at(window_seconds)
     return (
-        RecordingRule(events.name, events_rate(slo, window), labels),
+        RecordingRule(events.name, events_rate(spec, slo, window), labels),
         RecordingRule(errors.name, error_events_rate(spec, slo, window), labels),
         RecordingRule(ratio.name,
                       f"{recorded(errors, spec, slo)}\n/\n{recorded(events, spec, slo)}", labels),

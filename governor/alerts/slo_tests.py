@@ -16,25 +16,31 @@ from fractions import Fraction
 
 from governor.alerts.rules import AlertRule
 from governor.alerts.ruletests import AlertCheck, ExpectedAlert, ExprCheck, InputSeries, RuleTest
-from governor.alerts.slo_rules import alert_labels, burn_alerts, firing_tiers, recorded, slo_labels
+from governor.alerts.slo_rules import (
+    alert_labels,
+    burn_alerts,
+    firing_tiers,
+    ratio_selector,
+    recorded,
+    sli_matchers,
+    slo_labels,
+)
 from governor.alerts.synth import Series, matching, split_events
 from governor.alerts.windows import SEVERITIES, BurnTier
-from governor.contracts.endpoints import INFERENCE, JOB_INFERENCE
+from governor.contracts.endpoints import INFERENCE
 from governor.contracts.metrics import slo as n
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB, LABEL_LE
+from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_LE
 from governor.contracts.promql import (
     Selector,
     eq,
-    equal_to,
     exposition_float,
     format_number,
-    parse_selector,
     to_decimal,
 )
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 MINUTE = 60
-SCRAPE = {LABEL_JOB: JOB_INFERENCE, LABEL_INSTANCE: INFERENCE.address()}
+SCRAPE_INSTANCE = INFERENCE.address()
 
 
 @dataclass(frozen=True)
@@ -69,17 +75,17 @@ def _counter(segments: Sequence[Segment], pick: str) -> str:
 
 
 def _with_scrape(series: Series) -> str:
+    """The series as a scrape stores it: with an instance (the selectors set the job)."""
     labels = dict(series.labels)
-    for key, value in SCRAPE.items():
-        labels.setdefault(key, value)
+    labels.setdefault(LABEL_INSTANCE, SCRAPE_INSTANCE)
     return Series(series.metric, tuple(sorted(labels.items()))).render()
 
 
-def traffic(slo: SLO, segments: Sequence[Segment]) -> tuple[InputSeries, ...]:
+def traffic(spec: SloSpec, slo: SLO, segments: Sequence[Segment]) -> tuple[InputSeries, ...]:
     """Counter series that the SLO's own selectors read as these good and bad events."""
     sli = slo.sli
     if isinstance(sli, LatencySLI):
-        selector = equal_to(sli.selector)
+        selector = sli_matchers(spec, sli)
         le = exposition_float(sli.threshold_seconds)
         bucket = matching(Selector(sli.metric + "_bucket", (*selector, eq(LABEL_LE, le))))
         inf = matching(Selector(sli.metric + "_bucket", (*selector, eq(LABEL_LE, "+Inf"))))
@@ -87,7 +93,7 @@ def traffic(slo: SLO, segments: Sequence[Segment]) -> tuple[InputSeries, ...]:
         return (InputSeries(_with_scrape(bucket), _counter(segments, "good")),
                 InputSeries(_with_scrape(inf), _counter(segments, "total")),
                 InputSeries(_with_scrape(count), _counter(segments, "total")))
-    errors, total = parse_selector(sli.errors), parse_selector(sli.total)
+    errors, total = ratio_selector(spec, sli.errors), ratio_selector(spec, sli.total)
     if errors.metric == total.metric:
         bad, good = split_events(errors, total)
         return (InputSeries(_with_scrape(bad), _counter(segments, "bad")),
@@ -164,7 +170,7 @@ def _weighting_test(spec: SloSpec, slo: SLO) -> RuleTest:
     labels = Series("", tuple(sorted(slo_labels(spec, slo).items()))).render()
     return RuleTest(
         f"{slo.name}: the period ratio counts events, not 5-minute slices", MINUTE,
-        traffic(slo, segments), (),
+        traffic(spec, slo, segments), (),
         (ExprCheck(120 * MINUTE, _within(ratio, Decimal("0.04"), Decimal("0.06")),
                    ((labels, 1),)),
          ExprCheck(120 * MINUTE, _within(remaining, 1 - Decimal("0.06") / budget,
@@ -188,7 +194,7 @@ def slo_tests(spec: SloSpec, slo: SLO) -> tuple[RuleTest, ...]:
         return Segment(total, (total * ratio).normalize(), minutes)
 
     def test(title: str, segments: list[Segment], checks: list[tuple[int, bool]]) -> RuleTest:
-        return RuleTest(f"{slo.name}: {title}", MINUTE, traffic(slo, segments), tuple(
+        return RuleTest(f"{slo.name}: {title}", MINUTE, traffic(spec, slo, segments), tuple(
             AlertCheck(minute * MINUTE, name,
                        _expected(spec, slo, alerts, segments, minute, traffic_ok))
             for minute, traffic_ok in checks))

@@ -24,7 +24,6 @@ import json
 import math
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -41,7 +40,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from governor.bench.progress import Progress
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
-from governor.common.process import Child, running
+from governor.common.process import Child, free_port, running
 from governor.contracts.metrics import gpu as m
 from governor.exporters.config import package_version
 from governor.exporters.gpu.collector import age_family, families
@@ -260,12 +259,6 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

@@ -31,6 +31,8 @@ class LoadSpec:
     rate: float | None = None
     max_outstanding: int = 1024
     prompt: str = "Translate into French: the committee will meet again next week."
+    # One prompt per request, in order (cycled when shorter); empty: ``prompt`` for every one.
+    prompts: tuple[str, ...] = ()
     max_tokens: int = 64
     chat: bool = True
     ignore_eos: bool = True
@@ -64,14 +66,15 @@ class LoadResult:
     wall_seconds: float
 
 
-def _body(spec: LoadSpec) -> dict[str, Any]:
+def _body(spec: LoadSpec, index: int = 0) -> dict[str, Any]:
+    prompt = spec.prompts[index % len(spec.prompts)] if spec.prompts else spec.prompt
     body: dict[str, Any] = {"model": spec.model, "max_tokens": spec.max_tokens, "stream": True,
                             "ignore_eos": spec.ignore_eos,
                             "stream_options": {"include_usage": True}}
     if spec.chat:
-        body["messages"] = [{"role": "user", "content": spec.prompt}]
+        body["messages"] = [{"role": "user", "content": prompt}]
     else:
-        body["prompt"] = spec.prompt
+        body["prompt"] = prompt
     return body
 
 
@@ -116,7 +119,6 @@ def _has_text(chunk: dict[str, Any]) -> bool:
 
 async def run_load(spec: LoadSpec) -> LoadResult:
     path = "/v1/chat/completions" if spec.chat else "/v1/completions"
-    body = _body(spec)
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=600)
     results: list[RequestResult] = []
@@ -126,8 +128,8 @@ async def run_load(spec: LoadSpec) -> LoadResult:
             remaining = iter(range(spec.requests))
 
             async def worker() -> None:
-                for _ in remaining:
-                    results.append(await _one(session, spec, path, body))
+                for index in remaining:
+                    results.append(await _one(session, spec, path, _body(spec, index)))
 
             await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
         else:
@@ -136,12 +138,12 @@ async def run_load(spec: LoadSpec) -> LoadResult:
             gate = asyncio.Semaphore(spec.max_outstanding)
             tasks = []
 
-            async def gated() -> None:
+            async def gated(index: int) -> None:
                 async with gate:
-                    results.append(await _one(session, spec, path, body))
+                    results.append(await _one(session, spec, path, _body(spec, index)))
 
-            for _ in range(spec.requests):
-                tasks.append(asyncio.create_task(gated()))
+            for index in range(spec.requests):
+                tasks.append(asyncio.create_task(gated(index)))
                 await asyncio.sleep(rng.expovariate(spec.rate))
             await asyncio.gather(*tasks)
     return LoadResult(spec, results, time.perf_counter() - start)

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -24,15 +23,9 @@ from typing import Any
 from governor.bench.load import LoadSpec, run_load, summarize
 from governor.bench.progress import Progress
 from governor.common.cli import EnvArgumentParser, positive_int
-from governor.common.process import Child, running
+from governor.common.process import Child, free_port, running
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def cpu_seconds(pid: int) -> float:

@@ -27,6 +27,7 @@ import argparse
 import itertools
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -36,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from governor.bench import closed_loop
+from governor.bench import closed_loop, closed_loop_live
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds
 from governor.inference.engines.base import BatchingLimits
 from governor.inference.engines.sim.presets import Preset, get_preset
@@ -355,6 +356,11 @@ def _parser() -> argparse.ArgumentParser:
                       help="the measured table to compare with (skipped when absent)")
     loop.add_argument("--itl-slo", type=parse_duration_seconds, default=0.12,
                       help="the inter-token P99 SLO whose breach must be reproduced")
+    loop.add_argument("--real-time", action="store_true",
+                      help="measure the sim in real time, as governor serve runs it, over HTTP "
+                           "on this machine, instead of replaying it in virtual time")
+    loop.add_argument("--logs", type=Path, default=Path("bench-out/sim-real-time.log"),
+                      help="with --real-time: the service's log")
     return parser
 
 
@@ -375,23 +381,40 @@ def _counts(text: str) -> tuple[int, ...]:
     return values
 
 
+def _real_time_rows(args: argparse.Namespace, preset: Preset,
+                    loops: Sequence[closed_loop.ClosedLoop]) -> list[closed_loop.Row]:
+    args.logs.parent.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with closed_loop_live.sim_service(preset.name, args.logs, seed=args.seed) as url:
+        for loop in loops:
+            rows.append(closed_loop_live.measure(url, preset.name, loop, seed=args.seed))
+            print(json.dumps({"mode": "real-time", **rows[-1].as_dict()}), flush=True)
+    return rows
+
+
 def closed_loop_main(args: argparse.Namespace, preset: Preset) -> int:
     """One JSON line per concurrency, the comparison table, and the out-of-sample summary."""
-    rows = [closed_loop.simulate(preset, closed_loop.ClosedLoop(
-        c, args.input_len, args.output_len, args.num_prompts_per_stream), seed=args.seed)
-        for c in args.concurrency]
-    for row in rows:
-        print(json.dumps(row.as_dict()))
+    loops = [closed_loop.ClosedLoop(c, args.input_len, args.output_len,
+                                    args.num_prompts_per_stream) for c in args.concurrency]
+    if args.real_time:
+        rows = _real_time_rows(args, preset, loops)
+    else:
+        rows = [closed_loop.simulate(preset, loop, seed=args.seed) for loop in loops]
+        for row in rows:
+            print(json.dumps(row.as_dict()))
     measured = closed_loop.Measured.load(args.measured) if args.measured.is_file() else None
     if measured is None:
         print(f"\n(no measured table at {args.measured}: nothing to compare with)")
         return 0
     comparisons = [closed_loop.Comparison(r, measured.rows[r.concurrency], args.itl_slo)
                    for r in rows if r.concurrency in measured.rows]
-    print(f"\nvalidation (out of sample): sim preset {preset.name} against {measured.source}, "
-          "which the preset was not fitted to\n")
+    mode = (f"real time, over HTTP on this machine ({os.cpu_count()} cores)" if args.real_time
+            else "virtual time")
+    print(f"\nvalidation (out of sample), {mode}: sim preset {preset.name} against "
+          f"{measured.source}, which the preset was not fitted to\n")
     print(closed_loop.render(rows, comparisons, args.itl_slo))
-    print(json.dumps({"validation": closed_loop.summary(comparisons)}))
+    print(json.dumps({"validation": closed_loop.summary(comparisons),
+                      "mode": "real-time" if args.real_time else "virtual"}))
     return 0
 
 

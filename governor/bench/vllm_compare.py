@@ -38,9 +38,9 @@ import aiohttp
 
 from governor.bench.load import LoadSpec, run_load, summarize
 from governor.bench.progress import Progress
-from governor.bench.service import cpu_seconds, free_port
+from governor.bench.service import cpu_seconds
 from governor.common.cli import EnvArgumentParser, positive_int
-from governor.common.process import Child, ChildError
+from governor.common.process import Child, ChildError, free_port
 from governor.contracts.package import install_hint
 
 # The tiny model on CPU: float32 (bfloat16 dies with SIGILL on some CPUs), random weights, eager

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.error
@@ -72,6 +73,13 @@ async def wait_http_ok(url: str, limit_seconds: float = 30.0,
             raise TimeoutError(f"{url} did not answer 200 within {limit_seconds:.0f}s")
         await asyncio.sleep(poll_seconds)
     return time.monotonic() - started
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now (the OS picks it), for a child to bind."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
 
 
 @dataclass

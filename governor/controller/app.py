@@ -163,6 +163,8 @@ def status_document(app: web.Application) -> dict[str, Any]:
         else audit_lines.iso(reconciler.last_pass_at),
         "prometheus": {"url": without_credentials(config.prometheus_url),
                        "error": reconciler.prometheus_error},
+        "state": {"path": None if config.state_path is None else str(config.state_path),
+                  "error": reconciler.state_error},
         "alerts": [{"fingerprint": r.alert.fingerprint, "labels": dict(r.alert.labels),
                     "starts_at": r.alert.starts_at, "received_at": audit_lines.iso(r.received_at)}
                    for r in app[BOOK].firing()],

@@ -35,6 +35,8 @@ def record(target: str, decision: Decision, *, at: float, applied: bool, dry_run
         "error": error,
         "explanation": decision.explanation,
         "inputs": dict(decision.inputs),
+        "desired_replicas": {"replicas": decision.scale.replicas,
+                             "reason": decision.scale.reason},
     }
 
 

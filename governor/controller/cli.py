@@ -99,8 +99,9 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                         "admin token, so without this only --targets do")
     p.add_argument("--static-only", action="store_true",
                    help="(the default now; kept for old command lines) manage only --targets")
-    p.add_argument("--job", default=field_default(QuerySet, "job"),
-                   help="Prometheus job of the inference service")
+    p.add_argument("--job", default=None,
+                   help="Prometheus job of the inference service (default: targets.inference.job "
+                        "of the spec, 'inference' without one)")
     p.add_argument("--instance-scheme", choices=("http", "https"),
                    default=_default("instance_scheme"),
                    help="scheme for instances discovered from Prometheus")
@@ -162,6 +163,7 @@ def build_config(args: argparse.Namespace) -> ControllerConfig:
                            short_window_seconds=round(args.short_window),
                            long_window_seconds=round(args.long_window))
         law = LawConfig(observation_window_seconds=args.short_window,
+                        long_window_seconds=args.long_window,
                         scrape_interval_seconds=args.scrape_interval,
                         cooldown_seconds=args.cooldown, stabilisation_seconds=args.stabilisation,
                         prefill_seconds_per_token_prior=args.prefill_seconds_per_token)
@@ -173,7 +175,9 @@ def build_config(args: argparse.Namespace) -> ControllerConfig:
         raise UsageError(f"--ca-file {args.ca_file}: no such file")
     if args.ca_file is not None and args.insecure_skip_verify:
         raise UsageError("--ca-file and --insecure-skip-verify contradict each other")
-    queries = replace(found.queries, job=args.job)
+    queries = found.queries
+    if args.job is not None:
+        queries = replace(queries, target=replace(queries.target, job=args.job))
     return ControllerConfig(
         slo=found.slo, queries=queries, law=law, prometheus_url=args.prometheus,
         static_targets=args.targets, discover=args.discover,

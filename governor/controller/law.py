@@ -6,7 +6,7 @@ One call per target per reconcile. In order:
 2. **Cooldown**: one change per cooldown, which outlasts the observation window, so the next
    verdict sees only data from after the change.
 3. **Verify the last change** against the first observation after its cooldown. P99 inter-token
-   latency is not monotonic in the budget (REFERENCE.md §6), so no direction is assumed:
+   latency is not monotonic in the budget (docs/h200-measurements.md), so no direction is assumed:
    a relaxation that brought a breach back is undone; a cut that made the tail worse is deepened
    when the spike model says a deeper cut clears the spikes, and undone otherwise; a cut that broke
    time to first token gives half of itself back. Undone values are avoided while load stays high.
@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from governor.controller import spike
+from governor.controller import overload, spike
 from governor.controller.law_config import LawConfig
 from governor.controller.law_context import (
     BUDGET,
@@ -68,7 +68,12 @@ def decide(
                    now)
     if ctx.tail is None or ctx.median is None:
         return ctx.hold(Reason.MISSING_DATA, "no inter-token latency tail or median in the window")
-    ctx = ctx.noting_breach().learning()
+    ctx = overload.tracking(overload.scoring(ctx.noting_breach().learning()))
+    decision = _decide(ctx)
+    return replace(decision, scale=overload.advice(replace(ctx, state=decision.state)))
+
+
+def _decide(ctx: Context) -> Decision:
     if ctx.in_cooldown():
         return _early_undo(ctx) or ctx.hold(Reason.COOLDOWN, ctx.cooldown_text())
     if ctx.state.probe is not None:
@@ -76,7 +81,9 @@ def decide(
         if verdict is not None:
             return verdict
         ctx = replace(ctx, state=replace(ctx.state, probe=None))
-    if ctx.itl_breach:
+    if ctx.state.overload_since is not None:
+        return overload.in_overload(ctx)
+    if ctx.itl_trouble:
         return _on_itl_breach(ctx)
     pressure = _on_memory_pressure(ctx)
     if pressure is not None:
@@ -92,7 +99,7 @@ def _early_undo(ctx: Context) -> Decision | None:
     """A relaxation followed by a breach needs no full cooldown to be judged: it started from a
     tail under the relax margin, so the breach in the window can only come from after it."""
     probe = ctx.state.probe
-    if probe is None or probe.kind is not ChangeKind.RELAX or not ctx.itl_breach:
+    if probe is None or probe.kind is not ChangeKind.RELAX or not ctx.itl_trouble:
         return None
     return _undo_relax(ctx, probe)
 
@@ -106,12 +113,74 @@ def _verify(ctx: Context, probe: Probe) -> Decision | None:
     if probe.kind is ChangeKind.RELAX:
         # Landing in the dead band between the relax margin and the SLO is no failure: the
         # margin check then stops further relaxation. Only a breach undoes it.
-        return _undo_relax(ctx, probe) if ctx.itl_breach else None
+        return _undo_relax(ctx, probe) if ctx.itl_trouble else None
+    costly = _goodput_cost(ctx, probe)
+    if costly is not None:
+        return _undo_costly_cut(ctx, probe, costly)
     if ctx.itl_breach and worse:
         return _cut_made_worse(ctx, probe)
-    if ctx.ttft_breach and not ctx.itl_breach and not _was_breach(ctx, probe.ttft_tail_before):
+    if ctx.ttft_breach and not ctx.itl_breach and not _was_breach(ctx, probe.ttft_tail_before) \
+            and not _bought_goodput(ctx, probe) and not _prefill_kept_pace(ctx, probe):
         return _give_back_half(ctx, probe)
     return None
+
+
+def _prefill_kept_pace(ctx: Context, probe: Probe) -> bool:
+    """Prefill went on at least about as fast as before the cut: if first tokens are late now,
+    the load outgrew prefill; the cut did not starve it (a cut that starves prefill or holds
+    requests back shows as fewer prompt tokens per second)."""
+    before, rate = probe.prompt_rate_before, ctx.prompt_rate
+    return before is not None and rate is not None and \
+        rate >= before * (1 - ctx.law.goodput_tolerance / 2)
+
+
+def _bought_goodput(ctx: Context, probe: Probe) -> bool:
+    """The good share of demand rose clearly since the change: a TTFT tail over its SLO is then
+    the price of more good requests, not a regression (near prefill capacity the TTFT P99
+    crosses its SLO now and then whatever the budget)."""
+    before, after = probe.good_share_before, ctx.good_share
+    return before is not None and after is not None and \
+        after > before + max(ctx.law.goodput_tolerance * before, 0.02)
+
+
+def _goodput_cost(ctx: Context, probe: Probe) -> str | None:
+    """What a cut cost, if it cost more in first tokens or queue than it bought on decode.
+
+    Time to first token or the queue must have got worse, and the estimated good share of
+    demand (not the good rate: the load may have moved) must not have risen clearly for it.
+    """
+    before, after = probe.good_share_before, ctx.good_share
+    # Kept only if it bought clearly more goodput than before (a share that was already nil,
+    # every request missing the ITL SLO, must rise, not merely not fall).
+    if before is None or after is None or _bought_goodput(ctx, probe):
+        return None
+    if _prefill_kept_pace(ctx, probe):
+        return None  # the load's doing, not the cut's; the inter-token verdict still applies
+    why = []
+    ttft_before, ttft_after = probe.ttft_share_before, ctx.ttft_share
+    if ttft_before is not None and ttft_after is not None and \
+            ttft_after < ttft_before - ctx.law.goodput_tolerance * (1 - ttft_before + 0.1):
+        why.append(f"first tokens within the SLO fell from {ttft_before:.0%} to {ttft_after:.0%}")
+    waiting_before, waiting = probe.waiting_before, ctx.waiting
+    if waiting is not None and ctx.queue_growing and \
+            waiting > (waiting_before or 0.0) + ctx.law.queue_min_waiting:
+        why.append(f"the queue grew from {waiting_before or 0.0:.0f} to {waiting:.0f}")
+    if not why:
+        return None
+    return (f"{' and '.join(why)}; the good share of demand fell from {before:.0%} to "
+            f"{after:.0%}")
+
+
+def _undo_costly_cut(ctx: Context, probe: Probe, why: str) -> Decision:
+    """Undo the cut, and cut no lower while the load stays: a deeper cut costs more still."""
+    param = probe.param
+    good = probe.before.get(param)
+    avoid = ctx.avoid(param, ctx.target.floor.get(param), good - 1)
+    return ctx.change(
+        Action.UNDO, Reason.GOODPUT_REGRESSION, param, good,
+        f"the cut to {probe.after.get(param)} cost more than it bought: {why}; back to {good}, "
+        "and no lower while the load stays this high",
+        kind=ChangeKind.UNDO, avoid=avoid)
 
 
 def _was_breach(ctx: Context, ttft: float | None) -> bool:
@@ -163,6 +232,12 @@ def _give_back_half(ctx: Context, probe: Probe) -> Decision:
 
 # -- tightening ---------------------------------------------------------------------------------
 def _on_itl_breach(ctx: Context) -> Decision:
+    if not ctx.itl_breach:
+        # Spikes at risk: only their height is the problem, and only the budget sets it.
+        budget = _budget_cut(ctx, Reason.ITL_AT_RISK)
+        return budget if isinstance(budget, Decision) else ctx.hold(
+            budget, "spikes over the SLO already cost requests their own P99, but the budget "
+                    "cannot go lower")
     median = ctx.median or 0.0
     decode_slow = median > ctx.law.decode_slow_fraction * ctx.slo.itl_seconds
     pressure = spike.prefill_busy_fraction(ctx.prompt_rate or 0.0, ctx.cost)
@@ -175,8 +250,16 @@ def _on_itl_breach(ctx: Context) -> Decision:
     budget = _budget_cut(ctx, Reason.ITL_BREACH)
     if isinstance(budget, Decision):
         return budget
-    why = "prefill would fall behind the prompt arrival rate" if budget is Reason.TTFT_GUARD \
-        else "it is at its floor"
+    if budget is Reason.GOODPUT_GUARD:
+        return ctx.hold(Reason.GOODPUT_GUARD, "breaching, but a cut from here was undone for "
+                        "what it cost in first tokens or queue, and the load has not fallen")
+    if budget is Reason.TTFT_GUARD:
+        # Prefill is what the engine cannot keep up with: a lower sequence cap would hold new
+        # requests back as well, and would not shorten the prefill steps the tail sits on.
+        return ctx.hold(Reason.TTFT_GUARD, "breaching, but a lower budget would let prefill fall "
+                        "behind the prompt arrival rate, and a lower sequence cap would hold "
+                        "first tokens back too")
+    why = "it is at its floor"
     cut = _seqs_cut(ctx, Reason.ITL_BREACH, f"the budget cannot go lower ({why}); fewer "
                     "sequences shorten every step")
     if cut is not None:
@@ -191,9 +274,12 @@ def _on_itl_breach(ctx: Context) -> Decision:
 def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
     """A budget cut that aims the prefill spikes under the SLO, or the reason there is none."""
     budget = ctx.limits.max_num_batched_tokens
-    median, tail = ctx.median or 0.0, ctx.tail or 0.0
-    # The tail of a breach bounds the cost from below: the spikes are at least that tall.
-    bound = spike.learn_cost(tail, median, budget) if ctx.itl_breach else None
+    median = ctx.median or 0.0
+    # The tail of a breach bounds the cost from below: the spikes are at least that tall. Short
+    # of a breach, the P99.9 that put the spikes at risk does (a step carrying at most a
+    # budget's worth of prefill is at most median + cost * budget long).
+    height = ctx.tail if ctx.itl_breach else finite(ctx.obs.itl_spike_seconds)
+    bound = spike.learn_cost(height, median, budget) if ctx.itl_trouble and height else None
     cost = max(bound or 0.0, ctx.cost)
     model = spike.budget_for_spike(ctx.law.aim_fraction * ctx.slo.itl_seconds, median, cost)
     wanted = model if model is not None else budget * ctx.law.default_cut_factor
@@ -205,7 +291,11 @@ def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
     if quantize_up(ctx, guard) >= budget:
         return Reason.TTFT_GUARD
     value = max(quantize(ctx, max(wanted, quantize_up(ctx, guard))), lowest)
-    found = below_avoided(ctx, BUDGET, value, lowest)
+    # A range undone for what it cost in first tokens reaches down to the floor: stop above it.
+    above = _above_costly(ctx, value)
+    if above is not None and above >= budget:
+        return Reason.GOODPUT_GUARD
+    found = above if above is not None else below_avoided(ctx, BUDGET, value, lowest)
     if found is None or found >= budget:
         return Reason.AT_FLOOR
     state = replace(ctx.state, prefill_seconds_per_token=cost)
@@ -217,6 +307,15 @@ def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
                  f"{ctx.prompt_rate or 0.0:.0f} prompt tokens/s)")
     return ctx.change(Action.TIGHTEN, reason, BUDGET, found, text, kind=ChangeKind.TIGHTEN,
                       state=state)
+
+
+def _above_costly(ctx: Context, value: int) -> int | None:
+    """The lowest budget above a floor-anchored avoided range that holds ``value`` (a range
+    recorded when a cut cost first tokens or goodput); ``None`` if no such range holds it."""
+    floor = ctx.target.floor.max_num_batched_tokens
+    highs = [a.high for a in ctx.state.avoid
+             if a.param is BUDGET and a.low <= floor and a.blocks(value)]
+    return quantize_up(ctx, max(highs) + 1) if highs else None
 
 
 def _lowest_budget(ctx: Context) -> int:
@@ -244,9 +343,9 @@ def _ttft_min_budget(ctx: Context, cost: float) -> float:
 
 def _seqs_cut(ctx: Context, reason: Reason, text: str, *, spare_ttft: bool = True
               ) -> Decision | None:
-    """Fewer sequences; with ``spare_ttft``, not while time to first token has no margin
-    (a cap under the running count holds new requests back until others finish)."""
-    if spare_ttft and ctx.ttft_pressed:
+    """Fewer sequences; with ``spare_ttft``, not while time to first token has no margin or the
+    queue grows (a cap under the running count holds new requests back until others finish)."""
+    if spare_ttft and (ctx.ttft_pressed or ctx.queue_growing):
         return None
     seqs = ctx.limits.max_num_seqs
     running = finite(ctx.obs.requests_running)

@@ -17,13 +17,17 @@ class LawConfigError(ValueError):
 class LawConfig:
     """How :func:`governor.controller.law.decide` moves the knobs.
 
-    Defaults follow REFERENCE.md §4.8: tighten at once and multiplicatively, relax additively
-    after a stabilisation window with margin, one change per cooldown, and a cooldown longer
-    than the observation window so that each verdict sees only data from after the change.
+    The defaults have the shape of feedback control on a shared resource (TCP's additive
+    increase, multiplicative decrease; an autoscaler's stabilisation window): tighten at once
+    and multiplicatively, relax additively after a stabilisation window with margin, one change
+    per cooldown, and a cooldown longer than the observation window so that each verdict sees
+    only data from after the change (docs/controller.md).
     """
 
     # The short PromQL window the tails are computed over.
     observation_window_seconds: float = 30.0
+    # The long one (the long-window tail, the P99.9 of the spikes, the queue's slope).
+    long_window_seconds: float = 300.0
     # Prometheus's scrape interval (the generated prometheus.yml's): a change shows in the
     # window only after the next scrape.
     scrape_interval_seconds: float = 15.0
@@ -51,11 +55,17 @@ class LawConfig:
     decode_slow_fraction: float = 0.5
     # Prefill work above this fraction of the GPU's time is "prefill pressure".
     prefill_pressure_fraction: float = 0.2
-    # Step time per prefill token the law never plans below (Llama-3-8B on an H200, REFERENCE.md
-    # §6: ~25 µs per prompt token in a mixed step); it learns upward from what it observes.
+    # Step time per prefill token the law never plans below (Llama-3-8B on an H200,
+    # docs/h200-measurements.md: ~25 µs per prompt token in a mixed step); it learns upward from
+    # what it observes.
     prefill_seconds_per_token_prior: float = 25e-6
     # A budget cut keeps prefill capacity at least this multiple of the prompt arrival rate.
-    ttft_headroom: float = 1.5
+    # Modest, because the goodput verdict after the cut is the real net, and because the
+    # capacity model (median ITL + cost * budget per step) is pessimistic: the median ITL
+    # includes delivery, not just the step's fixed part (the H200 preset prefills ~38k tokens/s
+    # at 3072 where the model says ~36k). At 1.5 a prompt rate past two thirds of capacity
+    # forbade every cut, which left a prefill-heavy phase breaching at 8192 for minutes.
+    ttft_headroom: float = 1.1
     kv_high_ratio: float = 0.95
     kv_relax_max_ratio: float = 0.8
     preemptions_per_second_max: float = 0.05
@@ -63,6 +73,28 @@ class LawConfig:
     # ``avoid_load_drop`` times the load it was recorded at.
     avoid_seconds: float = 1800.0
     avoid_load_drop: float = 0.7
+    # A cut is undone when the estimated good share of demand falls by more than this fraction
+    # of itself while time to first token or the queue got worse (what it cost in first tokens
+    # outweighed what it bought on decode).
+    goodput_tolerance: float = 0.1
+    # The waiting queue grows when its slope (long window) exceeds this many requests per
+    # second with at least ``queue_min_waiting`` requests waiting.
+    queue_growth_per_second: float = 0.05
+    queue_min_waiting: float = 4.0
+    # Overload: the queue has grown this long at the limits in force, an SLO is missed, and
+    # neither a cut nor a relaxation is open (see governor.controller.overload).
+    overload_seconds: float = 120.0
+    # Per-limits goodput remembered (the most recent), and how close the demand must be for
+    # two of them to compare.
+    ledger_size: int = 8
+    ledger_demand_band: float = 0.3
+    # Spikes taller than the SLO cost requests their own P99 before they reach the P99 of all
+    # gaps: the law cuts once the share of slow gaps passes this fraction of the allowance
+    # (1 - quantile) while the P99.9 shows spikes over the SLO.
+    at_risk_share: float = 0.5
+    # HPA's tolerance: no scale-out advice while demand is within this fraction of what the
+    # replica serves.
+    scale_tolerance: float = 0.1
 
     def __post_init__(self) -> None:
         errors = [*self._positive(), *self._fractions(), *self._ordering()]
@@ -98,5 +130,6 @@ class LawConfig:
 _FRACTIONS = frozenset({
     "relax_margin", "aim_fraction", "min_cut_factor", "max_cut_factor", "default_cut_factor",
     "seqs_cut_factor", "verify_tolerance", "decode_slow_fraction", "prefill_pressure_fraction",
-    "kv_high_ratio", "kv_relax_max_ratio", "avoid_load_drop",
+    "kv_high_ratio", "kv_relax_max_ratio", "avoid_load_drop", "goodput_tolerance",
+    "ledger_demand_band", "scale_tolerance", "at_risk_share",
 })

@@ -11,7 +11,7 @@ import math
 import sys
 from dataclasses import dataclass, replace
 
-from governor.controller import spike
+from governor.controller import goodput, spike
 from governor.controller.law_config import LawConfig
 from governor.controller.model import (
     Action,
@@ -68,9 +68,78 @@ class Context:
         return self.tail is not None and self.tail > self.slo.itl_seconds
 
     @property
+    def itl_at_risk(self) -> bool:
+        """Under the SLO's quantile, but spikes over the SLO already cost requests: their share
+        of gaps passed ``at_risk_share`` of the allowance, and the P99.9 is over the SLO. A
+        request near a document's prefill sees several of those spikes among a few hundred
+        gaps, so its own P99 fails while the P99 of all gaps still passes."""
+        good, spike_height = finite(self.obs.itl_good_ratio), finite(self.obs.itl_spike_seconds)
+        if self.itl_breach or good is None or spike_height is None:
+            return False
+        allowance = 1.0 - self.slo.itl_quantile
+        return 1.0 - good > self.law.at_risk_share * allowance and \
+            spike_height > self.slo.itl_seconds
+
+    @property
+    def itl_trouble(self) -> bool:
+        """A breach of the inter-token SLO, or spikes that already cost requests theirs."""
+        return self.itl_breach or self.itl_at_risk
+
+    @property
     def ttft_breach(self) -> bool:
         return (self.slo.ttft_seconds is not None and self.ttft is not None
                 and self.ttft > self.slo.ttft_seconds)
+
+    @property
+    def good(self) -> float | None:
+        """Estimated good requests per second (``None``: no first-token reading)."""
+        obs = self.obs
+        first = finite(obs.ttft_good_per_second) if self.slo.ttft_seconds is not None \
+            else finite(obs.ttft_per_second)
+        if first is None:
+            return None
+        return goodput.good_per_second(ttft_good=first, itl_good_ratio=finite(
+            obs.itl_good_ratio), quantile=self.slo.itl_quantile)
+
+    @property
+    def demand(self) -> float | None:
+        """Requests per second arriving: first tokens served plus the queue's growth."""
+        served = finite(self.obs.ttft_per_second)
+        if served is None:
+            return None
+        return goodput.demand_per_second(ttft_all=served,
+                                         waiting_growth=finite(self.obs.waiting_growth_per_second))
+
+    @property
+    def good_share(self) -> float | None:
+        good, demand = self.good, self.demand
+        return None if good is None or demand is None else goodput.share(good, demand)
+
+    @property
+    def ttft_share(self) -> float | None:
+        """Share of first tokens within the TTFT SLO (``None``: no TTFT SLO or no first token)."""
+        good, served = finite(self.obs.ttft_good_per_second), finite(self.obs.ttft_per_second)
+        if self.slo.ttft_seconds is None or good is None or not served:
+            return None
+        return min(1.0, good / served)
+
+    @property
+    def waiting(self) -> float | None:
+        return finite(self.obs.requests_waiting)
+
+    @property
+    def queue_growing(self) -> bool:
+        """A backlog that keeps growing: the engine serves less than arrives at these limits."""
+        growth, waiting = finite(self.obs.waiting_growth_per_second), self.waiting
+        return (growth is not None and growth > self.law.queue_growth_per_second
+                and waiting is not None and waiting >= self.law.queue_min_waiting)
+
+    @property
+    def window_is_clean(self) -> bool:
+        """The short window holds only data from the limits in force."""
+        last = self.state.last_change_at
+        return last is None or self.now - last >= (self.law.observation_window_seconds
+                                                   + self.law.scrape_interval_seconds)
 
     @property
     def cost(self) -> float:
@@ -83,10 +152,25 @@ class Context:
         """
         learnt = self.state.prefill_seconds_per_token
         floor = self.law.prefill_seconds_per_token_prior
-        return floor if learnt is None else max(learnt, floor)
+        return max(floor, learnt or 0.0, self.spike_cost or 0.0)
+
+    @property
+    def spike_cost(self) -> float | None:
+        """The cost the tallest frequent steps (the P99.9) imply at the budget in force: a step
+        carries at most a budget's worth of prefill, so it is a lower bound, holds and mixed
+        step overheads included. Unlike the learnt average it cannot be washed out by readings
+        of the mean, so a relaxation stops where those steps would near the SLO again."""
+        height = finite(self.obs.itl_spike_seconds)
+        last = self.state.last_change_at
+        # Only once the long window holds nothing from before the last change: steps of a
+        # larger budget would otherwise be charged to this one.
+        if height is None or self.median is None or (
+                last is not None and self.now - last < self.law.long_window_seconds):
+            return None
+        return spike.learn_cost(height, self.median, self.limits.max_num_batched_tokens)
 
     def noting_breach(self) -> Context:
-        if not (self.itl_breach or self.ttft_breach):
+        if not (self.itl_trouble or self.ttft_breach):
             return self
         return replace(self, state=replace(self.state, last_breach_at=self.now))
 
@@ -121,6 +205,10 @@ class Context:
         if self.slo.ttft_seconds is not None:
             text += f", TTFT {pct(self.slo.ttft_quantile)} {ms(self.ttft)} " \
                     f"(SLO {ms(self.slo.ttft_seconds)})"
+        if self.good is not None and self.demand is not None:
+            text += f", goodput ~{self.good:.2f}/{self.demand:.2f} req/s"
+        if self.waiting is not None:
+            text += f", {self.waiting:.0f} waiting"
         return text
 
     # -- verdicts ------------------------------------------------------------------------------
@@ -139,7 +227,8 @@ class Context:
     ) -> Decision:
         base = state or self.state
         after = self.limits.with_value(param, value)
-        probe = Probe(kind, param, self.limits, after, self.now, self.tail or 0.0, self.ttft)
+        probe = Probe(kind, param, self.limits, after, self.now, self.tail or 0.0, self.ttft,
+                      self.good_share, self.ttft_share, self.waiting, self.prompt_rate)
         new_state = replace(base, limits=after, last_change_at=self.now, probe=probe,
                             avoid=base.avoid + avoid)
         explanation = (f"{action.value} {param.value} {self.limits.get(param)} → {value}: {text}; "

@@ -5,13 +5,14 @@ Names, help, labels and buckets are declared in :mod:`governor.contracts.metrics
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 from prometheus_client import CollectorRegistry
 
 from governor.contracts.instruments import counter, gauge, histogram
 from governor.contracts.metrics import controller as names
-from governor.controller.model import Decision, Limits, Observation, Param
+from governor.controller.model import Decision, Limits, Observation, Param, ScaleAdvice
 
 
 class ControllerMetrics:
@@ -26,6 +27,8 @@ class ControllerMetrics:
         self.alerts_firing = gauge(names.ALERTS_FIRING, registry)
         self.observed = gauge(names.OBSERVED, registry)
         self.dry_run = gauge(names.DRY_RUN, registry)
+        self.state_write_errors = counter(names.STATE_WRITE_ERRORS, registry)
+        self.desired_replicas = gauge(names.DESIRED_REPLICAS, registry)
         for result in names.RESULTS:
             self.reconciles.labels(result)
 
@@ -40,3 +43,12 @@ class ControllerMetrics:
         # NaN, not a stale value, for "no data": a panel then shows a gap, not a lie.
         for quantity, value in observation.as_inputs().items():
             self.observed.labels(target, quantity).set(math.nan if value is None else value)
+
+    def scale(self, target: str, advice: ScaleAdvice) -> None:
+        """One series per target, labelled with the current reason (the others removed, so
+        ``sum`` over targets is the fleet's desired size)."""
+        for reason in names.SCALE_REASONS:
+            if reason != advice.reason:
+                with contextlib.suppress(KeyError):  # never set for this target
+                    self.desired_replicas.remove(target, reason)
+        self.desired_replicas.labels(target, advice.reason).set(advice.replicas)

@@ -11,6 +11,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 
+from governor.contracts.metrics.controller import (
+    SCALE_NOT_OVERLOADED,
+    SCALE_OVERLOAD,
+    SCALE_WITHIN_TOLERANCE,
+)
 from governor.contracts.metrics.service import PARAM_MAX_NUM_BATCHED_TOKENS, PARAM_MAX_NUM_SEQS
 
 
@@ -37,6 +42,8 @@ class Reason(enum.StrEnum):
     WITHIN_SLO = "within_slo"  # inside the dead band: no reason to move
     WAITING_FOR_STABILITY = "waiting_for_stability"  # under the SLO, but not for long enough
     ITL_BREACH = "itl_breach"  # inter-token latency tail above its SLO: cut the budget
+    ITL_AT_RISK = "itl_at_risk"  # under the SLO's quantile, but spikes over the SLO already
+    # cost requests their own quantile: cut the budget to bring the spikes under it
     DECODE_SLOW = "decode_slow"  # the median step is slow without prefill pressure: cut seqs
     NON_MONOTONIC = "non_monotonic"  # a cut made the tail worse; a deeper cut clears the spikes
     CUT_MADE_WORSE = "cut_made_worse"  # a cut made the tail worse and cannot be deepened: undo
@@ -52,6 +59,16 @@ class Reason(enum.StrEnum):
     AT_FLOOR = "at_floor"  # breaching, but both knobs are at their floors
     AT_CEILING = "at_ceiling"  # nothing left to relax
     TTFT_GUARD = "ttft_guard"  # a budget cut would starve prefill (TTFT); seqs are at floor
+    GOODPUT_REGRESSION = "goodput_regression"  # a cut cost more first tokens or queue than it
+    # bought on decode: undo it
+    GOODPUT_GUARD = "goodput_guard"  # breaching, but a cut here was undone for costing goodput
+    OVERLOAD = "overload"  # the queue grows whatever the limits: hold the best limits seen
+
+
+# ScaleAdvice reasons (values of the ``reason`` label of ``desired_replicas``).
+NOT_OVERLOADED = SCALE_NOT_OVERLOADED
+OVERLOADED = SCALE_OVERLOAD
+WITHIN_TOLERANCE = SCALE_WITHIN_TOLERANCE
 
 
 class ChangeKind(enum.StrEnum):
@@ -121,6 +138,13 @@ class Observation:
     waiting_growth_per_second: float | None = None
     kv_cache_usage_ratio: float | None = None
     preemptions_per_second: float | None = None
+    # Good events at the SLO thresholds (the histograms have buckets there), short window:
+    # first tokens per second within the TTFT threshold, first tokens per second in all (the
+    # rate requests start being served), and the share of inter-token gaps within the ITL
+    # threshold. Together they estimate goodput (see :mod:`governor.controller.goodput`).
+    ttft_good_per_second: float | None = None
+    ttft_per_second: float | None = None
+    itl_good_ratio: float | None = None
 
     def as_inputs(self) -> dict[str, float | None]:
         """The observation as the audit log prints it (NaN shown as ``None``)."""
@@ -147,6 +171,37 @@ class Probe:
     at: float
     itl_tail_before: float
     ttft_tail_before: float | None
+    # What the change is judged against besides the tail (``None``: not observed, or written
+    # by a controller that did not record it): the estimated good share of demand, the share
+    # of first tokens within the TTFT SLO, and the waiting queue.
+    good_share_before: float | None = None
+    ttft_share_before: float | None = None
+    waiting_before: float | None = None
+    prompt_rate_before: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsScore:
+    """What the law saw while ``limits`` were in force: an average of the estimated goodput
+    (good requests/s), its share of demand, and the demand, last updated ``at``."""
+
+    limits: Limits
+    good_per_second: float
+    good_share: float
+    demand_per_second: float
+    at: float
+    samples: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleAdvice:
+    """How many replicas this target's demand needs, by what it served (HPA's
+    ``ceil(current * metric / target)`` with one replica per target); 1 while not overloaded."""
+
+    replicas: int
+    reason: str
+    demand_per_second: float | None = None
+    served_per_second: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,8 +231,14 @@ class TargetState:
     last_breach_at: float | None = None
     probe: Probe | None = None
     avoid: tuple[Avoid, ...] = ()
-    # Seconds of step time per prefill token, learnt from breaches (the spike model of §6).
+    # Seconds of step time per prefill token, learnt from breaches (controller/spike.py).
     prefill_seconds_per_token: float | None = None
+    # Goodput observed per limits (the few most recent), to hold the best under overload.
+    ledger: tuple[LimitsScore, ...] = ()
+    # Since when the queue has grown at the limits in force (``None``: it does not).
+    queue_growing_since: float | None = None
+    # Since when the law judges the target overloaded (no limits meet both SLOs).
+    overload_since: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +252,7 @@ class Decision:
     explanation: str
     state: TargetState  # the state to keep once ``after`` is in force
     inputs: Mapping[str, float | None] = field(default_factory=dict)
+    scale: ScaleAdvice = field(default_factory=lambda: ScaleAdvice(1, NOT_OVERLOADED))
 
     @property
     def changes(self) -> bool:

@@ -2,12 +2,13 @@
 
 The engine series are vLLM's, declared in :mod:`governor.contracts.metrics.vllm` (as vLLM or the
 sim engine expose them); the two latency histograms come from ``slo.yaml`` (the SLI of each SLO)
-and default to the service's own. Every expression aggregates ``by (instance)``: one query
-answers for all targets at once.
+and default to the service's own. Every selector is narrowed to the inference target of the spec
+(``targets.inference``: its scrape job and extra selector), and every expression aggregates
+``by (instance)``: one query answers for all targets at once.
 
 >>> q = QuerySet.default()
 >>> q.expressions()["prompt_tokens_per_second"]
-'sum by (instance) (rate(vllm:prompt_tokens_total[30s]))'
+'sum by (instance) (rate(vllm:prompt_tokens_total{job="inference"}[30s]))'
 >>> q.targets()
 'up{job="inference"}'
 """
@@ -19,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from governor.contracts import promql
-from governor.contracts.endpoints import JOB_INFERENCE
 from governor.contracts.metrics import service, vllm
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB, LABEL_LE, UP
+from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_LE, UP
+from governor.slo.fleet import Target, Targets
 
 BY_INSTANCE: Final = (LABEL_INSTANCE,)
 # The quantile that shows prefill spikes while they are too rare for the SLO's P99.
@@ -34,10 +35,23 @@ class HistogramSli:
 
     metric: str
     selector: Mapping[str, str] = field(default_factory=dict)
+    # The SLO's threshold, a bucket edge of the histogram (``None``: no good-event queries).
+    threshold_seconds: float | None = None
+    # With request classes: the classes judged at that threshold (a class with a threshold of
+    # its own, the documents' 20 s to a first token, is not the controller's to chase).
+    classes: tuple[promql.Matcher, ...] = ()
+    # The inference target's job and selector (set by QuerySet, which knows the target).
+    scope: tuple[promql.Matcher, ...] = ()
 
     @property
     def matchers(self) -> tuple[promql.Matcher, ...]:
-        return promql.equal_to(self.selector)
+        return (*self.scope, *promql.equal_to(self.selector), *self.classes)
+
+    def good_matchers(self) -> tuple[promql.Matcher, ...]:
+        """The selector plus ``le`` at the threshold, written as the client libraries write it."""
+        assert self.threshold_seconds is not None
+        return (*self.matchers, promql.eq(LABEL_LE, promql.exposition_float(
+            self.threshold_seconds)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,39 +64,67 @@ class QuerySet:
     ttft_quantile: float
     short_window_seconds: int = 30
     long_window_seconds: int = 300
-    job: str = JOB_INFERENCE
+    target: Target = Targets().inference
+
+    @property
+    def scope(self) -> tuple[promql.Matcher, ...]:
+        """The inference target's matchers, on every selector."""
+        return self.target.matchers()
+
+    def _on(self, name: str) -> promql.Selector:
+        return promql.Selector(name, self.scope)
+
+    def _sli(self, sli: HistogramSli) -> HistogramSli:
+        return HistogramSli(sli.metric, sli.selector, sli.threshold_seconds, sli.classes,
+                            self.scope)
 
     @classmethod
     def default(cls) -> QuerySet:
-        return cls(HistogramSli(service.INTER_TOKEN_LATENCY.name), 0.99,
-                   HistogramSli(service.TIME_TO_FIRST_TOKEN.name), 0.99)
+        return cls(HistogramSli(service.INTER_TOKEN_LATENCY.name, threshold_seconds=0.12), 0.99,
+                   HistogramSli(service.TIME_TO_FIRST_TOKEN.name, threshold_seconds=1.0), 0.99)
 
     def expressions(self) -> dict[str, str]:
         """Observation field name → PromQL returning one sample per ``instance``."""
         short = promql.format_seconds(self.short_window_seconds)
         long = promql.format_seconds(self.long_window_seconds)
+        itl = self._sli(self.itl)
+        waiting = self._on(vllm.NUM_REQUESTS_WAITING.name)
         exprs = {
-            "itl_tail_seconds": _quantile(self.itl_quantile, self.itl, short),
-            "itl_median_seconds": _quantile(0.5, self.itl, short),
-            "itl_tail_long_seconds": _quantile(self.itl_quantile, self.itl, long),
-            "itl_mean_seconds": promql.mean(self.itl.metric, self.itl.matchers, short, BY_INSTANCE),
-            "itl_spike_seconds": _quantile(SPIKE_QUANTILE, self.itl, long),
-            "prompt_tokens_per_second": _sum_rate(vllm.PROMPT_TOKENS.total, short),
-            "generation_tokens_per_second": _sum_rate(vllm.GENERATION_TOKENS.total, short),
-            "requests_running": promql.sum_by(BY_INSTANCE, vllm.NUM_REQUESTS_RUNNING.name),
-            "requests_waiting": promql.sum_by(BY_INSTANCE, vllm.NUM_REQUESTS_WAITING.name),
+            "itl_tail_seconds": _quantile(self.itl_quantile, itl, short),
+            "itl_median_seconds": _quantile(0.5, itl, short),
+            "itl_tail_long_seconds": _quantile(self.itl_quantile, itl, long),
+            "itl_mean_seconds": promql.mean(itl.metric, itl.matchers, short, BY_INSTANCE),
+            "itl_spike_seconds": _quantile(SPIKE_QUANTILE, itl, long),
+            "prompt_tokens_per_second": _sum_rate(self._on(vllm.PROMPT_TOKENS.total), short),
+            "generation_tokens_per_second":
+                _sum_rate(self._on(vllm.GENERATION_TOKENS.total), short),
+            "requests_running":
+                promql.sum_by(BY_INSTANCE, self._on(vllm.NUM_REQUESTS_RUNNING.name)),
+            "requests_waiting": promql.sum_by(BY_INSTANCE, waiting),
             "waiting_growth_per_second":
-                promql.sum_by(BY_INSTANCE, promql.deriv(vllm.NUM_REQUESTS_WAITING.name, long)),
-            "kv_cache_usage_ratio": promql.max_by(BY_INSTANCE, vllm.KV_CACHE_USAGE.name),
-            "preemptions_per_second": _sum_rate(vllm.NUM_PREEMPTIONS.total, long),
+                promql.sum_by(BY_INSTANCE, promql.deriv(waiting, long)),
+            "kv_cache_usage_ratio":
+                promql.max_by(BY_INSTANCE, self._on(vllm.KV_CACHE_USAGE.name)),
+            "preemptions_per_second": _sum_rate(self._on(vllm.NUM_PREEMPTIONS.total), long),
         }
+        if itl.threshold_seconds is not None:
+            exprs["itl_good_ratio"] = promql.ratio_of_rates(
+                promql.Selector(itl.metric + "_bucket", itl.good_matchers()),
+                promql.Selector(itl.metric + "_count", itl.matchers), short,
+                BY_INSTANCE)
         if self.ttft is not None:
-            exprs["ttft_tail_seconds"] = _quantile(self.ttft_quantile, self.ttft, short)
+            ttft = self._sli(self.ttft)
+            exprs["ttft_tail_seconds"] = _quantile(self.ttft_quantile, ttft, short)
+            exprs["ttft_per_second"] = _sum_rate(
+                promql.Selector(ttft.metric + "_count", ttft.matchers), short)
+            if ttft.threshold_seconds is not None:
+                exprs["ttft_good_per_second"] = _sum_rate(
+                    promql.Selector(ttft.metric + "_bucket", ttft.good_matchers()), short)
         return exprs
 
     def targets(self) -> str:
         """The inference instances Prometheus scrapes (the only ones the controller will touch)."""
-        return promql.Selector(UP.name, (promql.eq(LABEL_JOB, self.job),)).render()
+        return self._on(UP.name).render()
 
 
 def _quantile(quantile: float, sli: HistogramSli, window: str) -> str:
@@ -91,5 +133,5 @@ def _quantile(quantile: float, sli: HistogramSli, window: str) -> str:
                                 by=(LABEL_INSTANCE, LABEL_LE))
 
 
-def _sum_rate(counter: str, window: str) -> str:
+def _sum_rate(counter: promql.Vector, window: str) -> str:
     return promql.sum_by(BY_INSTANCE, promql.rate(counter, window))

@@ -87,6 +87,8 @@ class Reconciler:
         self.targets: dict[str, TargetRuntime] = {}
         self.last_pass_at: float | None = None
         self.prometheus_error: str | None = None
+        # Why the last state could not be written (a full or read-only disk), until one is.
+        self.state_error: str | None = None
         self._ignored_instances: set[str] = set()  # warnings already given (bounded)
         self._last_seen: dict[str, float] = {}
         for name, persisted in list(store.load().items())[:config.max_targets]:
@@ -137,9 +139,26 @@ class Reconciler:
                                                snapshot.observations.get(name, _NO_DATA))
                                for name in sorted(managed)))
         if any(before.get(name) != rt.state for name, rt in self.targets.items()):
+            await self._persist()
+
+    async def _persist(self) -> None:
+        """Write the state; a disk that cannot take it costs the memory across a restart, never
+        the decisions already applied or the passes to come."""
+        try:
             await asyncio.to_thread(self._store.save, {
                 name: PersistedTarget(rt.target.url, rt.state)
                 for name, rt in self.targets.items()})
+        except OSError as exc:
+            error = f"{exc.strerror or exc} ({self._store.path})"
+            if error != self.state_error:
+                log.error("cannot write the controller's state, deciding on without it "
+                          "(a restart would forget cooldowns and undone values): %s", error)
+            self.state_error = error
+            self._metrics.state_write_errors.inc()
+            return
+        if self.state_error is not None:
+            log.info("the controller's state is written again (%s)", self._store.path)
+        self.state_error = None
 
     def _managed(self, static: set[str], scraped: frozenset[str]) -> set[str]:
         """The configured targets, and the scraped instances discovery may manage, at most
@@ -208,6 +227,7 @@ class Reconciler:
         self._metrics.limits(rt.target.name, rt.limits.current)
         decision = decide(self.config.slo, self.config.law, observation, rt.limits, rt.state, now)
         self._metrics.decision(decision)
+        self._metrics.scale(rt.target.name, decision.scale)
         if decision.changes and not self.config.dry_run:
             try:
                 in_force = await self._actuator.apply(rt.target, decision.after)

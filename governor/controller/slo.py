@@ -2,7 +2,10 @@
 
 The decode SLO is the spec's controller-linked latency SLO (exactly one, unless named); the
 time-to-first-token SLO, weighed by the law so that fixing decode does not break it, is the
-latency SLO named ``time-to-first-token`` unless another name is given (``""``: none).
+latency SLO named ``time-to-first-token`` unless another name is given (``""``: none). The
+queries read the spec's inference target and, with request classes, only the classes judged at
+each SLO's own threshold: a class with a threshold of its own (documents allowed 20 s to a first
+token) would otherwise ask the controller to chase a miss that is none.
 
 >>> from governor.slo.spec import parse_spec
 >>> spec = parse_spec({"version": "governor/v1", "service": "s", "period": "30d", "slos": [
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 
 from governor.controller.model import SloTargets
 from governor.controller.queries import HistogramSli, QuerySet
+from governor.slo import class_thresholds
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 DEFAULT_TTFT_SLO = "time-to-first-token"
@@ -46,13 +50,21 @@ def objectives(spec: SloSpec, *, itl_slo: str | None = None,
         SloTargets(itl_sli.threshold_seconds, itl.objective,
                    ttft_sli.threshold_seconds if ttft_sli else None,
                    ttft.objective if ttft else 0.99),
-        QuerySet(HistogramSli(itl_sli.metric, dict(itl_sli.selector)), itl.objective,
-                 HistogramSli(ttft_sli.metric, dict(ttft_sli.selector)) if ttft_sli else None,
+        QuerySet(_histogram(spec, itl), itl.objective,
+                 _histogram(spec, ttft) if ttft else None,
                  ttft.objective if ttft else 0.99,
                  short_window_seconds=short_window_seconds,
-                 long_window_seconds=long_window_seconds),
+                 long_window_seconds=long_window_seconds,
+                 target=spec.targets.inference),
         itl.name,
     )
+
+
+def _histogram(spec: SloSpec, slo: SLO) -> HistogramSli:
+    """The SLO's histogram, narrowed to the classes judged at the SLO's own threshold."""
+    sli = _sli(slo)
+    return HistogramSli(sli.metric, dict(sli.selector), sli.threshold_seconds,
+                        class_thresholds.own_threshold_classes(spec, slo))
 
 
 def _controller_slo(spec: SloSpec) -> SLO:

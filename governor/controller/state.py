@@ -22,7 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from governor.controller.model import Avoid, ChangeKind, Limits, Param, Probe, TargetState
+from governor.controller.model import (
+    Avoid,
+    ChangeKind,
+    Limits,
+    LimitsScore,
+    Param,
+    Probe,
+    TargetState,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +65,19 @@ def encode_state(s: TargetState) -> dict[str, Any]:
             "before": s.probe.before.as_dict(), "after": s.probe.after.as_dict(),
             "at": s.probe.at, "itl_tail_before": s.probe.itl_tail_before,
             "ttft_tail_before": s.probe.ttft_tail_before,
+            "good_share_before": s.probe.good_share_before,
+            "ttft_share_before": s.probe.ttft_share_before,
+            "waiting_before": s.probe.waiting_before,
+            "prompt_rate_before": s.probe.prompt_rate_before,
         },
         "avoid": [{"param": a.param.value, "low": a.low, "high": a.high, "until": a.until,
                    "load": a.load} for a in s.avoid],
         "prefill_seconds_per_token": s.prefill_seconds_per_token,
+        "ledger": [{"limits": e.limits.as_dict(), "good_per_second": e.good_per_second,
+                    "good_share": e.good_share, "demand_per_second": e.demand_per_second,
+                    "at": e.at, "samples": e.samples} for e in s.ledger],
+        "queue_growing_since": s.queue_growing_since,
+        "overload_since": s.overload_since,
     }
 
 
@@ -81,6 +98,7 @@ def decode(data: Any) -> dict[str, PersistedTarget]:
 
 
 def _decode_state(raw: Mapping[str, Any]) -> TargetState:
+    # Fields added after version 1 was first written default when absent, so older files load.
     probe = raw.get("probe")
     return TargetState(
         limits=_limits(raw["limits"]) if raw.get("limits") is not None else None,
@@ -90,10 +108,20 @@ def _decode_state(raw: Mapping[str, Any]) -> TargetState:
             ChangeKind(probe["kind"]), Param(probe["param"]), _limits(probe["before"]),
             _limits(probe["after"]), float(probe["at"]), float(probe["itl_tail_before"]),
             _optional_float(probe.get("ttft_tail_before")),
+            _optional_float(probe.get("good_share_before")),
+            _optional_float(probe.get("ttft_share_before")),
+            _optional_float(probe.get("waiting_before")),
+            _optional_float(probe.get("prompt_rate_before")),
         ),
         avoid=tuple(Avoid(Param(a["param"]), int(a["low"]), int(a["high"]), float(a["until"]),
                           float(a["load"])) for a in raw.get("avoid") or ()),
         prefill_seconds_per_token=_optional_float(raw.get("prefill_seconds_per_token")),
+        ledger=tuple(LimitsScore(_limits(e["limits"]), float(e["good_per_second"]),
+                                 float(e["good_share"]), float(e["demand_per_second"]),
+                                 float(e["at"]), int(e.get("samples", 1)))
+                     for e in raw.get("ledger") or ()),
+        queue_growing_since=_optional_float(raw.get("queue_growing_since")),
+        overload_since=_optional_float(raw.get("overload_since")),
     )
 
 

@@ -5,7 +5,7 @@ diffable artifact needs on top: panel ids in order of addition (annotation filte
 refer to them), the "generated, do not edit" note and the links between Governor's boards::
 
     board = Board(BoardInfo("governor-gpu", "Governor / GPU", "What the GPUs do."), "slo.yaml")
-    board.variable(instance_variable("gpu", gpu.UP.name))
+    fleet_variables(board, spec.targets.gpu, gpu.UP.name)
     board.row("Activity")
     board.panel(timeseries(...))
     dashboard = board.build()
@@ -20,9 +20,11 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.cog import builder as cog
 from grafana_foundation_sdk.models import dashboard as dm
 
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB
-from governor.contracts.promql import Matcher, Selector, eq
+from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB, LABEL_NAMESPACE
+from governor.contracts.promql import Matcher, Selector, regex
 from governor.dashboards.panels import DATASOURCE_VARIABLE, PROMETHEUS_TYPE, prometheus_ref
+from governor.dashboards.variables import target_scope
+from governor.slo.fleet import Target
 
 TAG: Final = "governor"
 PROMETHEUS_UID: Final = "prometheus"  # the provisioned datasource (dashboards.provisioning)
@@ -98,10 +100,10 @@ def datasource_variable() -> db.DatasourceVariable:
             .current(dm.VariableOption(selected=True, text="Prometheus", value=PROMETHEUS_UID)))
 
 
-def label_variable(name: str, label: str, metric: str, job: str, *,
-                   title: str | None = None, extra: tuple[Matcher, ...] = ()) -> db.QueryVariable:
-    """A multi-value variable over ``label``'s values on ``metric`` of scrape job ``job``."""
-    series = Selector(metric, (eq(LABEL_JOB, job), *extra))
+def label_variable(name: str, label: str, metric: str, *, title: str | None = None,
+                   extra: tuple[Matcher, ...] = ()) -> db.QueryVariable:
+    """A multi-value variable over ``label``'s values on ``metric`` of the board's component."""
+    series = Selector(metric, (*target_scope(), *extra))
     return (db.QueryVariable(name).label(title or name.capitalize())
             .query(f"label_values({series}, {label})")
             .datasource(prometheus_ref()).refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
@@ -109,8 +111,40 @@ def label_variable(name: str, label: str, metric: str, job: str, *,
             .all_value(ALL_REGEX).current(dm.VariableOption(selected=True, text="All", value=ALL)))
 
 
-def instance_variable(job: str, metric: str) -> db.QueryVariable:
-    return label_variable(LABEL_INSTANCE, LABEL_INSTANCE, metric, job)
+def instance_variable(metric: str) -> db.QueryVariable:
+    return label_variable(LABEL_INSTANCE, LABEL_INSTANCE, metric)
+
+
+def job_variable(target: Target, metric: str) -> db.QueryVariable:
+    """``$job``: the scrape job of the board's component; the spec's ``targets`` name it."""
+    return (db.QueryVariable(LABEL_JOB).label("Job")
+            .query(f"label_values({Selector(metric)}, {LABEL_JOB})")
+            .datasource(prometheus_ref()).refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
+            .sort(dm.VariableSort.NATURAL_ASC).multi(True).include_all(False)
+            .current(dm.VariableOption(selected=True, text=target.job, value=target.job)))
+
+
+def namespace_variable(target: Target, metric: str) -> db.QueryVariable:
+    """``$namespace``: All unless the spec's target selects one (where the label exists at all:
+    Kubernetes service discovery adds it; a plain scrape config does not, and All matches that).
+    """
+    variable = (db.QueryVariable(LABEL_NAMESPACE).label("Namespace")
+                .query(f"label_values({Selector(metric, (regex(LABEL_JOB, '$job'),))}, "
+                       f"{LABEL_NAMESPACE})")
+                .datasource(prometheus_ref()).refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
+                .sort(dm.VariableSort.NATURAL_ASC).multi(True).include_all(True)
+                .all_value(ALL_REGEX))
+    chosen = target.selector.get(LABEL_NAMESPACE)
+    if chosen is None:
+        return variable.current(dm.VariableOption(selected=True, text="All", value=ALL))
+    return variable.current(dm.VariableOption(selected=True, text=chosen, value=chosen))
+
+
+def fleet_variables(board: Board, target: Target, metric: str) -> None:
+    """``$job``, ``$namespace`` and ``$instance`` of the board's component, in that order."""
+    board.variable(job_variable(target, metric))
+    board.variable(namespace_variable(target, metric))
+    board.variable(instance_variable(metric))
 
 
 class Board:

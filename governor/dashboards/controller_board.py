@@ -12,7 +12,6 @@ from typing import Final
 from grafana_foundation_sdk.models import dashboard as dm
 
 from governor.contracts.declaration import Metric
-from governor.contracts.endpoints import JOB_CONTROLLER
 from governor.contracts.metrics import controller as c
 from governor.contracts.promql import (
     Matcher,
@@ -25,7 +24,7 @@ from governor.contracts.promql import (
     sum_by,
 )
 from governor.dashboards import controller_events
-from governor.dashboards.board import Board, BoardInfo, instance_variable, label_variable
+from governor.dashboards.board import Board, BoardInfo, fleet_variables, label_variable
 from governor.dashboards.panels import WARN_COLOR, Line, Query, Spec, stat, timeseries
 from governor.dashboards.variables import RATE_INTERVAL, ref, scope, variable
 from governor.slo.spec import LatencySLI, SloSpec
@@ -34,7 +33,7 @@ INFO: Final = BoardInfo(
     "governor-controller", "Governor / Controller",
     "The SLO controller's decisions by action and reason, the batching limits it set on each "
     "target, what it observed, and the health of its reconcile loop.")
-LABELS: Final = scope(JOB_CONTROLLER)
+LABELS: Final = scope()
 TARGETS: Final = (*LABELS, regex(c.LABEL_TARGET, variable(c.LABEL_TARGET)))
 PER_TARGET: Final = f"{ref(c.LABEL_TARGET)}"
 # Unit suffixes of the observed quantities (base units in every name).
@@ -135,10 +134,11 @@ def _loop_row(board: Board) -> None:
 
 def controller_board(spec: SloSpec, source: str) -> Board:
     board = Board(INFO, source)
-    board.variable(instance_variable(JOB_CONTROLLER, c.DRY_RUN.name))
-    board.variable(label_variable(c.LABEL_TARGET, c.LABEL_TARGET, c.TARGET_LIMITS.name,
-                                  JOB_CONTROLLER))
-    board.annotation(controller_events.decisions()).annotation(controller_events.limit_changes())
+    fleet_variables(board, spec.targets.controller, c.DRY_RUN.name)
+    board.variable(label_variable(c.LABEL_TARGET, c.LABEL_TARGET, c.TARGET_LIMITS.name))
+    controller = spec.targets.controller
+    board.annotation(controller_events.decisions(controller))
+    board.annotation(controller_events.limit_changes(controller))
     board.annotation(controller_events.controller_posts())
     _decisions_row(board)
     _limits_row(spec, board)

@@ -12,12 +12,11 @@ from typing import Final
 
 from grafana_foundation_sdk.builders import dashboard as db
 
-from governor.contracts.endpoints import JOB_CONTROLLER
 from governor.contracts.metrics import controller as c
-from governor.contracts.metrics.prometheus import LABEL_JOB
-from governor.contracts.promql import Selector, changes, eq, ne, new_or_increased
+from governor.contracts.promql import Selector, changes, ne, new_or_increased
 from governor.dashboards.board import PrometheusAnnotation, tagged_annotations
 from governor.dashboards.variables import ref
+from governor.slo.fleet import Target
 
 # The tag controller.grafana puts on every annotation it posts.
 CONTROLLER_TAG: Final = c.ANNOTATION_TAG
@@ -29,9 +28,10 @@ WINDOW: Final = "2m"
 STEP: Final = "1m"
 
 
-def decisions() -> PrometheusAnnotation:
+def decisions(controller: Target) -> PrometheusAnnotation:
+    """``controller``: the spec's target for the controller's series (any board shows these)."""
     changes_made = Selector(c.DECISIONS.total,
-                            (eq(LABEL_JOB, JOB_CONTROLLER), ne(c.LABEL_ACTION, HOLD_ACTION)))
+                            (*controller.matchers(), ne(c.LABEL_ACTION, HOLD_ACTION)))
     return PrometheusAnnotation(
         "Controller decisions",
         new_or_increased(changes_made, (c.LABEL_ACTION, c.LABEL_REASON), WINDOW),
@@ -40,10 +40,10 @@ def decisions() -> PrometheusAnnotation:
         tag_keys=f"{c.LABEL_ACTION},{c.LABEL_REASON}", step=STEP)
 
 
-def limit_changes() -> PrometheusAnnotation:
+def limit_changes(controller: Target) -> PrometheusAnnotation:
     return PrometheusAnnotation(
         "Batching limit changes",
-        f"{changes(Selector(c.TARGET_LIMITS.name, (eq(LABEL_JOB, JOB_CONTROLLER),)), WINDOW)} > 0",
+        f"{changes(Selector(c.TARGET_LIMITS.name, controller.matchers()), WINDOW)} > 0",
         color="orange", title_format=f"{ref(c.LABEL_PARAM)} changed",
         text_format=f"target {ref(c.LABEL_TARGET)}",
         tag_keys=f"{c.LABEL_PARAM},{c.LABEL_TARGET}", step=STEP)

@@ -13,20 +13,20 @@ from typing import Final
 from grafana_foundation_sdk.models import dashboard as dm
 
 from governor.contracts.declaration import Metric
-from governor.contracts.endpoints import JOB_GPU
 from governor.contracts.metrics import gpu as g
 from governor.contracts.metrics.prometheus import LABEL_INSTANCE as INSTANCE
 from governor.contracts.promql import Matcher, Selector, increase, rate, regex, sum_by
-from governor.dashboards.board import Board, BoardInfo, instance_variable, label_variable
+from governor.dashboards.board import Board, BoardInfo, fleet_variables, label_variable
 from governor.dashboards.panels import BAD_COLOR, Line, Query, Spec, stat, timeseries
 from governor.dashboards.variables import RATE_INTERVAL, ref, scope, variable
+from governor.slo.spec import SloSpec
 
 INFO: Final = BoardInfo(
     "governor-gpu", "Governor / GPU",
     "Per-GPU activity (SM, tensor, DRAM), memory, power, clocks, throttling and errors, as the "
     "GPU exporter reads them from NVML and GPM.")
-LABELS: Final = scope(JOB_GPU, **{g.LABEL_GPU: variable(g.LABEL_GPU)})
-EXPORTER_LABELS: Final = scope(JOB_GPU)
+LABELS: Final = scope(**{g.LABEL_GPU: variable(g.LABEL_GPU)})
+EXPORTER_LABELS: Final = scope()
 PER_GPU: Final = f"GPU {ref(g.LABEL_GPU)} {ref(INSTANCE)}"
 
 
@@ -148,10 +148,10 @@ def _exporter_row(board: Board) -> None:
                f"{ref(g.LABEL_KIND)}")], bars=True))
 
 
-def gpu_board(source: str) -> Board:
+def gpu_board(spec: SloSpec, source: str) -> Board:
     board = Board(INFO, source)
-    board.variable(instance_variable(JOB_GPU, g.UP.name))
-    board.variable(label_variable(g.LABEL_GPU, g.LABEL_GPU, g.UP.name, JOB_GPU, title="GPU",
+    fleet_variables(board, spec.targets.gpu, g.UP.name)
+    board.variable(label_variable(g.LABEL_GPU, g.LABEL_GPU, g.UP.name, title="GPU",
                                   extra=(regex(INSTANCE, variable(INSTANCE)),)))
     _activity_row(board)
     _memory_power_row(board)
@@ -160,5 +160,5 @@ def gpu_board(source: str) -> Board:
     return board
 
 
-def build(source: str) -> dm.Dashboard:
-    return gpu_board(source).build()
+def build(spec: SloSpec, source: str) -> dm.Dashboard:
+    return gpu_board(spec, source).build()

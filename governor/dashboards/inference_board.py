@@ -17,7 +17,6 @@ from grafana_foundation_sdk.builders import timeseries as ts_builder
 from grafana_foundation_sdk.models import dashboard as dm
 
 from governor.contracts.declaration import Metric
-from governor.contracts.endpoints import JOB_INFERENCE
 from governor.contracts.metrics import service as m
 from governor.contracts.metrics import vllm
 from governor.contracts.promql import (
@@ -32,7 +31,7 @@ from governor.contracts.promql import (
     sum_by,
 )
 from governor.dashboards import controller_events
-from governor.dashboards.board import Board, BoardInfo, instance_variable, label_variable
+from governor.dashboards.board import Board, BoardInfo, fleet_variables, label_variable
 from governor.dashboards.panels import Line, Query, Spec, timeseries
 from governor.dashboards.variables import RATE_INTERVAL, ref, scope, variable
 from governor.slo.class_fields import own_class
@@ -45,9 +44,9 @@ INFO: Final = BoardInfo(
 QUANTILES: Final = (0.5, 0.9)
 # The health alert on the KV cache (alerts.health_rules) fires above this share.
 KV_NEAR_FULL: Final = 0.95
-LABELS: Final = scope(JOB_INFERENCE)
+LABELS: Final = scope()
 # The service's own series, filtered by the $class variable (with request classes).
-CLASSED: Final = scope(JOB_INFERENCE, **{m.LABEL_CLASS: variable(m.LABEL_CLASS)})
+CLASSED: Final = scope(**{m.LABEL_CLASS: variable(m.LABEL_CLASS)})
 
 
 def _series(name: str, *extra: Matcher) -> Selector:
@@ -214,11 +213,13 @@ def _limits_row(board: Board) -> None:
 
 def inference_board(spec: SloSpec, source: str) -> Board:
     board = Board(INFO, source)
-    board.variable(instance_variable(JOB_INFERENCE, m.ENGINE_READY.name))
+    fleet_variables(board, spec.targets.inference, m.ENGINE_READY.name)
     if spec.classes.declared:
         board.variable(label_variable(m.LABEL_CLASS, m.LABEL_CLASS, m.REQUESTS.total,
-                                      JOB_INFERENCE, title="Request class"))
-    board.annotation(controller_events.decisions()).annotation(controller_events.limit_changes())
+                                      title="Request class"))
+    controller = spec.targets.controller
+    board.annotation(controller_events.decisions(controller))
+    board.annotation(controller_events.limit_changes(controller))
     board.annotation(controller_events.controller_posts())
     _latency_row(spec, board)
     _throughput_row(spec, board)

@@ -5,7 +5,7 @@ and by the tests that run every panel query against a live Prometheus::
 
     for board in boards_of(render_all(spec)).values():
         for query in queries(board):
-            promql = expand(query.expr, rate_interval="1m")
+            promql = expand(query.expr, rate_interval="1m", variables=query.variables)
 """
 
 from __future__ import annotations
@@ -34,12 +34,29 @@ def panels(board: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         yield from panel.get("panels", [])
 
 
+def defaults(board: Mapping[str, Any]) -> dict[str, str]:
+    """The values a board's variables open with, where one is chosen rather than "All"
+    (``$job``: the spec's job for the board's component)."""
+    chosen: dict[str, str] = {}
+    for variable in board.get("templating", {}).get("list", []):
+        value = (variable.get("current") or {}).get("value")
+        if isinstance(value, str) and value != "$__all":
+            chosen[variable["name"]] = value
+    return chosen
+
+
 @dataclass(frozen=True)
 class PanelQuery:
     board: str
     panel: str  # the panel's title, or "annotation: <name>"
     ref_id: str
     expr: str
+    chosen: tuple[tuple[str, str], ...] = ()  # the board's opening values (hashable)
+
+    @property
+    def variables(self) -> dict[str, str]:
+        """The board's variables with a value chosen, for :func:`expand`."""
+        return dict(self.chosen)
 
     @property
     def where(self) -> str:
@@ -48,28 +65,33 @@ class PanelQuery:
 
 def queries(board: Mapping[str, Any]) -> Iterator[PanelQuery]:
     """Every PromQL expression of a board: panel targets and Prometheus annotations."""
+    chosen = tuple(sorted(defaults(board).items()))
     for panel in panels(board):
         for target in panel.get("targets", []):
-            yield PanelQuery(board["uid"], panel["title"], target["refId"], target["expr"])
+            yield PanelQuery(board["uid"], panel["title"], target["refId"], target["expr"],
+                             chosen)
     for annotation in board["annotations"]["list"]:
         if "expr" in annotation:
             yield PanelQuery(board["uid"], f"annotation: {annotation['name']}", "-",
-                             annotation["expr"])
+                             annotation["expr"], chosen)
 
 
 # What Grafana substitutes before a query reaches Prometheus. Multi-value variables with "All"
-# selected become their allValue regex.
+# selected become their allValue regex; a chosen value is escaped for the regex it lands in.
 _VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
 
 
 def expand(expr: str, rate_interval: str = "1m", range_: str = "1h",
-           interval: str = "15s") -> str:
-    """Grafana's built-in variables replaced, every template variable set to "All"."""
+           interval: str = "15s", variables: Mapping[str, str] | None = None) -> str:
+    """Grafana's built-in variables replaced; each template variable set to its value in
+    ``variables`` (a board's :func:`defaults`), or to "All"."""
     builtins = {"__rate_interval": rate_interval, "__range": range_, "__interval": interval}
+    chosen = {name: re.escape(value).replace("\\", "\\\\")
+              for name, value in (variables or {}).items()}
 
     def substitute(match: re.Match[str]) -> str:
         name = match.group(1) or match.group(2)
-        return builtins.get(name, ".*")
+        return builtins.get(name, chosen.get(name, ".*"))
 
     return _VARIABLE.sub(substitute, expr)
 

@@ -31,7 +31,7 @@ BOARD_MARK: Final = GENERATED_NOTE.split("{source}")[0]
 
 def boards(spec: SloSpec, source: str) -> tuple[dm.Dashboard, ...]:
     return (slo_board.build(spec, source), inference_board.build(spec, source),
-            gpu_board.build(source), controller_board.build(spec, source))
+            gpu_board.build(spec, source), controller_board.build(spec, source))
 
 
 def dashboard_json(dashboard: dm.Dashboard) -> str:

@@ -14,7 +14,6 @@ from typing import Final
 
 from grafana_foundation_sdk.models import dashboard as dm
 
-from governor.alerts import class_thresholds
 from governor.alerts.slo_rules import firing_tiers, recorded
 from governor.alerts.windows import SEVERITIES, SLI_WINDOWS
 from governor.contracts.declaration import Metric
@@ -35,6 +34,7 @@ from governor.dashboards.panels import (
     timeseries,
 )
 from governor.dashboards.variables import ref
+from governor.slo import class_thresholds
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 INFO: Final = BoardInfo(
@@ -165,7 +165,9 @@ def _classes(spec: SloSpec, slo: SLO, board: Board) -> None:
 
 def slo_board(spec: SloSpec, source: str) -> Board:
     board = Board(INFO, source)
-    for annotation in (controller_events.decisions(), controller_events.limit_changes()):
+    controller = spec.targets.controller
+    for annotation in (controller_events.decisions(controller),
+                       controller_events.limit_changes(controller)):
         board.annotation(annotation)
     board.annotation(controller_events.controller_posts())
     rows = len(spec.slos) + (4 + len(spec.classes.classes) if spec.classes.declared else 0)

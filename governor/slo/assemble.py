@@ -7,13 +7,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from governor.contracts.metrics.service import LABEL_CLASS
+from governor.slo import fleet_fields as fleet
 from governor.slo import openslo
 from governor.slo.class_fields import classes as parse_classes
 from governor.slo.classes import RequestClasses
 from governor.slo.fields import _SERVICE, Problems, _labels, _mapping, _period, _slos, _text
+from governor.slo.fleet import Alerting, Kubernetes, Targets
 from governor.slo.model import SLO, SPEC_VERSION, SloSpec
 
-_KEYS = ("version", "service", "period", "labels", "slos", "classes")
+_KEYS = ("version", "service", "period", "labels", "slos", "classes", "targets", "alerting",
+         "kubernetes")
 
 
 def _class_label_free(labels: Mapping[str, str], slos: Sequence[SLO],
@@ -74,6 +77,14 @@ def native(
                                 _broken(fields.get("slos"), slos))
         _class_label_free(labels, slos, problems)
         _class_alerts_free(slos, problems)
-    if problems.items or service is None or period is None or classes is None:
+    targets = fleet.targets(fields["targets"], ("targets",), problems) \
+        if "targets" in fields else Targets()
+    alerting = fleet.alerting(fields["alerting"], ("alerting",), problems) \
+        if "alerting" in fields else Alerting()
+    kubernetes = fleet.kubernetes(fields["kubernetes"], ("kubernetes",), problems) \
+        if "kubernetes" in fields else Kubernetes()
+    if problems.items or service is None or period is None or classes is None \
+            or targets is None or alerting is None or kubernetes is None:
         return None
-    return SloSpec(SPEC_VERSION, service, period, slos, labels, classes)
+    return SloSpec(SPEC_VERSION, service, period, slos, labels, classes, targets, alerting,
+                   kubernetes)

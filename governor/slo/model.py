@@ -3,13 +3,15 @@ loading)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Final
 
 from governor.contracts.promql import format_duration, to_decimal
 from governor.slo.classes import RequestClasses
+from governor.slo.fleet import Alerting, Kubernetes, Targets
+from governor.slo.labels import Labels as Labels  # re-exported: the spec's label sets
 
 SPEC_VERSION: Final = "governor/v1"
 MIN_PERIOD_SECONDS: Final = 7 * 86400  # the longest burn-rate window (3d) must fit well inside
@@ -31,36 +33,6 @@ class SpecError(Exception):
         count = len(self.errors)
         heading = "1 problem" if count == 1 else f"{count} problems"
         super().__init__(f"{heading} in the SLO spec:\n  " + "\n  ".join(self.errors))
-
-
-class Labels(Mapping[str, str]):
-    """An immutable, hashable, sorted label set (so that SLO and SloSpec stay hashable)."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: Mapping[str, str] | None = None) -> None:
-        self._items: tuple[tuple[str, str], ...] = tuple(sorted((items or {}).items()))
-
-    def __getitem__(self, key: str) -> str:
-        for name, value in self._items:
-            if name == key:
-                return value
-        raise KeyError(key)
-
-    def __iter__(self) -> Iterator[str]:
-        return (name for name, _ in self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __hash__(self) -> int:
-        return hash(self._items)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Mapping) and dict(self._items) == dict(other.items())
-
-    def __repr__(self) -> str:
-        return f"Labels({dict(self._items)!r})"
 
 
 @dataclass(frozen=True)
@@ -111,6 +83,10 @@ class SloSpec:
     labels: Mapping[str, str] = field(default_factory=Labels)
     # The request classes; without a ``classes`` section, one class named "default".
     classes: RequestClasses = field(default_factory=RequestClasses)
+    # Where the stack lives in a fleet (governor.slo.fleet); Governor's own stack by default.
+    targets: Targets = field(default_factory=Targets)
+    alerting: Alerting = field(default_factory=Alerting)
+    kubernetes: Kubernetes = field(default_factory=Kubernetes)
 
     def slo(self, name: str) -> SLO:
         for slo in self.slos:

@@ -23,4 +23,6 @@ CASES = {
     "period-28d-guarded": (TESTDATA / "period-28d-guarded.yaml", Endpoints(), RenderParams()),
     "openslo-fast-local": (TESTDATA / "openslo.yaml", Endpoints.local(), FAST),
     "classes": (TESTDATA / "classes.yaml", Endpoints(), RenderParams()),
+    # Other job names, target labels, severities and runbooks (a fleet's), fast and local.
+    "fleet": (TESTDATA / "fleet.yaml", Endpoints.local(), FAST),
 }

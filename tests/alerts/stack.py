@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from governor.alerts.alertmanager import alertmanager_args
 from governor.alerts.params import Endpoints, RenderParams
 from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
+from governor.common import process
 from governor.common.process import Child
 from governor.common.secrets import Secret
 from governor.slo.spec import SloSpec
@@ -28,10 +28,7 @@ LOG_LINES = 40  # of each child's log in a failure report
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    return process.free_port(LOOPBACK)
 
 
 def logs(children: Sequence[Child]) -> str:

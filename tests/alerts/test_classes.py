@@ -8,12 +8,12 @@ from typing import Any
 
 import yaml
 
-from governor.alerts import class_thresholds
 from governor.alerts.catalog import load_checked_spec, parse_checked_spec
 from governor.alerts.class_rules import class_burn_alerts, class_rule_groups
 from governor.alerts.render import render_all
 from governor.alerts.slo_rules import error_events_rate
 from governor.contracts.metrics import slo as n
+from governor.slo import class_thresholds
 from tests.alerts.cases import ROOT, TESTDATA
 
 
@@ -38,11 +38,13 @@ def test_classes_sharing_the_slos_threshold_keep_its_plain_expression() -> None:
     slo = spec.slo("time-to-first-token")
     assert len(class_thresholds.groups(spec, slo)) == 1
     assert error_events_rate(spec, slo, "5m") == (
-        "sum(rate(governor_time_to_first_token_seconds_count[5m]))\n-\n"
-        'sum(rate(governor_time_to_first_token_seconds_bucket{le=~"1|1\\\\.0"}[5m]))')
+        'sum(rate(governor_time_to_first_token_seconds_count{job="inference"}[5m]))\n-\n'
+        'sum(rate(governor_time_to_first_token_seconds_bucket{job="inference", le=~"1|1\\\\.0"}'
+        '[5m]))')
     # Per class, one group reads every class at that threshold.
     sli = class_rule_groups(spec, slo)[0].rules[1]
-    assert 'sum by (class) (rate(governor_time_to_first_token_seconds_bucket{le=~"1|1\\\\.0"}' \
+    assert 'sum by (class) (rate(governor_time_to_first_token_seconds_bucket{job="inference", ' \
+        'le=~"1|1\\\\.0"}' \
         in sli.expr and "class=" not in sli.expr and "class!" not in sli.expr
 
 

@@ -49,7 +49,7 @@ def rule_groups(files: dict[str, str]) -> list[str]:
 
 def test_the_families_come_per_slo_first_then_by_name() -> None:
     assert [(f.name, f.per_slo) for f in families()] == [
-        ("classes", True), ("slo", True), ("control", False), ("health", False)]
+        ("classes", True), ("slo", True), ("control", False), ("health", False), ("scale", False)]
 
 
 def test_a_family_applies_only_where_it_says() -> None:
@@ -73,7 +73,7 @@ def test_a_family_applies_only_where_it_says() -> None:
 
 def test_a_new_family_is_one_module_and_nothing_else(extra_module: Path) -> None:
     (extra_module / "extra.py").write_text(EXTRA_FAMILY, encoding="utf-8")
-    assert [f.name for f in families()] == ["classes", "extra", "slo", "control", "health"]
+    assert [f.name for f in families()] == ["classes", "extra", "slo", "control", "health", "scale"]
     files = render_all(load_checked_spec(ROOT / "slo.yaml"))
     assert "InterTokenLatencyExtra" in files["prometheus/rules/extra-inter-token-latency.yml"]
     assert not any("extra-availability" in path or path.startswith("prometheus/tests/extra")

@@ -121,7 +121,8 @@ def test_the_fast_alert_is_per_instance_and_routed_to_the_controller() -> None:
     (rule,) = [r for r in rules_of(default_files()) if r.get("alert") == "InterTokenLatencyP99High"]
     assert rule["expr"] == (
         f"histogram_quantile(0.99, sum by (le, instance) "
-        f"(rate({svc.INTER_TOKEN_LATENCY.bucket}[1m])))\n> 0.12"
+        f'(rate({svc.INTER_TOKEN_LATENCY.bucket}{{job="inference", class!~"doc"}}[1m])))\n'
+        "> 0.12"
     )
     assert rule["for"] == "1m"
     assert rule["labels"] == {"slo": "inter-token-latency", "severity": "control",
@@ -131,10 +132,11 @@ def test_the_fast_alert_is_per_instance_and_routed_to_the_controller() -> None:
 def test_latency_slis_count_the_threshold_bucket_in_both_le_spellings() -> None:
     exprs = "\n".join(r["expr"] for r in rules_of(default_files()) if "record" in r)
     # The default spec's chats (the default class) at the SLOs' thresholds; documents at theirs.
-    assert f'{svc.TIME_TO_FIRST_TOKEN.bucket}{{class!~"doc", le=~"1|1\\\\.0"}}[5m]' in exprs
-    assert f'{svc.TIME_TO_FIRST_TOKEN.bucket}{{class="doc", le=~"20|20\\\\.0"}}[5m]' in exprs
-    assert f'{svc.INTER_TOKEN_LATENCY.bucket}{{class!~"doc", le="0.12"}}[1h]' in exprs
-    assert f'{svc.INTER_TOKEN_LATENCY.bucket}{{class="doc", le="0.25"}}[1h]' in exprs
+    job = 'job="inference", '
+    assert f'{svc.TIME_TO_FIRST_TOKEN.bucket}{{{job}class!~"doc", le=~"1|1\\\\.0"}}[5m]' in exprs
+    assert f'{svc.TIME_TO_FIRST_TOKEN.bucket}{{{job}class="doc", le=~"20|20\\\\.0"}}[5m]' in exprs
+    assert f'{svc.INTER_TOKEN_LATENCY.bucket}{{{job}class!~"doc", le="0.12"}}[1h]' in exprs
+    assert f'{svc.INTER_TOKEN_LATENCY.bucket}{{{job}class="doc", le="0.25"}}[1h]' in exprs
 
 
 def test_the_period_ratio_is_weighted_by_events() -> None:
@@ -231,8 +233,18 @@ def test_the_prometheus_rule_holds_the_same_groups() -> None:
     resource = load(files[PROMETHEUS_RULE])
     assert (resource["apiVersion"], resource["kind"]) == ("monitoring.coreos.com/v1",
                                                           "PrometheusRule")
+    assert resource["metadata"]["namespace"] == "governor"
+    # kube-prometheus-stack's rule selector, by default.
+    assert resource["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     groups = [g for path, text in files.items() if path.startswith("prometheus/rules/")
               for g in load(text)["groups"]]
+    # The same groups; the control alerts carry the namespace, which confines the generated
+    # AlertmanagerConfig to them.
+    for group in resource["spec"]["groups"]:
+        for rule in group["rules"]:
+            if rule.get("labels", {}).get("severity") == "control":
+                assert rule["labels"].pop("namespace") == "governor"
+            assert "namespace" not in rule.get("labels", {})
     assert sorted(resource["spec"]["groups"], key=lambda g: g["name"]) == sorted(
         groups, key=lambda g: g["name"])
 
@@ -252,3 +264,43 @@ def test_render_params_are_validated(kwargs: dict[str, Any], message: str) -> No
 def test_endpoints_are_validated(addresses: Any) -> None:
     with pytest.raises(ValueError, match="host:port"):
         Endpoints(inference=addresses)
+
+
+def _github_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives the headings: lower case, punctuation dropped, spaces dashed."""
+    headings = re.findall(r"^#{1,6} (.+)$", markdown, flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("case", ["deploy", *sorted(CASES)])
+def test_every_alert_links_its_section_of_the_runbooks(case: str) -> None:
+    if case == "deploy":
+        spec, files = load_checked_spec(ROOT / "slo.yaml"), default_files()
+    else:
+        spec_path, endpoints, params = CASES[case]
+        spec = load_checked_spec(spec_path)
+        files = render_all(spec, endpoints, params, source=spec_path.name)
+    anchors = _github_anchors((ROOT / "docs" / "runbooks.md").read_text(encoding="utf-8"))
+    alerts = [r for r in rules_of(files) if "alert" in r]
+    assert alerts
+    for alert in alerts:
+        url = alert["annotations"]["runbook_url"]
+        base, _, anchor = url.partition("#")
+        assert base == spec.alerting.runbooks, url
+        assert anchor in anchors, f"{alert['alert']}: no section #{anchor} in docs/runbooks.md"
+        assert alert["labels"]["severity"] in {spec.alerting.page, spec.alerting.ticket,
+                                               spec.alerting.control}
+
+
+def test_a_fleets_severities_reach_the_routes_and_the_inhibition() -> None:
+    spec_path, endpoints, params = CASES["fleet"]
+    files = render_all(load_checked_spec(spec_path), endpoints, params)
+    config = load(files[ALERTMANAGER_CONFIG])
+    routes = {r["receiver"]: r["matchers"] for r in config["route"]["routes"]}
+    assert routes == {"controller": ['severity="autotune"'], "page": ['severity="critical"'],
+                      "ticket": ['severity="warning"']}
+    (inhibit,) = config["inhibit_rules"]
+    assert inhibit["source_matchers"][0] == 'severity="critical"'
+    assert inhibit["target_matchers"][0] == 'severity="warning"'
+    severities = {r["labels"]["severity"] for r in rules_of(files) if "alert" in r}
+    assert severities == {"critical", "warning", "autotune"}

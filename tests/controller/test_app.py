@@ -177,3 +177,20 @@ async def test_unknown_routes_and_methods_are_refused(aiohttp_client: ClientFact
     client = await aiohttp_client(Stack(tmp_path).app)
     assert (await client.get("/alerts")).status == 405
     assert (await client.get("/nope")).status == 404
+
+
+def test_the_scale_out_gauge_keeps_one_series_per_target() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from governor.contracts.metrics import controller as names
+    from governor.controller.metrics import ControllerMetrics
+    from governor.controller.model import ScaleAdvice
+
+    registry = CollectorRegistry()
+    metrics = ControllerMetrics(registry)
+    metrics.scale("a:8000", ScaleAdvice(1, names.SCALE_NOT_OVERLOADED))
+    metrics.scale("a:8000", ScaleAdvice(3, names.SCALE_OVERLOAD))
+    value = registry.get_sample_value
+    assert value(names.DESIRED_REPLICAS.name, {"target": "a:8000", "reason": "overload"}) == 3
+    assert value(names.DESIRED_REPLICAS.name,
+                 {"target": "a:8000", "reason": names.SCALE_NOT_OVERLOADED}) is None

@@ -234,4 +234,6 @@ async def test_a_load_step_is_caught_by_the_alert_and_fixed_by_the_controller(
                  .splitlines()]
         cuts = [a for a in audit if a["action"] == "tighten" and a["applied"]]
         assert cuts
-        assert cuts[0]["reason"] == "itl_breach"
+        # The first cut may come before the P99 of all gaps breaches: the good-event share
+        # read from the real Prometheus already shows the documents' steps costing requests.
+        assert cuts[0]["reason"] in ("itl_breach", "itl_at_risk")

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from governor.controller.queries import HistogramSli, QuerySet
+from governor.controller.slo import objectives
+from governor.slo.fleet import Target
+from governor.slo.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_tails_use_the_slo_quantile_and_both_windows() -> None:
     exprs = QuerySet(HistogramSli("m_itl"), 0.995, HistogramSli("m_ttft"), 0.9,
                      short_window_seconds=20, long_window_seconds=600).expressions()
     assert exprs["itl_tail_seconds"] == (
-        "histogram_quantile(0.995, sum by (instance, le) (rate(m_itl_bucket[20s])))")
+        "histogram_quantile(0.995, sum by (instance, le) "
+        '(rate(m_itl_bucket{job="inference"}[20s])))')
     assert "[600s]" in exprs["itl_tail_long_seconds"]
     assert exprs["itl_median_seconds"].startswith("histogram_quantile(0.5,")
     assert exprs["ttft_tail_seconds"].startswith("histogram_quantile(0.9,")
@@ -18,9 +27,47 @@ def test_the_tails_use_the_slo_quantile_and_both_windows() -> None:
 def test_selectors_are_escaped_and_a_missing_ttft_slo_drops_its_query() -> None:
     hostile = HistogramSli("m", {"route": 'a"b\\c', "model": "x"})
     exprs = QuerySet(hostile, 0.99, None, 0.99).expressions()
-    assert 'm_bucket{model="x", route="a\\"b\\\\c"}' in exprs["itl_tail_seconds"]
+    assert 'm_bucket{job="inference", model="x", route="a\\"b\\\\c"}' in exprs["itl_tail_seconds"]
     assert "ttft_tail_seconds" not in exprs
 
 
 def test_targets_are_the_scraped_instances_of_the_job() -> None:
     assert QuerySet.default().targets() == 'up{job="inference"}'
+
+
+def test_good_event_rates_read_the_buckets_at_the_slo_thresholds() -> None:
+    exprs = QuerySet(HistogramSli("m_itl", {"model": "x"}, 0.12), 0.99,
+                     HistogramSli("m_ttft", {}, 1.0), 0.99).expressions()
+    assert exprs["ttft_good_per_second"] == (
+        'sum by (instance) (rate(m_ttft_bucket{job="inference", le="1.0"}[30s]))')
+    assert exprs["ttft_per_second"] == \
+        'sum by (instance) (rate(m_ttft_count{job="inference"}[30s]))'
+    assert exprs["itl_good_ratio"] == (
+        'sum by (instance) (rate(m_itl_bucket{job="inference", model="x", le="0.12"}[30s]))\n/\n'
+        'sum by (instance) (rate(m_itl_count{job="inference", model="x"}[30s]))')
+    # Without thresholds (a QuerySet built by hand) there is nothing to count good events by.
+    plain = QuerySet(HistogramSli("m_itl"), 0.99, HistogramSli("m_ttft"), 0.99).expressions()
+    assert "itl_good_ratio" not in plain and "ttft_good_per_second" not in plain
+
+
+def test_every_query_reads_the_specs_inference_target_only() -> None:
+    """A fleet's job and namespace reach every expression, the engine's series included."""
+    fleet = Target("vllm", {"namespace": "llm"})
+    queries = QuerySet(HistogramSli("m_itl", {}, 0.12), 0.99, HistogramSli("m_ttft", {}, 1.0),
+                       0.99, target=fleet)
+    for name, expr in queries.expressions().items():
+        selectors = re.findall(r"[a-z_:]+\{[^}]*\}|[a-z_:]+\[", expr)
+        assert selectors, name
+        assert all('job="vllm", namespace="llm"' in s for s in selectors), (name, expr)
+    assert queries.targets() == 'up{job="vllm", namespace="llm"}'
+
+
+def test_with_request_classes_the_latency_queries_read_the_classes_at_the_slos_threshold(
+) -> None:
+    spec = load_spec(ROOT / "slo.yaml")  # documents have thresholds of their own
+    queries = objectives(spec).queries
+    exprs = queries.expressions()
+    for name in ("itl_tail_seconds", "itl_good_ratio", "ttft_tail_seconds", "ttft_per_second",
+                 "ttft_good_per_second"):
+        assert 'class!~"doc"' in exprs[name], name
+    assert "class" not in exprs["prompt_tokens_per_second"]  # the engine's: every class

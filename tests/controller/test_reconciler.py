@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from governor.contracts.metrics import controller as names
@@ -92,6 +94,9 @@ async def test_a_breach_is_applied_recorded_persisted_and_annotated(tmp_path: Pa
     assert h.metric(names.TARGET_LIMITS.name, target=A.name,
                     param="max_num_batched_tokens") == limits.max_num_batched_tokens
     assert h.metric(names.RECONCILES.name + "_total", result="ok") == 1
+    # Not overloaded: the scale-out signal says one replica, under its reason.
+    assert h.metric(names.DESIRED_REPLICAS.name, target=A.name,
+                    reason=names.SCALE_NOT_OVERLOADED) == 1
     assert [t for t, _ in h.annotator.annotations] == [A.name]
     saved = json.loads((tmp_path / "state.json").read_text())
     assert saved["targets"][A.name]["state"]["probe"]["kind"] == "tighten"
@@ -268,3 +273,39 @@ async def test_hostile_alert_labels_cannot_grow_the_controllers_memory(tmp_path:
         await h.reconciler.reconcile_once()
     assert sorted(h.reconciler.targets) == ["a:8000"]
     assert len(h.reconciler._ignored_instances) <= MAX_NOTED
+
+
+async def test_a_full_disk_costs_the_state_file_not_the_decisions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    h = Harness(tmp_path)
+
+    def no_space(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("governor.controller.state.os.fsync", no_space)
+    await h.reconciler.reconcile_once()
+    assert h.actuator.applied, "the breach is acted on whatever the disk says"
+    assert "No space left on device" in (h.reconciler.state_error or "")
+    assert not (tmp_path / "state.json").exists()
+    debris = await asyncio.to_thread(lambda: list(tmp_path.glob(".state.json.*")))
+    assert debris == []  # no temporary file left behind
+    assert h.metric(names.STATE_WRITE_ERRORS.name + "_total") == 1
+    errors = [r for r in caplog.records if "cannot write the controller's state" in r.message]
+    assert len(errors) == 1
+    # Still full on later passes: counted, not logged again.
+    for _ in range(3):
+        h.clock.now += h.config.law.cooldown_seconds + 1
+        await h.reconciler.reconcile_once()
+    assert len([r for r in caplog.records
+                if "cannot write the controller's state" in r.message]) == 1
+    # Space again: the next pass that changes the state writes it, and says so.
+    monkeypatch.undo()
+    written = False
+    for _ in range(10):
+        h.clock.now += h.config.law.cooldown_seconds + 1
+        await h.reconciler.reconcile_once()
+        if (tmp_path / "state.json").exists():
+            written = True
+            break
+    assert written and h.reconciler.state_error is None

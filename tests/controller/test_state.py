@@ -7,16 +7,37 @@ from pathlib import Path
 
 import pytest
 
-from governor.controller.model import Avoid, ChangeKind, Limits, Param, Probe, TargetState
+from governor.controller.model import (
+    Avoid,
+    ChangeKind,
+    Limits,
+    LimitsScore,
+    Param,
+    Probe,
+    TargetState,
+)
 from governor.controller.state import PersistedTarget, StateError, StateStore, decode, encode
 
 FULL = TargetState(
     limits=Limits(64, 2048), last_change_at=100.0, last_breach_at=90.0,
     probe=Probe(ChangeKind.TIGHTEN, Param.MAX_NUM_BATCHED_TOKENS, Limits(64, 8192),
-                Limits(64, 2048), 100.0, 0.21, None),
+                Limits(64, 2048), 100.0, 0.21, None, 0.4, 0.9, 12.0, 14000.0),
     avoid=(Avoid(Param.MAX_NUM_BATCHED_TOKENS, 4096, 8192, 1900.0, 14000.0),),
     prefill_seconds_per_token=2.5e-5,
+    ledger=(LimitsScore(Limits(64, 8192), 3.5, 0.4, 8.75, 95.0, 3),),
+    queue_growing_since=80.0,
+    overload_since=90.0,
 )
+
+# A state file as the controller wrote it before it remembered goodput (same version).
+OLD_FILE = {"version": 1, "targets": {"a:8000": {"url": "http://a:8000", "state": {
+    "limits": {"max_num_seqs": 64, "max_num_batched_tokens": 2048}, "last_change_at": 100.0,
+    "last_breach_at": 90.0,
+    "probe": {"kind": "tighten", "param": "max_num_batched_tokens",
+              "before": {"max_num_seqs": 64, "max_num_batched_tokens": 8192},
+              "after": {"max_num_seqs": 64, "max_num_batched_tokens": 2048}, "at": 100.0,
+              "itl_tail_before": 0.21, "ttft_tail_before": None},
+    "avoid": [], "prefill_seconds_per_token": 2.5e-5}}}}
 
 
 def test_every_field_survives_a_round_trip_through_disk(tmp_path: Path) -> None:
@@ -63,3 +84,13 @@ def test_decode_names_the_broken_target() -> None:
     data["targets"]["bad"]["state"]["probe"]["kind"] = "sideways"
     with pytest.raises(StateError, match="bad"):
         decode(data)
+
+
+def test_a_state_file_from_before_the_goodput_memory_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(OLD_FILE))
+    state = StateStore(path).load()["a:8000"].state
+    assert state.probe is not None
+    assert (state.probe.good_share_before, state.probe.waiting_before) == (None, None)
+    assert (state.ledger, state.overload_since, state.queue_growing_since) == ((), None, None)
+    assert state.limits == Limits(64, 2048)

@@ -26,6 +26,7 @@ CASES = {
     "period-28d-guarded": TESTDATA / "period-28d-guarded.yaml",
     "openslo": TESTDATA / "openslo.yaml",
     "classes": TESTDATA / "classes.yaml",
+    "fleet": TESTDATA / "fleet.yaml",
 }
 
 

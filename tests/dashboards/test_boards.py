@@ -253,7 +253,10 @@ def test_every_multi_value_variable_is_used_by_the_queries() -> None:
         for variable in board["templating"]["list"]:
             if variable["type"] == "query":
                 assert f'=~"${variable["name"]}"' in used, (uid, variable["name"])
-                assert variable["allValue"] == ".*" and variable["multi"]
+                assert variable["multi"]
+                # $job has no "All": a board of every job in Prometheus would mean nothing.
+                assert variable.get("includeAll", False) == (variable["name"] != "job")
+                assert variable.get("allValue", ".*") == ".*"
 
 
 # ---- provisioning ------------------------------------------------------------------------------

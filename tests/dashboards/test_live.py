@@ -37,6 +37,7 @@ from governor.contracts.metrics import service as svc
 from governor.dashboards.readback import PanelQuery, expand
 from governor.dashboards.render import render_all
 from governor.preview import main as preview_main
+from tests.alerts.cases import TESTDATA
 from tests.alerts.stack import LOOPBACK, free_port, logs
 from tests.dashboards.boards import ROOT, all_queries
 
@@ -47,6 +48,7 @@ NO_DATA_HERE = {
     ("governor-gpu", "XID errors"): "fake GPUs raise no XID events, and the series of an XID "
                                     "code appears only with its first event",
 }
+FLEET = TESTDATA / "fleet.yaml"
 SCRAPE_SECONDS = 1
 RATE_INTERVAL = "10s"  # Grafana's $__rate_interval at a 1 s scrape and a short range
 RANGE = "5m"
@@ -55,8 +57,14 @@ ADMIN_TOKEN = Secret("dashboards-live-admin")
 WEBHOOK_TOKEN = Secret("dashboards-live-webhook")
 
 
+# Governor's own stack, and a fleet's: other job names, a cluster label on the targets, other
+# severities (tests/alerts/testdata/fleet.yaml). The same checks hold for both.
+SPECS = {"governor": ROOT / "slo.yaml", "fleet": FLEET}
+
+
 @dataclass
 class Stack:
+    spec: Path
     prometheus: str
     inference: str
     controller: str
@@ -81,9 +89,9 @@ def _service_argv(port: int, token_file: Path) -> list[str]:
             "--max-in-flight", "8", "--max-queue", "4"]
 
 
-def _controller_argv(ports: dict[str, int], workdir: Path) -> list[str]:
+def _controller_argv(spec: Path, ports: dict[str, int], workdir: Path) -> list[str]:
     # Short windows so that the controller decides within seconds, not minutes.
-    return [sys.executable, "-m", "governor", "controller", "--slo", str(ROOT / "slo.yaml"),
+    return [sys.executable, "-m", "governor", "controller", "--slo", str(spec),
             "--host", LOOPBACK, "--port", str(ports["controller"]),
             "--prometheus", f"http://{LOOPBACK}:{ports['prometheus']}",
             "--targets", f"http://{LOOPBACK}:{ports['inference']}", "--static-only",
@@ -95,14 +103,16 @@ def _controller_argv(ports: dict[str, int], workdir: Path) -> list[str]:
             "--long-window", "10s", "--cooldown", "7s", "--stabilisation", "5s"]
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    workdir = tmp_path_factory.mktemp("live")
+@pytest.fixture(scope="module", params=sorted(SPECS))
+def stack(request: pytest.FixtureRequest,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    spec_path = SPECS[request.param]
+    workdir = tmp_path_factory.mktemp(f"live-{request.param}")
     (workdir / "admin_token").write_text(ADMIN_TOKEN.reveal() + "\n", encoding="utf-8")
     (workdir / "webhook_token").write_text(WEBHOOK_TOKEN.reveal() + "\n", encoding="utf-8")
     ports = {name: free_port() for name in
              ("inference", "exporter", "controller", "prometheus", "alertmanager")}
-    spec = load_checked_spec(ROOT / "slo.yaml")
+    spec = load_checked_spec(spec_path)
     endpoints = Endpoints(*((f"{LOOPBACK}:{ports[n]}",) for n in
                             ("inference", "exporter", "controller", "alertmanager")))
     params = RenderParams(scrape_interval_seconds=SCRAPE_SECONDS, evaluation_interval_seconds=1,
@@ -115,7 +125,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         ("inference", _service_argv(ports["inference"], workdir / "admin_token"), "/health"),
         ("exporter", [sys.executable, "-m", "governor", "exporter", "--fake-gpus", "2",
                       "--host", LOOPBACK, "--port", str(ports["exporter"])], "/health"),
-        ("controller", _controller_argv(ports, workdir), "/health"),
+        ("controller", _controller_argv(spec_path, ports, workdir), "/health"),
         ("prometheus", ["prometheus", *prometheus_args(
             spec, params, config_file=str(deploy / PROMETHEUS_CONFIG),
             storage_path=str(workdir / "prometheus-data"),
@@ -124,7 +134,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     children = [Child(name, argv, urls[name] + health, workdir / f"{name}.log")
                 for name, argv, health in starts]
     with running(children, limit_seconds=60):
-        stack = Stack(urls["prometheus"], urls["inference"], urls["controller"], list(children))
+        stack = Stack(spec_path, urls["prometheus"], urls["inference"], urls["controller"],
+                      list(children))
         try:
             yield stack
         finally:  # what a test started on the stack (the load) stops first, as before
@@ -188,7 +199,8 @@ def notify_controller(stack: Stack) -> None:
 
 
 def run_query(stack: Stack, query: PanelQuery) -> list[Any]:
-    expr = expand(query.expr, rate_interval=RATE_INTERVAL, range_=RANGE)
+    expr = expand(query.expr, rate_interval=RATE_INTERVAL, range_=RANGE,
+                  variables=query.variables)
     url = f"{stack.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
     try:
         answer = get_json(url)
@@ -209,7 +221,7 @@ def without_data(stack: Stack, queries: list[PanelQuery]) -> list[PanelQuery]:
 def test_every_panel_query_runs_and_has_data_where_the_stack_makes_series(
     stack: Stack, tmp_path: Path
 ) -> None:
-    queries = all_queries(render_all(load_checked_spec(ROOT / "slo.yaml")))
+    queries = all_queries(render_all(load_checked_spec(stack.spec)))
     expected_empty = [q for q in queries if (q.board, q.panel) in NO_DATA_HERE]
     assert len(expected_empty) == len(NO_DATA_HERE), "a listed panel no longer exists"
     start_load(stack, tmp_path)
@@ -231,10 +243,43 @@ def test_every_panel_query_runs_and_has_data_where_the_stack_makes_series(
 def test_preview_draws_every_board_from_the_live_prometheus(stack: Stack, tmp_path: Path) -> None:
     """Runs after the test above has loaded the stack: every panel query answers, none fails."""
     out = tmp_path / "preview"
-    code = preview_main(["--prometheus", stack.prometheus, "--slo", str(ROOT / "slo.yaml"),
+    code = preview_main(["--prometheus", stack.prometheus, "--slo", str(stack.spec),
                          "--range", "5m", "--out", str(out)])
     assert code == 0
     pngs = sorted(p.name for p in out.glob("*.png"))
     assert pngs == ["governor-controller.png", "governor-gpu.png", "governor-inference.png",
                     "governor-slo.png"]
     assert all((out / name).stat().st_size > 50_000 for name in pngs)
+
+
+def test_every_rule_evaluates_and_every_recording_rule_has_data(stack: Stack) -> None:
+    """Runs after the load above: the generated rules, in this spec's job names, evaluate
+    without error, and each recorded series exists for the targets this Prometheus scrapes."""
+    groups = get_json(f"{stack.prometheus}/api/v1/rules")["data"]["groups"]
+    rules = [rule for group in groups for rule in group["rules"]]
+    assert rules
+    broken = [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"]
+    assert broken == [], broken
+    recorded = sorted({r["name"] for r in rules if r["type"] == "recording"})
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    empty = recorded
+    while empty and time.monotonic() < deadline:
+        empty = [name for name in empty if not get_json(
+            f"{stack.prometheus}/api/v1/query?"
+            + urllib.parse.urlencode({"query": name}))["data"]["result"]]
+        if empty:
+            time.sleep(3)
+    assert empty == [], f"recording rules without data: {empty}\n{stack.logs()}"
+
+
+def test_the_controller_observes_the_service_under_the_specs_job(stack: Stack) -> None:
+    """The controller's own queries (in this spec's job and labels) see the service."""
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    seen: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        seen = get_json(f"{stack.controller}/status")["targets"]
+        observed = [t.get("observation") or {} for t in seen.values()]
+        if any(o.get("itl_tail_seconds") is not None for o in observed):
+            return
+        time.sleep(2)
+    pytest.fail(f"the controller never observed its target: {seen}\n{stack.logs()}")

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 def check(promtool: str, queries: list[PanelQuery], workdir: Path) -> str:
     """promtool's complaint about the queries, or "" when every one parses."""
-    rules = [{"record": f"dashboard:query:{index}", "expr": expand(q.expr)}
+    rules = [{"record": f"dashboard:query:{index}", "expr": expand(q.expr, variables=q.variables)}
              for index, q in enumerate(queries)]
     path = workdir / "queries.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}),
@@ -57,3 +57,6 @@ def test_variables_are_expanded_as_grafana_would() -> None:
     expr = 'rate(x{instance=~"$instance", gpu=~"${gpu}"}[$__rate_interval]) offset $__range'
     assert expand(expr, rate_interval="20s", range_="5m") == \
         'rate(x{instance=~".*", gpu=~".*"}[20s]) offset 5m'
+    # A chosen value (a board's $job) lands in a regex, escaped for it and for PromQL's quotes.
+    assert expand('up{job=~"$job"}', variables={"job": "kube/vllm.0"}) == \
+        'up{job=~"kube/vllm\\\\.0"}'

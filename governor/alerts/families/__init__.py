@@ -5,7 +5,7 @@ for what ``FAMILY`` holds); nothing else lists it. :func:`families` returns them
 whatever the file system lists first: per-SLO families, then the others, each by name, so the
 PrometheusRule's groups never move::
 
-    [family.name for family in families()]   # ['classes', 'slo', 'control', 'health']
+    [family.name for family in families()]   # ['classes', 'slo', 'control', 'health', 'scale']
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from governor.alerts import class_thresholds
 from governor.alerts.class_rules import class_rule_groups
 from governor.alerts.class_tests import class_tests
 from governor.alerts.family import RuleFamily
+from governor.slo import class_thresholds
 
 FAMILY: Final = RuleFamily(
     name="classes",

@@ -9,6 +9,6 @@ from governor.alerts.health_rules import health_rule_file, health_tests
 
 FAMILY: Final = RuleFamily(
     name="health",
-    rules=lambda scope: health_rule_file(scope.params).groups,
-    tests=lambda scope: health_tests(scope.params),
+    rules=lambda scope: health_rule_file(scope.spec.targets, scope.params).groups,
+    tests=lambda scope: health_tests(scope.spec.targets, scope.params),
 )

@@ -1,8 +1,8 @@
 """``governor bench controller``: the SLO controller against static limits, in virtual time.
 
 The headline benchmark. On the simulated engine's ``llama-3-8b@h200`` preset (calibrated to a
-real H200, REFERENCE.md §6), a document-translation workload — chats decoding continuously while
-long documents arrive, with a load step and a ramp — runs three times:
+real H200, docs/h200-measurements.md), a document-translation workload — chats decoding
+continuously while long documents arrive, with a load step and a ramp — runs three times:
 
 (a) vLLM's default static limits (8192 tokens, 1024 sequences on an H200);
 (b) the best static limits, found in hindsight by a grid search over the same workload;
@@ -49,6 +49,7 @@ from governor.slo.spec import SloSpec, SpecError, camel_case, load_spec
 
 TARGET_ATTAINMENT = 0.95
 TARGET_GOODPUT_SHARE = 0.95
+TARGET_GOODPUT_VS_DEFAULT = 1.0
 TARGET_RECOVERY_SECONDS = 60.0
 
 
@@ -267,8 +268,13 @@ def report(results: list[Run], scenario: Scenario, args: Any, out: Path) -> int:
     best_run = replace(results[scores.index(best)], name=name)
     best = replace(best, name=name)
     _table([default, best, controlled], statics, best, default)
+    _overloads(results[1])
     met = {
-        "attainment": controlled.attainment >= TARGET_ATTAINMENT,
+        # Only where some static limits reach it: under overload none may.
+        "attainment": controlled.attainment >= TARGET_ATTAINMENT
+        or best.attainment < TARGET_ATTAINMENT,
+        # Never worse than leaving the defaults.
+        "goodput_vs_default": controlled.goodput >= TARGET_GOODPUT_VS_DEFAULT * default.goodput,
         "goodput_vs_best_static": controlled.goodput >= TARGET_GOODPUT_SHARE * best.goodput,
         # No breach observable at all needs no recovery.
         "recovery": controlled.recovery is None or controlled.recovery <= TARGET_RECOVERY_SECONDS,
@@ -298,8 +304,14 @@ def report(results: list[Run], scenario: Scenario, args: Any, out: Path) -> int:
             {"at_s": round(t.at), "trigger": t.trigger, "action": t.decision.action.value,
              "reason": t.decision.reason.value, **t.decision.after.as_dict()}
             for t in results[1].traces],
-        "targets": {"attainment": TARGET_ATTAINMENT, "goodput_vs_best_static":
-                    TARGET_GOODPUT_SHARE, "recovery_seconds": TARGET_RECOVERY_SECONDS},
+        "overload_episodes": [
+            {"start_s": round(e.start), "end_s": None if e.end is None else round(e.end),
+             "replicas_needed": e.replicas_median, "replicas_max": e.replicas_max}
+            for e in results[1].overloads],
+        "targets": {"attainment": TARGET_ATTAINMENT,
+                    "goodput_vs_default": TARGET_GOODPUT_VS_DEFAULT,
+                    "goodput_vs_best_static": TARGET_GOODPUT_SHARE,
+                    "recovery_seconds": TARGET_RECOVERY_SECONDS},
         "met": met, "plots": [str(p) for p in plots],
     }
     if scenario.classes is not None:
@@ -336,6 +348,19 @@ def _table(headline: list[Score], statics: list[Score], best: Score, default: Sc
     grid = ", ".join(f"{_label(s.limits)}: {s.attainment:.0%}/{s.goodput:.2f}"
                      for s in statics)
     print(f"grid (attainment/goodput): {grid}", file=sys.stderr)
+
+
+def _overloads(controlled: Run) -> None:
+    """Each span the law judged overloaded, with the replicas its demand needed."""
+    for e in controlled.overloads:
+        end = "the end" if e.end is None else _clock(e.end)
+        print(f"overload {_clock(e.start)} to {end}: {e.replicas_median} replica(s) needed "
+              f"(at most {e.replicas_max}) by the controller's scale-out signal",
+              file=sys.stderr)
+
+
+def _clock(seconds: float) -> str:
+    return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
 
 
 def _plots(results: list[Run], best: Run, scenario: Scenario, out: Path) -> list[Path]:

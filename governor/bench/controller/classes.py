@@ -71,6 +71,16 @@ class ClassPlan:
     def classify(self, arrival: Arrival) -> RequestClass:
         return self.classes.classify(CHAT_COMPLETIONS_PATH, {}, arrival.prompt_tokens)
 
+    def observed(self, name: str, itl_seconds: float,
+                 ttft_seconds: float | None) -> tuple[bool, bool]:
+        """Whether the controller's (inter-token, first-token) queries read a request of class
+        ``name``: with classes applied they read only the classes judged at the SLO's own
+        threshold; without, the service labels every request alike and they read all."""
+        if not self.apply:
+            return True, True
+        own = self.targets[name]
+        return own.itl_seconds == itl_seconds, own.ttft_seconds == ttft_seconds
+
     def priority(self, name: str) -> int:
         return self.classes.get(name).priority if self.apply else 0
 

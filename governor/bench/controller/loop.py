@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,9 +24,11 @@ from governor.bench.controller.classes import ClassPlan, ClassScore, class_score
 from governor.bench.controller.prometheus import AlertState, Pipeline, Scrapes, cumulative_counts
 from governor.bench.controller.scoring import (
     Episode,
+    OverloadEpisode,
     RequestOutcome,
     WindowScore,
     episodes,
+    overload_episodes,
     request_tail,
     series_episodes,
     windows_from_times,
@@ -98,6 +100,8 @@ class Run:
     notifications: list[float]  # when Alertmanager's webhook reached the controller
     duration: float
     classes: dict[str, ClassScore] = field(default_factory=dict)  # with Scenario.classes
+    # Spans the law judged overloaded, with the replicas it advised (controller runs only).
+    overloads: list[OverloadEpisode] = field(default_factory=list)
 
 
 def _service_floor(settings: EngineSettings) -> Limits:
@@ -122,8 +126,11 @@ def run(scenario: Scenario, arrivals: list[Arrival], *, name: str,
     for i, (rid, a) in enumerate(zip(ids, arrivals, strict=True)):
         sim.submit(arrival=a.at, prompt=a.prompt_tokens, output_tokens=a.output_tokens,
                    request_id=rid, priority=plan.priority(names[i]) if plan else 0)
+    slo = scenario.slo
+    observed = {rid: plan.observed(name, slo.itl_seconds, slo.ttft_seconds)
+                for rid, name in zip(ids, names, strict=True)} if plan else {}
     loop = _Loop(scenario, sim, ids, arrivals, controlled=static is None,
-                 bounds=(scenario.floor, top))
+                 bounds=(scenario.floor, top), observed_classes=observed)
     loop.drive()
     sim.run_until_idle()
     outcomes = _outcomes(scenario, sim, ids, arrivals)
@@ -135,7 +142,8 @@ def run(scenario: Scenario, arrivals: list[Arrival], *, name: str,
                loop.limits, loop.traces, loop.observed,
                series_episodes(loop.observed, scenario.slo.itl_seconds),
                episodes(loop.alert.episodes), loop.alert.notifications,
-               scenario.workload.duration_seconds, by_class)
+               scenario.workload.duration_seconds, by_class,
+               overload_episodes(loop.advice, scenario.workload.duration_seconds))
 
 
 def _sim(scenario: Scenario, start: Limits, keeper: Gatekeeper | None) -> VirtualSim:
@@ -160,12 +168,16 @@ class _Loop:
     arrivals: list[Arrival]
     controlled: bool
     bounds: tuple[Limits, Limits]
+    # request id → (read by the inter-token queries?, by the first-token ones?); absent: both
+    observed_classes: Mapping[str, tuple[bool, bool]] = field(default_factory=dict)
     scrapes: Scrapes = field(init=False)
     alert: AlertState = field(init=False)
     state: TargetState = field(default_factory=TargetState)
     limits: list[tuple[float, Limits]] = field(default_factory=list)
     traces: list[Trace] = field(default_factory=list)
     observed: list[tuple[float, float]] = field(default_factory=list)
+    # (t, overloaded?, replicas advised), every pass
+    advice: list[tuple[float, bool, int]] = field(default_factory=list)
     _events: list[tuple[float, int, str]] = field(default_factory=list)
     _seq: int = 0
     _next_pass: float = math.inf
@@ -175,7 +187,8 @@ class _Loop:
         self.scrapes = Scrapes(service.INTER_TOKEN_LATENCY.buckets,
                                service.TIME_TO_FIRST_TOKEN.buckets)
         self.alert = AlertState(p, self.scenario.slo.itl_seconds, self.scenario.slo.itl_quantile)
-        self._collector = _Collector(self.sim, self.ids, self.arrivals, self.scrapes)
+        self._collector = _Collector(self.sim, self.ids, self.arrivals, self.scrapes,
+                                     self.observed_classes)
         self.limits.append((0.0, _limits(self.sim)))
         end = self.scenario.workload.duration_seconds
         self._every(p.scrape_interval_seconds, end, "scrape")
@@ -232,6 +245,8 @@ class _Loop:
         decision = decide(self.scenario.slo, self.scenario.law, observe(self.scenario,
                           self.scrapes, at), current, self.state, at)
         self.state = decision.state
+        self.advice.append((at, decision.state.overload_since is not None,
+                            decision.scale.replicas))
         if decision.changes:
             self.sim.set_limits(_batching(decision.after),
                                 at=at + self.scenario.actuation_seconds)
@@ -263,6 +278,13 @@ def observe(scenario: Scenario, scrapes: Scrapes, at: float) -> Observation:
         waiting_growth_per_second=scrapes.deriv(WAITING, at, long),
         kv_cache_usage_ratio=scrapes.gauge(KV, at),
         preemptions_per_second=scrapes.rate(PREEMPTIONS, at, long),
+        # Without a TTFT SLO the controller sends no TTFT query at all.
+        ttft_good_per_second=(scrapes.bucket_rate("ttft", slo.ttft_seconds, at, short)
+                              if slo.ttft_seconds is not None else None),
+        ttft_per_second=(scrapes.bucket_rate("ttft", math.inf, at, short)
+                         if slo.ttft_seconds is not None else None),
+        itl_good_ratio=_ratio(scrapes.bucket_rate("itl", slo.itl_seconds, at, short),
+                              scrapes.bucket_rate("itl", math.inf, at, short)),
     )
 
 
@@ -274,8 +296,9 @@ class _Collector:
     """Scrapes the engine: new inter-token and first-token samples since the last scrape."""
 
     def __init__(self, sim: VirtualSim, ids: list[str], arrivals: list[Arrival],
-                 scrapes: Scrapes) -> None:
+                 scrapes: Scrapes, observed: Mapping[str, tuple[bool, bool]]) -> None:
         self._sim, self._ids, self._arrivals, self._scrapes = sim, ids, arrivals, scrapes
+        self._observed = observed  # classes the controller's queries do not read are skipped
         self._next = 0  # index of the first request not yet arrived
         self._active: dict[str, int] = {}  # request id → tokens already counted
         self._itl = np.zeros(len(scrapes.itl_edges) + 1)
@@ -293,9 +316,11 @@ class _Collector:
             times = record.token_times
             upto = bisect_right(times, at)
             if upto > counted:
-                if counted == 0:
+                reads_itl, reads_ttft = self._observed.get(rid, (True, True))
+                if counted == 0 and reads_ttft:
                     ttft.append(times[0] - record.arrival_time)
-                itl.extend(np.diff(times[max(counted - 1, 0):upto]).tolist())
+                if reads_itl:
+                    itl.extend(np.diff(times[max(counted - 1, 0):upto]).tolist())
                 self._active[rid] = upto
             if record.finish_reason is not None and upto == len(times):
                 del self._active[rid]

@@ -1,7 +1,7 @@
 """What Prometheus and Alertmanager would see of a virtual-time run, and when.
 
 The benchmark's controller must observe the engine through the same windows and dead time as the
-real stack (REFERENCE.md §4.7): counters and histograms are *scraped* every ``scrape_interval``;
+real stack: counters and histograms are *scraped* every ``scrape_interval``;
 PromQL ``rate(x[w])`` at time ``t`` sees only the scrapes inside ``[t - w, t]``; the fast alert is
 evaluated every ``evaluation_interval``, must hold for ``for``, and Alertmanager waits
 ``group_wait`` before the webhook. This module models exactly that, with Prometheus's own
@@ -89,6 +89,19 @@ class Scrapes:
                                                                             self.ttft_edges)
         # rate() extrapolates every bucket by the same factor: the quantile only needs increases.
         return histogram_quantile(q, edges, series[span[1]] - series[span[0]])
+
+    def bucket_rate(self, which: str, le: float, at: float, window: float) -> float:
+        """``sum(rate(<which>_bucket{le="<le>"}[window]))`` (``le="+Inf"``: the count's rate);
+        NaN where no bucket has that edge, as Prometheus would return no series."""
+        span = self._span(at, window)
+        series, edges = (self.itl, self.itl_edges) if which == "itl" else (self.ttft,
+                                                                            self.ttft_edges)
+        index = len(edges) if math.isinf(le) else next(
+            (i for i, edge in enumerate(edges) if math.isclose(edge, le)), None)
+        if span is None or index is None:
+            return math.nan
+        increase = float(series[span[1]][index] - series[span[0]][index])
+        return increase / (self.times[span[1]] - self.times[span[0]])
 
     def rate(self, name: str, at: float, window: float) -> float:
         span = self._span(at, window)

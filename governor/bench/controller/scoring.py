@@ -153,6 +153,39 @@ def series_episodes(series: Sequence[tuple[float, float]], threshold: float) -> 
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class OverloadEpisode:
+    """A span the law judged overloaded, and the replicas it advised meanwhile."""
+
+    start: float
+    end: float | None  # None: still overloaded when the run ended
+    replicas_max: int
+    replicas_median: int
+
+
+def overload_episodes(samples: Sequence[tuple[float, bool, int]],
+                      run_end: float) -> list[OverloadEpisode]:
+    """Runs of passes judged overloaded (each pass: time, overloaded?, replicas advised).
+
+    >>> overload_episodes([(0, False, 1), (10, True, 1), (20, True, 3), (30, True, 2),
+    ...                    (40, False, 1)], 60)
+    [OverloadEpisode(start=10, end=40, replicas_max=3, replicas_median=2)]
+    """
+    found: list[OverloadEpisode] = []
+    start: float | None = None
+    replicas: list[int] = []
+    for at, overloaded, advised in [*samples, (run_end, False, 1)]:
+        if overloaded:
+            start = at if start is None else start
+            replicas.append(advised)
+        elif start is not None:
+            end = None if at >= run_end and samples and samples[-1][1] else at
+            found.append(OverloadEpisode(start, end, max(replicas),
+                                         math.ceil(float(np.median(replicas)))))
+            start, replicas = None, []
+    return found
+
+
 def worst_recovery(found: Sequence[Episode], run_end: float) -> float | None:
     """The longest breach-to-recovery; an unrecovered one counts until the end of the run."""
     if not found:

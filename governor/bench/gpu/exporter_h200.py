@@ -39,7 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from governor.common.process import Child, running  # noqa: E402 (after the path set-up above)
+from governor.common.process import Child, free_port, running  # noqa: E402 (after the path set-up)
 from governor.contracts.metrics import gpu as m  # noqa: E402
 from governor.exporters.gpu import classic, fields, gpm  # noqa: E402 (after the path set-up above)
 from governor.exporters.gpu import nvml as nv  # noqa: E402
@@ -254,12 +254,6 @@ def gpm_per_metric(nvml: nv.NvmlApi, handle: Any) -> dict[str, float]:
 
 
 # ---- 2. the exporter under load ----------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 class Scraper:
     """A keep-alive HTTP/1.1 client that costs little, so the timing is the exporter's."""

@@ -57,5 +57,19 @@ ALERTS_FIRING: Final = Metric(
 OBSERVED: Final = Metric(
     "governor_controller_observed", "gauge",
     "The last observation of each target, in base units", "", (LABEL_TARGET, LABEL_QUANTITY))
+# Values of ``reason`` on DESIRED_REPLICAS: the law's ScaleAdvice reasons.
+SCALE_NOT_OVERLOADED: Final = "not_overloaded"
+SCALE_OVERLOAD: Final = "overload"
+SCALE_WITHIN_TOLERANCE: Final = "overload_within_tolerance"
+SCALE_REASONS: Final = (SCALE_NOT_OVERLOADED, SCALE_OVERLOAD, SCALE_WITHIN_TOLERANCE)
+# One series per target at a time (the current reason); 1 unless the law judges the target
+# overloaded at its best limits, then ceil(demand / what the replica serves).
+DESIRED_REPLICAS: Final = Metric(
+    "governor_controller_desired_replicas", "gauge",
+    "Replicas the demand on each target needs, by what one replica served (1: no scale-out)",
+    "", (LABEL_TARGET, LABEL_REASON))
+STATE_WRITE_ERRORS: Final = Metric(
+    "governor_controller_state_write_errors", "counter",
+    "Passes whose state could not be written (a full or read-only disk)", "errors")
 DRY_RUN: Final = Metric(
     "governor_controller_dry_run", "gauge", "1 when decisions are logged but not applied")

@@ -9,6 +9,8 @@ from governor.contracts.declaration import Metric
 LABEL_JOB: Final = "job"
 LABEL_INSTANCE: Final = "instance"
 LABEL_LE: Final = "le"  # a histogram bucket's upper edge
+# Kubernetes service discovery (prometheus-operator's monitors) adds the namespace of the target.
+LABEL_NAMESPACE: Final = "namespace"
 
 UP: Final = Metric("up", "gauge", "1 when the last scrape of the target succeeded, else 0.", "",
                    (LABEL_JOB, LABEL_INSTANCE))

@@ -92,3 +92,41 @@ def test_the_pipeline_is_read_from_the_generated_stack() -> None:
 def test_a_missing_stack_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(DeployError, match="governor generate"):
         pipeline_from_deploy(tmp_path, "InterTokenLatencyP99High", resync_seconds=10.0)
+
+
+def test_good_event_rates_count_the_bucket_at_the_threshold() -> None:
+    s = scrapes_with(spikes_from=300.0)
+    # 1000 fast samples per 15 s scrape are at or under 0.12; the 30 spikes of 0.2 are not.
+    assert s.bucket_rate("itl", 0.12, 600.0, 30.0) == pytest.approx(1000 / 15)
+    assert s.bucket_rate("itl", math.inf, 600.0, 30.0) == pytest.approx(1030 / 15)
+    assert math.isnan(s.bucket_rate("itl", 0.11, 600.0, 30.0))  # no such edge: no series
+
+
+def test_the_benchmark_observes_every_quantity_the_controller_queries() -> None:
+    from governor.bench.controller import build_parser, build_scenario
+    from governor.bench.controller.loop import observe
+    from governor.contracts.metrics import service
+    from governor.controller.slo import objectives
+    from governor.slo.spec import load_spec
+
+    args = build_parser().parse_args(["--slo", str(REPO / "slo.yaml"),
+                                      "--deploy", str(REPO / "deploy")])
+    scenario = build_scenario(args)
+    s = Scrapes(service.INTER_TOKEN_LATENCY.buckets, service.TIME_TO_FIRST_TOKEN.buckets)
+    itl = np.zeros(len(service.INTER_TOKEN_LATENCY.buckets) + 1)
+    ttft = np.zeros(len(service.TIME_TO_FIRST_TOKEN.buckets) + 1)
+    for k in range(1, 30):
+        itl += np.diff(cumulative_counts(np.asarray([0.01] * 99 + [0.2]),
+                                         service.INTER_TOKEN_LATENCY.buckets), prepend=0.0)
+        ttft += np.diff(cumulative_counts(np.asarray([0.3] * 9 + [2.0]),
+                                          service.TIME_TO_FIRST_TOKEN.buckets), prepend=0.0)
+        s.add(15.0 * k, np.cumsum(itl), np.cumsum(ttft),
+              dict.fromkeys(("prompt_tokens", "generation_tokens", "preemptions", "itl_sum",
+                             "itl_count"), 10.0 * k),
+              {"running": 5.0, "waiting": float(k), "kv": 0.5})
+    obs = observe(scenario, s, 15.0 * 29)
+    queried = set(objectives(load_spec(REPO / "slo.yaml")).queries.expressions())
+    assert {name for name, value in obs.as_inputs().items() if value is not None} == queried
+    assert obs.ttft_per_second == pytest.approx(10 / 15)
+    assert obs.ttft_good_per_second == pytest.approx(9 / 15)
+    assert obs.itl_good_ratio == pytest.approx(0.99)

@@ -26,9 +26,9 @@ turned away with :meth:`VirtualSim.turn_away`.
 
 What a caller of vLLM times is modelled too: requests pass through the frontend process
 (:mod:`.frontend`) on their way in, and every step's outputs on their way out, so token times,
-TTFT and inter-token latencies here are *deliveries* to the caller, the way REFERENCE.md §6
-measured them, and engine-side times (``queued_time``, ``scheduled_time``, the step log) are the
-engine core's.
+TTFT and inter-token latencies here are *deliveries* to the caller, the way the H200 tables
+(docs/h200-measurements.md) measured them, and engine-side times (``queued_time``,
+``scheduled_time``, the step log) are the engine core's.
 """
 
 from __future__ import annotations

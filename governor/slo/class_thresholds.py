@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from governor.contracts.metrics.service import LABEL_CLASS
 from governor.contracts.promql import Matcher, eq, format_number, not_regex, one_of
 from governor.slo.class_fields import own_class
-from governor.slo.spec import SLO, LatencySLI, SloSpec
+from governor.slo.model import SLO, LatencySLI, SloSpec
 
 
 @dataclass(frozen=True)
@@ -67,3 +67,16 @@ def groups(spec: SloSpec, slo: SLO) -> tuple[Group, ...]:
 def describe(spec: SloSpec, slo: SLO) -> str:
     """``doc ≤ 20s, chat ≤ 1s``: each class's threshold, for annotations and boards."""
     return ", ".join(f"{name} ≤ {format_number(t)}s" for name, t in thresholds(spec, slo).items())
+
+
+def own_threshold_classes(spec: SloSpec, slo: SLO) -> tuple[Matcher, ...]:
+    """Matchers selecting the classes judged at the SLO's own threshold (none without classes).
+
+    What the controller and its fast alert read: a class with a threshold of its own (documents
+    allowed 20 s to a first token) would otherwise make them chase a miss that is none.
+    """
+    if not applies(spec, slo):
+        return ()
+    assert isinstance(slo.sli, LatencySLI)
+    own = [g for g in groups(spec, slo) if g.threshold == slo.sli.threshold_seconds]
+    return own[0].matchers if own else ()

@@ -1,0 +1,1 @@
+"""Kubernetes manifests for the stack, generated from the spec's ``kubernetes`` and ``targets``."""

@@ -1,0 +1,321 @@
+"""The stack as Kubernetes objects: the GPU exporter, the inference service, the controller, and
+how prometheus-operator finds them.
+
+Every object is plain data (dicts), built from the spec's ``kubernetes`` section (namespace,
+images, model, the labels the cluster's operator selects on) and ``targets`` (the job names the
+rules, boards and controller expect, which the monitors' relabelling writes). Nothing secret is
+inlined: the tokens come from a Secret the operator creates (``kubectl create secret``), and
+the SLO spec from a ConfigMap made from ``slo.yaml``; both are referenced by name.
+
+* exporter: a DaemonSet on GPU nodes, with host PIDs (it names the container of each GPU process)
+  and privileges (GPM profiling needs them), scraped through a PodMonitor;
+* inference: a Deployment of vLLM's image plus Governor, its Service, a ServiceMonitor;
+* controller: a Deployment (one replica, state on a PersistentVolumeClaim), its Service (the
+  Alertmanager webhook), a ServiceMonitor, and an AlertmanagerConfig that routes the control
+  alerts to it with the webhook token from the Secret.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from governor.alerts.params import RenderParams
+from governor.contracts.endpoints import EXPORTER, HEALTH_PATH, METRICS_PATH, WEBHOOK_PATH
+from governor.contracts.metrics import slo as n
+from governor.contracts.metrics.prometheus import LABEL_INSTANCE
+from governor.contracts.promql import format_duration
+from governor.slo.fleet import Kubernetes, Target
+from governor.slo.spec import SloSpec
+
+Object = dict[str, Any]
+
+PART_OF: Final = "governor"
+SECRET: Final = "governor-tokens"  # keys: admin_token, controller_token
+SPEC_CONFIGMAP: Final = "governor-slo"  # key: slo.yaml
+HF_SECRET: Final = "governor-hf-token"  # key: token; optional (gated models)
+ADMIN_TOKEN_KEY: Final = "admin_token"
+WEBHOOK_TOKEN_KEY: Final = "controller_token"
+SPEC_DIR: Final = "/etc/governor"
+TOKENS_DIR: Final = "/run/secrets/governor"
+STATE_DIR: Final = "/var/lib/governor"
+GOVERNOR_UID: Final = 10001  # the Dockerfile's user
+SCRAPE_INTERVAL: Final = "15s"
+# vLLM downloads weights, compiles and captures CUDA graphs before /health answers: up to 15 min.
+INFERENCE_START_SECONDS: Final = 900
+PROBE_PERIOD_SECONDS: Final = 10
+# The labels NVIDIA's GPU feature discovery puts on GPU nodes, and the taint GPU pools carry.
+GPU_NODE_LABEL: Final = "nvidia.com/gpu.present"
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+
+EXPORTER_NAME: Final = "governor-exporter"
+INFERENCE_NAME: Final = "governor-inference"
+CONTROLLER_NAME: Final = "governor-controller"
+
+
+def _labels(component: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": component, "app.kubernetes.io/part-of": PART_OF}
+
+
+def labels_of(target: Target) -> dict[str, str]:
+    """A target's job and selector as label equalities (an HPA's metric selector)."""
+    return {"job": target.job, **target.selector}
+
+
+def metadata(name: str, k8s: Kubernetes, *, operator: bool = False) -> Object:
+    """``operator``: an object prometheus-operator selects, so it carries the spec's labels."""
+    labels = _labels(name) | (dict(k8s.labels) if operator else {})
+    return {"name": name, "namespace": k8s.namespace, "labels": labels}
+
+
+def _probe(path: str, port: str, *, failures: int = 3) -> Object:
+    return {"httpGet": {"path": path, "port": port}, "periodSeconds": PROBE_PERIOD_SECONDS,
+            "timeoutSeconds": 3, "failureThreshold": failures}
+
+
+def _job_relabeling(target: Target) -> list[Object]:
+    """Relabel ``job`` to the name the rules, boards and controller select."""
+    return [{"action": "replace", "targetLabel": "job", "replacement": target.job}]
+
+
+def _governor_container(name: str, image: str, args: list[str], port: int) -> Object:
+    return {
+        "name": name, "image": image, "args": args,
+        "ports": [{"name": "http", "containerPort": port}],
+        "readinessProbe": _probe(HEALTH_PATH, "http"),
+        "livenessProbe": _probe(HEALTH_PATH, "http"),
+    }
+
+
+def exporter_daemonset(spec: SloSpec) -> Object:
+    k8s = spec.kubernetes
+    container = _governor_container(
+        "exporter", k8s.image, ["exporter", "--host", "0.0.0.0", "--port", str(EXPORTER.port),
+                                "--log-format", "json"], EXPORTER.port)
+    container.update({
+        # NVML without taking a GPU from the scheduler: the NVIDIA runtime mounts the driver.
+        "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"}],
+        # GPM profiling samples answer NO_PERMISSION without privileges.
+        "securityContext": {"privileged": True, "runAsUser": 0},
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
+                      "limits": {"memory": "256Mi"}},
+    })
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": metadata(EXPORTER_NAME, k8s),
+        "spec": {
+            "selector": {"matchLabels": _labels(EXPORTER_NAME)},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {
+                "metadata": {"labels": _labels(EXPORTER_NAME)},
+                "spec": {
+                    "hostPID": True,  # names the container of each GPU process
+                    "nodeSelector": {GPU_NODE_LABEL: "true"},
+                    "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists",
+                                     "effect": "NoSchedule"}],
+                    "containers": [container],
+                },
+            },
+        },
+    }
+
+
+def exporter_podmonitor(spec: SloSpec) -> Object:
+    k8s = spec.kubernetes
+    return {
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
+        "metadata": metadata(EXPORTER_NAME, k8s, operator=True),
+        "spec": {
+            "selector": {"matchLabels": _labels(EXPORTER_NAME)},
+            "podMetricsEndpoints": [{"port": "http", "path": METRICS_PATH,
+                                     "interval": SCRAPE_INTERVAL,
+                                     "relabelings": _job_relabeling(spec.targets.gpu)}],
+        },
+    }
+
+
+def _spec_volume() -> Object:
+    return {"name": "slo", "configMap": {"name": SPEC_CONFIGMAP}}
+
+
+def _tokens_volume(*keys: str) -> Object:
+    return {"name": "tokens", "secret": {"secretName": SECRET, "defaultMode": 0o400,
+                                         "items": [{"key": k, "path": k} for k in keys]}}
+
+
+def _mounts() -> list[Object]:
+    return [{"name": "slo", "mountPath": SPEC_DIR, "readOnly": True},
+            {"name": "tokens", "mountPath": TOKENS_DIR, "readOnly": True}]
+
+
+def inference_deployment(spec: SloSpec) -> Object:
+    k8s = spec.kubernetes
+    args = ["serve", "--engine", "vllm", "--model", k8s.model, "--host", "0.0.0.0",
+            "--port", str(k8s.inference_port), "--slo", f"{SPEC_DIR}/slo.yaml",
+            "--admin-token-file", f"{TOKENS_DIR}/{ADMIN_TOKEN_KEY}", "--log-format", "json"]
+    container = _governor_container("inference", k8s.vllm_image, args, k8s.inference_port)
+    container.update({
+        "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
+                    "name": HF_SECRET, "key": "token", "optional": True}}},
+                {"name": "OTEL_SERVICE_NAME", "value": INFERENCE_NAME}],
+        # Weights, compilation, CUDA graphs: failed probes in this time do not count.
+        "startupProbe": _probe(HEALTH_PATH, "http",
+                               failures=INFERENCE_START_SECONDS // PROBE_PERIOD_SECONDS),
+        "resources": {"limits": {GPU_RESOURCE: k8s.gpus_per_replica}},
+        "volumeMounts": [*_mounts(), {"name": "shm", "mountPath": "/dev/shm"},  # noqa: S108
+                         {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"}],
+    })
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": metadata(INFERENCE_NAME, k8s),
+        "spec": {
+            "replicas": k8s.replicas,
+            "selector": {"matchLabels": _labels(INFERENCE_NAME)},
+            "template": {
+                "metadata": {"labels": _labels(INFERENCE_NAME)},
+                "spec": {
+                    # An engine that cannot start exits (status 3); the kubelet restarts it
+                    # with back-off, as for vLLM's own server.
+                    "restartPolicy": "Always",
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [container],
+                    "volumes": [
+                        _spec_volume(), _tokens_volume(ADMIN_TOKEN_KEY),
+                        # vLLM's workers share tensors through /dev/shm.
+                        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+                        {"name": "hf-cache", "emptyDir": {}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+def _service(name: str, k8s: Kubernetes, port: int) -> Object:
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": metadata(name, k8s),
+        "spec": {"selector": _labels(name),
+                 "ports": [{"name": "http", "port": port, "targetPort": "http"}]},
+    }
+
+
+def _service_monitor(name: str, spec: SloSpec, target: Target) -> Object:
+    return {
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+        "metadata": metadata(name, spec.kubernetes, operator=True),
+        "spec": {
+            "selector": {"matchLabels": _labels(name)},
+            "endpoints": [{"port": "http", "path": METRICS_PATH, "interval": SCRAPE_INTERVAL,
+                           "relabelings": _job_relabeling(target)}],
+        },
+    }
+
+
+def inference_service(spec: SloSpec) -> Object:
+    return _service(INFERENCE_NAME, spec.kubernetes, spec.kubernetes.inference_port)
+
+
+def inference_servicemonitor(spec: SloSpec) -> Object:
+    return _service_monitor(INFERENCE_NAME, spec, spec.targets.inference)
+
+
+def controller_state_claim(spec: SloSpec) -> Object:
+    return {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": metadata(f"{CONTROLLER_NAME}-state", spec.kubernetes),
+        "spec": {"accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "1Gi"}}},
+    }
+
+
+def discovery_pattern(port: int) -> str:
+    """The instances the controller may send the admin token to: pod addresses on the
+    service's port, as Prometheus labels them (``10.1.2.3:8000``, ``[fd00::1]:8000``)."""
+    return rf"(\d{{1,3}}(\.\d{{1,3}}){{3}}|\[[0-9a-f:]+\]):{port}"
+
+
+def controller_deployment(spec: SloSpec) -> Object:
+    k8s, inference = spec.kubernetes, spec.targets.inference
+    args = ["controller", "--slo", f"{SPEC_DIR}/slo.yaml", "--prometheus", k8s.prometheus,
+            # Replicas come and go with their pods: the controller manages the instances
+            # Prometheus scrapes in the inference job, whose address is a pod's on the port.
+            "--job", inference.job, "--discover", discovery_pattern(k8s.inference_port),
+            "--admin-token-file", f"{TOKENS_DIR}/{ADMIN_TOKEN_KEY}",
+            "--webhook-token-file", f"{TOKENS_DIR}/{WEBHOOK_TOKEN_KEY}",
+            "--state-file", f"{STATE_DIR}/state.json", "--audit-log", f"{STATE_DIR}/audit.jsonl",
+            "--log-format", "json"]
+    container = _governor_container("controller", k8s.image, args, k8s.controller_port)
+    container.update({
+        "volumeMounts": [*_mounts(), {"name": "state", "mountPath": STATE_DIR}],
+        "securityContext": {"runAsNonRoot": True, "runAsUser": GOVERNOR_UID,
+                            "allowPrivilegeEscalation": False,
+                            "readOnlyRootFilesystem": True},
+        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"},
+                      "limits": {"memory": "512Mi"}},
+    })
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": metadata(CONTROLLER_NAME, k8s),
+        "spec": {
+            # One decision-maker per fleet; Recreate so two never hold the state at once.
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": _labels(CONTROLLER_NAME)},
+            "template": {
+                "metadata": {"labels": _labels(CONTROLLER_NAME)},
+                "spec": {
+                    "securityContext": {"fsGroup": GOVERNOR_UID},
+                    "containers": [container],
+                    "volumes": [
+                        _spec_volume(), _tokens_volume(ADMIN_TOKEN_KEY, WEBHOOK_TOKEN_KEY),
+                        {"name": "state", "persistentVolumeClaim": {
+                            "claimName": f"{CONTROLLER_NAME}-state"}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+def controller_service(spec: SloSpec) -> Object:
+    return _service(CONTROLLER_NAME, spec.kubernetes, spec.kubernetes.controller_port)
+
+
+def controller_servicemonitor(spec: SloSpec) -> Object:
+    return _service_monitor(CONTROLLER_NAME, spec, spec.targets.controller)
+
+
+def alertmanager_config(spec: SloSpec, params: RenderParams) -> Object:
+    """Routes the control alerts to the controller's webhook, with the token from the Secret.
+
+    prometheus-operator confines an AlertmanagerConfig to alerts whose ``namespace`` label is its
+    own; the PrometheusRule gives Governor's alerts that label for this reason.
+    """
+    k8s = spec.kubernetes
+    url = f"http://{CONTROLLER_NAME}.{k8s.namespace}.svc:{k8s.controller_port}{WEBHOOK_PATH}"
+    return {
+        "apiVersion": "monitoring.coreos.com/v1alpha1", "kind": "AlertmanagerConfig",
+        "metadata": metadata(CONTROLLER_NAME, k8s, operator=True),
+        "spec": {
+            "route": {
+                "receiver": "controller",
+                "matchers": [{"name": n.LABEL_SEVERITY, "value": spec.alerting.control,
+                              "matchType": "="}],
+                # One notification per breaching instance: the controller acts per target.
+                "groupBy": ["alertname", n.LABEL_SLO, LABEL_INSTANCE],
+                "groupWait": format_duration(params.control_group_wait_seconds),
+                "groupInterval": format_duration(params.control_group_interval_seconds),
+                "repeatInterval": format_duration(params.control_repeat_interval_seconds),
+            },
+            "receivers": [{
+                "name": "controller",
+                "webhookConfigs": [{
+                    "url": url, "sendResolved": True,
+                    "httpConfig": {"authorization": {
+                        "type": "Bearer",
+                        "credentials": {"name": SECRET, "key": WEBHOOK_TOKEN_KEY}}},
+                }],
+            }],
+        },
+    }

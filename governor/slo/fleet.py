@@ -1,0 +1,102 @@
+"""Where the stack lives in a fleet: scrape jobs and selectors, alert routing, Kubernetes.
+
+Three optional sections of ``slo.yaml``; without them the generated files are those of
+Governor's own stack (jobs ``inference``, ``gpu``, ``controller``; severities ``page``,
+``ticket``, ``control``)::
+
+    >>> targets = Targets(inference=Target("vllm", Labels({"namespace": "llm"})))
+    >>> [m.render() for m in targets.inference.matchers()]
+    ['job="vllm"', 'namespace="llm"']
+    >>> Alerting().runbook("GpuLost")
+    'docs/runbooks.md#gpulost'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from governor.contracts.endpoints import (
+    CONTROLLER,
+    INFERENCE,
+    JOB_CONTROLLER,
+    JOB_GPU,
+    JOB_INFERENCE,
+)
+from governor.contracts.promql import Matcher, eq
+from governor.slo.labels import Labels
+
+SEVERITIES: Final = ("page", "ticket", "control")
+DEFAULT_RUNBOOKS: Final = "docs/runbooks.md"
+# prometheus-operator as kube-prometheus-stack installs it, in namespace "monitoring".
+DEFAULT_PROMETHEUS_URL: Final = "http://prometheus-operated.monitoring.svc:9090"
+DEFAULT_MODEL: Final = "meta-llama/Meta-Llama-3-8B-Instruct"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One component's series: its scrape job and any extra equality matchers (a namespace)."""
+
+    job: str
+    selector: Mapping[str, str] = field(default_factory=Labels)
+
+    def matchers(self) -> tuple[Matcher, ...]:
+        """``job="…"`` first, then the extra matchers by label name."""
+        return (eq("job", self.job), *(eq(k, v) for k, v in self.selector.items()))
+
+
+@dataclass(frozen=True)
+class Targets:
+    """The ``targets`` section: the scrape jobs of the three components."""
+
+    inference: Target = Target(JOB_INFERENCE)
+    gpu: Target = Target(JOB_GPU)
+    controller: Target = Target(JOB_CONTROLLER)
+
+    def jobs(self) -> tuple[str, str, str]:
+        return self.inference.job, self.gpu.job, self.controller.job
+
+
+@dataclass(frozen=True)
+class Alerting:
+    """The ``alerting`` section: the fleet's names for the three severities, and the runbooks."""
+
+    page: str = "page"
+    ticket: str = "ticket"
+    control: str = "control"  # routed to the controller's webhook
+    runbooks: str = DEFAULT_RUNBOOKS  # a URL or path of docs/runbooks.md
+
+    def severity(self, name: str) -> str:
+        """Governor's severity name (``page``, ``ticket``, ``control``) → the fleet's."""
+        mapped: str = getattr(self, name)
+        return mapped
+
+    def runbook(self, alert: str) -> str:
+        """The ``runbook_url`` of an alert: its section of the runbooks (a GitHub anchor)."""
+        return f"{self.runbooks}#{alert.lower()}"
+
+
+@dataclass(frozen=True)
+class Kubernetes:
+    """The ``kubernetes`` section: what the manifests under ``deploy/kubernetes/`` say."""
+
+    namespace: str = "governor"
+    # The labels the cluster's Prometheus Operator selects rules, monitors and Alertmanager
+    # configurations by; kube-prometheus-stack selects on its Helm release's name.
+    labels: Mapping[str, str] = field(
+        default_factory=lambda: Labels({"release": "kube-prometheus-stack"}))
+    prometheus: str = DEFAULT_PROMETHEUS_URL
+    image: str = "governor:latest"  # the Dockerfile's: exporter and controller
+    vllm_image: str = "governor-vllm:latest"  # Dockerfile.vllm's: the inference service
+    model: str = DEFAULT_MODEL
+    replicas: int = 1
+    gpus_per_replica: int = 1
+
+    @property
+    def inference_port(self) -> int:
+        return INFERENCE.port
+
+    @property
+    def controller_port(self) -> int:
+        return CONTROLLER.port

@@ -1,0 +1,177 @@
+"""Validating the fleet sections of a spec (``targets``, ``alerting``, ``kubernetes``), every
+problem recorded with its place, as :mod:`governor.slo.fields` does for the SLOs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Final, TypeVar
+
+from governor.contracts.promql import LABEL_NAME
+from governor.slo.fields import Problems, _mapping, _text, _type_name
+from governor.slo.fleet import SEVERITIES, Alerting, Kubernetes, Target, Targets
+from governor.slo.labels import Labels
+from governor.slo.model import MAX_LABELS
+from governor.slo.yamlio import Path_
+
+T = TypeVar("T")
+
+# A Prometheus job name as service discovery writes them ("monitoring/vllm/0" included).
+_JOB: Final = re.compile(r"[A-Za-z0-9_.:/-]{1,128}")
+_SEVERITY: Final = re.compile(r"[A-Za-z0-9_.-]{1,63}")
+_NAMESPACE: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1123 label
+_K8S_NAME: Final = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_K8S_LABEL_KEY: Final = re.compile(
+    rf"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_K8S_NAME}")
+_K8S_LABEL_VALUE: Final = re.compile(rf"({_K8S_NAME})?")
+_URL: Final = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]*)?")
+_RUNBOOKS: Final = re.compile(r"[A-Za-z0-9._~%/:+@-]{1,512}")
+_IMAGE: Final = re.compile(r"[a-z0-9]([a-zA-Z0-9._/:@-]{0,254})")
+_MODEL: Final = re.compile(r"[A-Za-z0-9._/:@+-]{1,256}")
+_SELECTOR_VALUE: Final = re.compile(r"[^\x00-\x1f\x7f]{0,256}")
+MAX_REPLICAS: Final = 64
+MAX_GPUS_PER_REPLICA: Final = 8
+# Labels a target's selector may not set: the generated queries set or aggregate them.
+_SELECTOR_RESERVED: Final = frozenset({"job", "instance", "le", "__name__"})
+
+
+def _matching(value: object, path: Path_, problems: Problems, pattern: re.Pattern[str],
+              what: str) -> str | None:
+    text = _text(value, path, problems, what=what)
+    if text is not None and not pattern.fullmatch(text):
+        problems.add(path, f"{text[:80]!r} is not {what}")
+        return None
+    return text
+
+
+def _field(fields: dict[str, object], key: str, default: T,
+           parse: Callable[[object], T | None]) -> T | None:
+    return parse(fields[key]) if key in fields else default
+
+
+def _selector(value: object, path: Path_, problems: Problems) -> Labels | None:
+    if not isinstance(value, dict):
+        problems.add(path, f"must be a mapping of label names to values: got {_type_name(value)}")
+        return None
+    if len(value) > MAX_LABELS:
+        problems.add(path, f"more than {MAX_LABELS} labels")
+        return None
+    labels: dict[str, str] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not LABEL_NAME.fullmatch(key) or key.startswith("__"):
+            problems.add(path, f"{key!r} is not a valid label name")
+        elif key in _SELECTOR_RESERVED:
+            problems.add((*path, key), f"label {key!r} cannot be selected here"
+                                       + (" (set 'job' beside 'selector')" if key == "job"
+                                          else ""))
+        elif (text := _matching(item, (*path, key), problems, _SELECTOR_VALUE,
+                                "a label value (at most 256 printable characters)")) is not None:
+            labels[key] = text
+    return Labels(labels) if len(labels) == len(value) else None
+
+
+def _target(value: object, path: Path_, problems: Problems, default: Target) -> Target | None:
+    fields = _mapping(value, path, problems, ("job", "selector"))
+    if fields is None:
+        return None
+    job = _field(fields, "job", default.job, lambda v: _matching(
+        v, (*path, "job"), problems, _JOB, "a job name (letters, digits, _ . : / -; at most 128)"))
+    selector = _field(fields, "selector", default.selector,
+                      lambda v: _selector(v, (*path, "selector"), problems))
+    return None if job is None or selector is None else Target(job, selector)
+
+
+def targets(value: object, path: Path_, problems: Problems) -> Targets | None:
+    fields = _mapping(value, path, problems, ("inference", "gpu", "controller"))
+    if fields is None:
+        return None
+    default = Targets()
+    parsed: dict[str, Target] = {}
+    for name in ("inference", "gpu", "controller"):
+        target = (_target(fields[name], (*path, name), problems, getattr(default, name))
+                  if name in fields else getattr(default, name))
+        if target is not None:
+            parsed[name] = target
+    if len(parsed) != 3:
+        return None
+    result = Targets(**parsed)
+    jobs = result.jobs()
+    if len(set(jobs)) != len(jobs):
+        problems.add(path, f"the three components need different jobs: got {', '.join(jobs)}")
+        return None
+    return result
+
+
+def alerting(value: object, path: Path_, problems: Problems) -> Alerting | None:
+    fields = _mapping(value, path, problems, (*SEVERITIES, "runbooks"))
+    if fields is None:
+        return None
+    default = Alerting()
+    severities: dict[str, str | None] = {
+        name: _matching(fields[name], (*path, name), problems, _SEVERITY,
+                        "a severity (letters, digits, _ . -; at most 63)")
+        if name in fields else name for name in SEVERITIES}
+    runbooks = _field(fields, "runbooks", default.runbooks, lambda v: _matching(
+        v, (*path, "runbooks"), problems, _RUNBOOKS,
+        "a URL or path without spaces (at most 512 characters)"))
+    if runbooks is None or any(s is None for s in severities.values()):
+        return None
+    if len(set(severities.values())) != len(SEVERITIES):
+        problems.add(path, "page, ticket and control need different severities: got "
+                           + ", ".join(str(s) for s in severities.values()))
+        return None
+    return Alerting(runbooks=runbooks, **severities)  # type: ignore[arg-type]
+
+
+def _k8s_labels(value: object, path: Path_, problems: Problems) -> Labels | None:
+    if not isinstance(value, dict) or len(value) > MAX_LABELS:
+        problems.add(path, f"must be a mapping of at most {MAX_LABELS} Kubernetes labels: "
+                           f"got {_type_name(value)}")
+        return None
+    labels: dict[str, str] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or len(key) > 316 or not _K8S_LABEL_KEY.fullmatch(key):
+            problems.add(path, f"{str(key)[:80]!r} is not a Kubernetes label key")
+        elif (text := _matching(item, (*path, key), problems, _K8S_LABEL_VALUE,
+                                "a Kubernetes label value (at most 63 characters: letters, "
+                                "digits, - _ .)")) is not None:
+            labels[key] = text
+    return Labels(labels) if len(labels) == len(value) else None
+
+
+def _count(value: object, path: Path_, problems: Problems, highest: int) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= highest:
+        problems.add(path, f"must be an integer from 1 to {highest}: got {value!r}"[:200])
+        return None
+    return value
+
+
+def kubernetes(value: object, path: Path_, problems: Problems) -> Kubernetes | None:
+    keys = ("namespace", "labels", "prometheus", "image", "vllm_image", "model", "replicas",
+            "gpus_per_replica")
+    fields = _mapping(value, path, problems, keys)
+    if fields is None:
+        return None
+    d = Kubernetes()
+
+    def text(key: str, pattern: re.Pattern[str], what: str) -> str | None:
+        return _field(fields, key, getattr(d, key), lambda v: _matching(
+            v, (*path, key), problems, pattern, what))
+
+    parsed = {
+        "namespace": text("namespace", _NAMESPACE, "a namespace (a DNS label: a-z, 0-9, -)"),
+        "labels": _field(fields, "labels", d.labels,
+                         lambda v: _k8s_labels(v, (*path, "labels"), problems)),
+        "prometheus": text("prometheus", _URL, "an http(s) URL of Prometheus"),
+        "image": text("image", _IMAGE, "a container image reference"),
+        "vllm_image": text("vllm_image", _IMAGE, "a container image reference"),
+        "model": text("model", _MODEL, "a model name or path without spaces"),
+        "replicas": _field(fields, "replicas", d.replicas, lambda v: _count(
+            v, (*path, "replicas"), problems, MAX_REPLICAS)),
+        "gpus_per_replica": _field(fields, "gpus_per_replica", d.gpus_per_replica,
+                                   lambda v: _count(v, (*path, "gpus_per_replica"), problems,
+                                                    MAX_GPUS_PER_REPLICA)),
+    }
+    if any(item is None for item in parsed.values()):
+        return None
+    return Kubernetes(**parsed)  # type: ignore[arg-type]

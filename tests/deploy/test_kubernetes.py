@@ -1,0 +1,203 @@
+"""The Kubernetes manifests: valid against the pinned schemas, wired to each other and to the
+spec, runnable by the commands they start, and never holding a secret."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from governor.alerts.params import RenderParams
+from governor.controller.cli import build_config
+from governor.controller.cli import build_parser as controller_parser
+from governor.exporters.cli import build_parser as exporter_parser
+from governor.inference.cli import build_parser as serve_parser
+from governor.manifests import kubernetes as k
+from governor.manifests.render import render_all
+from governor.slo.spec import load_spec, parse_spec
+from tests.deploy.kube_schemas import errors, kinds
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = sorted((ROOT / "deploy" / "kubernetes").glob("*.yaml"))
+
+
+def documents(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d is not None]
+
+
+def committed() -> list[dict[str, Any]]:
+    return [d for path in MANIFESTS for d in documents(path.read_text(encoding="utf-8"))]
+
+
+def fleet_data() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((ROOT / "slo.yaml").read_text(encoding="utf-8"))
+    data["targets"] = {"inference": {"job": "vllm-fleet", "selector": {"namespace": "llm"}},
+                       "gpu": {"job": "dcgm"}, "controller": {"job": "slo-controller"}}
+    data["kubernetes"] = {"namespace": "llm", "labels": {"release": "monitoring"},
+                          "model": "/models/llama", "replicas": 3, "gpus_per_replica": 2,
+                          "image": "registry.example/governor:1.0",
+                          "vllm_image": "registry.example/governor-vllm:1.0"}
+    return data
+
+
+def fleet_spec() -> Any:
+    return parse_spec(fleet_data())
+
+
+def rendered(spec: Any) -> dict[str, dict[str, Any]]:
+    """``Kind/name`` → object, from the generator."""
+    files = render_all(spec, RenderParams(), source="slo.yaml")
+    return {f"{d['kind']}/{d['metadata']['name']}": d
+            for text in files.values() for d in documents(text)}
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_every_committed_manifest_validates_against_its_pinned_schema(path: Path) -> None:
+    for document in documents(path.read_text(encoding="utf-8")):
+        assert errors(document) == [], f"{path.name}: {document['kind']}"
+
+
+def test_the_validator_rejects_what_the_api_server_would() -> None:
+    deployment = next(d for d in committed() if d["kind"] == "Deployment")
+    typo = copy.deepcopy(deployment)
+    typo["spec"]["template"]["spec"]["hostPid"] = True  # hostPID
+    assert any("hostPid" in e for e in errors(typo))
+    wrong = copy.deepcopy(deployment)
+    wrong["spec"]["replicas"] = "3"
+    assert any("replicas" in e for e in errors(wrong))
+    monitor = next(d for d in committed() if d["kind"] == "ServiceMonitor")
+    bad = copy.deepcopy(monitor)
+    bad["spec"]["endpoints"][0]["relabelings"][0]["action"] = "rewrite"
+    assert any("action" in e for e in errors(bad))
+    assert errors({"apiVersion": "v9", "kind": "Nope"}) == ["no pinned schema for v9/Nope"]
+
+
+def test_every_kind_generated_has_a_pinned_schema() -> None:
+    assert {f"{d['apiVersion']}/{d['kind']}" for d in committed()} <= kinds()
+
+
+def test_no_secret_is_inlined_only_referenced() -> None:
+    objects = committed()
+    assert not [d for d in objects if d["kind"] == "Secret"]
+    text = "\n".join(p.read_text(encoding="utf-8") for p in MANIFESTS)
+    assert "credentials_file" not in text  # compose's token paths do not leak in
+    assert "a-token" not in text and "token:" not in text.replace("hf-token", "")
+    secret_names = set(re.findall(r"(?:secretName|name): (governor-[a-z-]*token[a-z-]*)", text))
+    assert secret_names <= {k.SECRET, k.HF_SECRET}
+    amc = next(d for d in objects if d["kind"] == "AlertmanagerConfig")
+    credentials = amc["spec"]["receivers"][0]["webhookConfigs"][0]["httpConfig"]["authorization"]
+    assert credentials["credentials"] == {"name": k.SECRET, "key": k.WEBHOOK_TOKEN_KEY}
+
+
+def test_the_exporter_runs_on_gpu_nodes_with_host_pids_and_privileges() -> None:
+    daemonset = rendered(load_spec(ROOT / "slo.yaml"))[f"DaemonSet/{k.EXPORTER_NAME}"]
+    pod = daemonset["spec"]["template"]["spec"]
+    assert pod["hostPID"] is True
+    assert pod["containers"][0]["securityContext"]["privileged"] is True
+    assert pod["nodeSelector"] == {k.GPU_NODE_LABEL: "true"}
+    assert {"key": k.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"} in \
+        pod["tolerations"]
+    # NVML without taking a GPU away from the scheduler.
+    assert "resources" not in pod or k.GPU_RESOURCE not in str(pod["containers"][0]["resources"])
+
+
+def test_services_select_their_pods_and_monitors_their_services() -> None:
+    objects = rendered(load_spec(ROOT / "slo.yaml"))
+    for name in (k.INFERENCE_NAME, k.CONTROLLER_NAME):
+        service, deployment = objects[f"Service/{name}"], objects[f"Deployment/{name}"]
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert service["spec"]["selector"].items() <= pod_labels.items()
+        assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+        monitor = objects[f"ServiceMonitor/{name}"]
+        assert monitor["spec"]["selector"]["matchLabels"].items() <= \
+            service["metadata"]["labels"].items()
+        ports = {p["name"] for p in deployment["spec"]["template"]["spec"]["containers"][0][
+            "ports"]}
+        assert service["spec"]["ports"][0]["targetPort"] in ports
+        assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+    claim = objects[f"PersistentVolumeClaim/{k.CONTROLLER_NAME}-state"]
+    volumes = objects[f"Deployment/{k.CONTROLLER_NAME}"]["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "state", "persistentVolumeClaim": {
+        "claimName": claim["metadata"]["name"]}} in volumes
+
+
+def test_a_fleet_spec_reaches_every_manifest() -> None:
+    spec = fleet_spec()
+    objects = rendered(spec)
+    assert {d["metadata"]["namespace"] for d in objects.values()} == {"llm"}
+    operator_kinds = {"ServiceMonitor", "PodMonitor", "AlertmanagerConfig"}
+    for key, document in objects.items():
+        labels = document["metadata"]["labels"]
+        assert (labels.get("release") == "monitoring") == (document["kind"] in operator_kinds), key
+        assert errors(document) == [], key
+    jobs = {key: d["spec"].get("endpoints", d["spec"].get("podMetricsEndpoints"))[0][
+        "relabelings"][0]["replacement"] for key, d in objects.items()
+        if d["kind"] in {"ServiceMonitor", "PodMonitor"}}
+    assert jobs == {f"ServiceMonitor/{k.INFERENCE_NAME}": "vllm-fleet",
+                    f"PodMonitor/{k.EXPORTER_NAME}": "dcgm",
+                    f"ServiceMonitor/{k.CONTROLLER_NAME}": "slo-controller"}
+    inference = objects[f"Deployment/{k.INFERENCE_NAME}"]
+    assert inference["spec"]["replicas"] == 3
+    container = inference["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "registry.example/governor-vllm:1.0"
+    assert container["resources"]["limits"][k.GPU_RESOURCE] == 2
+    amc = objects[f"AlertmanagerConfig/{k.CONTROLLER_NAME}"]
+    assert amc["spec"]["receivers"][0]["webhookConfigs"][0]["url"] == \
+        "http://governor-controller.llm.svc:9500/alerts"
+
+
+def test_each_container_command_is_one_its_program_accepts(tmp_path: Path) -> None:
+    """The args are parsed by the real parsers, so a renamed option fails here, not in a pod."""
+    objects = rendered(fleet_spec())
+    args = {name: objects[f"{kind}/{name}"]["spec"]["template"]["spec"]["containers"][0]["args"]
+            for kind, name in (("DaemonSet", k.EXPORTER_NAME), ("Deployment", k.INFERENCE_NAME),
+                               ("Deployment", k.CONTROLLER_NAME))}
+    exporter = args[k.EXPORTER_NAME]
+    assert exporter[0] == "exporter"
+    exporter_parser().parse_args(exporter[1:])
+    serve = args[k.INFERENCE_NAME]
+    assert serve[0] == "serve"
+    parsed = serve_parser(env={}).parse_args(serve[1:])
+    assert parsed.engine == "vllm" and parsed.model == "/models/llama"
+    controller = args[k.CONTROLLER_NAME]
+    assert controller[0] == "controller"
+    # The pod's mounted files, here: the spec, the two tokens, the state directory.
+    (tmp_path / "slo.yaml").write_text(yaml.safe_dump(fleet_data()), encoding="utf-8")
+    for key in (k.ADMIN_TOKEN_KEY, k.WEBHOOK_TOKEN_KEY):
+        (tmp_path / key).write_text("a-token", encoding="utf-8")
+    local = {f"{k.SPEC_DIR}/slo.yaml": tmp_path / "slo.yaml",
+             **{f"{k.TOKENS_DIR}/{key}": tmp_path / key
+                for key in (k.ADMIN_TOKEN_KEY, k.WEBHOOK_TOKEN_KEY)}}
+    options = [str(local.get(a, a)).replace(k.STATE_DIR, str(tmp_path)) for a in controller[1:]]
+    config = build_config(controller_parser().parse_args(options))
+    assert config.queries.target.job == "vllm-fleet"
+    assert config.queries.target.selector == {"namespace": "llm"}
+    assert config.discover is not None
+    assert config.discover.fullmatch("10.42.0.17:8000")
+    assert config.discover.fullmatch("[fd00::5]:8000")
+    assert not config.discover.fullmatch("evil.example:8000")
+    assert not config.discover.fullmatch("10.42.0.17:8000/x")
+
+
+def test_the_example_autoscalers_scale_the_inference_deployment_on_the_summed_advice() -> None:
+    spec = fleet_spec()
+    objects = rendered(spec)
+    keda = objects[f"ScaledObject/{k.INFERENCE_NAME}-scale-out"]
+    hpa = objects[f"HorizontalPodAutoscaler/{k.INFERENCE_NAME}-scale-out"]
+    deployment = objects[f"Deployment/{k.INFERENCE_NAME}"]
+    for scaler in (keda, hpa):
+        assert errors(scaler) == []
+        assert scaler["spec"]["scaleTargetRef"] == {
+            "apiVersion": "apps/v1", "kind": "Deployment", "name": deployment["metadata"]["name"]}
+        assert scaler["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    trigger = keda["spec"]["triggers"][0]["metadata"]
+    assert trigger["serverAddress"] == spec.kubernetes.prometheus
+    assert trigger["query"] == 'sum(governor_controller_desired_replicas{job="slo-controller"})'
+    assert keda["spec"]["minReplicaCount"] == 3  # never below the spec's replicas
+    metric = hpa["spec"]["metrics"][0]["external"]["metric"]
+    assert metric["selector"] == {"matchLabels": {"job": "slo-controller"}}
+    assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] >= 600

@@ -1,0 +1,123 @@
+"""The fleet sections of slo.yaml: targets, alerting, kubernetes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from governor.contracts.promql import Selector, parse_selector
+from governor.slo.fleet import Alerting, Kubernetes, Target, Targets
+from governor.slo.spec import SpecError, load_spec, parse_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def base() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((ROOT / "slo.yaml").read_text(encoding="utf-8"))
+    return loaded
+
+
+def problems(**sections: object) -> list[str]:
+    with pytest.raises(SpecError) as raised:
+        parse_spec({**base(), **sections})
+    return list(raised.value.errors)
+
+
+def test_without_the_sections_the_spec_describes_governors_own_stack() -> None:
+    spec = load_spec(ROOT / "slo.yaml")
+    assert spec.targets == Targets()
+    assert spec.targets.jobs() == ("inference", "gpu", "controller")
+    assert spec.alerting == Alerting()
+    assert spec.kubernetes == Kubernetes()
+
+
+def test_a_fleet_spec_is_read_whole() -> None:
+    spec = parse_spec({**base(),
+                       "targets": {"inference": {"job": "kubernetes-pods/vllm",
+                                                 "selector": {"namespace": "llm",
+                                                              "cluster": "eu-1"}},
+                                   "gpu": {"job": "dcgm"}},
+                       "alerting": {"page": "critical", "ticket": "warning",
+                                    "runbooks": "https://wiki.example/governor/runbooks"},
+                       "kubernetes": {"namespace": "llm", "labels": {"release": "prom"},
+                                      "replicas": 4}})
+    assert spec.targets.inference == Target("kubernetes-pods/vllm",
+                                            {"cluster": "eu-1", "namespace": "llm"})
+    assert spec.targets.controller == Target("controller")  # unset: the default
+    rendered = Selector("up", spec.targets.inference.matchers()).render()
+    assert rendered == 'up{job="kubernetes-pods/vllm", cluster="eu-1", namespace="llm"}'
+    assert spec.alerting.severity("page") == "critical"
+    assert spec.alerting.severity("control") == "control"
+    assert spec.alerting.runbook("GpuLost") == \
+        "https://wiki.example/governor/runbooks#gpulost"
+    assert spec.kubernetes.labels == {"release": "prom"}
+    assert spec.kubernetes.replicas == 4 and spec.kubernetes.namespace == "llm"
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    found = problems(
+        targets={"inference": {"job": "a b", "selector": {"job": "x", "instance": "y"}},
+                 "gpu": "dcgm", "web": {}},
+        alerting={"page": "p", "ticket": "p", "runbooks": "has space"},
+        kubernetes={"namespace": "LLM", "labels": {"re lease": "x", "ok": "-bad"},
+                    "prometheus": "ftp://x", "replicas": True, "gpus_per_replica": 9,
+                    "image": "", "model": "a model"})
+    text = "\n".join(found)
+    for expected in ("targets.web: unknown key", "targets.inference.job: 'a b' is not a job",
+                     "selector.job: label 'job' cannot be selected here",
+                     "selector.instance: label 'instance' cannot be selected here",
+                     "targets.gpu: must be a mapping",
+                     "alerting.runbooks: 'has space' is not a URL",
+                     "kubernetes.namespace: 'LLM' is not a namespace",
+                     "'re lease' is not a Kubernetes label key",
+                     "kubernetes.labels.ok: '-bad' is not a Kubernetes label value",
+                     "kubernetes.prometheus: 'ftp://x' is not an http(s) URL",
+                     "kubernetes.replicas: must be an integer from 1 to 64",
+                     "kubernetes.gpus_per_replica: must be an integer from 1 to 8",
+                     "kubernetes.image: '' is not a container image reference",
+                     "kubernetes.model: 'a model' is not a model name"):
+        assert expected in text, expected
+    assert "slo.yaml" not in text or "<memory>" in text
+
+
+def test_components_need_different_jobs_and_severities_different_names() -> None:
+    assert any("need different jobs" in p for p in problems(targets={"gpu": {"job": "inference"}}))
+    assert any("need different severities" in p
+               for p in problems(alerting={"ticket": "page"}))
+
+
+@pytest.mark.parametrize("value", ['llm"}', "a\nb", "x" * 300, 'x",job="evil'])
+def test_a_selector_value_cannot_break_out_of_its_quotes(value: str) -> None:
+    try:
+        spec = parse_spec({**base(), "targets": {"inference": {"selector": {"ns": value}}}})
+    except SpecError as exc:
+        assert "ns" in str(exc)
+        return
+    rendered = Selector("up", spec.targets.inference.matchers()).render()
+    # Read back, it is still one job matcher and one ns matcher holding the value verbatim.
+    assert parse_selector(rendered).matchers == spec.targets.inference.matchers()
+    assert [(m.label, m.value) for m in parse_selector(rendered).matchers] == [
+        ("job", "inference"), ("ns", value)]
+
+
+@pytest.mark.parametrize("job", ['inference"', "", "j" * 129, "a{b}", 7, None])
+def test_hostile_job_names_are_refused(job: object) -> None:
+    assert any("targets.inference.job" in p
+               for p in problems(targets={"inference": {"job": job}}))
+
+
+def test_a_per_model_slo_selects_its_model_on_vllms_histogram() -> None:
+    from governor.alerts.render import render_all
+    from governor.contracts.metrics.latency import HISTOGRAM_BUCKETS
+
+    data = base()
+    data["slos"].append({"name": "itl-llama", "objective": 99, "sli": {"latency": {
+        "metric": "vllm:inter_token_latency_seconds", "threshold": "100ms",
+        "selector": {"model_name": "meta-llama/Meta-Llama-3-8B-Instruct"}}}})
+    spec = parse_spec(data, histograms=HISTOGRAM_BUCKETS)
+    rules = render_all(spec)["prometheus/rules/slo-itl-llama.yml"]
+    assert ('vllm:inter_token_latency_seconds_count{job="inference", '
+            'model_name="meta-llama/Meta-Llama-3-8B-Instruct"}') in rules
