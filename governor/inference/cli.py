@@ -31,6 +31,7 @@ from governor.inference.config import (
 )
 from governor.inference.engines.settings import ENGINE_KINDS, EngineSettings
 from governor.inference.listener import allow_open_files, listening, stopped
+from governor.inference.textwork import SMALL_BODY_BYTES
 from governor.inference.tracing import traces_endpoint
 from governor.slo.classes import RequestClasses
 from governor.slo.spec import SpecError, load_spec
@@ -99,8 +100,8 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                         "class for every request")
     p.add_argument("--tokenizer-threads", type=positive_int, default=service.tokenizer_threads,
                    help="threads that decode, validate, render and tokenize requests, off the "
-                        "event loop; as many requests with large bodies (over 64 KiB) are read "
-                        "at once")
+                        "event loop; as many requests with large bodies (over "
+                        f"{SMALL_BODY_BYTES // 1024} KiB) are read at once")
     p.add_argument("--max-tokens-limit", type=positive_int, default=service.max_tokens_limit,
                    help="largest max_tokens a request may ask for")
     p.add_argument("--otlp-endpoint", default=tracing.otlp_endpoint,
