@@ -19,6 +19,8 @@ BENCHES: dict[str, tuple[str, str]] = {
     "controller": ("governor.bench.controller",
                    "SLO controller vs default and best static limits (virtual time, H200 preset)"),
     "vllm": ("governor.bench.vllm_compare", "the service over vLLM vs vLLM's own OpenAI server"),
+    "hostile": ("governor.bench.hostile",
+                "a stream's ITL alone vs beside 20 clients sending 4 MiB prompts"),
 }
 
 

@@ -17,9 +17,9 @@ from aiohttp import web
 
 from governor.contracts.metrics.service import RESULT_APPLIED, RESULT_FAILED, RESULT_REJECTED
 from governor.inference import keys
+from governor.inference.body import read_json
 from governor.inference.engines.base import BatchingLimits, Engine, EngineError, EngineErrorKind
 from governor.inference.errors import AUTHENTICATION, SERVER, UNAVAILABLE, APIError, bad_request
-from governor.inference.generation import read_json
 
 log = logging.getLogger(__name__)
 

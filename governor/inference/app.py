@@ -38,8 +38,17 @@ from governor.inference.admission_policy import AdmissionPolicy
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
 from governor.inference.engines.registry import create_engine
-from governor.inference.errors import INVALID_REQUEST, NOT_FOUND, SERVER, APIError
+from governor.inference.errors import (
+    CLIENT_GONE,
+    CLIENT_TOO_SLOW,
+    INVALID_REQUEST,
+    NOT_FOUND,
+    SERVER,
+    APIError,
+)
 from governor.inference.metrics import ServiceMetrics
+from governor.inference.prompts import text_work_ctx
+from governor.inference.timeouts import ClientTooSlow, ClientWriter
 from governor.inference.tracing import extract_context, setup_tracing
 
 log = logging.getLogger(__name__)
@@ -69,6 +78,7 @@ def create_app(
     app[keys.REGISTRY] = registry or CollectorRegistry(auto_describe=True)
     app[keys.ADMIN_LOCK] = asyncio.Lock()
     app.cleanup_ctx.append(_tracing_ctx(os.environ if env is None else env))
+    app.cleanup_ctx.append(text_work_ctx)
     app.cleanup_ctx.append(_engine_ctx(engine_factory, on_engine_failure))
     app.router.add_post(CHAT_COMPLETIONS_PATH, generation.chat_completions)
     app.router.add_post(COMPLETIONS_PATH, generation.completions)
@@ -165,45 +175,71 @@ def _from_http_exception(exc: web.HTTPException) -> APIError:
 
 @web.middleware
 async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Status, duration and span of every request; OpenAI error bodies for every failure."""
+    """Status, duration and span of every request; OpenAI error bodies for every failure; and
+    every response the handler did not send itself sent within the write timeout."""
     app = request.app
     route = _route(request)
     start = time.perf_counter()
-    span = None
-    if route.startswith(TRACED_PREFIXES):
-        span = app[keys.TRACING].tracer.start_span(
-            f"{request.method} {route}", context=extract_context(request.headers),
-            kind=SpanKind.SERVER,
-            attributes={"http.request.method": request.method, "http.route": route,
-                        "url.path": request.path},
-        )
-        request[keys.SPAN] = span
+    span = _start_span(request, route)
     code = "500"
     # The span is the current one while the handler runs, so every log line of the request
     # carries its trace id (governor.common.logs).
     with _current(span):
         try:
-            response = await handler(request)
-            code = "499" if request.get(keys.CLIENT_GONE) else str(response.status)
+            response = await _respond(request, handler)
+            code = request.get(keys.OUTCOME) or str(response.status)
+            if not response.prepared:
+                code = await _deliver(request, response, code)
             return response
-        except APIError as exc:
-            code = str(exc.status)
-            return exc.response()
-        except web.HTTPException as exc:
-            error = _from_http_exception(exc)
-            code = str(error.status)
-            return error.response()
         except asyncio.CancelledError:
-            code = "499"  # the client closed the connection; the engine request is aborted
+            # The client closed the connection; the engine request is aborted.
+            code = request.get(keys.OUTCOME, CLIENT_GONE)
             raise
-        except Exception:
-            if request.get(keys.STREAMING):
-                raise  # the status line is gone; aiohttp drops the connection
-            log.exception("unexpected error on %s %s", request.method, request.path)
-            return APIError(500, "internal server error", type_=SERVER).response()
         finally:
             _record(app, route, code, request.get(keys.CLASS, UNCLASSIFIED),
                     time.perf_counter() - start, span)
+
+
+async def _respond(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The handler's response, or the OpenAI error response for what it raised."""
+    try:
+        return await handler(request)
+    except APIError as exc:
+        return exc.response()
+    except web.HTTPException as exc:
+        return _from_http_exception(exc).response()
+    except Exception:
+        if request.get(keys.STREAMING):
+            raise  # the status line is gone; aiohttp drops the connection
+        log.exception("unexpected error on %s %s", request.method, request.path)
+        return APIError(500, "internal server error", type_=SERVER).response()
+
+
+async def _deliver(request: web.Request, response: web.StreamResponse, code: str) -> str:
+    """Send a response the handler built; the code the request is counted under. A client that
+    does not read it within the write timeout (a large completion, /metrics) is hung up on,
+    rather than holding the connection for as long as it likes."""
+    timeout = request.app[keys.CONFIG].connections.write_timeout_seconds
+    writer = ClientWriter(request, response, timeout)
+    try:
+        await writer.send()
+    except ClientTooSlow:
+        writer.abandon()
+        return CLIENT_TOO_SLOW
+    return code
+
+
+def _start_span(request: web.Request, route: str) -> trace.Span | None:
+    if not route.startswith(TRACED_PREFIXES):
+        return None
+    span = request.app[keys.TRACING].tracer.start_span(
+        f"{request.method} {route}", context=extract_context(request.headers),
+        kind=SpanKind.SERVER,
+        attributes={"http.request.method": request.method, "http.route": route,
+                    "url.path": request.path},
+    )
+    request[keys.SPAN] = span
+    return span
 
 
 def _current(span: trace.Span | None) -> contextlib.AbstractContextManager[object]:

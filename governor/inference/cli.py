@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import signal
@@ -22,8 +23,15 @@ from governor.common.logs import add_logging_options, setup_logging
 from governor.common.secrets import Secret, TokenError, read_token
 from governor.contracts.metrics.latency import HISTOGRAM_BUCKETS
 from governor.contracts.tokens import ADMIN_TOKEN_ENV
-from governor.inference.config import AdmissionSettings, ServiceConfig, TracingSettings
+from governor.inference.config import (
+    AdmissionSettings,
+    ConnectionSettings,
+    ServiceConfig,
+    TracingSettings,
+)
 from governor.inference.engines.settings import ENGINE_KINDS, EngineSettings
+from governor.inference.listener import allow_open_files, listening, stopped
+from governor.inference.textwork import SMALL_BODY_BYTES
 from governor.inference.tracing import traces_endpoint
 from governor.slo.classes import RequestClasses
 from governor.slo.spec import SpecError, load_spec
@@ -37,6 +45,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     # Every default is read from the configuration the option fills, never typed twice.
     service, engine = ServiceConfig(), EngineSettings()
     admission, tracing = AdmissionSettings(), TracingSettings()
+    connections = ConnectionSettings()
     p = EnvArgumentParser(prog="governor serve", env_prefix="GOVERNOR_SERVE_",
                           legacy_prefix="GOVERNOR_", description=__doc__, env=env)
     p.add_argument("--host", default=service.host, help="listen address")
@@ -75,10 +84,24 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     p.add_argument("--queue-timeout", type=parse_duration_seconds,
                    default=admission.queue_timeout_seconds,
                    help="longest wait for admission before 503")
+    p.add_argument("--max-connections", type=positive_int, default=connections.max_connections,
+                   help="open connections at most; one more is answered 503 and closed at once")
+    p.add_argument("--write-timeout", type=parse_duration_seconds,
+                   default=connections.write_timeout_seconds,
+                   help="longest a write may wait for a client that does not read; then its "
+                        "request ends (counted 408) and its engine slot is free")
+    p.add_argument("--request-timeout", type=parse_duration_seconds,
+                   default=connections.request_timeout_seconds,
+                   help="longest a request may run from arrival to its last byte: 408 if its "
+                        "body had not arrived, else 504")
     p.add_argument("--slo", type=Path, default=None,
                    help="the SLO spec whose request classes the service applies (vLLM "
                         "priority, per-class admission, the class label); default: none, one "
                         "class for every request")
+    p.add_argument("--tokenizer-threads", type=positive_int, default=service.tokenizer_threads,
+                   help="threads that decode, validate, render and tokenize requests, off the "
+                        "event loop; as many requests with large bodies (over "
+                        f"{SMALL_BODY_BYTES // 1024} KiB) are read at once")
     p.add_argument("--max-tokens-limit", type=positive_int, default=service.max_tokens_limit,
                    help="largest max_tokens a request may ask for")
     p.add_argument("--otlp-endpoint", default=tracing.otlp_endpoint,
@@ -136,12 +159,21 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
             admission=AdmissionSettings(max_in_flight=args.max_in_flight,
                                         max_queue=args.max_queue,
                                         queue_timeout_seconds=args.queue_timeout),
+            connections=ConnectionSettings(max_connections=args.max_connections,
+                                           write_timeout_seconds=args.write_timeout,
+                                           request_timeout_seconds=args.request_timeout),
             tracing=tracing, classes=classes,
             admin_token=_admin_token(args, env), max_body_bytes=args.max_body_bytes,
-            max_tokens_limit=args.max_tokens_limit,
+            tokenizer_threads=args.tokenizer_threads, max_tokens_limit=args.max_tokens_limit,
         )
     except ValueError as exc:
         raise SystemExit(f"governor serve: {exc}") from None
+
+
+async def _serve(app: web.Application, config: ServiceConfig) -> None:
+    async with listening(app, config.host, config.port, config.connections):
+        log.info("listening on %s:%d", config.host, config.port)
+        await stopped()
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
@@ -174,8 +206,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     # Hand the GIL back to the event loop within 1 ms of a worker thread taking it (a /metrics
     # render, tokenizing a long prompt): tokens keep streaming meanwhile.
     sys.setswitchinterval(0.001)
-    web.run_app(app, host=config.host, port=config.port, print=None, handler_cancellation=True,
-                access_log=None)
+    allow_open_files(config.connections.max_connections)
+    asyncio.run(_serve(app, config))
     if failure:
         log.error("the engine failed to start: %s", failure[0])
         return EXIT_ENGINE_FAILED

@@ -28,6 +28,25 @@ class AdmissionSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ConnectionSettings:
+    """What one client may hold of the service, and for how long.
+
+    At most ``max_connections`` connections are open; one more is answered 503 and closed at
+    once. A write that waits ``write_timeout_seconds`` for a client that does not read ends its
+    request (counted 408: the client's fault), which frees its engine slot. A request still
+    running ``request_timeout_seconds`` after it arrived ends too: 408 if its body had not
+    arrived, else 504 (a stream ends with an error event). Idle connections close after
+    ``keepalive_timeout_seconds``, including those that never send a request.
+    """
+
+    max_connections: int = 2048
+    write_timeout_seconds: float = 30.0
+    # The openai client's own default timeout: it would have given up by then anyway.
+    request_timeout_seconds: float = 600.0
+    keepalive_timeout_seconds: float = 75.0
+
+
+@dataclass(frozen=True, slots=True)
 class TracingSettings:
     """OTLP/HTTP export; with no endpoint (flag or ``OTEL_EXPORTER_OTLP_*``) nothing is exported."""
 
@@ -41,12 +60,18 @@ class ServiceConfig:
     port: int = INFERENCE.port
     engine: EngineSettings = field(default_factory=EngineSettings)
     admission: AdmissionSettings = field(default_factory=AdmissionSettings)
+    connections: ConnectionSettings = field(default_factory=ConnectionSettings)
     tracing: TracingSettings = field(default_factory=TracingSettings)
     # The request classes of slo.yaml (``--slo``): priorities, admission limits, class labels.
     classes: RequestClasses = field(default_factory=RequestClasses)
     # Bearer token of the admin API; None disables the admin API (every call answers 401).
     admin_token: Secret | None = None
     max_body_bytes: int = 4 * 1024 * 1024
+    # Threads that decode, validate, render and tokenize requests, off the event loop, and as
+    # many large requests read at once. One keeps a flood of large prompts from holding
+    # Python's lock against the event loop (measured by governor bench hostile); more help a
+    # tokenizer that releases it (vLLM's, in Rust) with many long prompts.
+    tokenizer_threads: int = 1
     # Largest ``max_tokens`` a request may ask for (also bounded by the model's context).
     max_tokens_limit: int = 32768
     # Completions default (OpenAI's legacy default is 16); chat defaults to what fits the context.
@@ -62,6 +87,15 @@ class ServiceConfig:
             errors.append("admission.max_in_flight must be positive")
         if self.admission.max_queue < 0:
             errors.append("admission.max_queue must not be negative")
+        connections = self.connections
+        if connections.max_connections < 1:
+            errors.append("connections.max_connections must be positive")
+        for name in ("write_timeout_seconds", "request_timeout_seconds",
+                     "keepalive_timeout_seconds"):
+            if not getattr(connections, name) > 0:
+                errors.append(f"connections.{name} must be positive")
+        if self.tokenizer_threads < 1:
+            errors.append(f"tokenizer_threads must be positive, got {self.tokenizer_threads}")
         if self.max_tokens_limit < 1:
             errors.append("max_tokens_limit must be positive")
         if errors:

@@ -13,6 +13,11 @@ from typing import Any
 
 from aiohttp import web
 
+# How a request ended, where its status line could not say (it went out before the end): the
+# code it is counted under in governor_requests_total. Neither is a server error.
+CLIENT_GONE = "499"  # the client closed the connection (nginx's code)
+CLIENT_TOO_SLOW = "408"  # the client did not send or read in time, and the service hung up
+
 INVALID_REQUEST = "invalid_request_error"
 AUTHENTICATION = "authentication_error"
 NOT_FOUND = "not_found_error"

@@ -1,19 +1,18 @@
 """The two generation routes: ``POST /v1/chat/completions`` and ``POST /v1/completions``.
 
-One request's life: parse and validate → tokenize and check the context → classify it (slo.yaml's
-request classes: its vLLM priority, its admission limit, its ``class`` label) → wait for an engine
-slot in the admission queue → stream deltas from the engine (SSE) or gather them → record the
-latencies the client saw, with the trace id as exemplar, and the span tree.
+One request's life, within its deadline (``--request-timeout``): in its turn, read the body,
+then decode, validate, render and tokenize it in the text threads, the prompt's bytes checked
+before it is tokenized (:mod:`governor.inference.prompts`) → classify it (slo.yaml's request
+classes: its vLLM priority, its admission limit, its ``class`` label) → wait for an engine slot
+in the admission queue → stream deltas from the engine (SSE) or gather them, and record what
+the client saw (:mod:`governor.inference.run`).
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 import logging
-import time
 import uuid
-from collections.abc import AsyncIterator
-from typing import Literal
 
 from aiohttp import web
 from opentelemetry import trace
@@ -21,7 +20,6 @@ from opentelemetry import trace
 from governor.contracts import traces as tr
 from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH
 from governor.contracts.metrics.service import (
-    EXEMPLAR_TRACE_ID,
     REASON_QUEUE_FULL,
     REASON_QUEUE_TIMEOUT,
     REASON_SHED,
@@ -29,40 +27,14 @@ from governor.contracts.metrics.service import (
 from governor.inference import keys
 from governor.inference.admission import QueueFull, QueueTimeout, Shed
 from governor.inference.config import ServiceConfig
-from governor.inference.engines.base import (
-    Engine,
-    EngineError,
-    EngineErrorKind,
-    FinishReason,
-    GenerateRequest,
-    TokenDelta,
-)
-from governor.inference.errors import (
-    NOT_FOUND,
-    RATE_LIMIT,
-    SERVER,
-    UNAVAILABLE,
-    APIError,
-    bad_request,
-)
-from governor.inference.metrics import ClassLatency, ServiceMetrics
-from governor.inference.protocol import (
-    GenerationParams,
-    context_too_long,
-    parse_chat_request,
-    parse_completion_request,
-)
-from governor.inference.sse import DONE, ChunkEncoder, Usage, error_event, full_response
-from governor.inference.tracing import inject_headers, trace_id_hex
+from governor.inference.engines.base import Engine, GenerateRequest
+from governor.inference.errors import RATE_LIMIT, UNAVAILABLE, APIError
+from governor.inference.prompts import prepare_request
+from governor.inference.protocol import GenerationParams, context_too_long
+from governor.inference.run import Kind, Run
+from governor.inference.tracing import inject_headers
 
 log = logging.getLogger(__name__)
-
-Kind = Literal["chat", "completion"]
-SSE_HEADERS = {
-    "Content-Type": "text/event-stream",
-    "Cache-Control": "no-cache",
-    "X-Accel-Buffering": "no",
-}
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -71,30 +43,6 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 async def completions(request: web.Request) -> web.StreamResponse:
     return await _generate(request, "completion")
-
-
-async def read_json(request: web.Request) -> object:
-    """The body as JSON; a 400 for anything that is not (the size limit is the app's)."""
-    raw = await request.read()
-    if not raw:
-        raise bad_request("the request body is empty; expected a JSON object")
-    try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise bad_request(f"the request body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise bad_request("the request body is nested too deeply") from None
-
-
-def engine_error(exc: EngineError, retry_after_seconds: int) -> APIError:
-    if exc.kind is EngineErrorKind.INVALID_REQUEST:
-        return bad_request(exc.message, param=exc.param)
-    if exc.kind is EngineErrorKind.UNSUPPORTED:
-        return APIError(501, exc.message, type_=SERVER, code="unsupported")
-    return APIError(
-        503, exc.message, type_=UNAVAILABLE, code=exc.kind.value,
-        retry_after_seconds=retry_after_seconds,
-    )
 
 
 def resolve_max_tokens(
@@ -117,24 +65,9 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
     app = request.app
     config, engine = app[keys.CONFIG], app[keys.ENGINE]
     span = request[keys.SPAN]
-    body = await read_json(request)
-    parse = parse_chat_request if kind == "chat" else parse_completion_request
-    params = parse(body, max_tokens_limit=config.max_tokens_limit)
-    if params.model != engine.model_name:
-        raise APIError(
-            404, f"The model `{params.model}` does not exist.", type_=NOT_FOUND,
-            param="model", code="model_not_found",
-        )
-    retry_after = config.admission.retry_after_seconds
-    if not engine.ready:
-        raise APIError(503, "the engine is not ready", type_=UNAVAILABLE,
-                       code="engine_not_ready", retry_after_seconds=retry_after)
-    if kind == "chat":
-        prompt = engine.render_chat([message.as_dict() for message in params.messages])
-    else:
-        assert params.prompt is not None
-        prompt = params.prompt
-    token_ids = tuple(await engine.tokenize(prompt))
+    deadline = asyncio.get_running_loop().time() + config.connections.request_timeout_seconds
+    prepared = await prepare_request(request, kind, deadline)
+    params, token_ids = prepared.params, prepared.token_ids
     route = CHAT_COMPLETIONS_PATH if kind == "chat" else COMPLETIONS_PATH
     request_class = config.classes.classify(route, request.headers, len(token_ids))
     request[keys.CLASS] = name = request_class.name
@@ -143,11 +76,12 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
     _request_attributes(span, engine, params, request_id, max_tokens, len(token_ids))
     span.set_attribute(tr.REQUEST_CLASS, name)
     metrics = app[keys.METRICS]
-    run = _Run(
+    retry_after = config.admission.retry_after_seconds
+    run = Run(
         kind, params, engine, metrics, metrics.latency(name), app[keys.TRACING].tracer, span,
-        GenerateRequest(request_id, prompt, token_ids, max_tokens, params.sampling,
+        GenerateRequest(request_id, prepared.prompt, token_ids, max_tokens, params.sampling,
                         trace_headers=inject_headers(span), priority=request_class.priority),
-        retry_after,
+        retry_after, deadline, config.connections.write_timeout_seconds,
     )
     await _admit(request, run, retry_after, name)
     try:
@@ -159,12 +93,14 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
         run.finish_span()
 
 
-async def _admit(request: web.Request, run: _Run, retry_after: int, request_class: str) -> None:
+async def _admit(request: web.Request, run: Run, retry_after: int, request_class: str) -> None:
     config = request.app[keys.CONFIG]
     metrics = request.app[keys.METRICS]
+    # The wait is bounded by the queue timeout, and by what is left of the request's deadline.
+    left = run.deadline - asyncio.get_running_loop().time()
     try:
-        await request.app[keys.ADMISSION].acquire(config.admission.queue_timeout_seconds,
-                                                  request_class)
+        await request.app[keys.ADMISSION].acquire(
+            min(config.admission.queue_timeout_seconds, left), request_class)
     except QueueFull:
         metrics.rejections.labels(REASON_QUEUE_FULL, request_class).inc()
         raise APIError(
@@ -205,165 +141,3 @@ def _request_attributes(
     })
 
 
-class _Run:
-    """One admitted generation: drives the engine stream and records what the client saw."""
-
-    def __init__(
-        self, kind: Kind, params: GenerationParams, engine: Engine, metrics: ServiceMetrics,
-        latency: ClassLatency, tracer: trace.Tracer, span: trace.Span, request: GenerateRequest,
-        retry_after: int,
-    ) -> None:
-        self.latency = latency
-        self.tracer = tracer
-        self.retry_after = retry_after
-        self.kind = kind
-        self.params = params
-        self.engine = engine
-        self.metrics = metrics
-        self.span = span
-        self.request = request
-        self.created = int(time.time())
-        self.exemplar = {EXEMPLAR_TRACE_ID: trace_id_hex(span)}
-        # Wall-clock nanoseconds for the child spans; perf_counter for the latencies.
-        self.start_ns = time.time_ns()
-        self.start = time.perf_counter()
-        self.admitted_ns = self.first_ns = self.last_ns = 0
-        self.last = 0.0
-        self.engine_queued_seconds: float | None = None
-        self.completion_tokens = 0
-        self.finish_reason: str | None = None
-
-    def admitted(self) -> None:
-        self.admitted_ns = time.time_ns()
-        self.metrics.prompt_tokens.inc(len(self.request.prompt_token_ids))
-
-    def usage(self) -> Usage:
-        return Usage(len(self.request.prompt_token_ids), self.completion_tokens)
-
-    def _observe(self, delta: TokenDelta) -> None:
-        now = time.perf_counter()
-        self.last_ns = time.time_ns()
-        if self.first_ns == 0:
-            self.first_ns = self.last_ns
-            self.latency.ttft.observe(now - self.start, self.exemplar)
-            self.engine_queued_seconds = delta.queued_seconds
-        else:
-            self.latency.itl.observe(now - self.last, self.exemplar)
-        self.last = now
-        self.completion_tokens += delta.num_tokens
-
-    async def _deltas(self) -> AsyncIterator[TokenDelta]:
-        """The engine's deltas; closing this early (disconnect, error) aborts the engine request."""
-        stream = self.engine.generate(self.request)
-        try:
-            async for delta in stream:
-                yield delta
-                if delta.finish_reason is not None:
-                    return
-        finally:
-            await stream.aclose()  # type: ignore[attr-defined]
-
-    async def _first(self, deltas: AsyncIterator[TokenDelta]) -> TokenDelta | None:
-        try:
-            return await anext(deltas)
-        except StopAsyncIteration:
-            return None
-        except EngineError as exc:
-            raise engine_error(exc, self.retry_after) from exc
-
-    async def stream(self, http: web.Request) -> web.StreamResponse:
-        deltas = self._deltas()
-        response = web.StreamResponse(headers=SSE_HEADERS)
-        try:
-            # The first delta before the status line: an engine refusal still gets its 4xx/503.
-            first = await self._first(deltas)
-            await response.prepare(http)
-            http[keys.STREAMING] = True
-            encoder = ChunkEncoder(self.kind, self.request.request_id, self.created,
-                                   self.params.model, include_usage=self.params.include_usage)
-            role = encoder.role()
-            if role is not None:
-                await response.write(role)
-            try:
-                await self._stream_deltas(response, encoder, first, deltas)
-            except EngineError as exc:
-                log.warning("request %s failed mid-stream: %s", self.request.request_id, exc)
-                await response.write(error_event(engine_error(exc, self.retry_after).body()))
-            await response.write(DONE)
-            await response.write_eof()
-        except ConnectionError:
-            # The client went away: the finally below aborts the engine request.
-            self.finish_reason = FinishReason.ABORT.value
-            http[keys.CLIENT_GONE] = True
-        finally:
-            await deltas.aclose()  # type: ignore[attr-defined]
-        return response
-
-    async def _stream_deltas(
-        self, response: web.StreamResponse, encoder: ChunkEncoder, first: TokenDelta | None,
-        deltas: AsyncIterator[TokenDelta],
-    ) -> None:
-        delta = first
-        while delta is not None:
-            self._observe(delta)
-            self.metrics.generation_tokens.inc(delta.num_tokens)
-            if delta.finish_reason is not None:
-                self.finish_reason = delta.finish_reason.value
-                await response.write(encoder.finish(self.finish_reason, delta.text))
-                break
-            if delta.text:
-                await response.write(encoder.text(delta.text))
-            delta = await anext(deltas, None)
-        if self.params.include_usage:
-            await response.write(encoder.usage(self.usage()))
-
-    async def complete(self) -> web.Response:
-        deltas = self._deltas()
-        parts: list[str] = []
-        try:
-            delta = await self._first(deltas)
-            while delta is not None:
-                self._observe(delta)
-                parts.append(delta.text)
-                if delta.finish_reason is not None:
-                    self.finish_reason = delta.finish_reason.value
-                    break
-                delta = await anext(deltas, None)
-        except EngineError as exc:
-            raise engine_error(exc, self.retry_after) from exc
-        finally:
-            await deltas.aclose()  # type: ignore[attr-defined]
-        self.metrics.generation_tokens.inc(self.completion_tokens)
-        body = full_response(self.kind, self.request.request_id, self.created, self.params.model,
-                             "".join(parts), self.finish_reason or "stop", self.usage())
-        return web.Response(body=body, content_type="application/json")
-
-    def finish_span(self) -> None:
-        """Attributes of the outcome and the queue → prefill → decode child spans."""
-        span = self.span
-        span.set_attribute(tr.USAGE_OUTPUT_TOKENS, self.completion_tokens)
-        if self.finish_reason is not None:
-            span.set_attribute(tr.RESPONSE_FINISH_REASONS, [self.finish_reason])
-        if not self.admitted_ns:
-            return
-        queue_end = self.admitted_ns
-        if self.engine_queued_seconds is not None:
-            queue_end += int(self.engine_queued_seconds * 1e9)
-        if self.first_ns:
-            queue_end = min(queue_end, self.first_ns)
-        span.set_attribute(tr.TIME_IN_QUEUE, (queue_end - self.start_ns) / 1e9)
-        self._child(tr.QUEUE_SPAN, self.start_ns, queue_end,
-                    {tr.ENGINE_QUEUED_SECONDS: self.engine_queued_seconds or 0.0})
-        if self.first_ns:
-            span.set_attribute(tr.TIME_TO_FIRST_TOKEN, (self.first_ns - self.start_ns) / 1e9)
-            self._child(tr.PREFILL_SPAN, queue_end, self.first_ns, {})
-            span.add_event(tr.FIRST_TOKEN_EVENT, timestamp=self.first_ns)
-            self._child(tr.DECODE_SPAN, self.first_ns, self.last_ns,
-                        {tr.USAGE_OUTPUT_TOKENS: self.completion_tokens})
-
-    def _child(self, name: str, start_ns: int, end_ns: int, attributes: dict[str, float]) -> None:
-        child = self.tracer.start_span(
-            name, context=trace.set_span_in_context(self.span), start_time=start_ns,
-            attributes=attributes,
-        )
-        child.end(end_time=end_ns)

@@ -12,6 +12,7 @@ from governor.inference.admission import AdmissionQueue
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
 from governor.inference.metrics import ServiceMetrics
+from governor.inference.textwork import TextWork
 from governor.inference.tracing import Tracing
 
 CONFIG = web.AppKey("config", ServiceConfig)
@@ -21,11 +22,15 @@ METRICS = web.AppKey("metrics", ServiceMetrics)
 TRACING = web.AppKey("tracing", Tracing)
 ADMISSION = web.AppKey("admission", AdmissionQueue)
 ADMIN_LOCK = web.AppKey("admin_lock", asyncio.Lock)
+# The threads that prepare prompts (decode, validate, render, tokenize), and their turns.
+TEXT_WORK = web.AppKey("text_work", TextWork)
 
 # Per request: the SERVER span the middleware opened (absent for /metrics and /health).
 SPAN = web.RequestKey("span", trace.Span)
-# Per request: set once the SSE status line is sent, and when the client went away mid-stream.
+# Per request: set once the SSE status line is sent.
 STREAMING = web.RequestKey("streaming", bool)
-CLIENT_GONE = web.RequestKey("client_gone", bool)
+# Per request: the code it is counted under when its status line does not tell how it ended (a
+# stream the client left, or stopped reading, or that failed after its first token).
+OUTCOME = web.RequestKey("outcome", str)
 # Per generation request: its request class, once its prompt is classified.
 CLASS = web.RequestKey("class", str)

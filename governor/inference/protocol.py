@@ -67,8 +67,12 @@ def _number(body: Mapping[str, Any], name: str, default: float, low: float, high
     value = body.get(name)
     if value is None:
         return default
-    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+    if not isinstance(value, int | float) or isinstance(value, bool):
         raise bad_request(f"'{name}' must be a number", param=name)
+    # Only a float can be infinite or NaN; an integer of any size compares exactly with the
+    # bounds, where math.isfinite() would overflow converting it.
+    if isinstance(value, float) and not math.isfinite(value):
+        raise bad_request(f"'{name}' must be a finite number", param=name)
     if not low <= value <= high:
         raise bad_request(f"'{name}' must be between {low} and {high}, got {value}", param=name)
     return float(value)
@@ -292,6 +296,21 @@ def context_too_long(
         f"This model's maximum context length is {max_model_len} tokens. However, you requested "
         f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the prompt, {max_tokens} for the "
         "completion). Please reduce the prompt or the completion length.",
+        param=param,
+        code="context_length_exceeded",
+    )
+
+
+def prompt_too_many_bytes(
+    max_model_len: int, max_token_bytes: int, prompt_bytes: int, param: str
+) -> APIError:
+    """A prompt refused for its length in bytes, before it was tokenized: no token of this
+    model covers more than ``max_token_bytes`` bytes, so it cannot fit the context."""
+    return bad_request(
+        f"This model's maximum context length is {max_model_len} tokens, and one of its tokens "
+        f"covers at most {max_token_bytes} bytes of text, so a prompt may have at most "
+        f"{max_model_len * max_token_bytes} bytes. However, your prompt has {prompt_bytes} "
+        "bytes or more. Please reduce the prompt.",
         param=param,
         code="context_length_exceeded",
     )

@@ -221,6 +221,28 @@ async def test_the_loop_runs_on_wake_and_on_resync(tmp_path: Path) -> None:
         task.cancel()
 
 
+async def test_with_alertmanager_silent_the_resync_still_finds_and_fixes_a_breach(
+    tmp_path: Path,
+) -> None:
+    """Alertmanager down: no notification ever wakes the loop, and no alert is firing. The
+    loop passes on its timer anyway and acts on what Prometheus shows."""
+    h = Harness(tmp_path)
+    h.config = replace(h.config, resync_seconds=0.01)
+    reconciler = h.build()
+    passes = names.RECONCILE_DURATION.name + "_count"
+    task = asyncio.create_task(reconciler.run())
+    try:
+        for _ in range(200):
+            if (h.metric(passes) or 0) >= 3:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+    assert (h.metric(passes) or 0) >= 3
+    assert [name for name, _ in h.actuator.applied] == [A.name]
+    assert h.book.firing() == []
+
+
 async def test_limits_are_read_from_the_target_every_pass(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     h.actuator.limits[A.name] = Limits(100, 4096)  # set by someone else

@@ -38,9 +38,9 @@ async def test_chat_completion_returns_text_and_exact_usage(service: Service) ->
     assert choice.finish_reason in {"stop", "length"}
     assert response.usage is not None
     prompt = service.engine.render_chat(PLAIN)
-    assert response.usage.prompt_tokens == len(await service.engine.tokenize(prompt))
+    assert response.usage.prompt_tokens == len(service.engine.tokenize(prompt))
     assert response.usage.completion_tokens == len(
-        await service.engine.tokenize(choice.message.content))
+        service.engine.tokenize(choice.message.content))
     assert response.usage.total_tokens == (
         response.usage.prompt_tokens + response.usage.completion_tokens)
 
@@ -68,7 +68,7 @@ async def test_streamed_chat_ends_with_usage_when_asked(service: Service) -> Non
     usage = chunks[-1].usage
     assert chunks[-1].choices == []
     assert usage is not None
-    assert usage.completion_tokens == len(await service.engine.tokenize(text))
+    assert usage.completion_tokens == len(service.engine.tokenize(text))
 
 
 async def test_streamed_completion_and_the_done_marker(service: Service) -> None:

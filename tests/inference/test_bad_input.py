@@ -10,6 +10,7 @@ import pytest
 from tests.inference.conftest import Service, ServiceFactory
 
 CHAT_PATH = "/v1/chat/completions"
+COMPLETIONS_PATH = "/v1/completions"
 
 
 async def good_request_works(service: Service) -> None:
@@ -43,6 +44,8 @@ async def send(service: Service, method: str, path: str, data: bytes,
         pytest.param(b'{"model": null, "messages": null}', 400, id="nulls"),
         pytest.param(b'{"model":"m","messages":[{"role":"user","content":"x"}],'
                      b'"max_tokens":1e400}', 400, id="an infinite max_tokens"),
+        pytest.param(b'{"max_tokens": 1' + b"0" * 5000 + b"}", 400,
+                     id="an integer longer than Python converts"),
     ],
 )
 async def test_malformed_bodies_are_400(service: Service, data: bytes, status: int) -> None:
@@ -105,3 +108,64 @@ async def test_a_burst_of_bad_requests_leaves_no_trace_in_flight(service: Servic
     assert service.sample("governor_requests_total",
                           {"route": CHAT_PATH, "code": "400", "class": ""}) == 50.0
     await good_request_works(service)
+
+
+LONE_SURROGATE = "\ud800"
+
+
+def surrogate_bodies(model: str) -> list[tuple[str, str, dict[str, object]]]:
+    """(route, the param the error names, body) with a lone surrogate in each text field."""
+    user = {"role": "user", "content": "hello"}
+    return [
+        (CHAT_PATH, "messages[0].content",
+         {"model": model, "messages": [{"role": "user", "content": f"a {LONE_SURROGATE} b"}]}),
+        (CHAT_PATH, "messages[0].content[0].text",
+         {"model": model, "messages": [
+             {"role": "user", "content": [{"type": "text", "text": LONE_SURROGATE}]}]}),
+        (CHAT_PATH, "stop", {"model": model, "messages": [user], "stop": LONE_SURROGATE}),
+        (CHAT_PATH, "user", {"model": model, "messages": [user], "user": LONE_SURROGATE}),
+        (COMPLETIONS_PATH, "prompt", {"model": model, "prompt": "\udfff"}),
+        (COMPLETIONS_PATH, "prompt[0]", {"model": model, "prompt": [f"x{LONE_SURROGATE}"]}),
+        (COMPLETIONS_PATH, "stop[1]", {"model": model, "prompt": "hi", "stop": ["a", "\udc80"]}),
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_lone_surrogate_anywhere_is_a_400_never_a_500(
+    service: Service, stream: bool
+) -> None:
+    """JSON may spell "\\ud800"; the sim echoes it, and no response could encode it."""
+    for route, param, body in surrogate_bodies(service.engine.model_name):
+        code, payload = await send(service, "POST", route,
+                                   json.dumps({**body, "stream": stream}).encode())
+        assert code == 400, (route, param, payload)
+        error = payload["error"]
+        assert isinstance(error, dict)
+        assert (error["type"], error["param"]) == ("invalid_request_error", param)
+    await good_request_works(service)
+    assert no_5xx(service)
+
+
+async def test_surrogates_in_raw_utf8_bytes_are_refused_too(service: Service) -> None:
+    """Python's JSON decoder lets UTF-8-encoded surrogates (ED A0 80) through as well."""
+    data = b'{"model": "%s", "prompt": "a \xed\xa0\x80 b"}' % service.engine.model_name.encode()
+    code, payload = await send(service, "POST", COMPLETIONS_PATH, data)
+    assert code == 400
+    assert payload["error"]["param"] == "prompt"  # type: ignore[index]
+    assert no_5xx(service)
+
+
+async def test_a_surrogate_pair_is_one_character_and_served(service: Service) -> None:
+    body = {"model": service.engine.model_name, "prompt": "\ud83d\ude00 smile", "max_tokens": 4}
+    # Python keeps the two halves apart; JSON's escapes join them into U+1F600.
+    code, payload = await send(service, "POST", COMPLETIONS_PATH, json.dumps(body).encode())
+    assert code == 200, payload
+
+
+def no_5xx(service: Service) -> bool:
+    """Not one request has been counted as a server error (the availability SLI)."""
+    for family in service.registry.collect():
+        for sample in family.samples:
+            if sample.name == "governor_requests_total" and sample.labels["code"][0] == "5":
+                return False
+    return True

@@ -22,11 +22,26 @@ def test_defaults_are_the_sim_engine_on_port_8000() -> None:
     assert settings.admin_token is None
 
 
+def test_a_stalled_reader_and_a_long_request_are_bounded_by_default() -> None:
+    connections = config([]).connections
+    assert 0 < connections.write_timeout_seconds <= 30
+    assert connections.request_timeout_seconds == 600  # the openai client's own timeout
+    assert connections.max_connections >= 512 + 1024  # max_in_flight + max_queue, and more
+
+
 def test_every_option_reads_its_environment_variable(tmp_path: Path) -> None:
     settings = config([], {"GOVERNOR_SERVE_PORT": "8100", "GOVERNOR_SERVE_MAX_QUEUE": "7",
                            "GOVERNOR_SERVE_QUEUE_TIMEOUT": "250ms", "GOVERNOR_ADMIN_TOKEN": "tok",
-                           "GOVERNOR_SERVE_ENGINE": "sim", "GOVERNOR_SERVE_PRESET": "tiny"})
+                           "GOVERNOR_SERVE_ENGINE": "sim", "GOVERNOR_SERVE_PRESET": "tiny",
+                           "GOVERNOR_SERVE_TOKENIZER_THREADS": "3",
+                           "GOVERNOR_SERVE_MAX_CONNECTIONS": "100",
+                           "GOVERNOR_SERVE_WRITE_TIMEOUT": "5s",
+                           "GOVERNOR_SERVE_REQUEST_TIMEOUT": "2m"})
     assert settings.port == 8100
+    assert settings.tokenizer_threads == 3
+    assert settings.connections.max_connections == 100
+    assert settings.connections.write_timeout_seconds == 5.0
+    assert settings.connections.request_timeout_seconds == 120.0
     assert settings.admission.max_queue == 7
     assert settings.admission.queue_timeout_seconds == pytest.approx(0.25)
     assert settings.admin_token is not None

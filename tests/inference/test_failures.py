@@ -59,6 +59,13 @@ async def test_a_failure_mid_stream_ends_the_stream_with_an_error_event(
     assert '"w1"' in text or " w1" in text
     assert '"error"' in events[-2]
     assert events[-1] == "[DONE]"
+    # The engine died: a server error for the availability SLI, as it would be before the
+    # first token (503), not the 200 of the status line; and its slot is free again.
+    assert service.sample("governor_requests_total", {
+        "route": "/v1/chat/completions", "code": "503", "class": "default"}) == 1.0
+    assert service.sample("governor_requests_total", {
+        "route": "/v1/chat/completions", "code": "200", "class": "default"}) is None
+    assert service.sample("governor_requests_in_flight") == 0.0
 
 
 async def test_a_failure_mid_stream_reaches_the_openai_client_as_an_error(

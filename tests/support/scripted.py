@@ -8,6 +8,7 @@ the real simulated engine.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -35,10 +36,16 @@ class Script:
     fail_start: BaseException | None = None  # engine.start() raises it
 
 
+# Words of up to 16 characters with up to 16 characters of whitespace before them: a token
+# covers at most 16 * 3 + 16 * 4 bytes of UTF-8.
+_WORDS = re.compile(r"\s{0,16}\S{1,16}|\s{1,16}")
+
+
 class ScriptedEngine:
     system = "vllm"
     model_name = "scripted"
     max_model_len = 64
+    max_token_bytes = 112
 
     def __init__(self, script: Script | None = None) -> None:
         self.script = script or Script()
@@ -70,8 +77,8 @@ class ScriptedEngine:
     async def close(self) -> None:
         return None
 
-    async def tokenize(self, text: str) -> Sequence[int]:
-        return [len(word) for word in text.split()]
+    def tokenize(self, text: str) -> Sequence[int]:
+        return [len(word) for word in _WORDS.findall(text)]
 
     def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
         return " ".join(m["content"] for m in messages)

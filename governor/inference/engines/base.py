@@ -3,12 +3,14 @@
 The HTTP layer never sees vLLM or the simulator directly: it tokenizes through the engine,
 asks it to ``generate`` (an async stream of token deltas), aborts on disconnect, and moves the
 batching limits. Engines register their own ``vllm:*`` series into the registry they are given.
+Rendering and tokenizing are plain functions: the service runs them in threads of its own, so
+that a long prompt never stalls the event loop that streams everyone's tokens.
 
 Use::
 
     engine = create_engine(...)                  # see inference.engines.registry
     await engine.start()
-    ids = await engine.tokenize("hello world")
+    ids = engine.tokenize("hello world")         # in a worker thread, in the service
     request = GenerateRequest("r1", "hello world", tuple(ids), max_tokens=16)
     async for delta in engine.generate(request):
         print(delta.text, delta.finish_reason)
@@ -133,6 +135,15 @@ class Engine(Protocol):
         """Prompt plus output tokens may not exceed this."""
 
     @property
+    def max_token_bytes(self) -> int:
+        """At most this many UTF-8 bytes of text make one token of this engine's tokenizer.
+
+        A prompt longer than ``max_model_len * max_token_bytes`` bytes cannot fit the context
+        whatever it says, so the service refuses it without tokenizing it. Meaningful once the
+        engine has started (vLLM reads it from the model's vocabulary).
+        """
+
+    @property
     def ready(self) -> bool:
         """True once started and while alive; ``/health`` answers 503 otherwise."""
 
@@ -152,10 +163,13 @@ class Engine(Protocol):
 
     async def close(self) -> None: ...
 
-    async def tokenize(self, text: str) -> Sequence[int]: ...
+    def tokenize(self, text: str) -> Sequence[int]:
+        """The prompt's token ids. CPU work the service runs in its text threads, several at
+        once: it must be thread-safe, and must not touch the event loop."""
 
     def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
-        """Apply the model's chat template to ``[{"role":…, "content":…}, …]``."""
+        """Apply the model's chat template to ``[{"role":…, "content":…}, …]``. Called from the
+        text threads, like :meth:`tokenize`."""
 
     def generate(self, request: GenerateRequest) -> AsyncIterator[TokenDelta]:
         """Stream deltas; the last one carries ``finish_reason``.

@@ -42,6 +42,7 @@ from governor.inference.engines.sim.metrics import VllmMetrics
 from governor.inference.engines.sim.presets import Preset, get_preset
 from governor.inference.engines.sim.request import SimRequest, Status
 from governor.inference.engines.sim.tokenizer import (
+    MAX_TOKEN_BYTES,
     OutputPlan,
     SimTokenizer,
     plan_output,
@@ -127,6 +128,10 @@ class SimEngine:
         return self.preset.max_model_len
 
     @property
+    def max_token_bytes(self) -> int:
+        return MAX_TOKEN_BYTES
+
+    @property
     def ready(self) -> bool:
         return self._task is not None and not self._task.done() and not self._closed
 
@@ -162,7 +167,9 @@ class SimEngine:
 
     # ---- requests ----------------------------------------------------------------------------
 
-    async def tokenize(self, text: str) -> Sequence[int]:
+    def tokenize(self, text: str) -> Sequence[int]:
+        # Thread-safe: the tokenizer's only state is a memo of piece ids, in which a race at
+        # worst computes an id twice.
         return self._tokenizer.encode(text)
 
     def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str:

@@ -1,9 +1,11 @@
 """The simulated model's tokenizer, chat template and text: deterministic, with exact counts.
 
-Tokens are word pieces: optional leading whitespace plus a run of up to 6 letters, up to 3
-digits, or one other character (about 4 characters per token on English, like a BPE
-tokenizer). A token's id is a stable hash of its text, so equal texts give equal ids and
-prompts that share a prefix share the ids of that prefix (what prefix caching keys on).
+Tokens are word pieces: up to 16 characters of leading whitespace plus a run of up to 6
+letters, up to 3 digits, or one other character, or a run of up to 16 whitespace characters
+(about 4 characters per token on English, like a BPE tokenizer). A token therefore never covers
+more than :data:`MAX_TOKEN_BYTES` bytes of UTF-8, as a BPE token never covers more than its
+longest vocabulary entry. A token's id is a stable hash of its text, so equal texts give equal
+ids and prompts that share a prefix share the ids of that prefix (what prefix caching keys on).
 
 The model "answers" with a translation-like echo of the last user message: every word with its
 vowels rotated (``Translate this`` → ``Trensleti thos``), tokenized by the same rules. Any prefix
@@ -23,8 +25,15 @@ from dataclasses import dataclass
 
 from governor.inference.engines.base import FinishReason, SamplingOptions
 
-# Whitespace attaches to the token that follows it; a trailing run of whitespace is one token.
-_TOKEN = re.compile(r"\s*(?:[^\W\d_]{1,6}|\d{1,3}|\S)|\s+")
+# Whitespace attaches to the token that follows it; a run of whitespace with nothing after it
+# is a token of its own. Runs are capped, so that one token covers a bounded text.
+_MAX_SPACES, _MAX_LETTERS, _MAX_DIGITS = 16, 6, 3
+_TOKEN = re.compile(
+    rf"\s{{0,{_MAX_SPACES}}}(?:[^\W\d_]{{1,{_MAX_LETTERS}}}|\d{{1,{_MAX_DIGITS}}}|\S)"
+    rf"|\s{{1,{_MAX_SPACES}}}"
+)
+# Every character \s matches is below U+3000 (three bytes of UTF-8); any other takes four at most.
+MAX_TOKEN_BYTES = _MAX_SPACES * 3 + max(_MAX_LETTERS, _MAX_DIGITS) * 4
 _RESERVED_IDS = 3  # <unk>, <s>, </s>
 _VOWELS = "aeiouAEIOU"
 _TRANSLATION = str.maketrans(_VOWELS, "eiouaEIOUA")
@@ -81,7 +90,10 @@ class SimTokenizer:
 
     def encode(self, text: str) -> list[int]:
         token_id = self.token_id
-        return [token_id(piece) for piece in _TOKEN.findall(text)]
+        # finditer, not findall: one match per call, so that a thread tokenizing a long prompt
+        # hands the GIL back to the event loop every switch interval instead of holding it for
+        # the whole text.
+        return [token_id(match.group()) for match in _TOKEN.finditer(text)]
 
     def count(self, text: str) -> int:
         return len(_TOKEN.findall(text))

@@ -19,6 +19,14 @@ from governor.inference.engines.base import (
     TokenDelta,
 )
 
+# A token's spelling has a character for each byte of text it stands for (byte-level BPE) or
+# more (SentencePiece's "▁" for a space, "<0x0A>" for a byte). What a normalizer takes in per
+# character it hands the model is at most four bytes: NFKC folds U+1D400 (a bold A, four
+# bytes) into "A", NFC folds three Hangul jamo (nine bytes) into one syllable (three).
+BYTES_PER_SPELLED_CHARACTER = 4
+# When the vocabulary cannot be read, no bound: prompts are measured after tokenizing only.
+NO_BYTE_BOUND = 2**31
+
 _FINISH = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH, "abort": FinishReason.ABORT}
 
 # vLLM exception class names (any class in the MRO) → the kind the HTTP layer maps to a status.
@@ -80,6 +88,22 @@ def context_error(
             param="max_tokens",
         )
     return None
+
+
+def max_token_bytes(tokenizer: Any) -> int:
+    """An upper bound on the UTF-8 bytes of prompt text one token of ``tokenizer`` covers: its
+    longest vocabulary entry (special tokens included), in characters, times
+    :data:`BYTES_PER_SPELLED_CHARACTER`. ``NO_BYTE_BOUND`` when the tokenizer has no vocabulary
+    to read.
+
+    The bound assumes a normalizer never deletes text (BERT's accent stripping does; the
+    tokenizers of the models vLLM serves for chat do not)."""
+    try:
+        vocabulary = tokenizer.get_vocab()
+        longest = max(len(spelling) for spelling in vocabulary)
+    except (AttributeError, TypeError, ValueError):
+        return NO_BYTE_BOUND
+    return max(longest, 1) * BYTES_PER_SPELLED_CHARACTER
 
 
 def finish_reason(text: str | None) -> FinishReason | None:

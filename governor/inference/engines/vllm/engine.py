@@ -45,9 +45,6 @@ log = logging.getLogger(__name__)
 
 # Finished requests whose engine timestamps are kept for inspection (tests, debugging).
 TIMINGS_KEPT = 1024
-# Texts up to this many characters are tokenized inline (tens of microseconds); longer ones in a
-# thread.
-INLINE_TOKENIZE_CHARS = 16_384
 
 
 class VllmEngine:
@@ -63,6 +60,7 @@ class VllmEngine:
         self._tokenizer: Any = None
         self._closed = False
         self._max_model_len = settings.max_model_len or 0
+        self._max_token_bytes = convert.NO_BYTE_BOUND
         self._floor = BatchingLimits(settings.min_num_seqs, settings.min_num_batched_tokens)
         # Until start() asks the engine, the start-up limits are what the settings say.
         self._startup = BatchingLimits(
@@ -91,6 +89,10 @@ class VllmEngine:
     @property
     def max_model_len(self) -> int:
         return self._max_model_len
+
+    @property
+    def max_token_bytes(self) -> int:
+        return self._max_token_bytes
 
     @property
     def ready(self) -> bool:
@@ -161,12 +163,16 @@ class VllmEngine:
         self._max_model_len = int(self._llm.model_config.max_model_len)
         tokenizer = self._llm.get_tokenizer()
         self._tokenizer = await tokenizer if inspect.isawaitable(tokenizer) else tokenizer
+        # Reading a 128k-entry vocabulary takes tens of milliseconds: not on the event loop.
+        self._max_token_bytes = await asyncio.to_thread(_settle_tokenizer, self._tokenizer)
         self._retuner = await Retuner.probe(self._llm, self._floor)
         _freeze_startup_heap()
         log.info(
-            "vLLM ready: model %s, max_model_len %d, limits %s, live retuning %s",
+            "vLLM ready: model %s, max_model_len %d, at most %d prompt bytes per token, "
+            "limits %s, live retuning %s",
             self.model_name,
             self._max_model_len,
+            self._max_token_bytes,
             self.limits.as_dict(),
             self.retuning_problem or "available",
         )
@@ -191,21 +197,16 @@ class VllmEngine:
 
     # ---- text ------------------------------------------------------------------------------
 
-    async def tokenize(self, text: str) -> Sequence[int]:
+    def tokenize(self, text: str) -> Sequence[int]:
         self._require_llm()
         bos = getattr(self._tokenizer, "bos_token", None)
         # A rendered chat template usually starts with BOS already; adding another would
         # change what the model sees compared with vLLM's own chat endpoint.
         add_special_tokens = not (bos and text.startswith(bos))
-        if len(text) <= INLINE_TOKENIZE_CHARS:
-            ids: list[int] = self._tokenizer.encode(text, add_special_tokens=add_special_tokens)
-            return ids
-        # A long text takes milliseconds to seconds to encode: not on the event loop, where it
-        # would stall every stream (vLLM's tokenizer is thread-safe).
-        encoded: list[int] = await asyncio.to_thread(
-            self._tokenizer.encode, text, add_special_tokens=add_special_tokens
-        )
-        return encoded
+        # Safe from several threads at once: encode() with the same options only reads the
+        # Rust tokenizer's settings once start() has settled them (_settle_tokenizer).
+        ids: list[int] = self._tokenizer.encode(text, add_special_tokens=add_special_tokens)
+        return ids
 
     def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
         self._require_llm()
@@ -328,6 +329,18 @@ def _freeze_startup_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+def _settle_tokenizer(tokenizer: Any) -> int:
+    """Make the tokenizer safe to share between threads, and return its bound on the prompt
+    bytes per token.
+
+    transformers' first ``encode()`` may switch off a truncation the tokenizer file configures:
+    a write into the Rust tokenizer, which raises "Already borrowed" if another thread encodes
+    at that moment. Done once here, every later call only reads.
+    """
+    tokenizer.encode("", add_special_tokens=False)
+    return convert.max_token_bytes(tokenizer)
 
 
 def _shut_down_when_built(building: asyncio.Future[Any]) -> None:

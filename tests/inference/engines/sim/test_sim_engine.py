@@ -50,7 +50,7 @@ async def request(
     sampling: SamplingOptions = PLAIN,
 ) -> GenerateRequest:
     prompt = engine.render_chat([{"role": "user", "content": text}])
-    ids = tuple(await engine.tokenize(prompt))
+    ids = tuple(engine.tokenize(prompt))
     return GenerateRequest(name, prompt, ids, max_tokens=max_tokens, sampling=sampling)
 
 
@@ -86,7 +86,7 @@ async def test_the_stream_retokenizes_to_the_tokens_it_reports(engine: SimEngine
     )
     text = "".join(d.text for d in deltas)
     assert text == "Trensleti thos, pliesi."
-    assert sum(d.num_tokens for d in deltas) == len(await engine.tokenize(text))
+    assert sum(d.num_tokens for d in deltas) == len(engine.tokenize(text))
     assert [d.finish_reason for d in deltas][-1] is FinishReason.STOP
     assert all(d.finish_reason is None for d in deltas[:-1])
     assert deltas[0].queued_seconds is not None

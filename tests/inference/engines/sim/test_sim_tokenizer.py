@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from governor.inference.engines.base import FinishReason, SamplingOptions
 from governor.inference.engines.sim.tokenizer import (
+    MAX_TOKEN_BYTES,
     SimTokenizer,
     echo_source,
     pieces,
@@ -119,3 +120,22 @@ def test_streamed_text_retokenizes_to_the_streamed_count(
 def test_hostile_text_tokenizes_without_error(text: str) -> None:
     ids = SimTokenizer(VOCAB).encode(text)
     assert len(ids) == len(pieces(text))
+
+
+WHITESPACE = st.sampled_from([" ", "\t", "\n", "\u3000", "\u2028", "\x85", "\xa0"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.characters(exclude_categories=()) | WHITESPACE | st.just(" " * 40),
+                max_size=60).map("".join))
+def test_no_token_covers_more_than_max_token_bytes(text: str) -> None:
+    """What lets the service refuse a prompt by its bytes before tokenizing it."""
+    found = pieces(text)
+    assert "".join(found) == text
+    for piece in found:
+        assert len(piece.encode("utf-8", "surrogatepass")) <= MAX_TOKEN_BYTES, repr(piece)
+    assert len(text.encode("utf-8", "surrogatepass")) <= MAX_TOKEN_BYTES * len(found)
+
+
+def test_a_long_run_of_whitespace_is_many_tokens() -> None:
+    assert len(pieces(" " * 1000 + "x")) == 63  # 62 runs of 16 spaces, then 8 spaces and "x"

@@ -155,3 +155,27 @@ def test_requests_that_cannot_fit_the_context_are_refused_with_the_right_param()
     assert too_long is not None and too_long.param == "messages" and "128" in too_long.message
     too_many = convert.context_error(100, 29, 128)
     assert too_many is not None and too_many.param == "max_tokens"
+
+
+class Vocabulary:
+    def __init__(self, *spellings: str) -> None:
+        self._vocabulary = {spelling: index for index, spelling in enumerate(spellings)}
+
+    def get_vocab(self) -> dict[str, int]:
+        return self._vocabulary
+
+
+@pytest.mark.parametrize(
+    ("tokenizer", "expected"),
+    [
+        pytest.param(Vocabulary("a", "ĠĠĠĠ", "<|begin_of_text|>"), 17 * 4,
+                     id="byte-level BPE: the longest spelling, a special token, four bytes each"),
+        pytest.param(Vocabulary("▁the", "<0x0A>"), 6 * 4, id="SentencePiece"),
+        pytest.param(Vocabulary(), convert.NO_BYTE_BOUND, id="an empty vocabulary"),
+        pytest.param(object(), convert.NO_BYTE_BOUND, id="no vocabulary to read"),
+    ],
+)
+def test_the_bound_on_bytes_per_token_comes_from_the_longest_spelling(
+    tokenizer: object, expected: int
+) -> None:
+    assert convert.max_token_bytes(tokenizer) == expected

@@ -106,7 +106,7 @@ async def test_before_start_the_engine_is_not_ready_and_refuses_work(
     assert not engine.ready
     assert engine.retuning_problem == "the engine has not started"
     with pytest.raises(EngineError) as raised:
-        await engine.tokenize("hello")
+        engine.tokenize("hello")
     assert raised.value.kind is EngineErrorKind.DEAD
     await engine.close()
     await engine.close()  # idempotent

@@ -169,6 +169,19 @@ async def test_requests_vllm_cannot_take_get_openai_errors(service: Service) -> 
     assert service.engine.ready
 
 
+async def test_a_prompt_beyond_the_byte_bound_is_refused_as_too_long_for_the_context(
+    service: Service,
+) -> None:
+    limit = MAX_MODEL_LEN * service.engine.max_token_bytes
+    client = service.openai()
+    with pytest.raises(openai.BadRequestError) as raised:
+        await client.completions.create(model=SERVED_MODEL_NAME, prompt="x" * (limit + 1),
+                                        max_tokens=4)
+    assert raised.value.code == "context_length_exceeded"
+    assert f"at most {limit} bytes" in raised.value.message
+    await client.close()
+
+
 async def test_a_client_gone_mid_stream_has_its_vllm_request_aborted(service: Service) -> None:
     async with aiohttp.ClientSession() as session:
         response = await session.post(

@@ -1,0 +1,122 @@
+"""Request bodies: read before the request's deadline, decoded as JSON that is valid Unicode.
+
+JSON can spell a lone UTF-16 surrogate (``"\\ud800"``), and Python decodes it into a string that
+no encoder writes back: echoed into a response (the simulated model repeats the prompt), it
+would fail the request with a 500, or cut a stream after its status line, and a client's typo
+would burn the availability budget. Such text is refused here, where input enters, with a 400
+that names the field, so nothing downstream has to guard against it::
+
+    decode_json(b'{"prompt": "hi"}')        # {'prompt': 'hi'}
+    decode_json(b'{"prompt": "\\\\ud800"}')    # APIError 400, param 'prompt'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+from aiohttp import web
+
+from governor.inference.errors import APIError, bad_request
+from governor.inference.textwork import MIN_BODY_BYTES_PER_SECOND
+
+# Longest piece of a client's key quoted back in an error's ``param``.
+_PARAM_PIECE_CHARS = 64
+
+
+async def read_body(request: web.Request, by: float | None = None) -> bytes:
+    """The whole body, which must arrive by ``by`` (loop time): else a 408, the client's
+    fault. The size limit is the app's (413)."""
+    try:
+        async with asyncio.timeout_at(by):
+            raw = await request.read()
+    except TimeoutError:
+        raise body_too_late() from None
+    if not raw:
+        raise bad_request("the request body is empty; expected a JSON object")
+    return raw
+
+
+def body_too_late() -> APIError:
+    rate = MIN_BODY_BYTES_PER_SECOND / 1024 / 1024
+    return APIError(408, "the request body did not arrive in time (by the request deadline; a "
+                         f"large body at {rate:g} MiB/s or faster)", code="request_timeout")
+
+
+def decode_json(raw: bytes) -> object:
+    """The body as JSON in which every string is valid Unicode; a 400 for anything else."""
+    try:
+        # What json.loads(raw) does, in two steps: each holds the GIL, and a thread decoding a
+        # large body lets the event loop in between.
+        value = json.loads(raw.decode(json.detect_encoding(raw), "surrogatepass"))
+    except RecursionError:
+        raise bad_request("the request body is nested too deeply") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        # ValueError covers JSONDecodeError and integers longer than Python converts (4300
+        # digits), which are a client's mistake too.
+        raise bad_request(f"the request body is not valid JSON: {exc}") from None
+    if not _all_text_valid(value):
+        where = next(_invalid_text_paths(value), "")
+        raise bad_request(
+            f"{where or 'the request body'} is not valid Unicode text: it holds a lone UTF-16 "
+            "surrogate (U+D800..U+DFFF), which no response could encode",
+            param=where or None,
+        )
+    return value
+
+
+async def read_json(request: web.Request) -> object:
+    """:func:`read_body` then :func:`decode_json`, on the event loop (for small bodies)."""
+    return decode_json(await read_body(request))
+
+
+def _valid_text(text: str) -> bool:
+    # isascii() is O(1) on CPython's compact strings; only other text is encoded to find out.
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _all_text_valid(value: object) -> bool:
+    """Every key and string of a decoded JSON value encodes as UTF-8 (no recursion: a body may
+    nest as deep as the decoder allows)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if not _valid_text(item):
+                return False
+        elif isinstance(item, dict):
+            if not all(_valid_text(key) for key in item):
+                return False
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return True
+
+
+def _invalid_text_paths(value: object) -> Iterator[str]:
+    """Where invalid strings are, as ``messages[0].content`` (slower: only on the error path)."""
+    pending: list[tuple[object, str]] = [(value, "")]
+    while pending:
+        item, path = pending.pop()
+        if isinstance(item, str) and not _valid_text(item):
+            yield path
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                where = f"{path}.{_quoted(key)}" if path else _quoted(key)
+                if not _valid_text(key):
+                    yield where
+                pending.append((child, where))
+        elif isinstance(item, list):
+            pending.extend((child, f"{path}[{index}]") for index, child in enumerate(item))
+
+
+def _quoted(key: str) -> str:
+    """A key as it may be quoted back: escaped where it does not encode, and short."""
+    return key[:_PARAM_PIECE_CHARS].encode("utf-8", "backslashreplace").decode("utf-8")

@@ -1,0 +1,289 @@
+"""One admitted generation: drives the engine's stream and records what the client saw.
+
+A run streams (server-sent events) or gathers its response within the request's deadline,
+writing through a :class:`~governor.inference.timeouts.ClientWriter`, so that a client that
+stops reading ends its own request; it records time to first token, inter-token latency and
+the tokens, with the trace id as exemplar, and the span tree (queue → prefill → decode)::
+
+    run = Run(kind, params, engine, metrics, latency, tracer, span, request, retry_after,
+              deadline, write_timeout_seconds)
+    response = await (run.stream(http) if params.stream else run.complete())
+    run.finish_span()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Literal
+
+from aiohttp import web
+from opentelemetry import trace
+
+from governor.contracts import traces as tr
+from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID
+from governor.inference import keys
+from governor.inference.engines.base import (
+    Engine,
+    EngineError,
+    EngineErrorKind,
+    FinishReason,
+    GenerateRequest,
+    TokenDelta,
+)
+from governor.inference.errors import (
+    CLIENT_GONE,
+    CLIENT_TOO_SLOW,
+    SERVER,
+    UNAVAILABLE,
+    APIError,
+    bad_request,
+)
+from governor.inference.metrics import ClassLatency, ServiceMetrics
+from governor.inference.protocol import GenerationParams
+from governor.inference.sse import DONE, ChunkEncoder, Usage, error_event, full_response
+from governor.inference.timeouts import ClientTooSlow, ClientWriter
+from governor.inference.tracing import trace_id_hex
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["chat", "completion"]
+SSE_HEADERS = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+}
+
+
+def engine_error(exc: EngineError, retry_after_seconds: int) -> APIError:
+    if exc.kind is EngineErrorKind.INVALID_REQUEST:
+        return bad_request(exc.message, param=exc.param)
+    if exc.kind is EngineErrorKind.UNSUPPORTED:
+        return APIError(501, exc.message, type_=SERVER, code="unsupported")
+    return APIError(
+        503, exc.message, type_=UNAVAILABLE, code=exc.kind.value,
+        retry_after_seconds=retry_after_seconds,
+    )
+
+
+def deadline_exceeded() -> APIError:
+    return APIError(504, "the request did not finish before its deadline",
+                    type_=UNAVAILABLE, code="deadline_exceeded")
+
+
+class Run:
+    """One admitted generation: drives the engine stream and records what the client saw."""
+
+    def __init__(
+        self, kind: Kind, params: GenerationParams, engine: Engine, metrics: ServiceMetrics,
+        latency: ClassLatency, tracer: trace.Tracer, span: trace.Span, request: GenerateRequest,
+        retry_after: int, deadline: float, write_timeout_seconds: float,
+    ) -> None:
+        self.deadline = deadline  # loop time
+        self.write_timeout_seconds = write_timeout_seconds
+        self.latency = latency
+        self.tracer = tracer
+        self.retry_after = retry_after
+        self.kind = kind
+        self.params = params
+        self.engine = engine
+        self.metrics = metrics
+        self.span = span
+        self.request = request
+        self.created = int(time.time())
+        self.exemplar = {EXEMPLAR_TRACE_ID: trace_id_hex(span)}
+        # Wall-clock nanoseconds for the child spans; perf_counter for the latencies.
+        self.start_ns = time.time_ns()
+        self.start = time.perf_counter()
+        self.admitted_ns = self.first_ns = self.last_ns = 0
+        self.last = 0.0
+        self.engine_queued_seconds: float | None = None
+        self.completion_tokens = 0
+        self.finish_reason: str | None = None
+
+    def admitted(self) -> None:
+        self.admitted_ns = time.time_ns()
+        self.metrics.prompt_tokens.inc(len(self.request.prompt_token_ids))
+
+    def usage(self) -> Usage:
+        return Usage(len(self.request.prompt_token_ids), self.completion_tokens)
+
+    def _observe(self, delta: TokenDelta) -> None:
+        now = time.perf_counter()
+        self.last_ns = time.time_ns()
+        if self.first_ns == 0:
+            self.first_ns = self.last_ns
+            self.latency.ttft.observe(now - self.start, self.exemplar)
+            self.engine_queued_seconds = delta.queued_seconds
+        else:
+            self.latency.itl.observe(now - self.last, self.exemplar)
+        self.last = now
+        self.completion_tokens += delta.num_tokens
+
+    async def _deltas(self) -> AsyncIterator[TokenDelta]:
+        """The engine's deltas; closing this early (disconnect, error) aborts the engine request."""
+        stream = self.engine.generate(self.request)
+        try:
+            async for delta in stream:
+                yield delta
+                if delta.finish_reason is not None:
+                    return
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+
+    async def _first(self, deltas: AsyncIterator[TokenDelta]) -> TokenDelta | None:
+        try:
+            return await anext(deltas)
+        except StopAsyncIteration:
+            return None
+        except EngineError as exc:
+            raise engine_error(exc, self.retry_after) from exc
+
+    async def stream(self, http: web.Request) -> web.StreamResponse:
+        """The response as server-sent events. Ends early when the client goes away (499),
+        stops reading (408: the connection is dropped) or the engine fails (an error event,
+        counted under the status the failure would have had before the first token)."""
+        deltas = self._deltas()
+        writer = ClientWriter(http, web.StreamResponse(headers=SSE_HEADERS),
+                              self.write_timeout_seconds)
+        try:
+            await self._stream(http, writer, deltas)
+        except ClientTooSlow as exc:
+            log.info("request %s dropped: %s", self.request.request_id, exc)
+            self.outcome(http, CLIENT_TOO_SLOW)
+        except ConnectionError:
+            self.outcome(http, CLIENT_GONE)
+        finally:
+            await deltas.aclose()  # type: ignore[attr-defined]  # aborts an unfinished request
+        if http.get(keys.OUTCOME) == CLIENT_TOO_SLOW:
+            writer.abandon()  # last: dropping the connection may cancel this handler
+        return writer.response
+
+    def outcome(self, http: web.Request, code: str) -> None:
+        if code in (CLIENT_GONE, CLIENT_TOO_SLOW):
+            self.finish_reason = FinishReason.ABORT.value
+        http[keys.OUTCOME] = code
+
+    async def _stream(
+        self, http: web.Request, writer: ClientWriter, deltas: AsyncIterator[TokenDelta]
+    ) -> None:
+        deadline = asyncio.timeout_at(self.deadline)
+        try:
+            async with deadline:
+                # The first delta before the status line: an engine refusal still gets its
+                # 4xx/503 (and a request out of time its 504).
+                first = await self._first(deltas)
+                await writer.prepare()
+                http[keys.STREAMING] = True
+                await self._stream_deltas(writer, first, deltas)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            if writer.waiting:
+                raise ClientTooSlow("the client was not reading when the deadline passed"
+                                    ) from None
+            if not writer.response.prepared:
+                raise deadline_exceeded() from None
+            await self._end_with_error(http, writer, deadline_exceeded())
+            return
+        except EngineError as exc:  # after the first delta: the status line is gone
+            log.warning("request %s failed mid-stream: %s", self.request.request_id, exc)
+            await self._end_with_error(http, writer, engine_error(exc, self.retry_after))
+            return
+        await writer.write(DONE)
+        await writer.write_eof()
+
+    async def _end_with_error(
+        self, http: web.Request, writer: ClientWriter, error: APIError
+    ) -> None:
+        """End a started stream with OpenAI's error event, counted under the error's status."""
+        self.outcome(http, str(error.status))
+        await writer.write(error_event(error.body()))
+        await writer.write(DONE)
+        await writer.write_eof()
+
+    async def _stream_deltas(
+        self, writer: ClientWriter, first: TokenDelta | None, deltas: AsyncIterator[TokenDelta]
+    ) -> None:
+        encoder = ChunkEncoder(self.kind, self.request.request_id, self.created,
+                               self.params.model, include_usage=self.params.include_usage)
+        role = encoder.role()
+        if role is not None:
+            await writer.write(role)
+        delta = first
+        while delta is not None:
+            self._observe(delta)
+            self.metrics.generation_tokens.inc(delta.num_tokens)
+            if delta.finish_reason is not None:
+                self.finish_reason = delta.finish_reason.value
+                await writer.write(encoder.finish(self.finish_reason, delta.text))
+                break
+            if delta.text:
+                await writer.write(encoder.text(delta.text))
+            delta = await anext(deltas, None)
+        if self.params.include_usage:
+            await writer.write(encoder.usage(self.usage()))
+
+    async def complete(self) -> web.Response:
+        """The whole response, built here and sent by the middleware (write timeout and all)."""
+        deltas = self._deltas()
+        deadline = asyncio.timeout_at(self.deadline)
+        try:
+            async with deadline:
+                text = await self._gather(deltas)
+        except EngineError as exc:
+            raise engine_error(exc, self.retry_after) from exc
+        except TimeoutError:
+            if deadline.expired():
+                raise deadline_exceeded() from None
+            raise
+        finally:
+            await deltas.aclose()  # type: ignore[attr-defined]
+        self.metrics.generation_tokens.inc(self.completion_tokens)
+        body = full_response(self.kind, self.request.request_id, self.created, self.params.model,
+                             text, self.finish_reason or "stop", self.usage())
+        return web.Response(body=body, content_type="application/json")
+
+    async def _gather(self, deltas: AsyncIterator[TokenDelta]) -> str:
+        parts: list[str] = []
+        delta = await self._first(deltas)
+        while delta is not None:
+            self._observe(delta)
+            parts.append(delta.text)
+            if delta.finish_reason is not None:
+                self.finish_reason = delta.finish_reason.value
+                break
+            delta = await anext(deltas, None)
+        return "".join(parts)
+
+    def finish_span(self) -> None:
+        """Attributes of the outcome and the queue → prefill → decode child spans."""
+        span = self.span
+        span.set_attribute(tr.USAGE_OUTPUT_TOKENS, self.completion_tokens)
+        if self.finish_reason is not None:
+            span.set_attribute(tr.RESPONSE_FINISH_REASONS, [self.finish_reason])
+        if not self.admitted_ns:
+            return
+        queue_end = self.admitted_ns
+        if self.engine_queued_seconds is not None:
+            queue_end += int(self.engine_queued_seconds * 1e9)
+        if self.first_ns:
+            queue_end = min(queue_end, self.first_ns)
+        span.set_attribute(tr.TIME_IN_QUEUE, (queue_end - self.start_ns) / 1e9)
+        self._child(tr.QUEUE_SPAN, self.start_ns, queue_end,
+                    {tr.ENGINE_QUEUED_SECONDS: self.engine_queued_seconds or 0.0})
+        if self.first_ns:
+            span.set_attribute(tr.TIME_TO_FIRST_TOKEN, (self.first_ns - self.start_ns) / 1e9)
+            self._child(tr.PREFILL_SPAN, queue_end, self.first_ns, {})
+            span.add_event(tr.FIRST_TOKEN_EVENT, timestamp=self.first_ns)
+            self._child(tr.DECODE_SPAN, self.first_ns, self.last_ns,
+                        {tr.USAGE_OUTPUT_TOKENS: self.completion_tokens})
+
+    def _child(self, name: str, start_ns: int, end_ns: int, attributes: dict[str, float]) -> None:
+        child = self.tracer.start_span(
+            name, context=trace.set_span_in_context(self.span), start_time=start_ns,
+            attributes=attributes,
+        )
+        child.end(end_time=end_ns)
