@@ -48,7 +48,7 @@ def start(name: str, argv: list[str], port: int, model: str) -> Iterator[Server]
     url = f"http://127.0.0.1:{port}"
     # Its stdout is dropped; warnings (stderr) reach the terminal, apart from the report.
     child = Child(name, argv, f"{url}/health", Path(os.devnull),
-                  env={**os.environ, "GOVERNOR_LOG_LEVEL": "warning"}, log_stderr=False)
+                  env={**os.environ, "GOVERNOR_SERVE_LOG_LEVEL": "warning"}, log_stderr=False)
     with running([child]):
         yield Server(name, child, url, model)
 
