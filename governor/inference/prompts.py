@@ -63,7 +63,7 @@ async def prepare_request(request: web.Request, kind: Kind, deadline: float) -> 
     text, size = app[keys.TEXT_WORK], request.content_length
     reading = False
     try:
-        async with asyncio.timeout_at(deadline), text.turn(size):
+        async with asyncio.timeout_at(deadline), text.turn(size, request.remote):
             reading = True
             raw = await read_body(request, _read_by(request, deadline))
             reading = False

@@ -245,6 +245,33 @@ async def test_large_bodies_take_turns_and_a_trickling_one_cannot_keep_its_turn(
     assert requests_counted(service, "408", svc.UNCLASSIFIED) == 1
 
 
+async def test_a_client_with_many_large_bodies_waiting_cannot_keep_another_out(
+    make_service: ServiceFactory, sockets: list[socket.socket],
+) -> None:
+    """One text thread. A client (127.0.0.1) announces four 1 MiB bodies and sends none: each
+    holds the turn for its allowance. Another client's large request (from 127.0.0.2) waits for
+    the one holding the turn, not for all four: turns go round the clients."""
+    service = await make_service(tokenizer_threads=1)
+    announced = http_request(CHAT_PATH, b" " * MIB)[: -MIB]  # the headers, no body
+    for _ in range(4):
+        sockets.append(await stalled_client(port_of(service), announced))
+        await asyncio.sleep(0.05)  # in this order
+    allowance = body_allowance_seconds(MIB, service.app[keys.CONFIG].max_body_bytes)
+    large = {"model": "tiny", "max_tokens": 2,
+             "messages": [{"role": "user", "content": "x" * (2 * SMALL_BODY_BYTES)}]}
+    started = time.monotonic()
+    connector = aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))
+    async with aiohttp.ClientSession(connector=connector) as session, session.post(
+        service.url + CHAT_PATH, json=large
+    ) as response:
+        await response.read()
+    waited = time.monotonic() - started
+    assert response.status == 400  # prepared in its turn: too many tokens
+    assert waited < allowance + 1.5, f"waited {waited:.1f} s behind the other client's queue"
+    await wait_until(lambda: requests_counted(service, "408", svc.UNCLASSIFIED) == 4,
+                     4 * allowance + 5)
+
+
 async def test_a_stream_still_running_at_its_deadline_ends_with_an_error_event(
     scripted: MakeScripted,
 ) -> None:
