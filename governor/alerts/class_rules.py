@@ -21,6 +21,7 @@ from governor.alerts.slo_rules import (
     sli_matchers,
     slo_labels,
     tier_condition,
+    window_rules,
 )
 from governor.alerts.windows import PERIOD_SLICE_SECONDS, SEVERITIES, SLI_WINDOWS
 from governor.contracts.metrics import slo as n
@@ -60,21 +61,14 @@ def good_by_class(spec: SloSpec, slo: SLO, window: str) -> str:
 
 
 def _window_rules(spec: SloSpec, slo: SLO, window_seconds: int) -> tuple[RecordingRule, ...]:
-    labels = slo_labels(spec, slo)
     window = format_duration(window_seconds)
-    events = n.CLASS_SLI_EVENTS_RATE.at(window_seconds)
-    errors = n.CLASS_SLI_ERROR_EVENTS_RATE.at(window_seconds)
-    ratio = n.CLASS_SLI_ERROR_RATIO.at(window_seconds)
-    return (
-        RecordingRule(events.name, events_by_class(spec, slo, window), labels),
-        RecordingRule(errors.name, f"{events_by_class(spec, slo, window)}\n-\n(\n"
-                                   f"{good_by_class(spec, slo, window)}\n)", labels),
-        RecordingRule(ratio.name,
-                      f"{recorded(errors, spec, slo)}\n/\n{recorded(events, spec, slo)}", labels),
-        RecordingRule(n.CLASS_BURN_RATE.at(window_seconds).name,
-                      f"{recorded(ratio, spec, slo)} / {format_number(slo.error_budget)}",
-                      labels),
-    )
+    events = events_by_class(spec, slo, window)
+    return window_rules(
+        spec, slo,
+        (n.CLASS_SLI_EVENTS_RATE.at(window_seconds), events),
+        (n.CLASS_SLI_ERROR_EVENTS_RATE.at(window_seconds),
+         f"{events}\n-\n(\n{good_by_class(spec, slo, window)}\n)"),
+        n.CLASS_SLI_ERROR_RATIO.at(window_seconds), n.CLASS_BURN_RATE.at(window_seconds))
 
 
 def _period_rules(spec: SloSpec, slo: SLO) -> tuple[RecordingRule, ...]:

@@ -105,17 +105,26 @@ def error_events_rate(spec: SloSpec, slo: SLO, window: str) -> str:
 
 
 def _window_rules(spec: SloSpec, slo: SLO, window_seconds: int) -> tuple[RecordingRule, ...]:
-    labels = slo_labels(spec, slo)
     window = format_duration(window_seconds)
-    errors = n.SLI_ERROR_EVENTS_RATE.at(window_seconds)
-    events = n.SLI_EVENTS_RATE.at(window_seconds)
-    ratio = n.SLI_ERROR_RATIO.at(window_seconds)
+    return window_rules(
+        spec, slo,
+        (n.SLI_EVENTS_RATE.at(window_seconds), events_rate(spec, slo, window)),
+        (n.SLI_ERROR_EVENTS_RATE.at(window_seconds), error_events_rate(spec, slo, window)),
+        n.SLI_ERROR_RATIO.at(window_seconds), n.BURN_RATE.at(window_seconds))
+
+
+def window_rules(spec: SloSpec, slo: SLO, events: tuple[Metric, str], errors: tuple[Metric, str],
+                 ratio: Metric, burn: Metric) -> tuple[RecordingRule, ...]:
+    """One window's four recorded series: events and errors per second (each a series and its
+    expression), their ratio, and that ratio as a burn rate of the error budget."""
+    labels = slo_labels(spec, slo)
+    (events_series, events_expr), (errors_series, errors_expr) = events, errors
     return (
-        RecordingRule(events.name, events_rate(spec, slo, window), labels),
-        RecordingRule(errors.name, error_events_rate(spec, slo, window), labels),
-        RecordingRule(ratio.name,
-                      f"{recorded(errors, spec, slo)}\n/\n{recorded(events, spec, slo)}", labels),
-        RecordingRule(n.BURN_RATE.at(window_seconds).name,
+        RecordingRule(events_series.name, events_expr, labels),
+        RecordingRule(errors_series.name, errors_expr, labels),
+        RecordingRule(ratio.name, f"{recorded(errors_series, spec, slo)}\n/\n"
+                                  f"{recorded(events_series, spec, slo)}", labels),
+        RecordingRule(burn.name,
                       f"{recorded(ratio, spec, slo)} / {format_number(slo.error_budget)}", labels),
     )
 
