@@ -38,9 +38,9 @@ from governor.slo.classes import (
     RequestClasses,
 )
 from governor.slo.fields import (
-    _NAME,
     Problems,
     _mapping,
+    _name,
     _nearby_edges,
     _seconds,
     _text,
@@ -229,12 +229,7 @@ def _class(
     fields = _mapping(value, path, problems, _CLASS_KEYS, ("name",))
     if fields is None:
         return None
-    name = _text(fields["name"], (*path, "name"), problems, what="a name") \
-        if "name" in fields else None
-    if name is not None and not _NAME.fullmatch(name):
-        problems.add((*path, "name"), f"{name[:80]!r} must be lower-case letters, digits and "
-                                      "dashes (at most 63, like a DNS label)")
-        name = None
+    name = _name(fields, path, problems)
     description = _text(fields.get("description", ""), (*path, "description"), problems)
     match: tuple[Match, ...] | None = ()
     if "match" in fields and last:

@@ -318,6 +318,19 @@ def _sli(
 _SLO_KEYS = ("name", "description", "objective", "sli", "controller", "labels", "min_event_rate")
 
 
+def _name(fields: Mapping[str, object], path: Path_, problems: Problems) -> str | None:
+    """An entry's ``name``: lower-case letters, digits and dashes, like a DNS label; ``None``
+    (with its problem noted) when missing or malformed."""
+    if "name" not in fields:
+        return None
+    name = _text(fields["name"], (*path, "name"), problems, what="a name")
+    if name is not None and not _NAME.fullmatch(name):
+        problems.add((*path, "name"), f"{name[:80]!r} must be lower-case letters, digits and "
+                                      "dashes (at most 63, like a DNS label)")
+        return None
+    return name
+
+
 def _slo(
     value: object, path: Path_, problems: Problems,
     histograms: Mapping[str, Sequence[float]] | None,
@@ -325,12 +338,7 @@ def _slo(
     fields = _mapping(value, path, problems, _SLO_KEYS, ("name", "objective", "sli"))
     if fields is None:
         return None
-    name = _text(fields.get("name"), (*path, "name"), problems, what="a name") \
-        if "name" in fields else None
-    if name is not None and not _NAME.fullmatch(name):
-        problems.add((*path, "name"), f"{name[:80]!r} must be lower-case letters, digits and "
-                                      "dashes (at most 63, like a DNS label)")
-        name = None
+    name = _name(fields, path, problems)
     description = _text(fields.get("description", ""), (*path, "description"), problems)
     objective = _objective(fields["objective"], (*path, "objective"), problems) \
         if "objective" in fields else None
