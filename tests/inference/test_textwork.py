@@ -21,7 +21,7 @@ async def settle() -> None:
 
 
 async def test_a_freed_turn_goes_to_the_peer_holding_fewest_then_served_longest_ago() -> None:
-    turns, order = FairTurns(1), []
+    turns, order = FairTurns(1), list[str]()
     await turns.acquire("a")  # a's first request holds the turn
     tasks = [asyncio.create_task(waiter(turns, peer, name, order))
              for peer, name in [("a", "a2"), ("a", "a3"), ("a", "a4"), ("b", "b1"),
@@ -40,7 +40,7 @@ async def test_a_freed_turn_goes_to_the_peer_holding_fewest_then_served_longest_
 
 
 async def test_with_two_slots_a_peer_holding_one_waits_behind_a_peer_holding_none() -> None:
-    turns, order = FairTurns(2), []
+    turns, order = FairTurns(2), list[str]()
     await turns.acquire("a")
     await turns.acquire("b")
     tasks = [asyncio.create_task(waiter(turns, "b", "b2", order)),
@@ -55,7 +55,7 @@ async def test_with_two_slots_a_peer_holding_one_waits_behind_a_peer_holding_non
 
 
 async def test_a_waiter_that_gives_up_leaves_its_place() -> None:
-    turns, order = FairTurns(1), []
+    turns, order = FairTurns(1), list[str]()
     await turns.acquire("a")
     gone = asyncio.create_task(waiter(turns, "b", "b1", order))
     stays = asyncio.create_task(waiter(turns, "c", "c1", order))
@@ -69,7 +69,7 @@ async def test_a_waiter_that_gives_up_leaves_its_place() -> None:
 
 
 async def test_a_turn_handed_to_a_waiter_as_it_is_cancelled_goes_on_to_the_next() -> None:
-    turns, order = FairTurns(1), []
+    turns, order = FairTurns(1), list[str]()
     await turns.acquire("a")
     unlucky = asyncio.create_task(waiter(turns, "b", "b1", order))
     next_one = asyncio.create_task(waiter(turns, "c", "c1", order))
