@@ -1,21 +1,28 @@
-"""``governor bench <name> …``: the project's benchmarks, each printing ratios against a baseline.
+"""``governor bench <name> …``: the benchmarks a user runs on their own deployment, each printing
+ratios against a baseline.
 
 Each benchmark is a module with ``main(argv: list[str]) -> int``, imported only when it runs.
+The project's calibration research, GPU proof scripts and live-loop harness are not part of the
+package: they live in the repository's ``lab/`` folder.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Callable, Sequence
+
+from governor.contracts.package import install_hint
+
+# What every benchmark needs beyond the package's own dependencies (the ``bench`` extra).
+NEEDS = ("numpy",)
 
 # name → (module, one-line summary)
 BENCHES: dict[str, tuple[str, str]] = {
     "service": ("governor.bench.service", "the service's own overhead vs a bare aiohttp server"),
     "exporter": ("governor.bench.exporter",
                  "exporter scrape latency vs prometheus_client's own server"),
-    "sim-fidelity": ("governor.bench.sim_fidelity",
-                     "the sim's llama-3-8b@h200 preset vs the measured H200 tables"),
     "controller": ("governor.bench.controller",
                    "SLO controller vs default and best static limits (virtual time, H200 preset)"),
     "vllm": ("governor.bench.vllm_compare", "the service over vLLM vs vLLM's own OpenAI server"),
@@ -40,6 +47,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     entry = BENCHES.get(args[0])
     if entry is None:
         print(f"governor bench: unknown benchmark {args[0]!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    missing = [name for name in NEEDS if importlib.util.find_spec(name) is None]
+    if missing:
+        print(f"governor bench: the benchmarks need {', '.join(missing)} "
+              f"({install_hint('bench')})", file=sys.stderr)
         return 2
     run: Callable[[list[str]], int] = importlib.import_module(entry[0]).main
     return run(args[1:])

@@ -1,4 +1,4 @@
-"""Scrapes of the exporter on a real H200 (governor/bench/gpu/exporter_h200.py): what the GPU did
+"""Scrapes of the exporter on a real H200 (lab/gpu/exporter_h200.py): what the GPU did
 shows.
 
 ``gpu_h200_{idle,matmul,copy}.prom`` were scraped from ``python -m governor.exporters`` on an H200

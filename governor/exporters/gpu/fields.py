@@ -2,7 +2,7 @@
 
 The call returns SUCCESS when *any* value was populated, so every element's ``nvmlReturn`` is
 checked. Costs of one field read alone, once a second, on an H200
-(governor/bench/gpu/exporter_h200.py): energy 3.3 ms, HW-thermal and power-brake slowdown 0.98 and
+(lab/gpu/exporter_h200.py): energy 3.3 ms, HW-thermal and power-brake slowdown 0.98 and
 0.66 ms, PCIe replays 0.24 ms, PCIe byte counters 0.17 ms each: those sit in the slow batch. The
 fast batch (memory temperature, ECC totals) costs 12 us.
 """

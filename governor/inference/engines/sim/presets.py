@@ -94,7 +94,7 @@ class Efficiency:
     # release; the next step cannot end before it): ``new_request_hold_seconds`` for a batch
     # of at most ``cudagraph_max_tokens`` (replayed from a captured CUDA graph),
     # ``new_request_hold_large_seconds`` above it, each scaled by a uniform factor in
-    # ``1 ± new_request_hold_spread``. Measured on the H200 (benchmarks/gpu/results/
+    # ``1 ± new_request_hold_spread``. Measured on the H200 (lab/results/
     # budget_h200.md): the decode step before a 2000-token prompt's first chunk releases its
     # outputs 26-29 ms after it began (16-37 ms), a plain decode step after 7 ms.
     new_request_hold_seconds: float = 0.0
@@ -212,7 +212,7 @@ H100 = Hardware("h100", 81_559 * 2**20, 3.35e12, 989e12)
 ACTIVATION_RESERVE_BYTES = 2.0e9
 
 # Fitted, jointly with the frontend below, to the H200 tables of docs/h200-measurements.md
-# (``python -m governor.bench.sim_fidelity`` prints the fit cell by cell). Physically: the weights
+# (``python -m lab.calibration.sim_fidelity`` prints the fit cell by cell). Physically: the weights
 # stream at 74% of HBM bandwidth; GEMMs run at 75% of dense BF16 peak (cuBLAS reaches 75-80% on
 # Hopper); attention at 28%, lower than FlashAttention-3's dense-kernel figures because a chunk also
 # attends to its cached prefix through the paged KV cache (the 7000-token rows' chunks at 2048 need
@@ -236,7 +236,7 @@ HOPPER_VLLM_025 = Efficiency(
 # vLLM 0.25's AsyncLLM process (the H200 tables were timed in it). 0.25 tokenizes a raw prompt on
 # the event loop (vLLM moved it to a thread pool after 0.25.0: vllm-project/vllm#49608). Measured
 # here with vLLM 0.32's own code and a Llama-3 tokenizer on a CPU (``python -m
-# governor.bench.frontend_costs``): ``process_inputs`` ~0.1 ms + 0.70 µs per prompt token;
+# lab.calibration.frontend_costs``): ``process_inputs`` ~0.1 ms + 0.70 µs per prompt token;
 # ~14 µs per output for ``process_outputs`` and the consumer's turn, a few µs per step message.
 # The per-token stall is fitted at 2.9 µs, 4x the tokenization alone: the measured rows need a
 # 7000-token prompt to hold the loop ~21 ms (their P99 at 8192 sits on that stall), so the

@@ -41,8 +41,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
+from governor.common.quantiles import percentiles
 from governor.inference.engines.base import BatchingLimits, FinishReason
 from governor.inference.engines.settings import SchedulingPolicy
 from governor.inference.engines.sim.core import EngineCore
@@ -111,12 +110,6 @@ class WindowStats:
     ttft_p50: float
     ttft_p99: float
     generation_tokens_per_second: float
-
-
-def _percentiles(values: Sequence[float], qs: Sequence[float]) -> list[float]:
-    if not values:
-        return [math.nan] * len(qs)
-    return [float(v) for v in np.percentile(np.asarray(values), qs)]
 
 
 class VirtualSim:
@@ -409,8 +402,8 @@ class VirtualSim:
         """ITL and TTFT percentiles of the samples delivered in ``[start, end)``."""
         itl = self.itl_samples(start, end)
         ttft = self.ttft_samples(start, end)
-        p50, p90, p99, p100 = _percentiles(itl, (50, 90, 99, 100))
-        t50, t99 = _percentiles(ttft, (50, 99))
+        p50, p90, p99, p100 = percentiles(itl, (50, 90, 99, 100))
+        t50, t99 = percentiles(ttft, (50, 99))
         duration = end - start
         return WindowStats(
             start=start,

@@ -1,1 +1,0 @@
-"""Scripts that run on a GPU machine; their results live in benchmarks/."""

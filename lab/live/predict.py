@@ -1,0 +1,55 @@
+"""What the simulator predicted for a live run: the same arrivals, policy and alert pipeline.
+
+A live run's file says which workload (``Workload.headline`` over some minutes, a seed, a rate
+factor) and which policy it ran. Replaying that in virtual time on a preset gives the
+simulator's prediction of the run's attainment and goodput — out of sample, since no preset was
+fitted to live runs — next to what the engine really did::
+
+    prediction = predict(run, slo=Path("slo.yaml"), preset="llama-3-8b@h200", window=20.0)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from governor.bench.controller.loop import Scenario, run
+from governor.bench.controller.prometheus import Pipeline
+from governor.bench.controller.scoring import attainment, goodput
+from governor.bench.controller.workload import Workload
+from governor.controller.cli import build_config, build_parser
+from governor.controller.model import Limits
+from lab.live.report import LiveRun
+
+# The live loop's alert pipeline: governor up's short intervals (RenderParams.fast) and the
+# controller it starts (--scrape-interval 5s --resync 10s).
+LIVE_PIPELINE = Pipeline(scrape_interval_seconds=5.0, evaluation_interval_seconds=5.0,
+                         alert_window_seconds=30.0, alert_for_seconds=15.0,
+                         group_wait_seconds=5.0, resync_seconds=10.0)
+
+
+def predict(live: LiveRun, *, slo: Path, preset: str, window: float) -> dict[str, Any]:
+    data = live.data
+    workload = Workload.headline(float(data["workload"]["minutes"]))
+    scale = float(data["workload"].get("rate_scale", 1.0))
+    if scale != 1.0:
+        workload = workload.scaled(scale)
+    config = build_config(build_parser({}).parse_args(
+        ["--slo", str(slo), "--scrape-interval", "5s", "--resync", "10s"]))
+    scenario = Scenario(workload, int(data["seed"]), config.slo, config.law, LIVE_PIPELINE,
+                        preset=preset, window_seconds=window,
+                        short_window_seconds=config.queries.short_window_seconds,
+                        long_window_seconds=config.queries.long_window_seconds)
+    limits = data["limits"]
+    static = None if data["policy"] == "controller" else Limits(
+        int(limits["max_num_seqs"]), int(limits["max_num_batched_tokens"]))
+    result = run(scenario, workload.arrivals(scenario.seed), name=live.label, static=static)
+    slo_targets = scenario.slo
+    return {
+        "attainment": round(attainment(result.windows, itl_slo=slo_targets.itl_seconds,
+                                       ttft_slo=slo_targets.ttft_seconds), 4),
+        "goodput_rps": round(goodput(result.outcomes, start=0.0, end=result.duration,
+                                     itl_slo=slo_targets.itl_seconds,
+                                     ttft_slo=slo_targets.ttft_seconds), 3),
+        "changes": len(result.traces),
+    }

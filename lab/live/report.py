@@ -1,0 +1,254 @@
+"""Score live-loop runs offline, with exactly the definitions of ``governor bench controller``.
+
+Each ``run-*.json.gz`` that :mod:`lab.live.loop` writes holds every request's arrival
+and streamed-event times, the controller's audit lines and what Prometheus saw. From them:
+
+* **attainment**: the share of 20 s windows whose exact ITL and TTFT tails meet the SLOs
+  (:func:`~governor.bench.controller.scoring.windows_from_times`, the function the simulated runs
+  use);
+* **goodput**: requests per second that met the TTFT SLO and whose own ITL tail met its SLO;
+* **worst recovery**: the longest stretch in which the controller's own ITL query (as
+  Prometheus answered it during the run) stayed above the SLO;
+* **changes**: limit changes the controller applied, and **reversals**: consecutive changes of
+  the token budget in opposite directions (a tighten undone, then tightened again) — the
+  oscillation the law must never show under steady load.
+
+``python -m lab.live.loop report RESULTS --out DIR`` writes ``controller-<gpu>.json``,
+one PNG per run and a comparison plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime as dt
+import gzip
+import itertools
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from governor.bench.controller.scoring import (
+    attainment,
+    goodput,
+    series_episodes,
+    windows_from_times,
+    worst_recovery,
+)
+from lab.live.replay import Trace
+
+TARGETS = {"attainment": 0.95, "goodput_vs_best_static": 0.95, "goodput_vs_default": 1.3,
+           "recovery_seconds": 60.0}
+DEFAULT_SLO = {"itl_seconds": 0.12, "itl_quantile": 0.99, "ttft_seconds": 1.0,
+               "ttft_quantile": 0.99}
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    data: dict[str, Any]
+    traces: list[Trace]
+    name: str = ""  # the file's stem, "run-1-controller": which run, when a policy repeats
+
+    @classmethod
+    def load(cls, path: Path) -> LiveRun:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            data = json.load(handle)
+        return cls(data, [Trace.from_row(row) for row in data["traces"]],
+                   path.name.removesuffix(".json.gz"))
+
+    @property
+    def label(self) -> str:
+        return str(self.data["label"])
+
+    @property
+    def duration(self) -> float:
+        return float(self.data["duration_seconds"])
+
+    def series(self, name: str) -> list[tuple[float, float]]:
+        """A Prometheus range result as (seconds since the run started, value); the first
+        series when there are several (one target)."""
+        result = self.data["prometheus"].get(name) or []
+        if not result:
+            return []
+        start = float(self.data["started_unix"])
+        return [(float(t) - start, float(v)) for t, v in result[0]["values"]]
+
+    def limit_series(self, param: str) -> list[tuple[float, float]]:
+        start = float(self.data["started_unix"])
+        for series in self.data["prometheus"].get("limit") or []:
+            if series["metric"].get("param") == param:
+                return [(float(t) - start, float(v)) for t, v in series["values"]]
+        return []
+
+    def changes(self) -> list[dict[str, Any]]:
+        """Applied audit lines that moved a limit, with their time since the run started; lines
+        from before the run (an aborted attempt's, in a reused folder) are not the run's."""
+        start = float(self.data["started_unix"])
+        found = []
+        for line in self.data.get("audit") or []:
+            if not line.get("applied") or line["before"] == line["after"]:
+                continue
+            at = dt.datetime.fromisoformat(line["at"].replace("Z", "+00:00")).timestamp()
+            if at < start:
+                continue
+            found.append({**line, "at_s": round(at - start, 1)})
+        return found
+
+
+def reversals(changes: Sequence[dict[str, Any]]) -> int:
+    """Consecutive token-budget moves in opposite directions."""
+    moves = [c["after"]["max_num_batched_tokens"] - c["before"]["max_num_batched_tokens"]
+             for c in changes]
+    signs = [m > 0 for m in moves if m != 0]
+    return sum(a != b for a, b in itertools.pairwise(signs))
+
+
+def score(run: LiveRun, slo: dict[str, float], window: float) -> dict[str, Any]:
+    itl_slo, ttft_slo = slo["itl_seconds"], slo["ttft_seconds"]
+    windows = windows_from_times(((t.arrival, t.token_times) for t in run.traces), width=window,
+                                 end=run.duration, itl_q=slo["itl_quantile"],
+                                 ttft_q=slo["ttft_quantile"])
+    outcomes = [t.outcome(slo["itl_quantile"]) for t in run.traces]
+    episodes = series_episodes(run.series("itl_tail"), itl_slo)
+    changes = run.changes()
+    return {
+        "policy": run.data["policy"], "label": run.label, "limits": run.data["limits"],
+        "attainment": round(attainment(windows, itl_slo=itl_slo, ttft_slo=ttft_slo), 4),
+        "goodput_rps": round(goodput(outcomes, start=0.0, end=run.duration, itl_slo=itl_slo,
+                                     ttft_slo=ttft_slo), 3),
+        "worst_recovery_seconds": _round(worst_recovery(episodes, run.duration)),
+        "breach_episodes": len(episodes),
+        "changes": len(changes),
+        "reversals": reversals(changes),
+        "requests": len(run.traces),
+        "finished": sum(t.finished for t in run.traces),
+        "errors": sum(t.status not in (0, 200) for t in run.traces),
+        "decisions": [{"at_s": c["at_s"], "action": c["action"], "reason": c["reason"],
+                       **c["after"]} for c in changes],
+        "windows": [{"start": w.start, "itl_tail_ms": _ms(w.itl_tail),
+                     "ttft_tail_ms": _ms(w.ttft_tail)} for w in windows],
+    }
+
+
+def _label_repeats(runs: Sequence[LiveRun], scores: Sequence[dict[str, Any]]) -> None:
+    """A policy run more than once is labelled by its run, "controller (run-1)", so tables,
+    windows and plots keep every run apart."""
+    counts = collections.Counter(s["label"] for s in scores)
+    for run, s in zip(runs, scores, strict=True):
+        if counts[s["label"]] > 1:
+            s["label"] = f"{s['label']} ({run.name.rsplit('-', 1)[0]})"
+
+
+def _ms(value: float) -> float | None:
+    return None if math.isnan(value) else round(value * 1000, 2)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def summarise(scores: list[dict[str, Any]]) -> dict[str, Any]:
+    """Ratios against the default and the best static run; the targets met or missed."""
+    default = next((s for s in scores if s["policy"] == "default"), None)
+    statics = [s for s in scores if s["policy"] in ("static", "default")]
+    best = max(statics, key=lambda s: (s["goodput_rps"], s["attainment"]), default=None)
+    for s in scores:
+        s["goodput_vs_default"] = _ratio(s["goodput_rps"], default["goodput_rps"]) \
+            if default else None
+        s["goodput_vs_best_static"] = _ratio(s["goodput_rps"], best["goodput_rps"]) \
+            if best else None
+    met: dict[str, bool | None] = {}
+    for s in scores:
+        if s["policy"] == "controller":
+            s["met"] = _met(s)
+            # a target holds only if it held in every controller run
+            met = {k: _all(met.get(k, True), v) for k, v in s["met"].items()}
+    return {"best_static": best["label"] if best else None, "targets": TARGETS, "met": met}
+
+
+def _met(controller: dict[str, Any]) -> dict[str, bool | None]:
+    recovery = controller["worst_recovery_seconds"]
+    return {
+        "attainment": controller["attainment"] >= TARGETS["attainment"],
+        "goodput_vs_best_static": _at_least(controller["goodput_vs_best_static"],
+                                            TARGETS["goodput_vs_best_static"]),
+        "goodput_vs_default": _at_least(controller["goodput_vs_default"],
+                                        TARGETS["goodput_vs_default"]),
+        "recovery": recovery is None or recovery <= TARGETS["recovery_seconds"],
+        "no_oscillation": controller["reversals"] == 0,
+    }
+
+
+def _all(a: bool | None, b: bool | None) -> bool | None:
+    if a is False or b is False:
+        return False
+    return None if a is None or b is None else True
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 4) if b > 0 else None
+
+
+def _at_least(value: float | None, target: float) -> bool | None:
+    return None if value is None else value >= target
+
+
+def table(scores: Sequence[dict[str, Any]]) -> str:
+    rows = [("policy", "attain", "goodput/s", "vs default", "vs best", "recovery", "changes",
+             "sim predicted attain/goodput")]
+    for s in scores:
+        recovery = s["worst_recovery_seconds"]
+        sim = s.get("simulated")
+        predicted = f"{sim['attainment']:.1%} / {sim['goodput_rps']:.2f}" if sim else "—"
+        rows.append((s["label"], f"{s['attainment']:.1%}", f"{s['goodput_rps']:.2f}",
+                     _x(s["goodput_vs_default"]), _x(s["goodput_vs_best_static"]),
+                     "—" if recovery is None else f"{recovery:.0f}s", str(s["changes"]),
+                     predicted))
+    width = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)) for r in rows)
+
+
+def _x(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}x"
+
+
+def report(args: argparse.Namespace) -> int:
+    paths = sorted(p for folder in args.results for p in Path(folder).glob("run-*.json.gz"))
+    if not paths:
+        print("live_loop report: no run-*.json.gz found", flush=True)
+        return 2
+    runs = [LiveRun.load(p) for p in paths]
+    slo = dict(DEFAULT_SLO)
+    scores = [score(run, slo, args.window) for run in runs]
+    _label_repeats(runs, scores)
+    if args.predict != "none":
+        from lab.live.predict import predict
+
+        for run, s in zip(runs, scores, strict=True):
+            s["simulated"] = {"preset": args.predict, **predict(
+                run, slo=args.slo, preset=args.predict, window=args.window)}
+    summary = summarise(scores)
+    first = runs[0].data
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    gpu = (first["environment"].get("gpu") or first["environment"].get("engine", "live"))
+    name = "h200" if "H200" in gpu else first["environment"].get("engine", "live")
+    result = {
+        "bench": "controller (live)", "slo": slo, "window_seconds": args.window,
+        "workload": {**first["workload"], "seed": first["seed"],
+                     "definition": "governor.bench.controller.workload.Workload.headline"},
+        "environment": first["environment"], **summary,
+        "runs": [{k: v for k, v in s.items() if k != "windows"} for s in scores],
+        "windows": {s["label"]: s["windows"] for s in scores},
+    }
+    path = out / f"controller-{name}.json"
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    print(table(scores))
+    print(json.dumps({"best_static": summary["best_static"], "met": summary["met"]}))
+    from lab.live.plots import plot_live
+
+    plot_live(runs, scores, slo, out / f"controller-{name}.png")
+    return 0

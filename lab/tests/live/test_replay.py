@@ -1,0 +1,72 @@
+"""Replaying arrivals over HTTP: exact prompt lengths, one timed event per streamed output."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+
+from aiohttp.test_utils import TestServer
+
+from governor.bench.controller.workload import Arrival
+from governor.common.process import wait_http_ok
+from governor.common.secrets import Secret
+from governor.inference.app import create_app
+from governor.inference.config import ServiceConfig
+from governor.inference.engines.settings import EngineSettings
+from governor.inference.engines.sim.tokenizer import pieces
+from lab.live.replay import SIM_WORDS, PromptBook, Trace, replay, words_of
+
+
+def test_words_of_keeps_whole_lowercase_words_of_three_to_six_letters() -> None:
+    vocab = ["Ġhello", "Ġhi", "Ġtoolong", "world", "ĠCaps", "Ġab1", "Ġcafé", "Ġzebra"]
+    assert words_of(vocab) == ["hello", "zebra"]
+
+
+def test_prompts_have_exactly_the_asked_token_count_on_the_sim_tokenizer() -> None:
+    book = PromptBook.from_words(SIM_WORDS)
+    for tokens in (1, 17, 512, 4000):
+        assert len(pieces(book.prompt(tokens, seed=tokens))) == tokens
+    assert book.prompt(64, seed=1) == book.prompt(64, seed=1) != book.prompt(64, seed=2)
+
+
+def test_a_trace_row_round_trips_and_scores_like_a_simulated_request() -> None:
+    trace = Trace("doc", 1.0, 1.0, [1.5, 1.6, 1.75], 200, True, 3)
+    again = Trace.from_row(trace.as_row())
+    assert again.token_times == trace.token_times and again.finished
+    outcome = again.outcome(0.5)
+    assert outcome.kind == "doc" and math.isclose(outcome.ttft, 0.5)
+    assert math.isclose(outcome.itl_tail, 0.125)
+
+
+async def test_a_replay_against_the_service_times_every_output(
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+) -> None:
+    config = ServiceConfig(engine=EngineSettings(kind="sim", preset="tiny", seed=1),
+                           admin_token=Secret("t"))
+    server = await aiohttp_server(create_app(config, env={}))
+    url = str(server.make_url("")).rstrip("/")
+    await wait_http_ok(f"{url}/health", limit_seconds=30, poll_seconds=0.05)
+    arrivals = [Arrival(0.0, 40, 8, "chat"), Arrival(0.05, 120, 5, "doc"),
+                Arrival(0.1, 10, 3, "chat")]
+    traces = await replay(url, "tiny", arrivals, PromptBook.from_words(SIM_WORDS), seed=4)
+    assert [t.kind for t in traces] == ["chat", "doc", "chat"]
+    for trace, arrival in zip(traces, arrivals, strict=True):
+        assert trace.status == 200 and trace.finished and trace.error is None
+        assert trace.prompt_tokens == arrival.prompt_tokens
+        assert trace.output_tokens == arrival.output_tokens
+        assert trace.sent >= arrival.at - 0.01
+        assert trace.token_times == sorted(trace.token_times)
+        assert trace.token_times[0] >= trace.arrival
+
+
+async def test_a_refused_request_is_a_trace_with_its_status(
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+) -> None:
+    config = ServiceConfig(engine=EngineSettings(kind="sim", preset="tiny"),
+                           admin_token=Secret("t"))
+    server = await aiohttp_server(create_app(config, env={}))
+    url = str(server.make_url("")).rstrip("/")
+    await wait_http_ok(f"{url}/health", limit_seconds=30, poll_seconds=0.05)
+    traces = await replay(url, "no-such-model", [Arrival(0.0, 4, 2, "chat")],
+                          PromptBook.from_words(SIM_WORDS))
+    assert traces[0].status == 404 and not traces[0].finished and traces[0].error
