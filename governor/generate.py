@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Final
 
 from governor.alerts import render as rules
-from governor.alerts.artifacts import Artifacts
-from governor.alerts.catalog import load_checked_spec
-from governor.alerts.params import Endpoints, RenderParams
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds
 from governor.contracts.promql import format_duration
 from governor.dashboards import render as boards
 from governor.dashboards.provisioning import GrafanaParams
 from governor.manifests import render as manifests
+from governor.render.artifacts import Artifacts
+from governor.render.catalog import load_checked_spec
+from governor.render.params import Endpoints, RenderParams
 from governor.slo.spec import SloSpec, SpecError
 
 PROG: Final = "governor generate"

@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from governor.alerts.windows import SLI_WINDOWS
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds
 from governor.contracts.endpoints import ALERTMANAGER, CONTROLLER, LOCAL_HOST, PROMETHEUS
 from governor.contracts.metrics import slo as n
 from governor.contracts.promql import format_duration
+from governor.slo.burn import SLI_WINDOWS
 
 # Burn-rate windows shown: a short and a long one of each alert tier.
 SHOWN_WINDOWS = tuple(w for w in SLI_WINDOWS if w in (300, 3600, 21600, 259200))

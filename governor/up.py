@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from governor.alerts.alertmanager import alertmanager_args
-from governor.alerts.catalog import load_checked_spec
-from governor.alerts.params import Endpoints, RenderParams
 from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
@@ -38,6 +36,8 @@ from governor.contracts.endpoints import (
     PROMETHEUS,
 )
 from governor.contracts.tokens import ADMIN_TOKEN_ENV, GRAFANA_TOKEN_ENV, WEBHOOK_TOKEN_ENV
+from governor.render.catalog import load_checked_spec
+from governor.render.params import Endpoints, RenderParams
 from governor.slo.spec import SloSpec, SpecError
 
 ALERTMANAGER_BINARIES = ("prometheus-alertmanager", "alertmanager")

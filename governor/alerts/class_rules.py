@@ -14,16 +14,13 @@ from __future__ import annotations
 from governor.alerts.rules import AlertRule, RecordingRule, RuleGroup, literal
 from governor.alerts.slo_rules import (
     burn_rates,
-    firing_tiers,
     good_rate,
     quiet_below,
-    recorded,
     sli_matchers,
     slo_labels,
     tier_condition,
     window_rules,
 )
-from governor.alerts.windows import PERIOD_SLICE_SECONDS, SEVERITIES, SLI_WINDOWS
 from governor.contracts.metrics import slo as n
 from governor.contracts.metrics.service import LABEL_CLASS
 from governor.contracts.promql import (
@@ -36,6 +33,7 @@ from governor.contracts.promql import (
     to_decimal,
 )
 from governor.slo import class_thresholds
+from governor.slo.burn import PERIOD_SLICE_SECONDS, SEVERITIES, SLI_WINDOWS, firing_tiers, recorded
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 BY_CLASS = (LABEL_CLASS,)

@@ -16,7 +16,7 @@ from decimal import Decimal
 from governor.alerts.class_rules import class_burn_alerts
 from governor.alerts.rules import AlertRule
 from governor.alerts.ruletests import AlertCheck, ExpectedAlert, ExprCheck, InputSeries, RuleTest
-from governor.alerts.slo_rules import firing_tiers, recorded, slo_labels
+from governor.alerts.slo_rules import slo_labels
 from governor.alerts.slo_tests import (
     MINUTE,
     Segment,
@@ -28,13 +28,13 @@ from governor.alerts.slo_tests import (
     cumulative,
 )
 from governor.alerts.synth import Series
-from governor.alerts.windows import SEVERITIES
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import slo as n
 from governor.contracts.metrics.prometheus import LABEL_JOB, LABEL_LE
 from governor.contracts.metrics.service import LABEL_CLASS
 from governor.contracts.promql import exposition_float
 from governor.slo import class_thresholds
+from governor.slo.burn import SEVERITIES, firing_tiers, recorded
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
-from governor.alerts.params import RenderParams
 from governor.alerts.rules import AlertRule, RuleFile, RuleGroup
 from governor.alerts.ruletests import AlertCheck, ExpectedAlert, InputSeries, RuleTest
 from governor.alerts.slo_rules import sli_matchers, slo_labels
@@ -28,6 +27,7 @@ from governor.contracts.promql import (
     histogram_quantile,
     to_decimal,
 )
+from governor.render.params import RenderParams
 from governor.slo.class_thresholds import own_threshold_classes
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 

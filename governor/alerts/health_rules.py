@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from governor.alerts.params import RenderParams
 from governor.alerts.rules import AlertRule, RuleFile, RuleGroup
 from governor.alerts.ruletests import AlertCheck, ExpectedAlert, InputSeries, RuleTest
 from governor.alerts.slo_tests import cumulative
@@ -33,6 +32,7 @@ from governor.contracts.promql import (
     rate,
     sum_by,
 )
+from governor.render.params import RenderParams
 from governor.slo.fleet import Target, Targets
 
 GROUP = "governor-health"

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 
-from governor.alerts.params import Endpoints, RenderParams
 from governor.contracts.endpoints import LISTEN_HOST, PROMETHEUS
 from governor.contracts.promql import format_duration
+from governor.render.params import Endpoints, RenderParams
 from governor.slo.fleet import Target, Targets
 from governor.slo.spec import SloSpec
 

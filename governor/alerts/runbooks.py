@@ -1,6 +1,6 @@
 """Every alert's ``runbook_url``, and the fleet's names for Governor's severities.
 
-The families write alerts with Governor's own severities (``page``, ``ticket``, ``control``) and
+The rule sets write alerts with Governor's own severities (``page``, ``ticket``, ``control``) and
 no runbook; one pass over the rendered files then renames the severities as the spec's
 ``alerting`` section says and adds a ``runbook_url`` annotation pointing at the alert's section
 of ``docs/runbooks.md`` — in the rules and in the promtool tests that expect them alike::
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Final
 
-from governor.alerts.family import FamilyFile
 from governor.alerts.rules import AlertRule, Rule, RuleGroup
+from governor.alerts.ruleset import RuleSetFile
 from governor.alerts.ruletests import AlertCheck, ExpectedAlert
 from governor.contracts.metrics import slo as n
 from governor.slo.fleet import SEVERITIES, Alerting
@@ -58,10 +58,10 @@ def _check(check: AlertCheck, alerting: Alerting) -> AlertCheck:
     return replace(check, expected=expected)
 
 
-def for_the_fleet(file: FamilyFile, alerting: Alerting) -> FamilyFile:
+def for_the_fleet(file: RuleSetFile, alerting: Alerting) -> RuleSetFile:
     """``file`` with the fleet's severities and every alert's runbook, tests included."""
     groups = tuple(RuleGroup(g.name, tuple(_rule(r, alerting) for r in g.rules))
                    for g in file.rules.groups)
     tests = tuple(replace(t, checks=tuple(_check(c, alerting) for c in t.checks))
                   for t in file.tests)
-    return FamilyFile(replace(file.rules, groups=groups), tests)
+    return RuleSetFile(replace(file.rules, groups=groups), tests)

@@ -1,6 +1,6 @@
 """One SLO → its recording rules and its multi-window, multi-burn-rate page and ticket alerts.
 
-Per window of :data:`governor.alerts.windows.SLI_WINDOWS` the rules record the event rate, the
+Per window of :data:`governor.slo.burn.SLI_WINDOWS` the rules record the event rate, the
 bad-event rate, their ratio and the burn rate. The period ratio sums 5-minute event rates over the
 period, so it is weighted by events: a busy hour counts more than a quiet one, as the objective
 means. Budget remaining, objective, period and an info series complete the set for dashboards.
@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from governor.alerts.rules import AlertRule, RecordingRule, RuleFile, RuleGroup, literal
-from governor.alerts.windows import PERIOD_SLICE_SECONDS, SEVERITIES, SLI_WINDOWS, TIERS, BurnTier
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import slo as n
 from governor.contracts.metrics.prometheus import LABEL_LE
@@ -30,18 +29,20 @@ from governor.contracts.promql import (
     to_decimal,
 )
 from governor.slo import class_thresholds
+from governor.slo.burn import (
+    PERIOD_SLICE_SECONDS,
+    SEVERITIES,
+    SLI_WINDOWS,
+    BurnTier,
+    firing_tiers,
+    recorded,
+)
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 
 def slo_labels(spec: SloSpec, slo: SLO) -> dict[str, str]:
     """Labels on every series and alert of one SLO: the spec's, the SLO's, then slo and service."""
     return {**spec.labels, **slo.labels, n.LABEL_SLO: slo.name, n.LABEL_SERVICE: spec.service}
-
-
-def recorded(series: Metric, spec: SloSpec, slo: SLO) -> str:
-    """A selector for one of this SLO's recorded series."""
-    return Selector(series.name, (eq(n.LABEL_SLO, slo.name),
-                                  eq(n.LABEL_SERVICE, spec.service))).render()
 
 
 def le_matcher(threshold: float) -> Matcher:
@@ -154,12 +155,6 @@ def _meta_rules(spec: SloSpec, slo: SLO) -> tuple[RecordingRule, ...]:
         RecordingRule(n.PERIOD.name, f"vector({spec.period_seconds})", labels),
         RecordingRule(n.INFO.name, "vector(1)", info),
     )
-
-
-def firing_tiers(spec: SloSpec, slo: SLO, severity: str) -> tuple[BurnTier, ...]:
-    """The tiers of one severity whose threshold an error ratio can actually exceed."""
-    return tuple(t for t in TIERS
-                 if t.severity == severity and t.can_fire(spec.period_seconds, slo.error_budget))
 
 
 def tier_condition(spec: SloSpec, slo: SLO, tier: BurnTier, ratio: n.Windowed = n.SLI_ERROR_RATIO,

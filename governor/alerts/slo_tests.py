@@ -19,14 +19,11 @@ from governor.alerts.ruletests import AlertCheck, ExpectedAlert, ExprCheck, Inpu
 from governor.alerts.slo_rules import (
     alert_labels,
     burn_alerts,
-    firing_tiers,
     ratio_selector,
-    recorded,
     sli_matchers,
     slo_labels,
 )
 from governor.alerts.synth import Series, matching, split_events
-from governor.alerts.windows import SEVERITIES, BurnTier
 from governor.contracts.endpoints import INFERENCE
 from governor.contracts.metrics import slo as n
 from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_LE
@@ -37,6 +34,7 @@ from governor.contracts.promql import (
     format_number,
     to_decimal,
 )
+from governor.slo.burn import SEVERITIES, BurnTier, firing_tiers, recorded
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 MINUTE = 60

@@ -15,11 +15,11 @@ from typing import Final
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as dm
 
-from governor.alerts.artifacts import Artifacts, Owned
-from governor.alerts.render import GENERATED_MARK, dump_yaml
 from governor.dashboards import controller_board, gpu_board, inference_board, slo_board
 from governor.dashboards.board import GENERATED_NOTE
 from governor.dashboards.provisioning import GrafanaParams, dashboard_providers, datasources
+from governor.render.artifacts import Artifacts, Owned
+from governor.render.yamltext import GENERATED_MARK, dump_yaml
 from governor.slo.spec import SloSpec
 
 DASHBOARDS_DIR: Final = "grafana/dashboards"

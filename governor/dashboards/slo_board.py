@@ -14,8 +14,6 @@ from typing import Final
 
 from grafana_foundation_sdk.models import dashboard as dm
 
-from governor.alerts.slo_rules import firing_tiers, recorded
-from governor.alerts.windows import SEVERITIES, SLI_WINDOWS
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import slo as n
 from governor.contracts.metrics.service import LABEL_CLASS
@@ -35,6 +33,7 @@ from governor.dashboards.panels import (
 )
 from governor.dashboards.variables import ref
 from governor.slo import class_thresholds
+from governor.slo.burn import SEVERITIES, SLI_WINDOWS, firing_tiers, recorded
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 INFO: Final = BoardInfo(
@@ -147,7 +146,7 @@ def _trends(spec: SloSpec, slo: SLO, board: Board) -> None:
 
 
 def _classes(spec: SloSpec, slo: SLO, board: Board) -> None:
-    """Per request class, each against its own threshold (the ``classes`` rule family)."""
+    """Per request class, each against its own threshold (the ``classes`` rule set)."""
     legend = ref(LABEL_CLASS)
     board.panel(timeseries(
         Spec("Burn rate by request class", "Each class's error ratio, against its own threshold "

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from governor.alerts.params import RenderParams
 from governor.contracts.endpoints import EXPORTER, HEALTH_PATH, METRICS_PATH, WEBHOOK_PATH
 from governor.contracts.metrics import slo as n
 from governor.contracts.metrics.prometheus import LABEL_INSTANCE
 from governor.contracts.promql import format_duration
+from governor.render.params import RenderParams
 from governor.slo.fleet import Kubernetes, Target
 from governor.slo.spec import SloSpec
 

@@ -43,8 +43,6 @@ from pathlib import Path
 from typing import Any
 
 from governor.alerts.alertmanager import alertmanager_args
-from governor.alerts.catalog import load_checked_spec
-from governor.alerts.params import Endpoints, RenderParams
 from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
 from governor.bench.controller.workload import Workload
@@ -53,6 +51,8 @@ from governor.common.process import Child, http_ok
 from governor.common.secrets import write_private
 from governor.contracts.metrics import vllm
 from governor.controller.slo import objectives
+from governor.render.catalog import load_checked_spec
+from governor.render.params import Endpoints, RenderParams
 from governor.slo.spec import camel_case
 from lab.live.replay import SIM_WORDS, PromptBook, replay, words_of
 

@@ -11,8 +11,6 @@ from typing import Any
 import pytest
 import yaml
 
-from governor.alerts.catalog import load_checked_spec
-from governor.alerts.params import Endpoints, RenderParams
 from governor.alerts.prometheus import prometheus_args, retention_seconds
 from governor.alerts.render import (
     ALERTMANAGER_CONFIG,
@@ -26,6 +24,8 @@ from governor.alerts.render import (
 from governor.contracts.metrics import gpu, vllm
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import slo as n
+from governor.render.catalog import load_checked_spec
+from governor.render.params import Endpoints, RenderParams
 from tests.alerts.cases import CASES, DEPLOY, FAST, GOLDEN, ROOT, TESTDATA
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from governor.alerts.catalog import load_checked_spec
 from governor.alerts.render import render_all, write_all
+from governor.render.catalog import load_checked_spec
 from tests.alerts.cases import CASES, DEPLOY, GOLDEN, ROOT
 
 pytestmark = pytest.mark.integration

@@ -26,11 +26,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from governor.alerts.params import Endpoints, RenderParams
 from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
 from governor.common.process import Child
 from governor.controller.queries import HistogramSli, QuerySet
+from governor.render.params import Endpoints, RenderParams
 from governor.slo.spec import load_spec
 from tests.alerts.stack import LOOPBACK, READY_SECONDS, free_port, logs
 

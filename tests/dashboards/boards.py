@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from governor.alerts.catalog import load_checked_spec
 from governor.dashboards.readback import PanelQuery, boards_of, queries
 from governor.dashboards.render import render_all
+from governor.render.catalog import load_checked_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 import yaml
 
-from governor.alerts.catalog import load_checked_spec, parse_checked_spec
-from governor.alerts.windows import SLI_WINDOWS, TIERS
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import controller as c
 from governor.contracts.metrics import gpu as g
@@ -25,6 +23,8 @@ from governor.dashboards.board import PROMETHEUS_UID
 from governor.dashboards.provisioning import DASHBOARDS_PATH, JAEGER_UID, GrafanaParams
 from governor.dashboards.readback import panels
 from governor.dashboards.render import DATASOURCES, PROVIDERS, render_all
+from governor.render.catalog import load_checked_spec, parse_checked_spec
+from governor.slo.burn import SLI_WINDOWS, TIERS
 from tests.dashboards.boards import ROOT, all_queries, boards, default_files, metric_references
 
 SPEC = load_checked_spec(ROOT / "slo.yaml")

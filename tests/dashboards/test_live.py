@@ -25,8 +25,6 @@ from typing import Any
 
 import pytest
 
-from governor.alerts.catalog import load_checked_spec
-from governor.alerts.params import Endpoints, RenderParams
 from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import PROMETHEUS_CONFIG
 from governor.alerts.render import render_all as render_alerts
@@ -37,6 +35,8 @@ from governor.contracts.metrics import service as svc
 from governor.dashboards.readback import PanelQuery, expand
 from governor.dashboards.render import render_all
 from governor.preview import main as preview_main
+from governor.render.catalog import load_checked_spec
+from governor.render.params import Endpoints, RenderParams
 from tests.alerts.cases import TESTDATA
 from tests.alerts.stack import LOOPBACK, free_port, logs
 from tests.dashboards.boards import ROOT, all_queries

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from governor.alerts.catalog import load_checked_spec
 from governor.dashboards.provisioning import GrafanaParams
 from governor.dashboards.readback import panels
 from governor.dashboards.render import (
@@ -19,6 +18,7 @@ from governor.dashboards.render import (
     render_all,
     write_all,
 )
+from governor.render.catalog import load_checked_spec
 from tests.dashboards.boards import CASES, DEPLOY, GOLDEN, ROOT, boards, default_files
 
 GRID_WIDTH = 24

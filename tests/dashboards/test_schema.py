@@ -76,8 +76,8 @@ def test_each_query_target_validates_against_the_prometheus_query_schema(uid: st
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_boards_of_other_specs_validate_too(case: str) -> None:
-    from governor.alerts.catalog import load_checked_spec
     from governor.dashboards.render import render_all
+    from governor.render.catalog import load_checked_spec
 
     for board in boards(render_all(load_checked_spec(CASES[case]))).values():
         assert errors(validator("dashboard"), board) == [], board["uid"]

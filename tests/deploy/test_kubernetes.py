@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 import yaml
 
-from governor.alerts.params import RenderParams
 from governor.controller.cli import build_config
 from governor.controller.cli import build_parser as controller_parser
 from governor.exporters.cli import build_parser as exporter_parser
 from governor.inference.cli import build_parser as serve_parser
 from governor.manifests import kubernetes as k
 from governor.manifests.render import render_all
+from governor.render.params import RenderParams
 from governor.slo.spec import load_spec, parse_spec
 from tests.deploy.kube_schemas import errors, kinds
 

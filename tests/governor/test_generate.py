@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from governor.alerts.catalog import load_checked_spec
 from governor.alerts.render import PROMETHEUS_CONFIG, PROMETHEUS_TARGETS
 from governor.cli import COMMANDS
 from governor.cli import main as governor
 from governor.dashboards.render import DASHBOARDS_DIR, DATASOURCES
 from governor.generate import main
+from governor.render.catalog import load_checked_spec
 from governor.slo.spec import SloSpec
 from tests.alerts.cases import DEPLOY, ROOT
 

@@ -12,8 +12,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from governor.alerts.catalog import HISTOGRAM_BUCKETS, load_checked_spec, parse_checked_spec
 from governor.contracts.metrics import service as svc
+from governor.render.catalog import HISTOGRAM_BUCKETS, load_checked_spec, parse_checked_spec
 from governor.slo.spec import (
     SLO,
     LatencySLI,

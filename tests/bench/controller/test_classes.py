@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from governor.alerts.catalog import load_checked_spec
 from governor.bench.controller import main
 from governor.bench.controller.admission import Gatekeeper, Limits
 from governor.bench.controller.classes import ClassPlan
@@ -23,6 +22,7 @@ from governor.contracts.metrics.service import (
 from governor.inference.admission_policy import AdmissionPolicy, ClassLimit
 from governor.inference.engines.sim.presets import get_preset
 from governor.inference.engines.sim.virtual import VirtualSim
+from governor.render.catalog import load_checked_spec
 
 REPO = Path(__file__).resolve().parents[3]
 SPEC = load_checked_spec(REPO / "slo.yaml")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Final
 
 from governor.alerts.control_rules import control_rule_file, fast_alert_tests
-from governor.alerts.family import RuleFamily, Scope
 from governor.alerts.rules import RuleGroup
+from governor.alerts.ruleset import RuleSet, Scope
 
 
 def _groups(scope: Scope) -> tuple[RuleGroup, ...]:
@@ -15,7 +15,7 @@ def _groups(scope: Scope) -> tuple[RuleGroup, ...]:
     return file.groups if file else ()
 
 
-FAMILY: Final = RuleFamily(
+RULESET: Final = RuleSet(
     name="control",
     rules=_groups,
     tests=lambda scope: fast_alert_tests(scope.spec, scope.params, scope.histograms),

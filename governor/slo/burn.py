@@ -1,4 +1,6 @@
-"""Multi-window, multi-burn-rate alert tiers (SRE workbook ch. 5), as data, for any SLO period.
+"""Multi-window, multi-burn-rate alert tiers (SRE workbook ch. 5), as data, for any SLO period,
+and the selector of an SLO's recorded series: what the rules, the boards and ``governor status``
+all read.
 
 A tier fires when the error ratio over both its long and its short window exceeds
 ``factor * error budget``. The windows are fixed; the factor follows from the share of the
@@ -17,7 +19,11 @@ from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from typing import Final
 
+from governor.contracts.declaration import Metric
+from governor.contracts.metrics import slo as n
 from governor.contracts.metrics.slo import SEVERITY_PAGE, SEVERITY_TICKET
+from governor.contracts.promql import Selector, eq
+from governor.slo.spec import SLO, SloSpec
 
 SIGNIFICANT_DIGITS: Final = 4
 MINUTE, HOUR, DAY = 60, 3600, 86400
@@ -65,3 +71,15 @@ SLI_WINDOWS: Final[tuple[int, ...]] = tuple(
     sorted({t.short_seconds for t in TIERS} | {t.long_seconds for t in TIERS})
 )
 PERIOD_SLICE_SECONDS: Final = 5 * MINUTE
+
+
+def firing_tiers(spec: SloSpec, slo: SLO, severity: str) -> tuple[BurnTier, ...]:
+    """The tiers of one severity whose threshold an error ratio can actually exceed."""
+    return tuple(t for t in TIERS
+                 if t.severity == severity and t.can_fire(spec.period_seconds, slo.error_budget))
+
+
+def recorded(series: Metric, spec: SloSpec, slo: SLO) -> str:
+    """A selector for one of this SLO's recorded series."""
+    return Selector(series.name, (eq(n.LABEL_SLO, slo.name),
+                                  eq(n.LABEL_SERVICE, spec.service))).render()

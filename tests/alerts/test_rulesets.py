@@ -1,4 +1,4 @@
-"""Rule families: found in their package, in a fixed order; a new family is one new module."""
+"""Rule sets: found in their package, in a fixed order; a new rule set is one new module."""
 
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ from typing import Any
 import pytest
 import yaml
 
-from governor.alerts import families as families_package
-from governor.alerts.catalog import load_checked_spec, parse_checked_spec
-from governor.alerts.families import families
+from governor.alerts import rulesets as rulesets_package
 from governor.alerts.render import PROMETHEUS_RULE, render_all
+from governor.alerts.rulesets import rulesets
+from governor.render.catalog import load_checked_spec, parse_checked_spec
 from tests.alerts.cases import ROOT
 
-EXTRA_FAMILY = '''
-from governor.alerts.family import RuleFamily
+EXTRA_RULESET = '''
+from governor.alerts.ruleset import RuleSet
 from governor.alerts.rules import AlertRule, RuleGroup
 
-FAMILY = RuleFamily(
+RULESET = RuleSet(
     name="extra",
     rules=lambda scope: (RuleGroup("extra", (AlertRule(
         f"{scope.the_slo.camel_name}Extra", "vector(1)", {"severity": "ticket"},
@@ -34,8 +34,8 @@ FAMILY = RuleFamily(
 
 @pytest.fixture
 def extra_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A folder that ``governor.alerts.families`` also reads, as if it held one more module."""
-    monkeypatch.setattr(families_package, "__path__", [*families_package.__path__, str(tmp_path)])
+    """A folder that ``governor.alerts.rulesets`` also reads, as if it held one more module."""
+    monkeypatch.setattr(rulesets_package, "__path__", [*rulesets_package.__path__, str(tmp_path)])
     before = set(sys.modules)
     yield tmp_path
     for name in set(sys.modules) - before:  # the folder's modules, so no other test sees them
@@ -47,12 +47,12 @@ def rule_groups(files: dict[str, str]) -> list[str]:
     return [group["name"] for group in document["spec"]["groups"]]
 
 
-def test_the_families_come_per_slo_first_then_by_name() -> None:
-    assert [(f.name, f.per_slo) for f in families()] == [
+def test_the_rule_sets_come_per_slo_first_then_by_name() -> None:
+    assert [(f.name, f.per_slo) for f in rulesets()] == [
         ("classes", True), ("slo", True), ("control", False), ("health", False), ("scale", False)]
 
 
-def test_a_family_applies_only_where_it_says() -> None:
+def test_a_rule_set_applies_only_where_it_says() -> None:
     spec = load_checked_spec(ROOT / "slo.yaml")
     data = yaml.safe_load((ROOT / "slo.yaml").read_text(encoding="utf-8"))
     for slo in data["slos"]:
@@ -71,9 +71,9 @@ def test_a_family_applies_only_where_it_says() -> None:
         "prometheus/rules/health.yml"}
 
 
-def test_a_new_family_is_one_module_and_nothing_else(extra_module: Path) -> None:
-    (extra_module / "extra.py").write_text(EXTRA_FAMILY, encoding="utf-8")
-    assert [f.name for f in families()] == ["classes", "extra", "slo", "control", "health", "scale"]
+def test_a_new_rule_set_is_one_module_and_nothing_else(extra_module: Path) -> None:
+    (extra_module / "extra.py").write_text(EXTRA_RULESET, encoding="utf-8")
+    assert [f.name for f in rulesets()] == ["classes", "extra", "slo", "control", "health", "scale"]
     files = render_all(load_checked_spec(ROOT / "slo.yaml"))
     assert "InterTokenLatencyExtra" in files["prometheus/rules/extra-inter-token-latency.yml"]
     assert not any("extra-availability" in path or path.startswith("prometheus/tests/extra")
@@ -82,14 +82,14 @@ def test_a_new_family_is_one_module_and_nothing_else(extra_module: Path) -> None
     assert groups.index("extra") < groups.index("slo-sli-availability")
 
 
-def test_a_module_without_a_family_is_an_error(extra_module: Path) -> None:
+def test_a_module_without_a_rule_set_is_an_error(extra_module: Path) -> None:
     (extra_module / "stray.py").write_text("VALUE = 1\n", encoding="utf-8")
-    with pytest.raises(TypeError, match="stray must define FAMILY"):
-        families()
+    with pytest.raises(TypeError, match="stray must define RULESET"):
+        rulesets()
 
 
-def test_two_families_of_one_name_are_an_error(extra_module: Path) -> None:
+def test_two_rule_sets_of_one_name_are_an_error(extra_module: Path) -> None:
     (extra_module / "again.py").write_text(
-        "from governor.alerts.families.health import FAMILY\n", encoding="utf-8")
+        "from governor.alerts.rulesets.health import RULESET\n", encoding="utf-8")
     with pytest.raises(ValueError, match="'health' already exists"):
-        families()
+        rulesets()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from governor.alerts.family import RuleFamily
 from governor.alerts.health_rules import health_rule_file, health_tests
+from governor.alerts.ruleset import RuleSet
 
-FAMILY: Final = RuleFamily(
+RULESET: Final = RuleSet(
     name="health",
     rules=lambda scope: health_rule_file(scope.spec.targets, scope.params).groups,
     tests=lambda scope: health_tests(scope.spec.targets, scope.params),

@@ -7,10 +7,10 @@ from typing import Final
 
 from governor.alerts.class_rules import class_rule_groups
 from governor.alerts.class_tests import class_tests
-from governor.alerts.family import RuleFamily
+from governor.alerts.ruleset import RuleSet
 from governor.slo import class_thresholds
 
-FAMILY: Final = RuleFamily(
+RULESET: Final = RuleSet(
     name="classes",
     rules=lambda scope: class_rule_groups(scope.spec, scope.the_slo),
     tests=lambda scope: class_tests(scope.spec, scope.the_slo),

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from governor.alerts.family import RuleFamily, Scope
 from governor.alerts.health_rules import MINUTE, HealthAlert, breaks, scraped, steady
 from governor.alerts.rules import RuleGroup
+from governor.alerts.ruleset import RuleSet, Scope
 from governor.contracts.endpoints import CONTROLLER, INFERENCE
 from governor.contracts.metrics import controller as names
 from governor.contracts.metrics.slo import SEVERITY_TICKET
@@ -53,7 +53,7 @@ def _groups(scope: Scope) -> tuple[RuleGroup, ...]:
     return (RuleGroup(GROUP, (scale_out(scope.spec.targets.controller).rule(scope.params),)),)
 
 
-FAMILY: Final = RuleFamily(
+RULESET: Final = RuleSet(
     name="scale",
     rules=_groups,
     tests=lambda scope: (scale_out(scope.spec.targets.controller).test(scope.params),),

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Final
 
 from governor.alerts.class_tests import combined_threshold_tests
-from governor.alerts.family import RuleFamily
+from governor.alerts.ruleset import RuleSet
 from governor.alerts.slo_rules import slo_rule_file
 from governor.alerts.slo_tests import slo_tests
 
-FAMILY: Final = RuleFamily(
+RULESET: Final = RuleSet(
     name="slo",
     rules=lambda scope: slo_rule_file(scope.spec, scope.the_slo).groups,
     tests=lambda scope: (*slo_tests(scope.spec, scope.the_slo),

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from governor.alerts.windows import SLI_WINDOWS, TIERS, round_significant
+from governor.slo.burn import SLI_WINDOWS, TIERS, round_significant
 
 DAY = 86400
 
