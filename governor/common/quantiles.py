@@ -4,8 +4,8 @@ The simulator scores its windows with them, and a plain ``pip install governor-s
 pull numpy, so the arithmetic is numpy's own, step for step (the index ``(n - 1) * q``, and the
 interpolation from the nearer neighbour), which makes the results equal to the last bit::
 
-    >>> percentiles([1.0, 2.0, 3.0, 4.0], [50, 99])
-    [2.5, 3.97]
+    >>> percentiles([1.0, 2.0, 3.0, 4.0], [0, 50, 100])
+    [1.0, 2.5, 4.0]
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ engine cannot be retuned live) at once, so the reconciler can stop hammering tha
 >>> parse_limits({"max_num_seqs": 64, "max_num_batched_tokens": 2048,
 ...               "floor": {"max_num_seqs": 1, "max_num_batched_tokens": 256},
 ...               "ceiling": {"max_num_seqs": 256, "max_num_batched_tokens": 8192}}).current
-Limits(max_num_seqs=64, max_num_batched_tokens=2048)
+BatchingLimits(max_num_seqs=64, max_num_batched_tokens=2048)
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from typing import Any
 import aiohttp
 
 from governor.common.secrets import Secret
+from governor.contracts.batching import BatchingReport
 from governor.contracts.endpoints import ADMIN_BATCHING_PATH
-from governor.controller.model import Limits, Param, TargetLimits
+from governor.controller.model import Limits, TargetLimits
 
 _MAX_RESPONSE_BYTES = 64 * 1024
 
@@ -76,17 +77,10 @@ class Target:
 def parse_limits(body: Any) -> TargetLimits:
     """The admin API's answer → :class:`TargetLimits`; :class:`ActuationError` if malformed."""
     try:
-        return TargetLimits(_limits(body), _limits(body["floor"]), _limits(body["ceiling"]))
-    except (KeyError, TypeError, ValueError) as exc:
+        return BatchingReport.from_dict(body)
+    except ValueError as exc:
         raise ActuationError(ErrorKind.PERMANENT,
                              f"malformed admin answer: {str(body)[:200]}") from exc
-
-
-def _limits(raw: Any) -> Limits:
-    values = {p.value: raw[p.value] for p in Param}
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values.values()):
-        raise ValueError("limits must be positive integers")
-    return Limits(**values)
 
 
 def _error_message(status: int, raw: bytes) -> str:

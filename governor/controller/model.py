@@ -9,22 +9,20 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 
+from governor.contracts.batching import BatchingLimits, BatchingReport
+from governor.contracts.batching import Param as Param  # the knobs, as the controller names them
 from governor.contracts.metrics.controller import (
     SCALE_NOT_OVERLOADED,
     SCALE_OVERLOAD,
     SCALE_WITHIN_TOLERANCE,
 )
-from governor.contracts.metrics.service import PARAM_MAX_NUM_BATCHED_TOKENS, PARAM_MAX_NUM_SEQS
 
-
-class Param(enum.StrEnum):
-    """vLLM's two continuous-batching knobs, named as the admin API and the ``param`` label of
-    the service's and the controller's series name them."""
-
-    MAX_NUM_SEQS = PARAM_MAX_NUM_SEQS
-    MAX_NUM_BATCHED_TOKENS = PARAM_MAX_NUM_BATCHED_TOKENS
+# The admin API's shapes, under the names the law speaks: the limits of one target, and what its
+# GET reports (the limits in force with their floor and ceiling).
+Limits = BatchingLimits
+TargetLimits = BatchingReport
 
 
 class Action(enum.StrEnum):
@@ -75,30 +73,6 @@ class ChangeKind(enum.StrEnum):
     TIGHTEN = "tighten"
     RELAX = "relax"
     UNDO = "undo"
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    max_num_seqs: int
-    max_num_batched_tokens: int
-
-    def get(self, param: Param) -> int:
-        return self.max_num_seqs if param is Param.MAX_NUM_SEQS else self.max_num_batched_tokens
-
-    def with_value(self, param: Param, value: int) -> Limits:
-        return replace(self, **{param.value: value})
-
-    def as_dict(self) -> dict[str, int]:
-        return {p.value: self.get(p) for p in Param}
-
-
-@dataclass(frozen=True, slots=True)
-class TargetLimits:
-    """What ``GET /admin/batching`` reports: the limits in force and the range allowed."""
-
-    current: Limits
-    floor: Limits
-    ceiling: Limits
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 import aiohttp
 import pytest
 
+from governor.contracts.batching import BatchingLimits
 from tests.inference.conftest import ADMIN_TOKEN, Service, ServiceFactory
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -117,3 +119,33 @@ async def test_without_a_configured_token_the_admin_api_is_closed(
     status, body = await call(service, "GET", headers={"Authorization": "Bearer "})
     assert status == 401
     assert "disabled" in body["error"]["message"]
+
+
+async def test_two_partial_puts_at_once_both_hold(
+    service: Service, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A PUT of one field and a PUT of the other, racing while the engine takes 0.1 s to apply
+    each (as vLLM's engine core does): both answer 200 and both changes are in force."""
+    engine = service.engine
+    apply = engine.set_limits
+
+    async def slow(limits: BatchingLimits) -> BatchingLimits:
+        await asyncio.sleep(0.1)
+        return await apply(limits)
+
+    monkeypatch.setattr(engine, "set_limits", slow)
+    floor = engine.floor
+    seqs, budget = floor.max_num_seqs + 6, floor.max_num_batched_tokens + 44
+    (a, _), (b, answer) = await asyncio.gather(
+        call(service, "PUT", {"max_num_seqs": seqs}, AUTH),
+        call(service, "PUT", {"max_num_batched_tokens": budget}, AUTH))
+    assert (a, b) == (200, 200)
+    assert engine.limits == BatchingLimits(seqs, budget)
+    assert (answer["max_num_seqs"], answer["max_num_batched_tokens"]) == (seqs, budget)
+
+
+async def test_a_5000_digit_limit_is_a_clear_400(service: Service) -> None:
+    code, payload = await call(service, "PUT", headers=AUTH,
+                               data=b'{"max_num_seqs": ' + b"9" * 5000 + b"}")
+    assert code == 400
+    assert "error" in payload

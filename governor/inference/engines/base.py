@@ -24,27 +24,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from governor.contracts.batching import BatchingLimits
 
-@dataclass(frozen=True, slots=True)
-class BatchingLimits:
-    """vLLM's two batching knobs: the running-request cap and the per-step token budget."""
-
-    max_num_seqs: int
-    max_num_batched_tokens: int
-
-    def within(self, floor: BatchingLimits, ceiling: BatchingLimits) -> bool:
-        return (
-            floor.max_num_seqs <= self.max_num_seqs <= ceiling.max_num_seqs
-            and floor.max_num_batched_tokens
-            <= self.max_num_batched_tokens
-            <= ceiling.max_num_batched_tokens
-        )
-
-    def as_dict(self) -> dict[str, int]:
-        return {
-            "max_num_seqs": self.max_num_seqs,
-            "max_num_batched_tokens": self.max_num_batched_tokens,
-        }
+__all__ = ["BatchingLimits"]  # the admin contract's, re-exported for the engines that speak it
 
 
 @dataclass(frozen=True, slots=True)
