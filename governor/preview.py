@@ -17,7 +17,6 @@ Nothing is drawn from a board that is not the generated one: the spec is rendere
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import sys
 import time
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds
+from governor.common.prometheus import PrometheusHTTP
 from governor.contracts.endpoints import LOCAL_HOST, PROMETHEUS
 from governor.contracts.package import install_hint
 from governor.contracts.promql import format_duration
@@ -57,18 +57,6 @@ class PreviewError(Exception):
     """Something the user can fix: Prometheus unreachable, a bad spec, no matplotlib."""
 
 
-def query_range(prometheus: str, expr: str, start: float, end: float, step: float,
-                timeout: float) -> list[dict[str, Any]]:
-    query = urllib.parse.urlencode({"query": expr, "start": start, "end": end, "step": step})
-    with urllib.request.urlopen(f"{prometheus}/api/v1/query_range?{query}",  # noqa: S310
-                                timeout=timeout) as response:
-        answer = json.loads(response.read())
-    if answer.get("status") != "success":
-        raise ValueError(answer.get("error", "query failed"))
-    result: list[dict[str, Any]] = answer["data"]["result"]
-    return result
-
-
 def panel_series(panel: Mapping[str, Any], prometheus: str, window: tuple[float, float],
                  step: float, timeout: float, variables: Mapping[str, str] | None = None,
                  ) -> tuple[list[Series], list[str]]:
@@ -82,7 +70,8 @@ def panel_series(panel: Mapping[str, Any], prometheus: str, window: tuple[float,
         expr = expand(target["expr"], rate_interval=rate_interval,
                       range_=format_duration(max(1, int(end - start))), variables=variables)
         try:
-            result = query_range(prometheus, expr, start, end, step, timeout)
+            result = PrometheusHTTP(prometheus, timeout_seconds=timeout).range(
+                expr, start, end, step)
         except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
             failed.append(f"{target.get('refId', '?')}: {exc}")
             continue

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds
+from governor.common.prometheus import PrometheusHTTP
 from governor.contracts.endpoints import ALERTMANAGER, CONTROLLER, LOCAL_HOST, PROMETHEUS
 from governor.contracts.metrics import slo as n
 from governor.contracts.promql import format_duration
@@ -64,12 +65,7 @@ def _get(url: str, timeout: float) -> Any:
 
 
 def _instant(prometheus: str, expr: str, timeout: float) -> list[dict[str, Any]]:
-    url = f"{prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    answer = _get(url, timeout)
-    if answer.get("status") != "success":
-        raise ValueError(f"Prometheus refused {expr!r}: {answer.get('error')}")
-    result: list[dict[str, Any]] = answer["data"]["result"]
-    return result
+    return PrometheusHTTP(prometheus, timeout_seconds=timeout).instant(expr)
 
 
 def _by_slo(samples: list[dict[str, Any]]) -> dict[str, float]:

@@ -24,6 +24,7 @@ from governor.alerts.alertmanager import alertmanager_args
 from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
+from governor.common.commands import Controller, Exporter, Serve
 from governor.common.logs import FORMATS, setup_logging
 from governor.common.process import Child, ChildError, first_exited, running
 from governor.common.secrets import write_private
@@ -141,10 +142,7 @@ def prepare(config: UpConfig) -> tuple[dict[str, str], RenderParams]:
 def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> list[Child]:
     host, ports, run = config.host, config.ports, config.run_dir.resolve()
     logs = run / "logs"
-    python = [sys.executable, "-m", "governor"]
-    logging = ["--log-format", config.log_format]
     spec = load(config.slo)
-    exporter = ["--fake-gpus", str(config.fake_gpus)] if not config.real_gpus else []
 
     def child(name: str, argv: list[str], health: str) -> Child:
         return Child(name, argv, health, logs / f"{name}.log",
@@ -152,28 +150,28 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
 
     def replica(index: int, port: int) -> Child:
         name = "inference" if config.replicas == 1 else f"inference-{index}"
-        made = child(name, [*python, "serve", *logging, "--engine", "sim",
-                            "--preset", config.preset, "--slo", str(config.slo.resolve()),
-                            "--host", host, "--port", str(port), "--seed", str(index),
-                            "--admin-token-file", tokens["admin_token"]],
-                     f"http://{host}:{port}/health")
+        serve = Serve(engine="sim", preset=config.preset, host=host, port=port,
+                      slo=str(config.slo.resolve()), admin_token_file=tokens["admin_token"],
+                      log_format=config.log_format, seed=index)
+        made = child(name, serve.python(), f"http://{host}:{port}/health")
         made.env = child_environment(os.environ, OWN_PREFIX["inference"])  # its own, by kind
         return made
 
     return [
         *(replica(i, port) for i, port in enumerate(config.inference_ports())),
-        child("exporter", [*python, "exporter", *logging, *exporter, "--host", host,
-                           "--port", str(ports.exporter)],
+        child("exporter", Exporter(fake_gpus=None if config.real_gpus else config.fake_gpus,
+                                   host=host, port=ports.exporter,
+                                   log_format=config.log_format).python(),
               f"http://{host}:{ports.exporter}/health"),
-        child("controller", [*python, "controller", *logging, "--slo", str(config.slo.resolve()),
-                             "--host", host, "--port", str(ports.controller),
-                             "--prometheus", f"http://{host}:{ports.prometheus}",
-                             "--targets", ",".join(config.inference_urls()),
-                             "--scrape-interval", f"{params.scrape_interval_seconds}s",
-                             "--admin-token-file", tokens["admin_token"],
-                             "--webhook-token-file", tokens["controller_token"],
-                             "--state-file", str(run / "controller" / "state.json"),
-                             "--audit-log", str(run / "controller" / "audit.jsonl")],
+        child("controller", Controller(
+            slo=str(config.slo.resolve()), host=host, port=ports.controller,
+            prometheus=f"http://{host}:{ports.prometheus}",
+            targets=",".join(config.inference_urls()),
+            scrape_interval=f"{params.scrape_interval_seconds}s",
+            admin_token_file=tokens["admin_token"], webhook_token_file=tokens["controller_token"],
+            state_file=str(run / "controller" / "state.json"),
+            audit_log=str(run / "controller" / "audit.jsonl"),
+            log_format=config.log_format).python(),
               f"http://{host}:{ports.controller}/health"),
         child("alertmanager", [find_binary(ALERTMANAGER_BINARIES), *alertmanager_args(
             config_file=str(run / ALERTMANAGER_CONFIG), storage_path=str(run / "alertmanager-data"),

@@ -40,7 +40,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from governor.bench.progress import Progress
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
+from governor.common.commands import Exporter
 from governor.common.process import Child, free_port, running
+from governor.contracts.endpoints import LOCAL_HOST
 from governor.contracts.metrics import gpu as m
 from governor.exporters.config import package_version
 from governor.exporters.gpu.collector import age_family, families
@@ -274,8 +276,8 @@ def _server(name: str, argv: list[str], url: str, gpus: int) -> Iterator[Child]:
 def run(gpus: int, scraper_counts: Sequence[int], requests: int, period: float) -> dict[str, Any]:
     port_ours, port_base = free_port(), free_port()
     servers = {
-        "governor": [sys.executable, "-m", "governor.exporters", "--fake-gpus", str(gpus), "--host",
-                     "127.0.0.1", "--port", str(port_ours), "--log-level", "warning"],
+        "governor": Exporter(fake_gpus=gpus, host=LOCAL_HOST, port=port_ours,
+                             log_level="warning").python(),
         "baseline": [sys.executable, "-m", "governor.bench.exporter", "--serve-baseline",
                      "--gpus", str(gpus), "--port", str(port_base)],
     }

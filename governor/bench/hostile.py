@@ -34,7 +34,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,9 @@ from governor.bench.load import LoadSpec, run_load
 from governor.bench.progress import Progress
 from governor.bench.vllm_compare import CPU_ENGINE_ARGS, missing_dependencies
 from governor.common.cli import EnvArgumentParser, positive_int
+from governor.common.commands import Serve
 from governor.common.process import Child, free_port, running
+from governor.contracts.endpoints import LOCAL_HOST
 from governor.contracts.package import install_hint
 from governor.inference.config import ServiceConfig
 
@@ -125,19 +127,16 @@ class Setup:
 def serve_argv(setup: Setup, port: int, model: str | None = None) -> list[str]:
     """``governor serve`` as measured: a body limit that lets the hostile prompts through to
     the service's own checks; the sim in real time, or vLLM on ``model`` (CPU settings)."""
-    argv = [sys.executable, "-m", "governor", "serve", "--served-model-name", MODEL,
-            "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
-            "--max-body-bytes", str(setup.prompt_bytes + MIB),
-            "--tokenizer-threads", str(setup.tokenizer_threads)]
+    serve = Serve(served_model_name=MODEL, host=LOCAL_HOST, port=port, log_level="warning",
+                  max_body_bytes=setup.prompt_bytes + MIB,
+                  tokenizer_threads=setup.tokenizer_threads)
     if setup.engine == "sim":
-        return [*argv, "--engine", "sim", "--preset", PRESET]
+        return replace(serve, engine="sim", preset=PRESET).python()
     if model is None:
         raise ValueError("the vllm engine needs a model directory")
-    argv += ["--engine", "vllm", "--model", model, "--max-model-len", str(VLLM_MAX_MODEL_LEN),
-             "--max-num-seqs", "8", "--max-num-batched-tokens", str(VLLM_MAX_MODEL_LEN)]
-    for pair in CPU_ENGINE_ARGS:
-        argv += ["--engine-arg", pair]
-    return argv
+    return replace(serve, engine="vllm", model=model, max_model_len=VLLM_MAX_MODEL_LEN,
+                   max_num_seqs=8, max_num_batched_tokens=VLLM_MAX_MODEL_LEN,
+                   engine_arg=tuple(CPU_ENGINE_ARGS)).python()
 
 
 @contextlib.contextmanager

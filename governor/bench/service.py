@@ -23,7 +23,9 @@ from typing import Any
 from governor.bench.load import LoadSpec, run_load, summarize
 from governor.bench.progress import Progress
 from governor.common.cli import EnvArgumentParser, positive_int
+from governor.common.commands import Serve
 from governor.common.process import Child, free_port, running
+from governor.contracts.endpoints import LOCAL_HOST
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -69,9 +71,8 @@ def measure(server: Server, concurrency: int, requests: int, max_tokens: int) ->
 
 def run(concurrencies: Sequence[int], requests: int, tokens: int) -> dict[str, Any]:
     port = free_port()
-    governor = [sys.executable, "-m", "governor", "serve", "--engine", "sim", "--preset", "tiny",
-                "--time-scale", "0", "--port", str(port), "--host", "127.0.0.1",
-                "--served-model-name", "bench", "--max-in-flight", "4096"]
+    governor = Serve(engine="sim", preset="tiny", time_scale=0, port=port, host=LOCAL_HOST,
+                     served_model_name="bench", max_in_flight=4096).python()
     bare = [sys.executable, "-m", "governor.bench.bare_server", "--port", str(port + 1)]
     report: dict[str, Any] = {"tokens_per_request": tokens, "rows": []}
     with start("governor", governor, port, "bench") as ours, \

@@ -40,7 +40,9 @@ from governor.bench.load import LoadSpec, run_load, summarize
 from governor.bench.progress import Progress
 from governor.bench.service import cpu_seconds
 from governor.common.cli import EnvArgumentParser, positive_int
+from governor.common.commands import Serve
 from governor.common.process import Child, ChildError, free_port
+from governor.contracts.endpoints import LOCAL_HOST
 from governor.contracts.package import install_hint
 
 # The tiny model on CPU: float32 (bfloat16 dies with SIGILL on some CPUs), random weights, eager
@@ -126,17 +128,13 @@ def vllm_cli_args(pairs: Sequence[str]) -> list[str]:
 
 
 def governor_argv(config: BenchConfig, port: int, otlp: str) -> list[str]:
-    argv = [sys.executable, "-m", "governor", "serve", "--engine", "vllm",
-            "--model", config.model, "--served-model-name", SERVED_NAME,
-            "--host", "127.0.0.1", "--port", str(port),
-            "--max-num-seqs", str(config.max_num_seqs),
-            "--max-num-batched-tokens", str(config.max_num_batched_tokens),
-            "--max-model-len", str(config.max_model_len),
-            "--min-num-batched-tokens", str(min(256, config.max_num_batched_tokens)),
-            "--max-in-flight", "4096", "--otlp-endpoint", otlp, "--log-level", "warning"]
-    for pair in config.engine_args:
-        argv += ["--engine-arg", pair]
-    return argv
+    return Serve(engine="vllm", model=config.model, served_model_name=SERVED_NAME,
+                 host=LOCAL_HOST, port=port, max_num_seqs=config.max_num_seqs,
+                 max_num_batched_tokens=config.max_num_batched_tokens,
+                 max_model_len=config.max_model_len,
+                 min_num_batched_tokens=min(256, config.max_num_batched_tokens),
+                 max_in_flight=4096, otlp_endpoint=otlp, log_level="warning",
+                 engine_arg=tuple(config.engine_args)).python()
 
 
 def vllm_argv(config: BenchConfig, port: int, otlp: str) -> list[str]:

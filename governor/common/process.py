@@ -5,7 +5,7 @@ processes. They share this one helper, so every one of them stops its children t
 (SIGTERM to the child's own process group, a grace period, then SIGKILL) and reports a child
 that died with the end of its log::
 
-    service = Child("inference", [sys.executable, "-m", "governor", "serve"],
+    service = Child("inference", Serve(engine="sim").python(),      # governor.common.commands
                     health_url="http://127.0.0.1:8000/health", log=Path("inference.log"))
     with running([service]) as (child,):
         ...                                 # healthy here; stopped on the way out

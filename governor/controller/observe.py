@@ -17,17 +17,13 @@ from typing import Any
 
 import aiohttp
 
+from governor.common.prometheus import MAX_ANSWER_BYTES, QUERY_PATH, result
+from governor.common.prometheus import PrometheusError as PrometheusError  # the controller's
 from governor.contracts.metrics.prometheus import LABEL_INSTANCE
 from governor.controller.model import Observation
 from governor.controller.queries import QuerySet
 
 _OBSERVATION_FIELDS = frozenset(f.name for f in fields(Observation))
-# A query answer larger than this is not what these aggregations return: refuse it.
-_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
-
-
-class PrometheusError(Exception):
-    """Prometheus could not answer (down, slow, or an error answer): a temporary condition."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,14 +36,8 @@ class Snapshot:
 
 def parse_vector(body: Any) -> dict[str, float]:
     """An instant-vector answer → ``{instance: value}`` (NaN kept: the law treats it as missing)."""
-    if not isinstance(body, dict) or body.get("status") != "success":
-        error = body.get("error") if isinstance(body, dict) else None
-        raise PrometheusError(f"query failed: {str(error or body)[:200]}")
-    data = body.get("data")
-    if not isinstance(data, dict) or data.get("resultType") != "vector":
-        raise PrometheusError("query answer is not an instant vector")
     out: dict[str, float] = {}
-    for sample in data.get("result") or ():
+    for sample in result(body, "vector"):
         instance, value = _sample(sample)
         if instance is not None:
             out[instance] = value
@@ -86,7 +76,7 @@ class PrometheusClient:
     def __init__(self, session: aiohttp.ClientSession, base_url: str, queries: QuerySet, *,
                  timeout_seconds: float = 5.0) -> None:
         self._session = session
-        self._url = base_url.rstrip("/") + "/api/v1/query"
+        self._url = base_url.rstrip("/") + QUERY_PATH
         self._queries = queries
         self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
 
@@ -94,8 +84,8 @@ class PrometheusClient:
         try:
             async with self._session.get(self._url, params={"query": expr},
                                          timeout=self._timeout) as response:
-                raw = await response.content.read(_MAX_RESPONSE_BYTES + 1)
-                if len(raw) > _MAX_RESPONSE_BYTES:
+                raw = await response.content.read(MAX_ANSWER_BYTES + 1)
+                if len(raw) > MAX_ANSWER_BYTES:
                     raise PrometheusError("answer too large")
                 if response.status >= 500 or response.status == 429:
                     raise PrometheusError(f"HTTP {response.status}")

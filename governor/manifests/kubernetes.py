@@ -19,7 +19,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from governor.contracts.endpoints import EXPORTER, HEALTH_PATH, METRICS_PATH, WEBHOOK_PATH
+from governor.common.commands import Controller, Exporter, Serve
+from governor.contracts.endpoints import (
+    EXPORTER,
+    HEALTH_PATH,
+    LISTEN_HOST,
+    METRICS_PATH,
+    WEBHOOK_PATH,
+)
 from governor.contracts.metrics import slo as n
 from governor.contracts.metrics.prometheus import LABEL_INSTANCE
 from governor.contracts.promql import format_duration
@@ -89,8 +96,8 @@ def _governor_container(name: str, image: str, args: list[str], port: int) -> Ob
 def exporter_daemonset(spec: SloSpec) -> Object:
     k8s = spec.kubernetes
     container = _governor_container(
-        "exporter", k8s.image, ["exporter", "--host", "0.0.0.0", "--port", str(EXPORTER.port),
-                                "--log-format", "json"], EXPORTER.port)
+        "exporter", k8s.image,
+        Exporter(host=LISTEN_HOST, port=EXPORTER.port, log_format="json").argv(), EXPORTER.port)
     container.update({
         # NVML without taking a GPU from the scheduler: the NVIDIA runtime mounts the driver.
         "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
@@ -150,9 +157,9 @@ def _mounts() -> list[Object]:
 
 def inference_deployment(spec: SloSpec) -> Object:
     k8s = spec.kubernetes
-    args = ["serve", "--engine", "vllm", "--model", k8s.model, "--host", "0.0.0.0",
-            "--port", str(k8s.inference_port), "--slo", f"{SPEC_DIR}/slo.yaml",
-            "--admin-token-file", f"{TOKENS_DIR}/{ADMIN_TOKEN_KEY}", "--log-format", "json"]
+    args = Serve(engine="vllm", model=k8s.model, host=LISTEN_HOST, port=k8s.inference_port,
+                 slo=f"{SPEC_DIR}/slo.yaml", admin_token_file=f"{TOKENS_DIR}/{ADMIN_TOKEN_KEY}",
+                 log_format="json").argv()
     container = _governor_container("inference", k8s.vllm_image, args, k8s.inference_port)
     container.update({
         "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
@@ -237,14 +244,15 @@ def discovery_pattern(port: int) -> str:
 
 def controller_deployment(spec: SloSpec) -> Object:
     k8s, inference = spec.kubernetes, spec.targets.inference
-    args = ["controller", "--slo", f"{SPEC_DIR}/slo.yaml", "--prometheus", k8s.prometheus,
-            # Replicas come and go with their pods: the controller manages the instances
-            # Prometheus scrapes in the inference job, whose address is a pod's on the port.
-            "--job", inference.job, "--discover", discovery_pattern(k8s.inference_port),
-            "--admin-token-file", f"{TOKENS_DIR}/{ADMIN_TOKEN_KEY}",
-            "--webhook-token-file", f"{TOKENS_DIR}/{WEBHOOK_TOKEN_KEY}",
-            "--state-file", f"{STATE_DIR}/state.json", "--audit-log", f"{STATE_DIR}/audit.jsonl",
-            "--log-format", "json"]
+    args = Controller(
+        slo=f"{SPEC_DIR}/slo.yaml", prometheus=k8s.prometheus,
+        # Replicas come and go with their pods: the controller manages the instances
+        # Prometheus scrapes in the inference job, whose address is a pod's on the port.
+        job=inference.job, discover=discovery_pattern(k8s.inference_port),
+        admin_token_file=f"{TOKENS_DIR}/{ADMIN_TOKEN_KEY}",
+        webhook_token_file=f"{TOKENS_DIR}/{WEBHOOK_TOKEN_KEY}",
+        state_file=f"{STATE_DIR}/state.json", audit_log=f"{STATE_DIR}/audit.jsonl",
+        log_format="json").argv()
     container = _governor_container("controller", k8s.image, args, k8s.controller_port)
     container.update({
         "volumeMounts": [*_mounts(), {"name": "state", "mountPath": STATE_DIR}],

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import random
 import string
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from governor.bench.load import LoadResult, LoadSpec, run_load
+from governor.common.commands import Serve
 from governor.common.process import Child, ChildError, free_port
 from governor.contracts.endpoints import HEALTH_PATH, LOCAL_HOST
 from governor.inference.engines.sim.tokenizer import pieces
@@ -78,11 +78,10 @@ def _started(preset: str, logs: Path, seed: int) -> tuple[Child, str]:
     for attempt in range(1, BIND_ATTEMPTS + 1):
         port = free_port()
         url = f"http://{LOCAL_HOST}:{port}"
-        argv = [sys.executable, "-m", "governor", "serve", "--engine", "sim",
-                "--preset", preset, "--host", LOCAL_HOST, "--port", str(port),
-                "--seed", str(seed), "--max-num-seqs", str(MEASURED_LIMITS.max_num_seqs),
-                "--max-num-batched-tokens", str(MEASURED_LIMITS.max_num_batched_tokens),
-                "--max-in-flight", "1024", "--max-queue", "1024"]
+        argv = Serve(engine="sim", preset=preset, host=LOCAL_HOST, port=port, seed=seed,
+                     max_num_seqs=MEASURED_LIMITS.max_num_seqs,
+                     max_num_batched_tokens=MEASURED_LIMITS.max_num_batched_tokens,
+                     max_in_flight=1024, max_queue=1024).python()
         child = Child("sim", argv, url + HEALTH_PATH, logs).start()
         try:
             child.wait_healthy(START_LIMIT_SECONDS)

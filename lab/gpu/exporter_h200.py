@@ -39,7 +39,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]  # the repository: lab/gpu/ is two below it
 sys.path.insert(0, str(ROOT))
 
+from governor.common.commands import Exporter  # noqa: E402
 from governor.common.process import Child, free_port, running  # noqa: E402 (after the path set-up)
+from governor.contracts.endpoints import LOCAL_HOST  # noqa: E402
 from governor.contracts.metrics import gpu as m  # noqa: E402
 from governor.exporters.gpu import classic, fields, gpm  # noqa: E402 (after the path set-up above)
 from governor.exporters.gpu import nvml as nv  # noqa: E402
@@ -288,10 +290,7 @@ class Scraper:
 
 @contextlib.contextmanager
 def exporter(port: int, fake: int, log_path: Path) -> Iterator[Child]:
-    argv = [sys.executable, "-m", "governor.exporters", "--host", "127.0.0.1", "--port", str(port),
-            "--interval", "1s"]
-    if fake:
-        argv += ["--fake-gpus", str(fake)]
+    argv = Exporter(fake_gpus=fake or None, host=LOCAL_HOST, port=port, interval="1s").python()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
     # /health answers 200 when ok or degraded: either way it serves.
     child = Child("the exporter", argv, f"http://127.0.0.1:{port}/health", log_path, env=env,

@@ -44,7 +44,9 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from governor.bench.load import LoadSpec, run_load, summarize
+from governor.common.commands import Serve
 from governor.common.process import Child
+from governor.contracts.endpoints import LOCAL_HOST
 from governor.contracts.metrics import vllm
 
 ADMIN_TOKEN = "gpu-proof-admin-token"
@@ -169,15 +171,12 @@ SMOKE = Plan(engine_args=("dtype=float32", "load_format=dummy", "enforce_eager=t
 @contextlib.contextmanager
 def service(model: str, otlp: str, log: Path, plan: Plan) -> Iterator[Child]:
     """The service started, not yet healthy: :func:`prove` times its start-up."""
-    argv = [sys.executable, "-m", "governor", "serve", "--engine", "vllm", "--model", model,
-            "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(PORT),
-            "--max-num-seqs", str(MAX_NUM_SEQS),
-            "--max-num-batched-tokens", str(MAX_NUM_BATCHED_TOKENS),
-            "--max-model-len", str(plan.max_model_len), "--min-num-seqs", "1",
-            "--min-num-batched-tokens", "256", "--max-in-flight", "1024",
-            "--max-tokens-limit", "8192", "--otlp-endpoint", otlp]
-    for pair in plan.engine_args:
-        argv += ["--engine-arg", pair]
+    argv = Serve(engine="vllm", model=model, served_model_name=SERVED, host=LOCAL_HOST,
+                 port=PORT, max_num_seqs=MAX_NUM_SEQS,
+                 max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS, max_model_len=plan.max_model_len,
+                 min_num_seqs=1, min_num_batched_tokens=256, max_in_flight=1024,
+                 max_tokens_limit=8192, otlp_endpoint=otlp,
+                 engine_arg=tuple(plan.engine_args)).python()
     env = {**os.environ, "GOVERNOR_ADMIN_TOKEN": ADMIN_TOKEN}
     with Child("the service", argv, f"http://127.0.0.1:{PORT}/health", log, env=env,
                fresh_log=True, grace_seconds=60) as child:

@@ -1,6 +1,6 @@
 """Score live-loop runs offline, with exactly the definitions of ``governor bench controller``.
 
-Each ``run-*.json.gz`` that :mod:`lab.live.loop` writes holds every request's arrival
+Each ``run-*.json.gz`` that :mod:`lab.live.runs` writes holds every request's arrival
 and streamed-event times, the controller's audit lines and what Prometheus saw. From them:
 
 * **attainment**: the share of 20 s windows whose exact ITL and TTFT tails meet the SLOs
@@ -13,7 +13,7 @@ and streamed-event times, the controller's audit lines and what Prometheus saw. 
   the token budget in opposite directions (a tighten undone, then tightened again) — the
   oscillation the law must never show under steady load.
 
-``python -m lab.live.loop report RESULTS --out DIR`` writes ``controller-<gpu>.json``,
+``python -m lab.live report RESULTS --out DIR`` writes ``controller-<gpu>.json``,
 one PNG per run and a comparison plot.
 """
 
@@ -218,7 +218,7 @@ def _x(value: float | None) -> str:
 def report(args: argparse.Namespace) -> int:
     paths = sorted(p for folder in args.results for p in Path(folder).glob("run-*.json.gz"))
     if not paths:
-        print("live_loop report: no run-*.json.gz found", flush=True)
+        print("python -m lab.live report: no run-*.json.gz found", flush=True)
         return 2
     runs = [LiveRun.load(p) for p in paths]
     slo = dict(DEFAULT_SLO)

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from lab.live.loop import Policy
 from lab.live.report import LiveRun, report, reversals, score, summarise
+from lab.live.runs import Policy
 
 SLO = {"itl_seconds": 0.12, "itl_quantile": 0.99, "ttft_seconds": 1.0, "ttft_quantile": 0.99}
 START = 1_700_000_000.0

@@ -1,0 +1,107 @@
+"""The controller benchmark on a live stack: a real engine, Prometheus, Alertmanager, controller.
+
+``governor bench controller`` scores policies on the simulator in virtual time. This runs the same
+workload and the same scoring against real processes over HTTP, on a GPU machine with vLLM (or on
+any machine with the simulated engine in real time), in steps that each fit a short session::
+
+    python -m lab.live start --engine vllm --model DIR --state /tmp/live
+    python -m lab.live table --state /tmp/live --out OUT        # vllm bench serve
+    python -m lab.live runs --state /tmp/live --out OUT \\
+        --policies default,static:3072/1024,controller --minutes 4
+    python -m lab.live stop --state /tmp/live
+    python -m lab.live report OUT --out lab/results   # here, any time
+
+Each step is a module: :mod:`lab.live.stack` (start, stop), :mod:`lab.live.table`,
+:mod:`lab.live.runs` and :mod:`lab.live.report`; :mod:`lab.live.state` is what they share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from governor.common.cli import EnvArgumentParser, positive_int
+from lab.live.runs import _policies
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    values = tuple(int(x) for x in text.split(",") if x.strip())
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = EnvArgumentParser(prog="python -m lab.live",
+                               description=__doc__.split("\n\n")[0],
+                               env_prefix="GOVERNOR_LIVE_LOOP_")
+    commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("start", help="start the service, Prometheus and Alertmanager")
+    p.add_argument("--state", type=Path, required=True)
+    p.add_argument("--engine", choices=("vllm", "sim"), default="sim")
+    p.add_argument("--model", default=None, help="the vLLM model directory")
+    p.add_argument("--preset", default="llama-3-8b@h200", help="the sim engine's preset")
+    p.add_argument("--slo", type=Path, default=Path("slo.yaml"))
+    p.add_argument("--max-num-seqs", type=positive_int, default=1024)
+    p.add_argument("--max-num-batched-tokens", type=positive_int, default=8192)
+    p.add_argument("--max-model-len", type=positive_int, default=8192)
+    p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--prometheus-bin", default="prometheus")
+    p.add_argument("--alertmanager-bin", default="prometheus-alertmanager")
+    p.add_argument("--alertmanager-templates", type=Path, default=None, metavar="DIR",
+                   help="copy DIR/*.tmpl where Debian's Alertmanager binary looks for them")
+    p.add_argument("--no-wait", action="store_true", help="return once everything is launched")
+    p.add_argument("--parts", type=lambda s: tuple(s.split(",")),
+                   default=("inference", "alertmanager", "prometheus"),
+                   help="which of inference, alertmanager, prometheus to start (a slow engine "
+                        "can start in one command and the monitoring in the next)")
+    p = commands.add_parser("table", help="vllm bench serve in closed loop at each concurrency")
+    p.add_argument("--state", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--concurrency", type=_ints, default=(1, 32, 128, 256))
+    p.add_argument("--input-len", type=positive_int, default=512)
+    p.add_argument("--output-len", type=positive_int, default=256)
+    p.add_argument("--num-prompts-per-stream", type=positive_int, default=4)
+    p.add_argument("--max-num-seqs", type=positive_int, default=256)
+    p.add_argument("--max-num-batched-tokens", type=positive_int, default=8192)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=300.0)
+    p = commands.add_parser("runs", help="replay the workload once per policy")
+    p.add_argument("--state", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--policies", type=_policies, default=_policies("default,controller"))
+    p.add_argument("--minutes", type=float, default=4.0)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--rate-scale", type=float, default=1.0,
+                   help="scale every arrival rate (a rehearsal on a small machine)")
+    p.add_argument("--first-index", type=int, default=0, help="number of the first run")
+    p = commands.add_parser("stop", help="stop what start launched")
+    p.add_argument("--state", type=Path, required=True)
+    p = commands.add_parser("report", help="score run files like governor bench controller")
+    p.add_argument("results", type=Path, nargs="+", help="folders holding run-*.json.gz")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--window", type=float, default=20.0, help="attainment window (s)")
+    p.add_argument("--predict", default="llama-3-8b@h200", metavar="PRESET",
+                   help="replay each run on this sim preset for its prediction ('none': skip)")
+    p.add_argument("--slo", type=Path, default=Path("slo.yaml"), help="the SLO spec")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "report":
+        from lab.live.report import report
+
+        return report(args)
+    from lab.live import runs, stack, table
+
+    command = {"start": stack.start, "table": table.table, "runs": runs.runs,
+               "stop": stack.stop}[args.command]
+    result: int = command(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

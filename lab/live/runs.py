@@ -1,0 +1,159 @@
+"""``runs``: one workload replayed once per policy, the engine never restarted.
+
+vLLM's default limits, static limits set live through ``PUT /admin/batching``, and
+``governor controller`` (started fresh for its run, stopped after). Each run's file holds every
+request's streamed-event times, the controller's audit lines and what Prometheus saw, so
+``report`` can score it offline with exactly the definitions of ``governor bench controller``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from governor.bench.controller.workload import Workload
+from governor.common.commands import Controller
+from governor.common.process import Child
+from governor.contracts.endpoints import HEALTH_PATH, LOCAL_HOST
+from governor.controller.slo import objectives
+from governor.render.catalog import load_checked_spec
+from governor.slo.spec import camel_case
+from lab.live.replay import SIM_WORDS, PromptBook, replay, words_of
+from lab.live.stack import wait_ready
+from lab.live.state import PARTS, SERVED, State, prometheus_range, set_limits, wait_idle
+
+CONTROLLER_RESYNC_SECONDS = 10
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str  # "default" | "static" | "controller"
+    limits: dict[str, int] | None  # the static limits; None: the ceiling
+
+    @classmethod
+    def parse(cls, text: str) -> Policy:
+        if text in ("default", "controller"):
+            return cls(text, None)
+        kind, _, value = text.partition(":")
+        budget, _, seqs = value.partition("/")
+        if kind != "static" or not budget.isdigit() or not seqs.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"expected default, controller or static:BUDGET/SEQS, got {text!r}")
+        return cls("static", {"max_num_batched_tokens": int(budget), "max_num_seqs": int(seqs)})
+
+    @property
+    def label(self) -> str:
+        if self.limits is None:
+            return self.name
+        return f"static {self.limits['max_num_batched_tokens']}/{self.limits['max_num_seqs']}"
+
+
+def _policies(text: str) -> tuple[Policy, ...]:
+    return tuple(Policy.parse(part.strip()) for part in text.split(",") if part.strip())
+
+
+def _controller(state: State, run_dir: Path) -> Child:
+    folder = state.folder
+    argv = Controller(slo=str(state.slo), host=LOCAL_HOST, port=PARTS["controller"].port,
+                      prometheus=state.url("prometheus"), targets=state.url("inference"),
+                      scrape_interval="5s", resync=f"{CONTROLLER_RESYNC_SECONDS}s",
+                      admin_token_file=str(folder / "admin_token"),
+                      webhook_token_file=str(folder / "controller_token"),
+                      state_file=str(run_dir / "controller-state.json"),
+                      audit_log=str(run_dir / "audit.jsonl")).python()
+    return Child("controller", argv, state.url("controller") + HEALTH_PATH,
+                 run_dir / "controller.log")
+
+
+def _prompts(state: State) -> PromptBook:
+    if state.engine != "vllm":
+        return PromptBook.from_words(SIM_WORDS)
+    vocab = json.loads((Path(state.model) / "tokenizer.json").read_text())["model"]["vocab"]
+    return PromptBook.from_words(words_of(vocab))
+
+
+def _series(state: State, started: float, duration: float) -> dict[str, Any]:
+    """What Prometheus saw during the run: the controller's own ITL query, the fast alert, the
+    limits in force, the queue."""
+    spec = objectives(load_checked_spec(state.slo))
+    queries = spec.queries.expressions()
+    alert = camel_case(spec.itl_slo_name) + "P99High"
+    exprs = {
+        "itl_tail": queries["itl_tail_seconds"],
+        "ttft_tail": queries["ttft_tail_seconds"],
+        "waiting": queries["requests_waiting"],
+        "running": queries["requests_running"],
+        "alert": f'ALERTS{{alertname="{alert}",alertstate="firing"}}',
+        "limit": "governor_batching_limit",
+    }
+    end = started + duration
+    return {name: prometheus_range(state, expr, started, end, CONTROLLER_RESYNC_SECONDS / 2)
+            for name, expr in exprs.items()}
+
+
+def one_run(state: State, policy: Policy, workload: Workload, seed: int, index: int,
+            out: Path, rate_scale: float = 1.0) -> Path:
+    wait_idle(state)
+    set_limits(state, policy.limits or state.ceiling)
+    run_dir = state.folder / f"run-{index}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in ("controller-state.json", "audit.jsonl"):  # an aborted attempt's
+        (run_dir / stale).unlink(missing_ok=True)
+    controller = _controller(state, run_dir) if policy.name == "controller" else None
+    if controller is not None:
+        controller.start().wait_healthy(60.0)
+    arrivals = workload.arrivals(seed)
+    started = time.time()
+    try:
+        traces = asyncio.run(replay(state.url("inference"), SERVED, arrivals, _prompts(state),
+                                    seed=seed))
+    finally:
+        if controller is not None:
+            controller.stop()
+    time.sleep(6)  # one more scrape and evaluation of the run's end
+    audit = []
+    if (run_dir / "audit.jsonl").exists():
+        audit = [json.loads(line) for line in (run_dir / "audit.jsonl").read_text().splitlines()]
+    data = {
+        "policy": policy.name, "label": policy.label,
+        "limits": policy.limits or state.ceiling, "seed": seed,
+        "workload": {"minutes": workload.duration_seconds / 60, "kind": "headline",
+                     "rate_scale": rate_scale, "requests": len(arrivals)},
+        "started_unix": started, "duration_seconds": workload.duration_seconds,
+        "environment": state.environment, "audit": audit,
+        "prometheus": _series(state, started, workload.duration_seconds + 10),
+        "traces": [t.as_row() for t in traces],
+        "prompt_token_errors": sum(1 for t, a in zip(traces, arrivals, strict=True)
+                                   if t.prompt_tokens and t.prompt_tokens != a.prompt_tokens),
+        "errors": sorted({t.error for t in traces if t.error})[:10],
+    }
+    path = out / f"run-{index}-{policy.name}.json.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        json.dump(data, handle)
+    finished = sum(t.finished for t in traces)
+    print(json.dumps({"run": index, "policy": policy.label, "requests": len(traces),
+                      "finished": finished, "changes": len(audit),
+                      "prompt_token_errors": data["prompt_token_errors"]}), flush=True)
+    return path
+
+
+def runs(args: argparse.Namespace) -> int:
+    state = State.load(args.state)
+    print(f"ready after {wait_ready(state):.0f} s", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    workload = Workload.headline(args.minutes)
+    if args.rate_scale != 1.0:
+        workload = workload.scaled(args.rate_scale)
+    try:
+        for index, policy in enumerate(args.policies, start=args.first_index):
+            one_run(state, policy, workload, args.seed, index, args.out, args.rate_scale)
+    finally:
+        set_limits(state, state.ceiling)
+    return 0
+

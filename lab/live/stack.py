@@ -1,0 +1,185 @@
+"""``start`` and ``stop``: the service, Alertmanager and Prometheus, in sessions of their own.
+
+``start`` launches the service (``governor serve``), Alertmanager and Prometheus (Debian's
+binaries, or ``--prometheus-bin``/``--alertmanager-bin``), so they outlive the command that started
+them, with the configuration ``governor generate`` renders at the short intervals ``governor up``
+uses; ``stop`` ends them. :func:`wait_ready` is how every later step waits for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from governor.alerts.alertmanager import alertmanager_args
+from governor.alerts.prometheus import prometheus_args
+from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
+from governor.common.commands import Serve
+from governor.common.process import Child, http_ok
+from governor.common.secrets import write_private
+from governor.contracts.endpoints import HEALTH_PATH, LOCAL_HOST
+from governor.render.catalog import load_checked_spec
+from governor.render.params import Endpoints, RenderParams
+from lab.live.state import PARTS, SERVED, State
+
+ENGINE_START_SECONDS = 600.0
+MONITORING_START_SECONDS = 60.0
+DEBIAN_TEMPLATES = Path("/usr/share/prometheus/alertmanager")
+READY_PATH = "/-/ready"  # Prometheus's and Alertmanager's own readiness endpoint
+
+
+def _environment(engine: str) -> dict[str, str]:
+    found = {"python": platform.python_version(), "engine": engine}
+    probes = {"vllm": "import vllm; print(vllm.__version__)",
+              "torch": "import torch; print(torch.__version__, torch.version.cuda)"}
+    for name, code in probes.items():
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 timeout=120, check=False).stdout.strip()
+            if out:
+                found[name] = out.splitlines()[-1]
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=30, check=False).stdout.strip()
+        if gpu:
+            found["gpu"] = gpu.splitlines()[0]
+    return found
+
+
+def _service_argv(args: argparse.Namespace, model: str, token: Path) -> list[str]:
+    serve = Serve(engine=args.engine, host=LOCAL_HOST, port=PARTS["inference"].port,
+                  served_model_name=SERVED, admin_token_file=str(token),
+                  max_num_seqs=args.max_num_seqs,
+                  max_num_batched_tokens=args.max_num_batched_tokens, min_num_seqs=1,
+                  min_num_batched_tokens=256, max_in_flight=2048, max_queue=8192)
+    if args.engine != "vllm":
+        return replace(serve, preset=args.preset).python()
+    return replace(serve, model=model, max_model_len=args.max_model_len,
+                   max_tokens_limit=args.max_model_len,
+                   engine_arg=tuple(args.engine_arg)).python()
+
+
+def start(args: argparse.Namespace) -> int:
+    folder: Path = args.state
+    folder.mkdir(parents=True, exist_ok=True)
+    model = args.preset
+    if args.engine == "vllm":
+        from lab.gpu.vllm_proof import full_vocab_model
+
+        model = str(full_vocab_model(Path(args.model), folder / "model"))
+    tokens = {name: folder / name for name in ("admin_token", "controller_token")}
+    for path in tokens.values():
+        if not path.exists():
+            write_private(path, os.urandom(24).hex() + "\n")
+    spec = load_checked_spec(args.slo)
+    params = RenderParams.fast(str(tokens["controller_token"]))
+    endpoints = Endpoints((PARTS["inference"].address(LOCAL_HOST),), (),
+                          (PARTS["controller"].address(LOCAL_HOST),),
+                          (PARTS["alertmanager"].address(LOCAL_HOST),))
+    deploy = folder / "deploy"
+    write_all(render_all(spec, endpoints, params, source=str(args.slo)), deploy)
+    logs = folder / "logs"
+    children = [
+        Child("inference", _service_argv(args, model, tokens["admin_token"]),
+              PARTS["inference"].url(LOCAL_HOST) + HEALTH_PATH, logs / "inference.log"),
+        Child("alertmanager", [args.alertmanager_bin, *alertmanager_args(
+            config_file=str(deploy / ALERTMANAGER_CONFIG),
+            storage_path=str(folder / "alertmanager-data"),
+            listen_address=PARTS["alertmanager"].address(LOCAL_HOST))],
+              PARTS["alertmanager"].url(LOCAL_HOST) + READY_PATH, logs / "alertmanager.log"),
+        Child("prometheus", [args.prometheus_bin, *prometheus_args(
+            spec, params, config_file=str(deploy / PROMETHEUS_CONFIG),
+            storage_path=str(folder / "prometheus-data"),
+            listen_address=PARTS["prometheus"].address(LOCAL_HOST))],
+              PARTS["prometheus"].url(LOCAL_HOST) + READY_PATH, logs / "prometheus.log"),
+    ]
+    children = [c for c in children if c.name in args.parts]
+    if args.alertmanager_templates is not None:
+        install_templates(args.alertmanager_templates)
+    for child in children:
+        child.start()  # a session of its own: it outlives this command
+        (folder / f"{child.name}.pid").write_text(str(child.pid))
+    known = (folder / "state.json").exists()
+    environment = State.load(folder).environment if known else _environment(args.engine)
+    state = State(folder, args.engine, model, args.slo.resolve(),
+                  {"max_num_seqs": args.max_num_seqs,
+                   "max_num_batched_tokens": args.max_num_batched_tokens}, environment)
+    state.save()
+    print(json.dumps({"started": [c.name for c in children], "state": str(folder),
+                      "environment": state.environment}), flush=True)
+    if args.no_wait:
+        return 0
+    for child in children:
+        seconds = child.wait_healthy(ENGINE_START_SECONDS)
+        print(f"{child.name} healthy after {seconds:.0f} s", flush=True)
+    return 0
+
+
+def stop(args: argparse.Namespace) -> int:
+    for pid_file in sorted(args.state.glob("*.pid")):
+        with contextlib.suppress(ProcessLookupError, ValueError, PermissionError):
+            os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+        pid_file.unlink()
+    return 0
+
+
+
+def wait_ready(state: State, limit_seconds: float = ENGINE_START_SECONDS) -> float:
+    """Block until the service, Prometheus and Alertmanager answer; the seconds it took.
+
+    Fails at once when one of them has exited, and after a minute when Prometheus or
+    Alertmanager still does not answer (only an engine's start takes minutes), with the end of
+    the part's log: a device session is too short to wait out a part that will never come up.
+    """
+    started = time.monotonic()
+    parts = {"inference": (state.url("inference") + HEALTH_PATH, limit_seconds),
+             "prometheus": (state.url("prometheus") + READY_PATH, MONITORING_START_SECONDS),
+             "alertmanager": (state.url("alertmanager") + READY_PATH, MONITORING_START_SECONDS)}
+    waiting = dict(parts)
+    while waiting:
+        for name, (url, limit) in list(waiting.items()):
+            if http_ok(url):
+                del waiting[name]
+            elif not _alive(state.folder / f"{name}.pid"):
+                raise RuntimeError(f"{name} is not running; its log ends:\n{_tail(state, name)}")
+            elif time.monotonic() - started > limit:
+                raise RuntimeError(f"{name} did not answer {url} within {limit:.0f} s; its log "
+                                   f"ends:\n{_tail(state, name)}")
+        if waiting:
+            time.sleep(1.0)
+    return time.monotonic() - started
+
+
+def _alive(pid_file: Path) -> bool:
+    try:
+        os.kill(int(pid_file.read_text()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _tail(state: State, name: str, lines: int = 20) -> str:
+    log = state.folder / "logs" / f"{name}.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def install_templates(source: Path, target: Path = DEBIAN_TEMPLATES) -> None:
+    """Debian's Alertmanager binary loads its notification templates from a fixed folder and
+    answers nothing without them; a machine without the Debian package gets copies."""
+    target.mkdir(parents=True, exist_ok=True)
+    for template in sorted(source.glob("*.tmpl")):
+        if not (target / template.name).exists():
+            shutil.copy(template, target / template.name)
+

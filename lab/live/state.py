@@ -1,0 +1,106 @@
+"""What ``python -m lab.live start`` left running, and how the later steps talk to it.
+
+The state folder holds ``state.json`` (the engine, the model, the spec, the ceiling limits, the
+machine's versions), the tokens, each part's pid and log. Every part listens on the local host at
+its default port (:mod:`governor.contracts.endpoints`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from governor.common.prometheus import PrometheusHTTP
+from governor.contracts.endpoints import (
+    ADMIN_BATCHING_PATH,
+    ALERTMANAGER,
+    CONTROLLER,
+    INFERENCE,
+    LOCAL_HOST,
+    METRICS_PATH,
+    PROMETHEUS,
+    Endpoint,
+)
+from governor.contracts.metrics import vllm
+
+SERVED = "llama-3-8b"  # the name clients use for the model
+PARTS: dict[str, Endpoint] = {"inference": INFERENCE, "controller": CONTROLLER,
+                              "prometheus": PROMETHEUS, "alertmanager": ALERTMANAGER}
+
+
+@dataclass(frozen=True)
+class State:
+    """What ``start`` left running, for the later steps (kept as JSON in the state folder)."""
+
+    folder: Path
+    engine: str
+    model: str  # the model directory the service and the benchmark client tokenize with
+    slo: Path
+    ceiling: dict[str, int]
+    environment: dict[str, str]
+
+    def url(self, name: str) -> str:
+        return PARTS[name].url(LOCAL_HOST)
+
+    def save(self) -> None:
+        data = {"engine": self.engine, "model": self.model, "slo": str(self.slo),
+                "ceiling": self.ceiling, "environment": self.environment}
+        (self.folder / "state.json").write_text(json.dumps(data, indent=1))
+
+    @classmethod
+    def load(cls, folder: Path) -> State:
+        data = json.loads((folder / "state.json").read_text())
+        return cls(folder, data["engine"], data["model"], Path(data["slo"]), data["ceiling"],
+                   data["environment"])
+
+    @property
+    def admin_token(self) -> str:
+        return (self.folder / "admin_token").read_text().strip()
+
+
+def _request(url: str, *, method: str = "GET", body: dict[str, Any] | None = None,
+             token: str | None = None, timeout: float = 30.0) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)  # noqa: S310 (our URL)
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+        return json.loads(response.read() or b"null")
+
+
+def set_limits(state: State, limits: dict[str, int]) -> dict[str, Any]:
+    answer: dict[str, Any] = _request(state.url("inference") + ADMIN_BATCHING_PATH, method="PUT",
+                                      body=limits, token=state.admin_token)
+    return answer
+
+
+def busy(state: State) -> float:
+    """Requests running or waiting in the engine, from the service's own /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(state.url("inference") + METRICS_PATH, timeout=10) as response:  # noqa: S310
+        text = response.read().decode()
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        if family.name in (vllm.NUM_REQUESTS_RUNNING.name, vllm.NUM_REQUESTS_WAITING.name):
+            total += sum(s.value for s in family.samples)
+    return total
+
+
+def wait_idle(state: State, limit_seconds: float = 180.0) -> None:
+    deadline = time.monotonic() + limit_seconds
+    while busy(state) > 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the engine did not drain")
+        time.sleep(1.0)
+
+
+def prometheus_range(state: State, expr: str, start: float, end: float,
+                     step: float) -> list[dict[str, Any]]:
+    return PrometheusHTTP(state.url("prometheus"), timeout_seconds=30).range(expr, start, end,
+                                                                             step)
