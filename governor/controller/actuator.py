@@ -18,13 +18,14 @@ import enum
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 
 from governor.common.secrets import Secret
 from governor.contracts.batching import BatchingReport
 from governor.contracts.endpoints import ADMIN_BATCHING_PATH
+from governor.controller.actuators import ActuatorEntry
 from governor.controller.model import Limits, TargetLimits
 
 _MAX_RESPONSE_BYTES = 64 * 1024
@@ -170,3 +171,14 @@ def _retry_after(value: str | None) -> float:
         return max(0.0, float(value)) if value is not None else 0.0
     except ValueError:
         return 0.0
+
+
+def _admin_api(session: aiohttp.ClientSession, token: Secret | None) -> BatchingClient:
+    return BatchingClient(session, token)
+
+
+ACTUATOR: Final = ActuatorEntry(
+    summary="GET/PUT /admin/batching, as governor serve and stock vllm serve with Governor's "
+            "plugins answer it",
+    create=_admin_api,
+)

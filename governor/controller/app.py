@@ -22,7 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from governor.common.secrets import Secret
 from governor.contracts.endpoints import HEALTH_PATH, METRICS_PATH, WEBHOOK_PATH
 from governor.controller import audit as audit_lines
-from governor.controller.actuator import BatchingClient
+from governor.controller.actuators import load_actuator
 from governor.controller.audit import AuditLog
 from governor.controller.config import ControllerConfig, ssl_context, without_credentials
 from governor.controller.grafana import GrafanaAnnotator
@@ -92,7 +92,7 @@ async def _reconciler_ctx(app: web.Application) -> AsyncIterator[None]:
         app[RECONCILER] = Reconciler(
             config,
             seams.observer or PrometheusClient(session, config.prometheus_url, config.queries),
-            seams.actuator or BatchingClient(session, secrets.admin),
+            seams.actuator or load_actuator(config.actuator).create(session, secrets.admin),
             StateStore(config.state_path), AuditLog(config.audit_path), app[METRICS], app[BOOK],
             annotator=annotator, clock=seams.clock,
         )

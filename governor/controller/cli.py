@@ -29,6 +29,7 @@ from governor.common.logs import add_logging_options, setup_logging
 from governor.common.secrets import Secret, TokenError, read_token
 from governor.contracts.tokens import ADMIN_TOKEN_ENV, GRAFANA_TOKEN_ENV, WEBHOOK_TOKEN_ENV
 from governor.controller.actuator import Target
+from governor.controller.actuators import actuator_names
 from governor.controller.app import Secrets, create_app
 from governor.controller.config import ControllerConfig, without_credentials
 from governor.controller.law_config import LawConfig, LawConfigError
@@ -136,6 +137,9 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     p.add_argument("--audit-log", type=Path, default=Path(".run/controller/audit.jsonl"),
                    help="JSON-lines audit trail of decisions")
     p.add_argument("--dry-run", action="store_true", help="decide and log, never apply")
+    p.add_argument("--actuator", choices=actuator_names(), default=_default("actuator"),
+                   help="how limits are read and moved on the targets: admin-api (GET/PUT "
+                        "/admin/batching), or another installed actuator by name")
     p.add_argument("--grafana-url", default=None, help="annotate changes on this Grafana")
     p.add_argument("--grafana-token-file", type=Path, default=None,
                    help=f"Grafana service-account token (or {ENV_GRAFANA_TOKEN})")
@@ -184,7 +188,8 @@ def build_config(args: argparse.Namespace) -> ControllerConfig:
         instance_scheme=args.instance_scheme, ca_file=args.ca_file,
         insecure_skip_verify=args.insecure_skip_verify, max_targets=args.max_targets,
         resync_seconds=args.resync,
-        dry_run=args.dry_run, state_path=args.state_file, audit_path=args.audit_log,
+        dry_run=args.dry_run, actuator=args.actuator, state_path=args.state_file,
+        audit_path=args.audit_log,
         grafana_url=args.grafana_url, host=args.host, port=args.port,
     )
 

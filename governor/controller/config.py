@@ -10,6 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from governor.contracts.endpoints import CONTROLLER, LISTEN_HOST, PROMETHEUS_URL
 from governor.controller.actuator import Target
+from governor.controller.actuators import DEFAULT as DEFAULT_ACTUATOR
 from governor.controller.law_config import LawConfig
 from governor.controller.model import SloTargets
 from governor.controller.queries import QuerySet
@@ -38,6 +39,8 @@ class ControllerConfig:
     permanent_retry_seconds: float = 300.0
     max_backoff_seconds: float = 120.0
     dry_run: bool = False
+    # How limits are read and moved on every target (an entry point of governor.actuators).
+    actuator: str = DEFAULT_ACTUATOR
     state_path: Path | None = None
     audit_path: Path | None = None
     grafana_url: str | None = None

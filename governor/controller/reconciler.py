@@ -24,12 +24,13 @@ from typing import Any, Protocol
 from governor.contracts.metrics import controller as names
 from governor.controller import audit as audit_lines
 from governor.controller.actuator import ActuationError, ErrorKind, Target
+from governor.controller.actuators import Actuator as Actuator  # the reconciler's seam
 from governor.controller.audit import AuditLog
 from governor.controller.config import ControllerConfig, valid_instance
 from governor.controller.intake import AlertBook
 from governor.controller.law import decide
 from governor.controller.metrics import ControllerMetrics
-from governor.controller.model import Decision, Limits, Observation, TargetLimits, TargetState
+from governor.controller.model import Decision, Observation, TargetLimits, TargetState
 from governor.controller.observe import PrometheusError, Snapshot
 from governor.controller.state import PersistedTarget, StateStore
 
@@ -40,12 +41,6 @@ _NO_DATA = Observation(itl_tail_seconds=None, itl_median_seconds=None)
 
 class Observer(Protocol):
     async def snapshot(self, instances: Iterable[str]) -> Snapshot: ...
-
-
-class Actuator(Protocol):
-    async def read(self, target: Target) -> TargetLimits: ...
-
-    async def apply(self, target: Target, limits: Limits) -> TargetLimits: ...
 
 
 class Annotator(Protocol):

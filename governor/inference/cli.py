@@ -29,7 +29,8 @@ from governor.inference.config import (
     ServiceConfig,
     TracingSettings,
 )
-from governor.inference.engines.settings import ENGINE_KINDS, EngineSettings
+from governor.inference.engines.registry import engine_names, load_engine
+from governor.inference.engines.settings import EngineSettings
 from governor.inference.listener import allow_open_files, listening, stopped
 from governor.inference.textwork import SMALL_BODY_BYTES
 from governor.inference.tracing import traces_endpoint
@@ -50,8 +51,9 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                           legacy_prefix="GOVERNOR_", description=__doc__, env=env)
     p.add_argument("--host", default=service.host, help="listen address")
     p.add_argument("--port", type=positive_int, default=service.port, help="listen port")
-    p.add_argument("--engine", choices=ENGINE_KINDS, default=engine.kind,
-                   help="sim: the embedded simulated engine (no GPU); vllm: real vLLM")
+    p.add_argument("--engine", choices=engine_names(), default=engine.kind,
+                   help="sim: the embedded simulated engine (no GPU); vllm: real vLLM; any "
+                        "other installed engine by name")
     p.add_argument("--model", default=engine.model, help="vllm: model directory or name")
     p.add_argument("--served-model-name", default=engine.served_model_name,
                    help="the name clients pass as 'model' (default: the model or preset)")
@@ -151,8 +153,10 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
         # Declared classes carry priorities, which vLLM honours under its priority policy only.
         scheduling_policy="priority" if classes.declared else "fcfs",
     )
-    if engine.kind == "vllm" and not engine.model:
-        raise SystemExit("governor serve: --engine vllm needs --model")
+    try:
+        load_engine(engine.kind).check(engine)
+    except ValueError as exc:
+        raise SystemExit(f"governor serve: {exc}") from None
     try:
         return ServiceConfig(
             host=args.host, port=args.port, engine=engine,

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-EngineKind = Literal["sim", "vllm"]
-ENGINE_KINDS: tuple[EngineKind, ...] = ("sim", "vllm")
 # vLLM's scheduling policies: first come first served, or by request priority (lower first).
 SchedulingPolicy = Literal["fcfs", "priority"]
 SCHEDULING_POLICIES: tuple[SchedulingPolicy, ...] = ("fcfs", "priority")
@@ -20,7 +18,7 @@ class EngineSettings:
     ceiling of live retuning; ``None`` takes the engine's (or the sim preset's) default.
     """
 
-    kind: EngineKind = "sim"
+    kind: str = "sim"  # an installed engine's name (governor.inference.engines.registry)
     # vllm: the model directory or name; sim: unused (the preset defines the model).
     model: str | None = None
     # The name clients use in ``"model"``; defaults to the model (vllm) or the preset (sim).

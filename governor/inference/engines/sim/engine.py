@@ -24,6 +24,7 @@ import contextlib
 import logging
 import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Final
 
 from prometheus_client import CollectorRegistry
 
@@ -36,6 +37,7 @@ from governor.inference.engines.base import (
     GenerateRequest,
     TokenDelta,
 )
+from governor.inference.engines.registry import EngineEntry
 from governor.inference.engines.settings import EngineSettings, SchedulingPolicy
 from governor.inference.engines.sim.core import EngineCore, RequestTooLarge
 from governor.inference.engines.sim.metrics import VllmMetrics
@@ -387,3 +389,9 @@ def create_sim_engine(settings: EngineSettings, registry: CollectorRegistry) -> 
         time_scale=settings.time_scale,
         policy=settings.scheduling_policy,
     )
+
+
+ENGINE: Final = EngineEntry(
+    summary="the embedded simulated engine: continuous batching on a roofline preset, no GPU",
+    create=create_sim_engine,
+)

