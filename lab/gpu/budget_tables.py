@@ -182,7 +182,7 @@ class Bench:
 
 
 @dataclasses.dataclass
-class Run:
+class Measurement:
     """What the summary needs besides the raw samples."""
 
     plan: Plan
@@ -204,7 +204,7 @@ class Run:
         return self.deadline - time.monotonic()
 
 
-async def workload(bench: Bench, run: Run, length: int, per_second: float) -> None:
+async def workload(bench: Bench, run: Measurement, length: int, per_second: float) -> None:
     plan = bench.plan
     stop = asyncio.Event()
     feeder = asyncio.ensure_future(bench.arrivals(length, per_second, stop))
@@ -272,7 +272,7 @@ def _prompts(model: Path, plan: Plan) -> dict[int, list[str]]:
             for n in sorted(lengths)}
 
 
-async def _phases(bench: Bench, run: Run) -> None:
+async def _phases(bench: Bench, run: Measurement) -> None:
     plan = bench.plan
     await bench.collect_steps()  # starts the engine core's step log
     await bench.set_budget(plan.start_budget)
@@ -294,7 +294,7 @@ async def _phases(bench: Bench, run: Run) -> None:
         run.save_phase(f"w{length}", bench.recorder)
 
 
-def _summary(run: Run, bench: Bench) -> None:
+def _summary(run: Measurement, bench: Bench) -> None:
     ix = index(load([run.out / name for name in run.raw_files]))
     stats = [window_stats(ix, w) for w in run.windows]
     lone = lone_rows(ix)
@@ -313,7 +313,7 @@ def _summary(run: Run, bench: Bench) -> None:
     print(text, flush=True)
 
 
-async def measure(model: Path, run: Run) -> None:
+async def measure(model: Path, run: Measurement) -> None:
     from vllm.v1.engine.async_llm import AsyncLLM
 
     patch_engine_core()
@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"budget_tables: {args.model} has no config.json", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    run = Run(plan=SMOKE if args.smoke else H200, out=args.out,
+    run = Measurement(plan=SMOKE if args.smoke else H200, out=args.out,
               deadline=started + args.deadline_seconds)
     asyncio.run(measure(_full_vocab(args.model), run))
     return 0

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from governor.bench.controller import build_parser, build_scenario
-from governor.bench.controller.loop import Run, Scenario, ceiling, run
+from governor.bench.controller.loop import PolicyRun, Scenario, ceiling, run
 from governor.bench.controller.workload import parse_workload
 from governor.controller.model import Action, Param, Reason
 
@@ -42,18 +42,18 @@ def scenario() -> Scenario:
 
 
 @pytest.fixture(scope="module")
-def runs(scenario: Scenario) -> tuple[Run, Run]:
+def runs(scenario: Scenario) -> tuple[PolicyRun, PolicyRun]:
     arrivals = scenario.workload.arrivals(scenario.seed)
     default = run(scenario, arrivals, name="default", static=ceiling(scenario))
     controlled = run(scenario, arrivals, name="controller")
     return default, controlled
 
 
-def late_windows(result: Run, after: float) -> list[float]:
+def late_windows(result: PolicyRun, after: float) -> list[float]:
     return [w.itl_tail for w in result.windows if w.start >= after]
 
 
-def test_the_default_limits_breach_after_the_load_step(runs: tuple[Run, Run],
+def test_the_default_limits_breach_after_the_load_step(runs: tuple[PolicyRun, PolicyRun],
                                                        scenario: Scenario) -> None:
     default, _ = runs
     late = late_windows(default, 120.0)
@@ -62,7 +62,7 @@ def test_the_default_limits_breach_after_the_load_step(runs: tuple[Run, Run],
 
 
 def test_the_controller_cuts_the_budget_and_recovers_within_a_minute(
-    runs: tuple[Run, Run], scenario: Scenario
+    runs: tuple[PolicyRun, PolicyRun], scenario: Scenario
 ) -> None:
     _, controlled = runs
     first = controlled.traces[0].decision
@@ -75,14 +75,15 @@ def test_the_controller_cuts_the_budget_and_recovers_within_a_minute(
     assert all(t <= scenario.slo.itl_seconds for t in late_windows(controlled, 240.0))
 
 
-def test_the_controller_holds_still_once_recovered(runs: tuple[Run, Run]) -> None:
+def test_the_controller_holds_still_once_recovered(runs: tuple[PolicyRun, PolicyRun]) -> None:
     _, controlled = runs
     assert len(controlled.traces) <= 3
     budgets = [t.decision.after.get(Param.MAX_NUM_BATCHED_TOKENS) for t in controlled.traces]
     assert budgets == sorted(budgets, reverse=True), "no cut was followed by a relaxation"
 
 
-def test_the_controller_keeps_the_goodput_the_default_loses(runs: tuple[Run, Run]) -> None:
+def test_the_controller_keeps_the_goodput_the_default_loses(
+        runs: tuple[PolicyRun, PolicyRun]) -> None:
     default, controlled = runs
     good = [sum(o.finished and o.ttft <= 1.0 and not o.itl_tail > 0.12 for o in r.outcomes)
             for r in (default, controlled)]

@@ -30,7 +30,7 @@ from typing import Any
 
 from governor.bench.controller.admission import Limits as AdmissionLimits
 from governor.bench.controller.classes import ClassPlan, class_report, class_table
-from governor.bench.controller.loop import Run, Scenario, ceiling, run
+from governor.bench.controller.loop import PolicyRun, Scenario, ceiling, run
 from governor.bench.controller.pipeline import pipeline_from_deploy
 from governor.bench.controller.scoring import attainment, goodput, worst_recovery
 from governor.bench.controller.workload import Arrival, Workload, WorkloadError, load_workload
@@ -151,7 +151,7 @@ def _ratio(a: float, b: float) -> float | None:
     return round(a / b, 4) if b > 0 else None
 
 
-def score(result: Run, scenario: Scenario) -> Score:
+def score(result: PolicyRun, scenario: Scenario) -> Score:
     slo = scenario.slo
     return Score(
         result.name, None if result.controlled else result.start_limits,
@@ -163,7 +163,7 @@ def score(result: Run, scenario: Scenario) -> Score:
     )
 
 
-def _job(args: tuple[Scenario, list[Arrival], str, Limits | None]) -> Run:
+def _job(args: tuple[Scenario, list[Arrival], str, Limits | None]) -> PolicyRun:
     scenario, arrivals, name, static = args
     return run(scenario, arrivals, name=name, static=static)
 
@@ -238,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def run_all(scenario: Scenario, args: Any) -> list[Run]:
+def run_all(scenario: Scenario, args: Any) -> list[PolicyRun]:
     """(a) the default, (c) the controller, then the hindsight grid; with progress on stderr."""
     arrivals = scenario.workload.arrivals(scenario.seed)
     top = ceiling(scenario)
@@ -252,7 +252,7 @@ def run_all(scenario: Scenario, args: Any) -> list[Run]:
           f"{minutes:g} virtual minutes; {len(jobs)} runs on {args.jobs} processes …",
           file=sys.stderr, flush=True)
     progress = Progress(f"  {scenario.workload.name} run", len(jobs))
-    results: list[Run] = []
+    results: list[PolicyRun] = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for result in pool.map(_job, jobs):
             results.append(result)
@@ -260,7 +260,7 @@ def run_all(scenario: Scenario, args: Any) -> list[Run]:
     return results
 
 
-def report(results: list[Run], scenario: Scenario, args: Any, out: Path) -> int:
+def report(results: list[PolicyRun], scenario: Scenario, args: Any, out: Path) -> int:
     scores = [score(r, scenario) for r in results]
     default, controlled, statics = scores[0], scores[1], [scores[0], *scores[2:]]
     best = max(statics, key=_rank)
@@ -350,7 +350,7 @@ def _table(headline: list[Score], statics: list[Score], best: Score, default: Sc
     print(f"grid (attainment/goodput): {grid}", file=sys.stderr)
 
 
-def _overloads(controlled: Run) -> None:
+def _overloads(controlled: PolicyRun) -> None:
     """Each span the law judged overloaded, with the replicas its demand needed."""
     for e in controlled.overloads:
         end = "the end" if e.end is None else _clock(e.end)
@@ -363,7 +363,7 @@ def _clock(seconds: float) -> str:
     return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
 
 
-def _plots(results: list[Run], best: Run, scenario: Scenario, out: Path) -> list[Path]:
+def _plots(results: list[PolicyRun], best: PolicyRun, scenario: Scenario, out: Path) -> list[Path]:
     from governor.bench.controller.plots import plot_comparison, plot_run
 
     out.mkdir(parents=True, exist_ok=True)

@@ -85,7 +85,7 @@ class Trace:
 
 
 @dataclass
-class Run:
+class PolicyRun:
     name: str
     controlled: bool
     start_limits: Limits
@@ -114,7 +114,7 @@ def ceiling(scenario: Scenario) -> Limits:
 
 
 def run(scenario: Scenario, arrivals: list[Arrival], *, name: str,
-        static: Limits | None = None) -> Run:
+        static: Limits | None = None) -> PolicyRun:
     """Run the whole workload under ``static`` limits, or under the controller when ``None``."""
     top = ceiling(scenario)
     start = static or top
@@ -138,7 +138,7 @@ def run(scenario: Scenario, arrivals: list[Arrival], *, name: str,
         plan, sim, ids, names, outcomes, keeper, window=scenario.window_seconds,
         end=scenario.workload.duration_seconds, itl_q=scenario.slo.itl_quantile,
         ttft_q=scenario.slo.ttft_quantile) if plan and keeper else {}
-    return Run(name, static is None, start, _windows(scenario, sim, ids), outcomes,
+    return PolicyRun(name, static is None, start, _windows(scenario, sim, ids), outcomes,
                loop.limits, loop.traces, loop.observed,
                series_episodes(loop.observed, scenario.slo.itl_seconds),
                episodes(loop.alert.episodes), loop.alert.notifications,

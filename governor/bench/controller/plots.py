@@ -12,14 +12,14 @@ matplotlib.use("Agg")  # files only; never a display
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from governor.bench.controller.loop import Run
+from governor.bench.controller.loop import PolicyRun
 from governor.bench.controller.workload import Workload
 from governor.controller.model import Param, SloTargets
 
 COLOURS = {"tighten": "tab:red", "undo": "tab:purple", "relax": "tab:green"}
 
 
-def plot_run(run: Run, slo: SloTargets, workload: Workload, path: Path) -> Path:
+def plot_run(run: PolicyRun, slo: SloTargets, workload: Workload, path: Path) -> Path:
     """Three panels: inter-token P99 (windows and Prometheus's view), TTFT P99, the limits."""
     fig, (itl, ttft, knobs) = plt.subplots(3, 1, figsize=(12, 9), sharex=True,
                                            gridspec_kw={"height_ratios": [3, 2, 2]})
@@ -52,7 +52,7 @@ def plot_run(run: Run, slo: SloTargets, workload: Workload, path: Path) -> Path:
     return path
 
 
-def _mark(ax: Axes, run: Run) -> None:
+def _mark(ax: Axes, run: PolicyRun) -> None:
     for trace in run.traces:
         colour = COLOURS.get(trace.decision.action.value, "grey")
         ax.axvline(trace.at / 60, color=colour, linewidth=0.8, alpha=0.8)
@@ -63,7 +63,7 @@ def _mark(ax: Axes, run: Run) -> None:
                         va="top", ha="right", color=colour)
 
 
-def _limits_panel(ax: Axes, run: Run, workload: Workload) -> None:
+def _limits_panel(ax: Axes, run: PolicyRun, workload: Workload) -> None:
     times = [t / 60 for t, _ in run.limits] + [run.duration / 60]
     budgets = [lim.max_num_batched_tokens for _, lim in run.limits]
     ax.step(times, [*budgets, budgets[-1]], where="post", color="tab:blue",
@@ -81,7 +81,7 @@ def _limits_panel(ax: Axes, run: Run, workload: Workload) -> None:
     offered.legend(loc="upper right", fontsize=8)
 
 
-def plot_comparison(runs: Sequence[Run], slo: SloTargets, path: Path) -> Path:
+def plot_comparison(runs: Sequence[PolicyRun], slo: SloTargets, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(12, 4.5))
     for run in runs:
         ax.plot([(w.start + w.end) / 2 / 60 for w in run.windows],
