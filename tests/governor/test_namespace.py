@@ -18,7 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHADOWS = ("common", "slo", "alerts", "inference", "dashboards", "controller", "exporters",
-           "bench")
+           "render",
+           "bench", "lab")
 MODULES = (
     "governor.common.cli", "governor.alerts.render", "governor.inference.app",
     "governor.dashboards.render", "governor.controller.law", "governor.exporters.server",

@@ -1,0 +1,53 @@
+"""The wheel holds what a user runs: the package, none of the lab, and no numpy unless asked for."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.integration  # builds the wheel with the real build backend
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(out), str(ROOT)], check=True, timeout=300,
+                   capture_output=True)
+    (built,) = out.glob("governor_slo-*.whl")
+    return zipfile.ZipFile(built)
+
+
+def test_the_wheel_holds_the_package_and_nothing_of_the_lab(wheel: zipfile.ZipFile) -> None:
+    tops = {name.split("/")[0] for name in wheel.namelist()}
+    assert "governor" in tops
+    assert not {"lab", "tests", "benchmarks", "deploy"} & tops
+    assert not [n for n in wheel.namelist() if n.startswith("governor/bench/gpu")]
+    benches = {n.split("/")[2].removesuffix(".py") for n in wheel.namelist()
+               if n.startswith("governor/bench/")}
+    assert {"controller", "service", "exporter", "vllm_compare", "hostile"} <= benches
+    assert not {"sim_fidelity", "live_loop", "closed_loop", "frontend_costs"} & benches
+
+
+def test_a_plain_install_does_not_pull_numpy(wheel: zipfile.ZipFile) -> None:
+    (name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+    requires = Parser().parsestr(wheel.read(name).decode()).get_all("Requires-Dist") or []
+    plain = [r for r in requires if "extra ==" not in r]
+    assert not [r for r in plain if r.lower().startswith(("numpy", "matplotlib"))]
+    assert any(r.startswith("numpy") and 'extra == "bench"' in r for r in requires)
+
+
+def test_the_engines_and_actuators_are_entry_points_of_the_wheel(
+        wheel: zipfile.ZipFile) -> None:
+    (name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
+    text = wheel.read(name).decode()
+    assert "[governor.engines]" in text
+    assert "sim = governor.inference.engines.sim.engine:ENGINE" in text
+    assert "[governor.actuators]" in text
