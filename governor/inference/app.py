@@ -35,6 +35,7 @@ from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID, UNCLASSIFIED
 from governor.inference import admin, generation, keys
 from governor.inference.admission import AdmissionQueue
 from governor.inference.admission_policy import AdmissionPolicy
+from governor.inference.body import body_too_large, check_declared_size
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
 from governor.inference.engines.registry import create_engine
@@ -166,8 +167,7 @@ def _route(request: web.Request) -> str:
 
 def _from_http_exception(exc: web.HTTPException) -> APIError:
     if exc.status == 413:
-        return APIError(413, f"the request body exceeds the limit: {exc.text}",
-                        code="request_too_large")
+        return body_too_large(exc.text or "")
     if exc.status == 404:
         return APIError(404, "no such route", type_=NOT_FOUND)
     return APIError(exc.status, exc.reason, type_=INVALID_REQUEST if exc.status < 500 else SERVER)
@@ -203,6 +203,7 @@ async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse
 async def _respond(request: web.Request, handler: Handler) -> web.StreamResponse:
     """The handler's response, or the OpenAI error response for what it raised."""
     try:
+        check_declared_size(request.content_length, request.app[keys.CONFIG].max_body_bytes)
         return await handler(request)
     except APIError as exc:
         return exc.response()

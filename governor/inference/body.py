@@ -38,6 +38,19 @@ async def read_body(request: web.Request, by: float | None = None) -> bytes:
     return raw
 
 
+def check_declared_size(declared: int | None, limit: int) -> None:
+    """A 413 for a body whose ``Content-Length`` is over ``limit``: refused before a byte of it
+    is read, and before it waits for a turn it would only hold to be refused."""
+    if declared is not None and declared > limit:
+        raise body_too_large(f"{declared} bytes declared (Content-Length), {limit} allowed "
+                             "(--max-body-bytes)")
+
+
+def body_too_large(detail: str) -> APIError:
+    return APIError(413, f"the request body exceeds the limit: {detail}",
+                    code="request_too_large")
+
+
 def body_too_late() -> APIError:
     rate = MIN_BODY_BYTES_PER_SECOND / 1024 / 1024
     return APIError(408, "the request body did not arrive in time (by the request deadline; a "

@@ -245,6 +245,35 @@ async def test_large_bodies_take_turns_and_a_trickling_one_cannot_keep_its_turn(
     assert requests_counted(service, "408", svc.UNCLASSIFIED) == 1
 
 
+async def test_a_declared_length_over_the_limit_is_a_413_at_once_and_takes_no_turn(
+    make_service: ServiceFactory, sockets: list[socket.socket],
+) -> None:
+    """One text thread. A client announces one byte more than --max-body-bytes and sends
+    nothing: it is answered 413 before its body is read, and a large request sent right after
+    it does not wait for a turn it would have held (5 s for 4 MiB)."""
+    service = await make_service(tokenizer_threads=1)
+    limit = service.app[keys.CONFIG].max_body_bytes
+    announced = (f"POST {CHAT_PATH} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json"
+                 f"\r\nContent-Length: {limit + 1}\r\n\r\n").encode()
+    started = time.monotonic()
+    sock = await stalled_client(port_of(service), announced)
+    sockets.append(sock)
+    large = {"model": "tiny", "max_tokens": 2,
+             "messages": [{"role": "user", "content": "x" * (2 * SMALL_BODY_BYTES)}]}
+    async with aiohttp.ClientSession() as session, session.post(
+        service.url + CHAT_PATH, json=large
+    ) as response:
+        await response.read()
+    assert response.status == 400  # prepared at once: too many tokens
+    answer = await asyncio.wait_for(asyncio.get_running_loop().sock_recv(sock, 4096), 5)
+    assert time.monotonic() - started < 1.5
+    assert answer.startswith(b"HTTP/1.1 413 "), answer
+    error = json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
+    assert error["code"] == "request_too_large"
+    assert str(limit) in error["message"]
+    assert requests_counted(service, "413", svc.UNCLASSIFIED) == 1
+
+
 async def test_a_client_with_many_large_bodies_waiting_cannot_keep_another_out(
     make_service: ServiceFactory, sockets: list[socket.socket],
 ) -> None:
