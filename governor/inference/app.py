@@ -219,7 +219,9 @@ async def _respond(request: web.Request, handler: Handler) -> web.StreamResponse
 async def _deliver(request: web.Request, response: web.StreamResponse, code: str) -> str:
     """Send a response the handler built; the code the request is counted under. A client that
     does not read it within the write timeout (a large completion, /metrics) is hung up on,
-    rather than holding the connection for as long as it likes."""
+    rather than holding the connection for as long as it likes; one that has gone (its end of
+    the connection came in as the response was ready) is counted 499, as it would be a moment
+    later, when its request is cancelled."""
     timeout = request.app[keys.CONFIG].connections.write_timeout_seconds
     writer = ClientWriter(request, response, timeout)
     try:
@@ -227,6 +229,8 @@ async def _deliver(request: web.Request, response: web.StreamResponse, code: str
     except ClientTooSlow:
         writer.abandon()
         return CLIENT_TOO_SLOW
+    except ConnectionError:
+        return CLIENT_GONE
     return code
 
 
