@@ -90,6 +90,10 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    default=connections.write_timeout_seconds,
                    help="longest a write may wait for a client that does not read; then its "
                         "request ends (counted 408) and its engine slot is free")
+    p.add_argument("--body-timeout", type=parse_duration_seconds,
+                   default=connections.body_timeout_seconds,
+                   help="a request body must arrive within this plus a second per MiB of it, "
+                        "else a 408 and the connection is closed")
     p.add_argument("--request-timeout", type=parse_duration_seconds,
                    default=connections.request_timeout_seconds,
                    help="longest a request may run from arrival to its last byte: 408 if its "
@@ -161,7 +165,8 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
                                         queue_timeout_seconds=args.queue_timeout),
             connections=ConnectionSettings(max_connections=args.max_connections,
                                            write_timeout_seconds=args.write_timeout,
-                                           request_timeout_seconds=args.request_timeout),
+                                           request_timeout_seconds=args.request_timeout,
+                                           body_timeout_seconds=args.body_timeout),
             tracing=tracing, classes=classes,
             admin_token=_admin_token(args, env), max_body_bytes=args.max_body_bytes,
             tokenizer_threads=args.tokenizer_threads, max_tokens_limit=args.max_tokens_limit,

@@ -35,8 +35,10 @@ class ConnectionSettings:
     once. A write that waits ``write_timeout_seconds`` for a client that does not read ends its
     request (counted 408: the client's fault), which frees its engine slot. A request still
     running ``request_timeout_seconds`` after it arrived ends too: 408 if its body had not
-    arrived, else 504 (a stream ends with an error event). Idle connections close after
-    ``keepalive_timeout_seconds``, including those that never send a request.
+    arrived, else 504 (a stream ends with an error event). A body must arrive within
+    ``body_timeout_seconds`` plus a second per MiB of it, else a 408 (and the connection
+    closes at most ``body_timeout_seconds`` later). Idle connections close after
+    ``keepalive_timeout_seconds``.
     """
 
     max_connections: int = 2048
@@ -44,6 +46,9 @@ class ConnectionSettings:
     # The openai client's own default timeout: it would have given up by then anyway.
     request_timeout_seconds: float = 600.0
     keepalive_timeout_seconds: float = 75.0
+    # A client sends its body right after its headers; one that stalls it loses its connection
+    # within seconds. The per-MiB second is the pace large bodies held to before (4 MiB in 5 s).
+    body_timeout_seconds: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +96,7 @@ class ServiceConfig:
         if connections.max_connections < 1:
             errors.append("connections.max_connections must be positive")
         for name in ("write_timeout_seconds", "request_timeout_seconds",
-                     "keepalive_timeout_seconds"):
+                     "keepalive_timeout_seconds", "body_timeout_seconds"):
             if not getattr(connections, name) > 0:
                 errors.append(f"connections.{name} must be positive")
         if self.tokenizer_threads < 1:

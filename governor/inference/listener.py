@@ -133,8 +133,11 @@ async def listening(
 ) -> AsyncIterator[Listener]:
     """Serve ``app`` on ``host:port`` (or the bound ``sock``) until the block ends; then stop
     accepting, finish or cut the open requests, and run the app's cleanup."""
+    # What a client still sends after an answer that did not read its body (a 408, a 413, a
+    # 401) is read and dropped for as long as a body may wait, then the connection closes.
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
-                           keepalive_timeout=settings.keepalive_timeout_seconds)
+                           keepalive_timeout=settings.keepalive_timeout_seconds,
+                           lingering_time=settings.body_timeout_seconds)
     await runner.setup()
     try:
         assert runner.server is not None  # set up
