@@ -47,6 +47,7 @@ from governor.inference.errors import (
     SERVER,
     APIError,
 )
+from governor.inference.listener import serving
 from governor.inference.metrics import ServiceMetrics
 from governor.inference.prompts import text_work_ctx
 from governor.inference.timeouts import ClientTooSlow, ClientWriter
@@ -184,9 +185,11 @@ async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse
     code = "500"
     # The span is the current one while the handler runs, so every log line of the request
     # carries its trace id (governor.common.logs).
-    with _current(span):
+    with _current(span), serving(request) as only_request:
         try:
             response = await _respond(request, handler)
+            if only_request:  # /health or /metrics served past a connection limit
+                response.force_close()
             code = request.get(keys.OUTCOME) or str(response.status)
             if not response.prepared:
                 code = await _deliver(request, response, code)

@@ -33,8 +33,8 @@ def test_bearer_matching() -> None:
     assert not token.matches_bearer("Bearer")
 
 
-# Any text, lone surrogates often (they are rare among all characters): aiohttp hands a header's bytes that are not UTF-8 over as
-# surrogates ("surrogateescape"), and code may build any other.
+# Any text, with lone surrogates often (among all characters they are rare): aiohttp hands over
+# a header's bytes that are not UTF-8 as surrogates ("surrogateescape"), and code may make any.
 ANY_TEXT = st.lists(st.characters(categories=["Cs"]) | st.characters(exclude_categories=()),
                     min_size=1).map("".join)
 

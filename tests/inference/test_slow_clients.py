@@ -24,10 +24,10 @@ from governor.common.process import wait_http_ok
 from governor.contracts.metrics import service as svc
 from governor.inference import keys
 from governor.inference.app import create_app
+from governor.inference.body import body_allowance_seconds
 from governor.inference.config import AdmissionSettings, ConnectionSettings, ServiceConfig
 from governor.inference.engines.base import Engine
 from governor.inference.engines.settings import EngineSettings
-from governor.inference.body import body_allowance_seconds
 from governor.inference.textwork import SMALL_BODY_BYTES
 from tests.inference.conftest import Service, ServiceFactory
 from tests.support.scripted import Script, ScriptedEngine
