@@ -52,7 +52,7 @@ from governor.inference import keys
 from governor.inference.config import ConnectionSettings
 from governor.inference.connections import RESERVED_CONNECTIONS, ConnectionBook, Place
 from governor.inference.errors import UNAVAILABLE, error_body
-from governor.inference.serverlog import RateLimitedLog
+from governor.inference.serverlog import RateLimitedLog, ServerLog
 
 log = logging.getLogger(__name__)
 
@@ -277,11 +277,13 @@ async def listening(
     """Serve ``app`` on ``host:port`` (or the bound ``sock``) until the block ends; then stop
     accepting, finish or cut the open requests, and run the app's cleanup."""
     loop = asyncio.get_running_loop()
+    malformed = RateLimitedLog(log, "malformed HTTP request", loop=loop)
     # What a client still sends after an answer that did not read its body (a 408, a 413, a
     # 401) is read and dropped for as long as a body may wait, then the connection closes.
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
                            keepalive_timeout=settings.keepalive_timeout_seconds,
-                           lingering_time=settings.body_timeout_seconds)
+                           lingering_time=settings.body_timeout_seconds,
+                           logger=ServerLog(logging.getLogger("aiohttp.server"), malformed))
     await runner.setup()
     keeper: Gatekeeper | None = None
     try:
@@ -299,6 +301,7 @@ async def listening(
             server.close()
     finally:
         await runner.cleanup()
+        malformed.flush()
         if keeper is not None:
             keeper.close()
 
