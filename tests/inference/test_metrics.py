@@ -127,9 +127,10 @@ async def test_the_shipped_availability_sli_counts_api_requests_not_probes_scrap
         script.fail_before_first = None
         async with session.post(f"{service.url}/v1/chat/completions", json=body) as response:
             assert response.status == 200
-        dilution = ([("/health", {})] * 300 + [("/metrics", {})] * 20
-                    + [("/admin/batching", admin)] * 10 + [("/admin/batching", {})] * 10
-                    + [("/no/such/route", {})] * 10)
+        no_headers: dict[str, str] = {}
+        dilution = ([("/health", no_headers)] * 300 + [("/metrics", no_headers)] * 20
+                    + [("/admin/batching", admin)] * 10 + [("/admin/batching", no_headers)] * 10
+                    + [("/no/such/route", no_headers)] * 10)
 
         async def get(path: str, headers: dict[str, str]) -> None:
             async with session.get(service.url + path, headers=headers) as answer:
