@@ -154,7 +154,10 @@ class Gate(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._inner is not None:
             if not self._busy and self._deadline is None:
-                self._await_headers()  # the first byte of the next request
+                # The first byte of the next request. (Or the rest of a body that the last
+                # answer did not read, which aiohttp drains: a connection then left idle is
+                # closed at the header timeout rather than the keep-alive timeout.)
+                self._await_headers()
             self._inner.data_received(data)
         elif self._line is not None:
             self._line += data
