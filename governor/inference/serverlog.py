@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import Counter
 from typing import Any
 
 from aiohttp.http_exceptions import HttpProcessingError
 
-# Longest piece of a client's bytes (quoted in aiohttp's message) that reaches a log line.
+# Longest error message that reaches a log line.
 _DETAIL_CHARS = 300
+# Where aiohttp's message starts quoting what the client sent (a header line: it may hold a
+# credential of any kind, not only a bearer token the log formatter masks).
+_QUOTED = re.compile(r"""\s*:?\s*b['"].*""", re.DOTALL)
 
 
 class RateLimitedLog:
@@ -83,6 +87,6 @@ class ServerLog(logging.LoggerAdapter[logging.Logger]):
 
 
 def one_line(error: BaseException) -> str:
-    """An error's message on one line, and short: it quotes what the client sent."""
-    text = " ".join(str(error).split()) or type(error).__name__
+    """An error's message on one line, short, without the bytes of the request it quotes."""
+    text = _QUOTED.sub("", " ".join(str(error).split())) or type(error).__name__
     return text if len(text) <= _DETAIL_CHARS else text[:_DETAIL_CHARS] + "…"

@@ -38,14 +38,15 @@ async def test_aiohttps_malformed_request_errors_are_counted_and_its_other_lines
     malformed = RateLimitedLog(logger, "malformed HTTP request",
                                loop=asyncio.get_running_loop())
     server_log = ServerLog(logger, malformed)
-    bad = BadHttpMessage("Invalid header:\n\n  b'\\xff Bearer s3cret'\n  ^")
+    bad = BadHttpMessage("Invalid header:\n\n  b'\\xff X-Api-Key: s3cret'\n  ^")
     for _ in range(3):
         server_log.exception("Error handling request from %s", "10.0.0.7", exc_info=bad)
     server_log.exception("Unhandled exception", exc_info=RuntimeError("a bug"))
     server_log.debug("Ignored premature client disconnection")
     messages = [(r.levelname, r.getMessage(), r.exc_info is not None) for r in caplog.records]
+    # What the client sent is left out: a header line may hold a credential of any kind.
     assert messages[0] == ("WARNING", "malformed HTTP request from 10.0.0.7: 400, message: "
-                           "Invalid header: b'\\xff Bearer s3cret' ^", False)
+                           "Invalid header", False)
     assert messages[1:] == [("ERROR", "Unhandled exception", True),
                             ("DEBUG", "Ignored premature client disconnection", False)]
     malformed.flush()
