@@ -27,7 +27,7 @@ class Secret:
     def __init__(self, value: str) -> None:
         if not value.strip():
             raise EmptySecret("a token cannot be empty or whitespace")
-        self._value = value.encode()
+        self._value = _as_bytes(value)
 
     @classmethod
     def from_file(cls, path: str | Path) -> Secret:
@@ -40,11 +40,13 @@ class Secret:
 
     def reveal(self) -> str:
         """The raw value, for the one place that must send it (an Authorization header)."""
-        return self._value.decode()
+        return self._value.decode("utf-8", "surrogateescape")
 
     def matches(self, candidate: str | bytes) -> bool:
+        """Whether ``candidate`` is this token; any text or bytes at all (a header a client
+        filled with bytes that are not UTF-8 is simply no match)."""
         if isinstance(candidate, str):
-            candidate = candidate.encode()
+            candidate = _as_bytes(candidate)
         return hmac.compare_digest(self._value, candidate)
 
     def matches_bearer(self, authorization: str | None) -> bool:
@@ -74,6 +76,16 @@ class Secret:
 
     def __hash__(self) -> int:
         return hash(Secret)
+
+
+def _as_bytes(text: str) -> bytes:
+    """Text as the bytes it was read from. aiohttp (headers) and ``os.environ`` keep bytes that
+    are not UTF-8 as lone surrogates ("surrogateescape"), which a plain ``encode()`` refuses;
+    any other lone surrogate can only have come from code, and is kept as it is."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
 
 
 def read_token(path: str | Path | None, variable: str,

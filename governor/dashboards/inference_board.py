@@ -26,6 +26,7 @@ from governor.contracts.promql import (
     format_number,
     histogram_quantile,
     mean,
+    parse_selector,
     rate,
     ratio_of_rates,
     sum_by,
@@ -35,7 +36,7 @@ from governor.dashboards.board import Board, BoardInfo, fleet_variables, label_v
 from governor.dashboards.panels import Line, Query, Spec, timeseries
 from governor.dashboards.variables import RATE_INTERVAL, ref, scope, variable
 from governor.slo.class_fields import own_class
-from governor.slo.spec import LatencySLI, SloSpec
+from governor.slo.spec import LatencySLI, RatioSLI, SloSpec
 
 INFO: Final = BoardInfo(
     "governor-inference", "Governor / Inference",
@@ -133,6 +134,15 @@ def _latency_row(spec: SloSpec, board: Board) -> None:
         stacked=False))
 
 
+def counted_against(spec: SloSpec) -> str:
+    """What of the request counter the spec's ratio SLOs count as errors, so that the board says
+    what the SLO says (``… count against the availability SLO``), not that every 5xx does."""
+    return "".join(
+        f" `{slo.sli.errors}` count against the {slo.name} SLO." for slo in spec.slos
+        if isinstance(slo.sli, RatioSLI) and parse_selector(slo.sli.total).metric
+        == m.REQUESTS.total)
+
+
 def _throughput_row(spec: SloSpec, board: Board) -> None:
     board.row("Throughput")
     board.panel(timeseries(
@@ -141,8 +151,8 @@ def _throughput_row(spec: SloSpec, board: Board) -> None:
         [Query(sum_by((), _rate(vllm.PROMPT_TOKENS)), "prompt"),
          Query(sum_by((), _rate(vllm.GENERATION_TOKENS)), "generation")]))
     board.panel(timeseries(
-        Spec("Requests by status", "Finished HTTP requests per second by route and status code; "
-             "5xx count against the availability SLO.", "reqps", width=8),
+        Spec("Requests by status", "Finished HTTP requests per second by route and status code."
+             + counted_against(spec), "reqps", width=8),
         [Query(sum_by((m.LABEL_ROUTE, m.LABEL_CODE, *_by_class(spec)),
                       _rate(m.REQUESTS, _service_scope(spec))),
                " ".join(ref(label) for label in (m.LABEL_ROUTE, m.LABEL_CODE, *_by_class(spec))))],

@@ -35,6 +35,7 @@ from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID, UNCLASSIFIED
 from governor.inference import admin, generation, keys
 from governor.inference.admission import AdmissionQueue
 from governor.inference.admission_policy import AdmissionPolicy
+from governor.inference.body import body_too_large, check_declared_size
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
 from governor.inference.engines.registry import create_engine
@@ -46,6 +47,7 @@ from governor.inference.errors import (
     SERVER,
     APIError,
 )
+from governor.inference.listener import serving
 from governor.inference.metrics import ServiceMetrics
 from governor.inference.prompts import text_work_ctx
 from governor.inference.timeouts import ClientTooSlow, ClientWriter
@@ -166,8 +168,7 @@ def _route(request: web.Request) -> str:
 
 def _from_http_exception(exc: web.HTTPException) -> APIError:
     if exc.status == 413:
-        return APIError(413, f"the request body exceeds the limit: {exc.text}",
-                        code="request_too_large")
+        return body_too_large(exc.text or "")
     if exc.status == 404:
         return APIError(404, "no such route", type_=NOT_FOUND)
     return APIError(exc.status, exc.reason, type_=INVALID_REQUEST if exc.status < 500 else SERVER)
@@ -184,9 +185,11 @@ async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse
     code = "500"
     # The span is the current one while the handler runs, so every log line of the request
     # carries its trace id (governor.common.logs).
-    with _current(span):
+    with _current(span), serving(request) as only_request:
         try:
             response = await _respond(request, handler)
+            if only_request:  # /health or /metrics served past a connection limit
+                response.force_close()
             code = request.get(keys.OUTCOME) or str(response.status)
             if not response.prepared:
                 code = await _deliver(request, response, code)
@@ -203,6 +206,7 @@ async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse
 async def _respond(request: web.Request, handler: Handler) -> web.StreamResponse:
     """The handler's response, or the OpenAI error response for what it raised."""
     try:
+        check_declared_size(request.content_length, request.app[keys.CONFIG].max_body_bytes)
         return await handler(request)
     except APIError as exc:
         return exc.response()
@@ -218,7 +222,9 @@ async def _respond(request: web.Request, handler: Handler) -> web.StreamResponse
 async def _deliver(request: web.Request, response: web.StreamResponse, code: str) -> str:
     """Send a response the handler built; the code the request is counted under. A client that
     does not read it within the write timeout (a large completion, /metrics) is hung up on,
-    rather than holding the connection for as long as it likes."""
+    rather than holding the connection for as long as it likes; one that has gone (its end of
+    the connection came in as the response was ready) is counted 499, as it would be a moment
+    later, when its request is cancelled."""
     timeout = request.app[keys.CONFIG].connections.write_timeout_seconds
     writer = ClientWriter(request, response, timeout)
     try:
@@ -226,6 +232,8 @@ async def _deliver(request: web.Request, response: web.StreamResponse, code: str
     except ClientTooSlow:
         writer.abandon()
         return CLIENT_TOO_SLOW
+    except ConnectionError:
+        return CLIENT_GONE
     return code
 
 

@@ -1,4 +1,5 @@
-"""Request bodies: read before the request's deadline, decoded as JSON that is valid Unicode.
+"""Request bodies: read at a pace and by the request's deadline, decoded as JSON that is valid
+Unicode.
 
 JSON can spell a lone UTF-16 surrogate (``"\\ud800"``), and Python decodes it into a string that
 no encoder writes back: echoed into a response (the simulated model repeats the prompt), it
@@ -8,6 +9,12 @@ that names the field, so nothing downstream has to guard against it::
 
     decode_json(b'{"prompt": "hi"}')        # {'prompt': 'hi'}
     decode_json(b'{"prompt": "\\\\ud800"}')    # APIError 400, param 'prompt'
+
+Every body must arrive at a pace: within the body timeout (``--body-timeout``) plus a second per
+MiB of it (:func:`body_allowance_seconds`; 4 MiB within 5 s by default), counted from when it is
+read (for a large body, from when it gets its turn), so that a client that stalls its body loses
+its connection within seconds, not at the request's deadline. Clients on slow links send
+bodies through a proxy that buffers them (nginx's default).
 """
 
 from __future__ import annotations
@@ -19,10 +26,20 @@ from collections.abc import Iterator
 from aiohttp import web
 
 from governor.inference.errors import APIError, bad_request
-from governor.inference.textwork import MIN_BODY_BYTES_PER_SECOND
 
 # Longest piece of a client's key quoted back in an error's ``param``.
 _PARAM_PIECE_CHARS = 64
+# How fast a body must arrive, after the body timeout: 4 MiB within 5 s by default.
+MIN_BODY_BYTES_PER_SECOND = 1024 * 1024
+
+
+def body_allowance_seconds(body_bytes: int | None, max_body_bytes: int,
+                           timeout_seconds: float) -> float:
+    """How long a body of ``body_bytes`` (its ``Content-Length``; ``None``: as large as the
+    service accepts) may take to arrive: ``timeout_seconds`` (``--body-timeout``), plus a
+    second per MiB."""
+    size = max_body_bytes if body_bytes is None else min(body_bytes, max_body_bytes)
+    return timeout_seconds + size / MIN_BODY_BYTES_PER_SECOND
 
 
 async def read_body(request: web.Request, by: float | None = None) -> bytes:
@@ -38,10 +55,24 @@ async def read_body(request: web.Request, by: float | None = None) -> bytes:
     return raw
 
 
+def check_declared_size(declared: int | None, limit: int) -> None:
+    """A 413 for a body whose ``Content-Length`` is over ``limit``: refused before a byte of it
+    is read, and before it waits for a turn it would only hold to be refused."""
+    if declared is not None and declared > limit:
+        raise body_too_large(f"{declared} bytes declared (Content-Length), {limit} allowed "
+                             "(--max-body-bytes)")
+
+
+def body_too_large(detail: str) -> APIError:
+    return APIError(413, f"the request body exceeds the limit: {detail}",
+                    code="request_too_large")
+
+
 def body_too_late() -> APIError:
     rate = MIN_BODY_BYTES_PER_SECOND / 1024 / 1024
-    return APIError(408, "the request body did not arrive in time (by the request deadline; a "
-                         f"large body at {rate:g} MiB/s or faster)", code="request_timeout")
+    return APIError(408, "the request body did not arrive in time (within --body-timeout, then "
+                         f"at {rate:g} MiB/s or faster, and by the request deadline)",
+                    code="request_timeout")
 
 
 def decode_json(raw: bytes) -> object:

@@ -87,11 +87,26 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    default=admission.queue_timeout_seconds,
                    help="longest wait for admission before 503")
     p.add_argument("--max-connections", type=positive_int, default=connections.max_connections,
-                   help="open connections at most; one more is answered 503 and closed at once")
+                   help="open connections at most; one more is answered 503 and closed at once "
+                        "(GET /health and /metrics are served anyway, on a few reserved places)")
+    p.add_argument("--max-connections-per-client", type=positive_int,
+                   default=connections.max_connections_per_client,
+                   help="open connections one client address may hold (unset: half of "
+                        "--max-connections); one more is refused like one past the cap. Behind "
+                        "a proxy every client has the proxy's address: raise it to "
+                        "--max-connections")
+    p.add_argument("--header-timeout", type=parse_duration_seconds,
+                   default=connections.header_timeout_seconds,
+                   help="a request's headers must arrive within this of its first byte (of a "
+                        "new connection's opening), else the connection is closed")
     p.add_argument("--write-timeout", type=parse_duration_seconds,
                    default=connections.write_timeout_seconds,
                    help="longest a write may wait for a client that does not read; then its "
                         "request ends (counted 408) and its engine slot is free")
+    p.add_argument("--body-timeout", type=parse_duration_seconds,
+                   default=connections.body_timeout_seconds,
+                   help="a request body must arrive within this plus a second per MiB of it, "
+                        "else a 408 and the connection is closed")
     p.add_argument("--request-timeout", type=parse_duration_seconds,
                    default=connections.request_timeout_seconds,
                    help="longest a request may run from arrival to its last byte: 408 if its "
@@ -163,9 +178,13 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
             admission=AdmissionSettings(max_in_flight=args.max_in_flight,
                                         max_queue=args.max_queue,
                                         queue_timeout_seconds=args.queue_timeout),
-            connections=ConnectionSettings(max_connections=args.max_connections,
-                                           write_timeout_seconds=args.write_timeout,
-                                           request_timeout_seconds=args.request_timeout),
+            connections=ConnectionSettings(
+                max_connections=args.max_connections,
+                max_connections_per_client=args.max_connections_per_client,
+                header_timeout_seconds=args.header_timeout,
+                write_timeout_seconds=args.write_timeout,
+                request_timeout_seconds=args.request_timeout,
+                body_timeout_seconds=args.body_timeout),
             tracing=tracing, classes=classes,
             admin_token=_admin_token(args, env), max_body_bytes=args.max_body_bytes,
             tokenizer_threads=args.tokenizer_threads, max_tokens_limit=args.max_tokens_limit,

@@ -31,12 +31,17 @@ class AdmissionSettings:
 class ConnectionSettings:
     """What one client may hold of the service, and for how long.
 
-    At most ``max_connections`` connections are open; one more is answered 503 and closed at
-    once. A write that waits ``write_timeout_seconds`` for a client that does not read ends its
-    request (counted 408: the client's fault), which frees its engine slot. A request still
-    running ``request_timeout_seconds`` after it arrived ends too: 408 if its body had not
-    arrived, else 504 (a stream ends with an error event). Idle connections close after
-    ``keepalive_timeout_seconds``, including those that never send a request.
+    At most ``max_connections`` connections are open, and ``max_connections_per_client`` from
+    one client address (``None``: half of ``max_connections``); one more is answered 503 and
+    closed at once, unless it asks for ``/health`` or ``/metrics`` (served on a reserved
+    place). A request's headers must arrive within ``header_timeout_seconds`` of its first byte
+    (for a new connection, of its opening), else the connection is closed; its body within
+    ``body_timeout_seconds`` plus a second per MiB of it, else a 408 (and the connection closes
+    at most ``body_timeout_seconds`` later). A write that waits ``write_timeout_seconds`` for a
+    client that does not read ends its request (counted 408: the client's fault), which frees
+    its engine slot. A request still running ``request_timeout_seconds`` after it arrived ends
+    too: 408 if its body had not arrived, else 504 (a stream ends with an error event). Idle
+    connections close after ``keepalive_timeout_seconds``.
     """
 
     max_connections: int = 2048
@@ -44,6 +49,20 @@ class ConnectionSettings:
     # The openai client's own default timeout: it would have given up by then anyway.
     request_timeout_seconds: float = 600.0
     keepalive_timeout_seconds: float = 75.0
+    # A client sends its body right after its headers; one that stalls it loses its connection
+    # within seconds. The per-MiB second is the pace large bodies held to before (4 MiB in 5 s).
+    body_timeout_seconds: float = 1.0
+    # Half: one client (a load generator, a proxy) may hold many, never all.
+    max_connections_per_client: int | None = None
+    # Headers come in one or two packets; a client trickling them loses its connection soon.
+    header_timeout_seconds: float = 10.0
+
+    @property
+    def per_client_limit(self) -> int:
+        """Connections one client address may hold."""
+        if self.max_connections_per_client is not None:
+            return self.max_connections_per_client
+        return max(1, self.max_connections // 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +109,13 @@ class ServiceConfig:
         connections = self.connections
         if connections.max_connections < 1:
             errors.append("connections.max_connections must be positive")
+        per_client = connections.max_connections_per_client
+        if per_client is not None and not 1 <= per_client <= connections.max_connections:
+            errors.append("connections.max_connections_per_client must be in 1..max_connections"
+                          f" ({connections.max_connections}), got {per_client}")
         for name in ("write_timeout_seconds", "request_timeout_seconds",
-                     "keepalive_timeout_seconds"):
+                     "keepalive_timeout_seconds", "body_timeout_seconds",
+                     "header_timeout_seconds"):
             if not getattr(connections, name) > 0:
                 errors.append(f"connections.{name} must be positive")
         if self.tokenizer_threads < 1:

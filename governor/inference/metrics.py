@@ -46,6 +46,9 @@ class ServiceMetrics:
         self.in_flight = gauge(m.REQUESTS_IN_FLIGHT, registry)
         self.queue_depth = gauge(m.QUEUE_DEPTH, registry)
         self.rejections = counter(m.ADMISSION_REJECTIONS, registry)
+        self.connections_refused = counter(m.CONNECTIONS_REFUSED, registry)
+        for reason in m.CONNECTION_REFUSAL_REASONS:  # each reads 0 before its first refusal
+            self.connections_refused.labels(reason)
         self.prompt_tokens = counter(m.PROMPT_TOKENS, registry).labels(model)
         self.generation_tokens = counter(m.GENERATION_TOKENS, registry).labels(model)
         self.limit = gauge(m.BATCHING_LIMIT, registry)

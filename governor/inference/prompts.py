@@ -23,7 +23,7 @@ from typing import Literal
 from aiohttp import web
 
 from governor.inference import keys
-from governor.inference.body import body_too_late, decode_json, read_body
+from governor.inference.body import body_allowance_seconds, body_too_late, decode_json, read_body
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
 from governor.inference.errors import NOT_FOUND, UNAVAILABLE, APIError
@@ -33,7 +33,7 @@ from governor.inference.protocol import (
     parse_completion_request,
     prompt_too_many_bytes,
 )
-from governor.inference.textwork import TextWork, body_allowance_seconds
+from governor.inference.textwork import TextWork
 
 Kind = Literal["chat", "completion"]
 
@@ -79,12 +79,12 @@ async def prepare_request(request: web.Request, kind: Kind, deadline: float) -> 
 
 
 def _read_by(request: web.Request, deadline: float) -> float:
-    """When the body must have arrived: by the deadline, and, for a large body that holds a
-    turn, soon enough that a trickling client cannot keep the turn for long."""
-    size = request.content_length
-    if TextWork.is_small(size):
-        return deadline
-    allowance = body_allowance_seconds(size, request.app[keys.CONFIG].max_body_bytes)
+    """When the body must have arrived: by the deadline, and at the pace every body keeps
+    (from now: for a large body, from when it got its turn), so that a client stalling its body
+    holds neither its connection nor a turn for long."""
+    config = request.app[keys.CONFIG]
+    allowance = body_allowance_seconds(request.content_length, config.max_body_bytes,
+                                       config.connections.body_timeout_seconds)
     return min(deadline, asyncio.get_running_loop().time() + allowance)
 
 

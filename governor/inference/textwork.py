@@ -9,8 +9,8 @@ read: no more large requests are read and prepared at once than there are thread
 waits is not read, so TCP holds its sender back, and the event loop, which must also stream
 everyone's tokens, never reads more than a few large bodies at a time.
 
-A turn is short: its body must arrive at :data:`MIN_BODY_BYTES_PER_SECOND` or faster, after
-:data:`BODY_GRACE_SECONDS` (:func:`body_allowance_seconds`), or the request ends with a 408, so
+A turn is short: its body must arrive at the pace every body must keep
+(:func:`governor.inference.body.body_allowance_seconds`), or the request ends with a 408, so
 that a client trickling its body cannot hold the turns. Clients on slow links send large
 prompts through a proxy that buffers request bodies (nginx's default).
 
@@ -21,7 +21,7 @@ from the proxy's address, and the turns are first come, first served::
 
     text = TextWork(threads=1)
     async with text.turn(request.content_length, request.remote):
-        body = await request.read()      # within body_allowance_seconds(...)
+        body = await request.read()      # within body.body_allowance_seconds(...)
         prepared = await text.run(functools.partial(prepare, body))
     text.close()
 """
@@ -40,16 +40,6 @@ T = TypeVar("T")
 TEXT_THREAD_PREFIX = "governor-text"
 # A body up to this size costs a fraction of a millisecond to read and decode: it takes no turn.
 SMALL_BODY_BYTES = 64 * 1024
-# How fast a large body must arrive while its request holds a turn: 4 MiB within 5 s.
-BODY_GRACE_SECONDS = 1.0
-MIN_BODY_BYTES_PER_SECOND = 1024 * 1024
-
-
-def body_allowance_seconds(body_bytes: int | None, max_body_bytes: int) -> float:
-    """How long a body of ``body_bytes`` (its ``Content-Length``; ``None``: as large as the
-    service accepts) may take to arrive while its request holds a turn."""
-    size = max_body_bytes if body_bytes is None else min(body_bytes, max_body_bytes)
-    return BODY_GRACE_SECONDS + size / MIN_BODY_BYTES_PER_SECOND
 
 
 class FairTurns:

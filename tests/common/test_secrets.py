@@ -7,6 +7,8 @@ import logging
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from governor.common.logs import RedactingFormatter
 from governor.common.secrets import EmptySecret, Secret, TokenError, read_token, write_private
@@ -29,6 +31,36 @@ def test_bearer_matching() -> None:
     assert not token.matches_bearer("")
     assert not token.matches_bearer(None)
     assert not token.matches_bearer("Bearer")
+
+
+# Any text, with lone surrogates often (among all characters they are rare): aiohttp hands over
+# a header's bytes that are not UTF-8 as surrogates ("surrogateescape"), and code may make any.
+ANY_TEXT = st.lists(st.characters(categories=["Cs"]) | st.characters(exclude_categories=()),
+                    min_size=1).map("".join)
+
+
+@given(header=ANY_TEXT)
+def test_the_check_never_raises_whatever_text_the_header_holds(header: str) -> None:
+    token = Secret("abc")
+    assert not token.matches_bearer(header)
+    assert not token.matches_bearer("Bearer " + header + "x")
+    assert not token.matches(header + "x")
+
+
+@given(raw=st.binary())
+def test_the_check_never_raises_whatever_bytes_the_header_holds(raw: bytes) -> None:
+    token = Secret("abc")
+    as_aiohttp_reads_it = raw.decode("utf-8", "surrogateescape")
+    assert token.matches_bearer("Bearer " + as_aiohttp_reads_it) == (raw == b"abc")
+    assert token.matches(raw) == (raw == b"abc")
+
+
+def test_bytes_that_are_not_utf8_never_match_and_a_non_ascii_token_still_does() -> None:
+    assert not Secret("abc").matches_bearer("Bearer \udcff")
+    assert not Secret("abc").matches_bearer("Bearer abc\udcff")
+    assert not Secret("abc").matches_bearer("Bearer \ud800")
+    assert Secret("clé").matches_bearer("Bearer clé")
+    assert Secret("clé").matches_bearer("Bearer " + "clé".encode().decode("latin-1")) is False
 
 
 def test_a_token_file_is_read_without_its_newline(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 
@@ -10,6 +11,7 @@ import aiohttp
 import pytest
 
 from governor.contracts.batching import BatchingLimits
+from governor.contracts.metrics import service as svc
 from tests.inference.conftest import ADMIN_TOKEN, Service, ServiceFactory
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -40,6 +42,49 @@ async def test_without_the_right_token_it_is_401(service: Service, headers: dict
         status, body = await call(service, method, {"max_num_seqs": 2}, headers)
         assert status == 401
         assert body["error"]["type"] == "authentication_error"
+
+
+async def raw_exchange(service: Service, request: bytes) -> bytes:
+    """Send ``request`` as it is, byte for byte; the whole answer (the service closes after it
+    or the read times out)."""
+    port = service.server.port
+    assert port is not None
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request)
+    try:
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:")))
+        return head + await asyncio.wait_for(reader.readexactly(length), 5)
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    "credential",
+    [
+        pytest.param(b"Bearer \xff", id="a byte that is never UTF-8"),
+        pytest.param(b"\xff\xfe", id="bytes without a scheme"),
+        pytest.param(b"Bearer " + ADMIN_TOKEN.encode() + b"\xc3", id="the token, cut UTF-8 after"),
+        pytest.param(b"Bearer \xed\xa0\x80", id="a UTF-16 surrogate in UTF-8"),
+        pytest.param(b"Bearer \xc0\xaf" * 500, id="overlong encodings, many"),
+    ],
+)
+async def test_bytes_that_are_not_utf8_in_the_token_are_a_401_never_a_500(
+    service: Service, credential: bytes,
+) -> None:
+    """No client may make the service answer 5xx, least of all without a token."""
+    for method in (b"GET", b"PUT"):
+        answer = await raw_exchange(service, method + b" /admin/batching HTTP/1.1\r\nHost: x\r\n"
+                                    b"Authorization: " + credential + b"\r\n"
+                                    b"Content-Length: 2\r\n\r\n{}")
+        assert answer.startswith(b"HTTP/1.1 401 "), answer[:200]
+        error = json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
+        assert (error["type"], error["code"]) == ("authentication_error", "invalid_api_key")
+    assert service.sample(svc.REQUESTS.total, {"route": "/admin/batching", "code": "401",
+                                               "class": svc.UNCLASSIFIED}) == 2.0
+    assert service.sample(svc.REQUESTS.total, {"route": "/admin/batching", "code": "500",
+                                               "class": svc.UNCLASSIFIED}) is None
 
 
 async def test_get_reports_limits_floor_and_ceiling(service: Service) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -80,6 +81,17 @@ async def test_an_oversized_body_is_413_and_costs_nothing(make_service: ServiceF
     code, body = await send(service, "POST", CHAT_PATH, big)
     assert code == 413
     assert body["error"]["code"] == "request_too_large"  # type: ignore[index]
+    await good_request_works(service)
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: found out while read
+        for start in range(0, len(big), 16 * 1024):
+            yield big[start:start + 16 * 1024]
+
+    async with aiohttp.ClientSession() as session, session.post(
+        service.url + CHAT_PATH, data=chunks()
+    ) as response:
+        assert response.status == 413
+        assert (await response.json())["error"]["code"] == "request_too_large"
     await good_request_works(service)
 
 

@@ -29,6 +29,15 @@ def test_a_stalled_reader_and_a_long_request_are_bounded_by_default() -> None:
     assert connections.max_connections >= 512 + 1024  # max_in_flight + max_queue, and more
 
 
+def test_no_client_holds_a_connection_long_or_all_of_them_by_default() -> None:
+    connections = config([]).connections
+    assert connections.per_client_limit == connections.max_connections // 2
+    assert 0 < connections.header_timeout_seconds <= 10
+    assert 0 < connections.body_timeout_seconds <= 1
+    assert config(["--max-connections", "20"]).connections.per_client_limit == 10
+    assert config(["--max-connections", "1"]).connections.per_client_limit == 1
+
+
 def test_every_option_reads_its_environment_variable(tmp_path: Path) -> None:
     settings = config([], {"GOVERNOR_SERVE_PORT": "8100", "GOVERNOR_SERVE_MAX_QUEUE": "7",
                            "GOVERNOR_SERVE_QUEUE_TIMEOUT": "250ms", "GOVERNOR_ADMIN_TOKEN": "tok",
@@ -36,12 +45,18 @@ def test_every_option_reads_its_environment_variable(tmp_path: Path) -> None:
                            "GOVERNOR_SERVE_TOKENIZER_THREADS": "3",
                            "GOVERNOR_SERVE_MAX_CONNECTIONS": "100",
                            "GOVERNOR_SERVE_WRITE_TIMEOUT": "5s",
-                           "GOVERNOR_SERVE_REQUEST_TIMEOUT": "2m"})
+                           "GOVERNOR_SERVE_REQUEST_TIMEOUT": "2m",
+                           "GOVERNOR_SERVE_MAX_CONNECTIONS_PER_CLIENT": "30",
+                           "GOVERNOR_SERVE_HEADER_TIMEOUT": "3s",
+                           "GOVERNOR_SERVE_BODY_TIMEOUT": "500ms"})
     assert settings.port == 8100
     assert settings.tokenizer_threads == 3
     assert settings.connections.max_connections == 100
     assert settings.connections.write_timeout_seconds == 5.0
     assert settings.connections.request_timeout_seconds == 120.0
+    assert settings.connections.per_client_limit == 30
+    assert settings.connections.header_timeout_seconds == 3.0
+    assert settings.connections.body_timeout_seconds == 0.5
     assert settings.admission.max_queue == 7
     assert settings.admission.queue_timeout_seconds == pytest.approx(0.25)
     assert settings.admin_token is not None
@@ -64,6 +79,9 @@ def test_every_option_reads_its_environment_variable(tmp_path: Path) -> None:
         pytest.param(["--admin-token-file", "/nonexistent/token"], {}, "cannot read",
                      id="missing token file"),
         pytest.param(["--max-body-bytes", "10"], {}, "at least 1024", id="tiny body limit"),
+        pytest.param(["--max-connections", "10", "--max-connections-per-client", "11"], {},
+                     "max_connections_per_client must be in 1..max_connections (10), got 11",
+                     id="a client share over the cap"),
     ],
 )
 def test_mistakes_are_one_line_not_a_traceback(

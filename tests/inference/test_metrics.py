@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import aiohttp
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
@@ -10,7 +13,13 @@ from prometheus_client.parser import text_string_to_metric_families as text_fami
 
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import vllm
-from tests.inference.conftest import Service
+from governor.contracts.promql import parse_selector
+from governor.inference.engines.base import EngineError, EngineErrorKind
+from governor.slo.spec import RatioSLI, load_spec
+from tests.inference.conftest import ADMIN_TOKEN, Service
+from tests.support.scripted import Script
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def scrape(service: Service, accept: str = "") -> tuple[str, str]:
@@ -90,6 +99,45 @@ async def test_requests_are_counted_by_route_code_and_class(service: Service) ->
                                                "class": svc.UNCLASSIFIED}) == 1.0
     assert service.sample(svc.TIME_TO_FIRST_TOKEN.count, {
         "model": service.engine.model_name, "class": svc.DEFAULT_CLASS}) == 2.0
+
+
+def selected(service: Service, selector_text: str) -> float:
+    """The sum of the service's samples a PromQL selector picks, as Prometheus would pick them."""
+    selector = parse_selector(selector_text)
+    return sum(sample.value for family in service.registry.collect()
+               for sample in family.samples if sample.name == selector.metric
+               and all(m.matches(sample.labels.get(m.label, "")) for m in selector.matchers))
+
+
+async def test_the_shipped_availability_sli_counts_api_requests_not_probes_scrapes_or_admin(
+    scripted: Callable[..., Awaitable[Service]],
+) -> None:
+    """One client pipelined 5,000 /health requests in 5.6 s: every route was in the SLI's
+    denominator, so real 5xx ratios looked about 100 times smaller."""
+    sli = load_spec(ROOT / "slo.yaml").slo("availability").sli
+    assert isinstance(sli, RatioSLI)
+    script = Script(fail_before_first=EngineError(EngineErrorKind.DEAD, "engine core died"))
+    service = await scripted(script)
+    body = {"model": "scripted", "max_tokens": 2,
+            "messages": [{"role": "user", "content": "a b"}]}
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{service.url}/v1/chat/completions", json=body) as response:
+            assert response.status == 503  # the server's fault: it counts
+        script.fail_before_first = None
+        async with session.post(f"{service.url}/v1/chat/completions", json=body) as response:
+            assert response.status == 200
+        no_headers: dict[str, str] = {}
+        dilution = ([("/health", no_headers)] * 300 + [("/metrics", no_headers)] * 20
+                    + [("/admin/batching", admin)] * 10 + [("/admin/batching", no_headers)] * 10
+                    + [("/no/such/route", no_headers)] * 10)
+
+        async def get(path: str, headers: dict[str, str]) -> None:
+            async with session.get(service.url + path, headers=headers) as answer:
+                await answer.read()
+
+        await asyncio.gather(*(get(path, headers) for path, headers in dilution))
+    assert selected(service, sli.errors) / selected(service, sli.total) == 0.5
 
 
 # promtool lints vLLM's own names ("vllm:…" has a colon; "vllm:iteration_tokens_total" is a

@@ -24,10 +24,11 @@ from governor.common.process import wait_http_ok
 from governor.contracts.metrics import service as svc
 from governor.inference import keys
 from governor.inference.app import create_app
+from governor.inference.body import body_allowance_seconds
 from governor.inference.config import AdmissionSettings, ConnectionSettings, ServiceConfig
 from governor.inference.engines.base import Engine
 from governor.inference.engines.settings import EngineSettings
-from governor.inference.textwork import SMALL_BODY_BYTES, body_allowance_seconds
+from governor.inference.textwork import SMALL_BODY_BYTES
 from tests.inference.conftest import Service, ServiceFactory
 from tests.support.scripted import Script, ScriptedEngine
 
@@ -215,6 +216,24 @@ async def test_a_body_that_does_not_arrive_by_the_deadline_is_a_408(
     assert requests_counted(service, "408", svc.UNCLASSIFIED) == 1  # refused before classified
 
 
+async def test_a_stalled_small_body_is_a_408_at_the_body_timeout_not_the_deadline(
+    make_service: ServiceFactory, sockets: list[socket.socket],
+) -> None:
+    """Headers that declare 100 bytes, then ``{"model":`` and nothing more: the request used to
+    hold its connection until its deadline (600 s); now its body must keep the pace large
+    bodies keep, from the body timeout on."""
+    service = await make_service(connections=ConnectionSettings(body_timeout_seconds=0.5))
+    stalled = http_request(CHAT_PATH, b'{"model":' + b" " * 91)[:-91]
+    started = time.monotonic()
+    sock = await stalled_client(port_of(service), stalled)
+    sockets.append(sock)
+    answer = await asyncio.wait_for(asyncio.get_running_loop().sock_recv(sock, 4096), 5)
+    assert 0.4 < time.monotonic() - started < 1.5
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+    assert b'"request_timeout"' in answer and b"--body-timeout" in answer
+    assert requests_counted(service, "408", svc.UNCLASSIFIED) == 1
+
+
 async def test_large_bodies_take_turns_and_a_trickling_one_cannot_keep_its_turn(
     make_service: ServiceFactory, sockets: list[socket.socket],
 ) -> None:
@@ -224,7 +243,9 @@ async def test_large_bodies_take_turns_and_a_trickling_one_cannot_keep_its_turn(
     announced = http_request(CHAT_PATH, b" " * MIB)[: -MIB]  # the headers, no body
     sockets.append(await stalled_client(port_of(service), announced))
     await asyncio.sleep(0.2)  # it holds the turn
-    allowance = body_allowance_seconds(MIB, service.app[keys.CONFIG].max_body_bytes)
+    config = service.app[keys.CONFIG]
+    allowance = body_allowance_seconds(MIB, config.max_body_bytes,
+                                       config.connections.body_timeout_seconds)
 
     async def timed(body: dict[str, object]) -> tuple[int, float]:
         started = time.monotonic()
@@ -245,6 +266,35 @@ async def test_large_bodies_take_turns_and_a_trickling_one_cannot_keep_its_turn(
     assert requests_counted(service, "408", svc.UNCLASSIFIED) == 1
 
 
+async def test_a_declared_length_over_the_limit_is_a_413_at_once_and_takes_no_turn(
+    make_service: ServiceFactory, sockets: list[socket.socket],
+) -> None:
+    """One text thread. A client announces one byte more than --max-body-bytes and sends
+    nothing: it is answered 413 before its body is read, and a large request sent right after
+    it does not wait for a turn it would have held (5 s for 4 MiB)."""
+    service = await make_service(tokenizer_threads=1)
+    limit = service.app[keys.CONFIG].max_body_bytes
+    announced = (f"POST {CHAT_PATH} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json"
+                 f"\r\nContent-Length: {limit + 1}\r\n\r\n").encode()
+    started = time.monotonic()
+    sock = await stalled_client(port_of(service), announced)
+    sockets.append(sock)
+    large = {"model": "tiny", "max_tokens": 2,
+             "messages": [{"role": "user", "content": "x" * (2 * SMALL_BODY_BYTES)}]}
+    async with aiohttp.ClientSession() as session, session.post(
+        service.url + CHAT_PATH, json=large
+    ) as response:
+        await response.read()
+    assert response.status == 400  # prepared at once: too many tokens
+    answer = await asyncio.wait_for(asyncio.get_running_loop().sock_recv(sock, 4096), 5)
+    assert time.monotonic() - started < 1.5
+    assert answer.startswith(b"HTTP/1.1 413 "), answer
+    error = json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
+    assert error["code"] == "request_too_large"
+    assert str(limit) in error["message"]
+    assert requests_counted(service, "413", svc.UNCLASSIFIED) == 1
+
+
 async def test_a_client_with_many_large_bodies_waiting_cannot_keep_another_out(
     make_service: ServiceFactory, sockets: list[socket.socket],
 ) -> None:
@@ -256,7 +306,9 @@ async def test_a_client_with_many_large_bodies_waiting_cannot_keep_another_out(
     for _ in range(4):
         sockets.append(await stalled_client(port_of(service), announced))
         await asyncio.sleep(0.05)  # in this order
-    allowance = body_allowance_seconds(MIB, service.app[keys.CONFIG].max_body_bytes)
+    config = service.app[keys.CONFIG]
+    allowance = body_allowance_seconds(MIB, config.max_body_bytes,
+                                       config.connections.body_timeout_seconds)
     large = {"model": "tiny", "max_tokens": 2,
              "messages": [{"role": "user", "content": "x" * (2 * SMALL_BODY_BYTES)}]}
     started = time.monotonic()

@@ -12,6 +12,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from governor.contracts.endpoints import GENERATION_PATHS
 from governor.contracts.metrics import service as svc
 from governor.render.catalog import HISTOGRAM_BUCKETS, load_checked_spec, parse_checked_spec
 from governor.slo.spec import (
@@ -72,7 +73,10 @@ def test_the_default_spec_holds_the_three_slos_of_the_design() -> None:
     assert (itl.objective, itl.controller) == (0.99, True)
     assert ttft.sli == LatencySLI(svc.TIME_TO_FIRST_TOKEN.name, 1.0, {})
     assert (ttft.objective, ttft.controller) == (0.99, False)
-    assert availability.sli == RatioSLI(ERRORS, svc.REQUESTS.total)
+    # The generation routes only: probes, scrapes, admin calls and 404s would dilute it.
+    routes = f'route=~"{"|".join(GENERATION_PATHS)}"'
+    assert availability.sli == RatioSLI(f'{svc.REQUESTS.total}{{{routes}, code=~"5.."}}',
+                                        f"{svc.REQUESTS.total}{{{routes}}}")
     assert (availability.objective, availability.controller) == (0.999, False)
 
 

@@ -37,6 +37,16 @@ REASON_QUEUE_FULL: Final = "queue_full"
 REASON_SHED: Final = "shed"
 REASON_QUEUE_TIMEOUT: Final = "queue_timeout"
 
+# Values of ``reason`` on CONNECTIONS_REFUSED: the service held --max-connections already, or
+# this client address its share (--max-connections-per-client), and the connection asked for
+# neither /health nor /metrics (503, closed unread); or a request's headers did not arrive within
+# --header-timeout (closed).
+REASON_MAX_CONNECTIONS: Final = "max_connections"
+REASON_MAX_CONNECTIONS_PER_CLIENT: Final = "max_connections_per_client"
+REASON_HEADER_TIMEOUT: Final = "header_timeout"
+CONNECTION_REFUSAL_REASONS: Final = (REASON_MAX_CONNECTIONS, REASON_MAX_CONNECTIONS_PER_CLIENT,
+                                     REASON_HEADER_TIMEOUT)
+
 # Values of ``result`` on BATCHING_CHANGES.
 RESULT_APPLIED: Final = "applied"
 RESULT_REJECTED: Final = "rejected"  # a malformed request, or limits out of bounds
@@ -106,6 +116,10 @@ BATCHING_CHANGES: Final = Metric(
     "changes", (LABEL_RESULT,))
 
 # ---- the service itself --------------------------------------------------------------------------
+CONNECTIONS_REFUSED: Final = Metric(
+    "governor_connections_refused", "counter",
+    "Connections refused at a connection limit, or closed before their request's headers "
+    "arrived, by reason.", "connections", (LABEL_REASON,))
 ENGINE_READY: Final = Metric(
     "governor_engine_ready", "gauge", "1 while the engine is started and alive.")
 SERVICE_INFO: Final = Metric(
