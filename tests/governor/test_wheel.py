@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -17,9 +18,14 @@ pytestmark = pytest.mark.integration  # builds the wheel with the real build bac
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    # The build backend writes build/ beside the sources: build a copy, not the checkout.
+    source = tmp_path_factory.mktemp("source") / "governor"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache",
+        ".ruff_cache", ".run", "bench-out", ".secrets", ".gpukit"))
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(out), str(ROOT)], check=True, timeout=300,
+                    "-q", "-w", str(out), str(source)], check=True, timeout=300,
                    capture_output=True)
     (built,) = out.glob("governor_slo-*.whl")
     return zipfile.ZipFile(built)
