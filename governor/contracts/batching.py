@@ -40,6 +40,11 @@ class Param(enum.StrEnum):
 
 FIELDS: Final = tuple(p.value for p in Param)
 
+# What a server answers an admin call it cannot authorize (401, ``authentication_error``).
+DISABLED_MESSAGE: Final = "the admin API is disabled (no GOVERNOR_ADMIN_TOKEN)"
+UNAUTHORIZED_MESSAGE: Final = "a valid bearer token is required"
+UNAUTHORIZED_CODE: Final = "invalid_api_key"
+
 
 @dataclass(frozen=True, slots=True)
 class BatchingLimits:
@@ -73,6 +78,11 @@ class BatchingLimits:
         return cls(**positive)
 
 
+# The lowest limits a server lets the admin API set unless told otherwise: one running request,
+# and a token budget that still prefills a chat prompt in a few steps.
+DEFAULT_FLOOR: Final = BatchingLimits(max_num_seqs=1, max_num_batched_tokens=256)
+
+
 @dataclass(frozen=True, slots=True)
 class BatchingReport:
     """What ``GET /admin/batching`` reports: the limits in force and the range allowed."""
@@ -103,13 +113,9 @@ class BodyError(ValueError):
         self.message, self.param, self.status, self.code = message, param, status, code
 
 
-def requested(body: object, report: BatchingReport) -> BatchingLimits:
-    """The limits a ``PUT`` body asks for, merged with ``report``'s current ones and checked
-    against its floor and ceiling (pure; :class:`BodyError` when it cannot be applied).
-
-    Merging reads the current limits, so a server must hold its own lock from here until the
-    change is in force, or a concurrent ``PUT`` of the other field would be undone.
-    """
+def changes(body: object, floor: BatchingLimits, ceiling: BatchingLimits) -> dict[Param, int]:
+    """The limits a ``PUT`` body names, each checked against its floor and ceiling (pure;
+    :class:`BodyError` when the body cannot be applied). A limit it leaves out is absent."""
     if not isinstance(body, Mapping):
         raise BodyError("the body must be a JSON object")
     unknown = sorted(str(key) for key in set(body) - set(FIELDS))
@@ -118,15 +124,30 @@ def requested(body: object, report: BatchingReport) -> BatchingLimits:
                         param=unknown[0][:64])
     if not any(name in body for name in FIELDS):
         raise BodyError(f"name at least one of {list(FIELDS)}")
-    wanted = report.current
+    named: dict[Param, int] = {}
     for param in Param:
-        value = body.get(param.value, report.current.get(param))
+        if param.value not in body:
+            continue
+        value = body[param.value]
         if not _is_int(value):
             raise BodyError(f"'{param.value}' must be an integer", param=param.value)
-        low, high = report.floor.get(param), report.ceiling.get(param)
+        low, high = floor.get(param), ceiling.get(param)
         if not low <= value <= high:
             raise BodyError(f"'{param.value}' must be within [{low}, {high}], got {_number(value)}",
                             param=param.value, status=422, code="out_of_range")
+        named[param] = value
+    return named
+
+
+def requested(body: object, report: BatchingReport) -> BatchingLimits:
+    """The limits a ``PUT`` body asks for: :func:`changes`, merged with ``report``'s current
+    limits.
+
+    Merging reads the current limits, so a server must hold its own lock from here until the
+    change is in force, or a concurrent ``PUT`` of the other field would be undone.
+    """
+    wanted = report.current
+    for param, value in changes(body, report.floor, report.ceiling).items():
         wanted = wanted.with_value(param, value)
     return wanted
 

@@ -13,7 +13,15 @@ import logging
 
 from aiohttp import web
 
-from governor.contracts.batching import BatchingLimits, BatchingReport, BodyError, requested
+from governor.contracts.batching import (
+    DISABLED_MESSAGE,
+    UNAUTHORIZED_CODE,
+    UNAUTHORIZED_MESSAGE,
+    BatchingLimits,
+    BatchingReport,
+    BodyError,
+    requested,
+)
 from governor.contracts.metrics.service import RESULT_APPLIED, RESULT_FAILED, RESULT_REJECTED
 from governor.inference import keys
 from governor.inference.body import read_json
@@ -26,10 +34,8 @@ def _authorize(request: web.Request) -> None:
     token = request.app[keys.CONFIG].admin_token
     header = request.headers.get("Authorization")
     if token is None or not token.matches_bearer(header):
-        reason = "the admin API is disabled (no GOVERNOR_ADMIN_TOKEN)" if token is None else (
-            "a valid bearer token is required"
-        )
-        raise APIError(401, reason, type_=AUTHENTICATION, code="invalid_api_key")
+        reason = DISABLED_MESSAGE if token is None else UNAUTHORIZED_MESSAGE
+        raise APIError(401, reason, type_=AUTHENTICATION, code=UNAUTHORIZED_CODE)
 
 
 def report(engine: Engine) -> BatchingReport:

@@ -13,17 +13,21 @@ from typing import Any
 
 from aiohttp import web
 
+from governor.contracts.errors import (  # the contract's, re-exported for the handlers
+    AUTHENTICATION as AUTHENTICATION,
+)
+from governor.contracts.errors import INVALID_REQUEST as INVALID_REQUEST
+from governor.contracts.errors import NOT_FOUND as NOT_FOUND
+from governor.contracts.errors import RATE_LIMIT as RATE_LIMIT
+from governor.contracts.errors import SERVER as SERVER
+from governor.contracts.errors import UNAVAILABLE as UNAVAILABLE
+from governor.contracts.errors import error_body as error_body
+
 # How a request ended, where its status line could not say (it went out before the end): the
 # code it is counted under in governor_requests_total. Neither is a server error.
 CLIENT_GONE = "499"  # the client closed the connection (nginx's code)
 CLIENT_TOO_SLOW = "408"  # the client did not send or read in time, and the service hung up
 
-INVALID_REQUEST = "invalid_request_error"
-AUTHENTICATION = "authentication_error"
-NOT_FOUND = "not_found_error"
-RATE_LIMIT = "rate_limit_error"
-UNAVAILABLE = "service_unavailable_error"
-SERVER = "server_error"
 
 
 class APIError(Exception):
@@ -60,12 +64,6 @@ class APIError(Exception):
             content_type="application/json",
             headers=headers,
         )
-
-
-def error_body(
-    message: str, type_: str, param: str | None = None, code: str | None = None
-) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
 def bad_request(message: str, *, param: str | None = None, code: str | None = None) -> APIError:

@@ -160,7 +160,7 @@ class Bench:
         return await self.llm.engine_core.call_utility_async(name, *args)
 
     async def set_budget(self, budget: int) -> dict[str, Any]:
-        from governor.inference.engines.vllm.plugin import UTILITY_SET
+        from governor.vllm.plugin import UTILITY_SET
 
         report: dict[str, Any] = await self.utility(UTILITY_SET, None, budget)
         if report.get("max_num_batched_tokens") != budget:
@@ -224,7 +224,7 @@ async def workload(bench: Bench, run: Measurement, length: int, per_second: floa
             start = bench.recorder.now()
             await asyncio.sleep(plan.window_seconds)
             window = Window(length, budget, rep, start, bench.recorder.now())
-            from governor.inference.engines.vllm.plugin import UTILITY_REPORT
+            from governor.vllm.plugin import UTILITY_REPORT
 
             report = await bench.utility(UTILITY_REPORT)
             await bench.collect_steps()

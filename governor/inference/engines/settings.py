@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from governor.contracts.batching import DEFAULT_FLOOR
+
 # vLLM's scheduling policies: first come first served, or by request priority (lower first).
 SchedulingPolicy = Literal["fcfs", "priority"]
 SCHEDULING_POLICIES: tuple[SchedulingPolicy, ...] = ("fcfs", "priority")
@@ -26,8 +28,8 @@ class EngineSettings:
     preset: str = "llama-3-8b@h200"
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
-    min_num_seqs: int = 1
-    min_num_batched_tokens: int = 256
+    min_num_seqs: int = DEFAULT_FLOOR.max_num_seqs
+    min_num_batched_tokens: int = DEFAULT_FLOOR.max_num_batched_tokens
     max_model_len: int | None = None
     seed: int = 0
     # sim: wall seconds per simulated second (1.0 real time; 0 makes every step free).

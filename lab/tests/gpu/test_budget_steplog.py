@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from governor.inference.engines.vllm import knobs
+from governor.vllm import knobs
 from lab.gpu import budget_steplog
 from lab.gpu.budget_recorder import STEP_COLUMNS
 

@@ -17,12 +17,10 @@ from typing import Any
 
 from governor.inference.engines.base import BatchingLimits, EngineError, EngineErrorKind
 from governor.inference.engines.vllm.args import EngineArgsError
-from governor.inference.engines.vllm.plugin import UTILITY_REPORT, UTILITY_SET
+from governor.vllm.plugin import UTILITY_REPORT, UTILITY_SET
+from governor.vllm.utility import Failure, UtilityError, call_every_engine
 
 log = logging.getLogger(__name__)
-
-# How long an admin call waits for the engine core to answer between two steps.
-UTILITY_TIMEOUT_SECONDS = 30.0
 
 
 class Retuner:
@@ -93,31 +91,14 @@ class Retuner:
         return report
 
 
+_KINDS = {Failure.TIMEOUT: EngineErrorKind.OVERLOADED, Failure.DEAD: EngineErrorKind.DEAD}
+
+
 async def call_utility(llm: Any, name: str, *args: Any) -> Any:
-    """Run ``EngineCore.<name>(*args)`` in the engine process; failures as :class:`EngineError`."""
-    core = llm.engine_core
-    parallel = llm.vllm_config.parallel_config
-    fan_out = getattr(parallel, "data_parallel_size", 1) > 1
-    if fan_out and not hasattr(core, "call_utility_all_async"):
-        raise EngineError(
-            EngineErrorKind.UNSUPPORTED,
-            "this vLLM cannot address every data-parallel engine; retuning needs dp=1",
-        )
+    """Run ``EngineCore.<name>(*args)`` on every engine (each data-parallel rank has its own
+    scheduler: all move together); the first one's answer, failures as :class:`EngineError`."""
     try:
-        if fan_out:
-            # Every data-parallel engine has its own scheduler; all must move together.
-            results = await asyncio.wait_for(
-                core.call_utility_all_async(name, *args), UTILITY_TIMEOUT_SECONDS
-            )
-            return results[0]
-        return await asyncio.wait_for(core.call_utility_async(name, *args), UTILITY_TIMEOUT_SECONDS)
-    except TimeoutError as exc:
-        raise EngineError(
-            EngineErrorKind.OVERLOADED,
-            f"the vLLM engine core did not answer {name} within "
-            f"{UTILITY_TIMEOUT_SECONDS:.0f} s; the change may still apply",
-        ) from exc
-    except Exception as exc:
-        if llm.errored:
-            raise EngineError(EngineErrorKind.DEAD, "the vLLM engine has died") from exc
-        raise EngineError(EngineErrorKind.UNSUPPORTED, str(exc)) from exc
+        return (await call_every_engine(llm, name, *args))[0]
+    except UtilityError as error:
+        kind = _KINDS.get(error.failure, EngineErrorKind.UNSUPPORTED)
+        raise EngineError(kind, error.message) from error

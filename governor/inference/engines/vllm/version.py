@@ -2,7 +2,7 @@
 
 The engine needs the V1 ``AsyncLLM`` frontend with ``RequestOutputKind.DELTA``, ``trace_headers``
 on ``generate`` and ``engine_core.call_utility_async``; retuning is detected separately, from the
-scheduler's attributes (see :mod:`governor.inference.engines.vllm.knobs`). Versions outside the
+scheduler's attributes (see :mod:`governor.vllm.knobs`). Versions outside the
 tested range are allowed with a warning, since vLLM's private surfaces move between releases::
 
     version = parse_version("0.32.0+cpu")          # VllmVersion(0, 32, 0, "+cpu")

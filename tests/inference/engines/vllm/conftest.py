@@ -27,7 +27,7 @@ from tests.support.otlp import OtlpReceiver
 
 ENTRY_POINT_GROUP = "vllm.general_plugins"
 ENTRY_POINT_NAME = "governor_batching"
-ENTRY_POINT_VALUE = "governor.inference.engines.vllm.plugin:register"
+ENTRY_POINT_VALUE = "governor.vllm.plugin:register"
 
 # The engine the tests share: small enough for a 2-core machine, big enough for 8 concurrent
 # requests and a 400-token prompt.

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from governor.inference.engines.vllm import knobs
+from governor.vllm import knobs
 
 
 @dataclass

@@ -17,26 +17,39 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from governor.inference.engines.vllm import knobs
+from governor.vllm import knobs
 
 UTILITY_REPORT = "governor_batching"
 UTILITY_SET = "governor_set_batching"
 
 
+def _identity(self: Any) -> dict[str, Any]:
+    # The engine-core process id shows a change applied to the engine that was running; the
+    # data-parallel rank says which engine of several answered. A non-MoE rank runs as a plain
+    # engine core whose engine_index is its rank; MoE ranks have dp_rank.
+    parallel = getattr(getattr(self, "vllm_config", None), "parallel_config", None)
+    candidates = (getattr(self, "dp_rank", None), getattr(self, "engine_index", None),
+                  getattr(parallel, "data_parallel_index", None))
+    rank = next((r for r in candidates if isinstance(r, int) and not isinstance(r, bool)), 0)
+    return {"pid": os.getpid(), "dp_rank": rank}
+
+
 def _report(self: Any) -> dict[str, Any]:
-    # The engine-core process id shows a change applied to the engine that was running.
     try:
-        return {"supported": True, "pid": os.getpid(), **knobs.report(self.scheduler)}
+        return {"supported": True, **_identity(self), **knobs.report(self.scheduler)}
     except knobs.RetuningUnsupported as error:
-        return {"supported": False, "pid": os.getpid(), "reason": str(error)}
+        return {"supported": False, **_identity(self), "reason": str(error)}
 
 
 def _set(self: Any, max_num_seqs: int | None, max_num_batched_tokens: int | None) -> dict[str, Any]:
     # Errors raised here travel back to the caller as a failed utility call; the engine lives on.
+    # A limit left None keeps its value: the merge of a partial change happens here, between
+    # two steps of the one engine-core thread, so concurrent partial changes never undo each
+    # other whichever API server sent them.
     report = knobs.set_limits(
         self.scheduler, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
     )
-    return {"supported": True, "pid": os.getpid(), **report}
+    return {"supported": True, **_identity(self), **report}
 
 
 def register() -> None:

@@ -1,0 +1,19 @@
+"""Governor inside the vLLM you already run: stock ``vllm serve`` retuned live.
+
+Install ``governor-slo`` into vLLM's image; then either
+
+* ``vllm serve MODEL --middleware governor.vllm.AdminMiddleware`` (any vLLM since 0.3), or
+* ``VLLM_PLUGINS=governor_batching,governor_admin vllm serve MODEL`` (vLLM ≥ 0.26's endpoint
+  plugins),
+
+and ``GET``/``PUT /admin/batching`` answers as on ``governor serve``, with
+``GOVERNOR_ADMIN_TOKEN_FILE`` (or ``GOVERNOR_ADMIN_TOKEN``) as its bearer token. The engine side,
+:mod:`governor.vllm.plugin`, is vLLM's general plugin ``governor_batching``; it loads by itself
+unless ``VLLM_PLUGINS`` is set. Both import paths here are public and stay stable.
+"""
+
+from __future__ import annotations
+
+from governor.vllm.middleware import AdminMiddleware
+
+__all__ = ["AdminMiddleware"]

@@ -1,0 +1,78 @@
+"""The endpoint plugin ``governor_admin`` (vLLM ≥ 0.26): the admin API as a route of vLLM's app.
+
+vLLM loads endpoint plugins only when ``VLLM_PLUGINS`` names them, and that variable filters
+every plugin group, so Governor's engine plugin must be named with it::
+
+    VLLM_PLUGINS=governor_batching,governor_admin vllm serve MODEL …
+
+Named alone, ``governor_admin`` answers 501 and says so (:data:`governor.vllm.utility.
+MISSING_METHODS`). The factory is the entry point (``vllm.endpoint_plugins``); vLLM calls
+:meth:`AdminEndpoints.attach_router` while it builds the app and :meth:`AdminEndpoints.init_state`
+once the engine client exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from argparse import Namespace
+from typing import Any, ClassVar
+
+from governor.contracts.endpoints import ADMIN_BATCHING_PATH
+from governor.contracts.errors import INVALID_REQUEST, error_body
+from governor.vllm.admin import MAX_BODY_BYTES, AdminRoute, AdminSettings, Answer
+from governor.vllm.middleware import BODY_SECONDS
+
+
+class AdminEndpoints:
+    """What ``vllm.endpoint_plugins`` asks of a plugin: a name, the tasks it needs, its routes
+    and its state."""
+
+    name: ClassVar[str] = "governor_admin"
+    # It needs an engine to retune: not the CPU-only render server.
+    required_tasks: ClassVar[tuple[str, ...] | None] = ("generate",)
+
+    def __init__(self, settings: AdminSettings | None = None) -> None:
+        self.route = AdminRoute(settings or AdminSettings.from_env(os.environ))
+        self.engine_client: Any = None
+
+    def attach_router(self, app: Any) -> None:
+        """Register ``GET``/``PUT /admin/batching`` on vLLM's FastAPI app."""
+        from starlette.responses import Response
+
+        async def batching(request: Any) -> Response:
+            answer = await self._answer(request)
+            return Response(answer.json(), status_code=answer.status,
+                            headers={k.decode(): v.decode() for k, v in answer.headers()})
+
+        app.add_route(ADMIN_BATCHING_PATH, batching, methods=["GET", "PUT"],
+                      include_in_schema=False)
+
+    async def init_state(self, engine_client: Any, state: Any, args: Namespace) -> None:
+        self.engine_client = engine_client
+
+    async def _answer(self, request: Any) -> Answer:
+        try:
+            body = await asyncio.wait_for(_read(request), BODY_SECONDS)
+        except _TooLarge:
+            return Answer(413, error_body(f"the body is larger than {MAX_BODY_BYTES} bytes",
+                                          INVALID_REQUEST))
+        except TimeoutError:
+            return Answer(408, error_body("the body did not arrive in time", INVALID_REQUEST))
+        return await self.route.answer(request.method, request.headers.get("authorization"),
+                                       body, self.engine_client)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read(request: Any) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _TooLarge
+        parts.append(chunk)
+    return b"".join(parts)
