@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from governor.inference.engines.vllm.tiny_model import write_tiny_llama
+from governor.vllm import MIDDLEWARE
 from tests.support.stock_vllm import StockVllm, stock_vllm
 
 pytestmark = [pytest.mark.vllm, pytest.mark.integration, pytest.mark.slow]
@@ -78,7 +79,7 @@ def token_file(folder: Path) -> Path:
 def with_middleware(model: Path, folder: Path, token_file: Path) -> Iterator[StockVllm]:
     with stock_vllm("vllm-middleware", model, folder,
                     env={"GOVERNOR_ADMIN_TOKEN_FILE": str(token_file)},
-                    middleware=("governor.vllm.AdminMiddleware",),
+                    middleware=(MIDDLEWARE,),
                     flags=("--api-key", API_KEY)) as server:
         yield server
 
