@@ -27,6 +27,7 @@ from governor.common.cli import (
 )
 from governor.common.logs import add_logging_options, setup_logging
 from governor.common.secrets import Secret, TokenError, read_token
+from governor.contracts.metrics.latency import HISTOGRAM_BUCKETS
 from governor.contracts.tokens import ADMIN_TOKEN_ENV, GRAFANA_TOKEN_ENV, WEBHOOK_TOKEN_ENV
 from governor.controller.actuator import Target
 from governor.controller.app import Secrets, create_app
@@ -158,7 +159,8 @@ def _secret(path: Path | None, variable: str, env: Mapping[str, str]) -> Secret 
 
 def build_config(args: argparse.Namespace) -> ControllerConfig:
     try:
-        spec = load_spec(args.slo)
+        # Checked as `governor generate` checks it, so the two agree on what a valid spec is.
+        spec = load_spec(args.slo, histograms=HISTOGRAM_BUCKETS)
         found = objectives(spec, itl_slo=args.itl_slo, ttft_slo=args.ttft_slo,
                            short_window_seconds=round(args.short_window),
                            long_window_seconds=round(args.long_window))
