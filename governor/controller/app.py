@@ -113,17 +113,29 @@ def _error(status: int, message: str, *, type_: str, code: str,
 
 
 async def post_alerts(request: web.Request) -> web.Response:
-    app = request.app
-    metrics = app[METRICS]
-    response = await _intake(request)
-    metrics.webhook_requests.labels(str(response.status)).inc()
+    """Every answer, a failure of the controller's own included, is JSON and counted."""
+    try:
+        response = await _intake(request)
+    except Exception:  # a bug must not become aiohttp's plain-text 500, invisible in /metrics
+        log.exception("webhook: failed to handle a notification")
+        response = _error(500, "the controller failed to handle the notification",
+                          type_="server_error", code="internal_error")
+    request.app[METRICS].webhook_requests.labels(str(response.status)).inc()
     return response
+
+
+def _authorized(token: Secret | None, authorization: str | None) -> bool:
+    if token is None:
+        return True
+    try:
+        return token.matches_bearer(authorization)
+    except UnicodeError:  # a header that is not UTF-8 (aiohttp keeps its bytes as surrogates)
+        return False  # carries no token of ours
 
 
 async def _intake(request: web.Request) -> web.Response:
     app = request.app
-    token = app[SECRETS].webhook
-    if token is not None and not token.matches_bearer(request.headers.get("Authorization")):
+    if not _authorized(app[SECRETS].webhook, request.headers.get("Authorization")):
         return _error(401, "a valid bearer token is required", type_="authentication_error",
                       code="invalid_token")
     try:

@@ -78,6 +78,8 @@ def parse_webhook(raw: bytes) -> WebhookPayload:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise IntakeError((f"body: not JSON ({exc})",)) from None
+    except RecursionError:  # Alertmanager's notifications nest four levels deep
+        raise IntakeError(("body: JSON nested too deeply",)) from None
     if not isinstance(body, dict):
         raise IntakeError(("body: must be a JSON object",))
     errors: list[str] = []

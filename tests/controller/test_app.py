@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from governor.common.secrets import Secret
 from governor.contracts.metrics import controller as names
 from governor.controller.actuator import Target
-from governor.controller.app import RECONCILER, Overrides, Secrets, create_app
+from governor.controller.app import BOOK, RECONCILER, Overrides, Secrets, create_app
 from governor.controller.config import ControllerConfig
 from governor.controller.model import Observation, SloTargets
 from governor.controller.queries import QuerySet
@@ -91,6 +91,69 @@ async def test_a_malformed_notification_is_a_400_that_changes_nothing(
     assert error["code"] == "invalid_payload"
     assert error["errors"]
     assert stack.app[RECONCILER]._book.firing() == []
+
+
+def answered(registry: CollectorRegistry, code: int) -> float:
+    return registry.get_sample_value(names.WEBHOOK_REQUESTS.name + "_total",
+                                     {"code": str(code)}) or 0.0
+
+
+@pytest.mark.parametrize("depth", [1000, 100_000])
+async def test_json_nested_too_deeply_is_a_counted_400(
+    aiohttp_client: ClientFactory, tmp_path: Path, depth: int
+) -> None:
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+    response = await client.post("/alerts", data=b"[" * depth + b"]" * depth, headers=AUTH)
+    assert response.status == 400
+    assert (await response.json())["error"]["errors"] == ["body: JSON nested too deeply"]
+    assert answered(stack.registry, 400) == 1
+    assert (await client.post("/alerts", json=notification(), headers=AUTH)).status == 200
+
+
+async def _raw_post(client: TestClient[Any, Any], authorization: bytes) -> bytes:
+    """A request as bytes, for headers no HTTP client library would send."""
+    body = json.dumps(notification()).encode()
+    reader, writer = await asyncio.open_connection(client.host, client.port)
+    writer.write(b"POST /alerts HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                 b"Content-Type: application/json\r\nAuthorization: " + authorization +
+                 b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    answer = await reader.read()
+    writer.close()
+    return answer
+
+
+@pytest.mark.parametrize("authorization", [b"Bearer \xff", b"Bearer \xc3\x28" + TOKEN.encode(),
+                                           b"\xff\xfe"])
+async def test_an_authorization_header_that_is_not_utf8_is_a_counted_401(
+    aiohttp_client: ClientFactory, tmp_path: Path, authorization: bytes
+) -> None:
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+    answer = await _raw_post(client, authorization)
+    assert answer.startswith(b"HTTP/1.1 401")
+    assert b'"authentication_error"' in answer
+    assert answered(stack.registry, 401) == 1
+    assert stack.app[RECONCILER]._book.firing() == []
+
+
+async def test_an_unexpected_failure_is_a_counted_json_500(
+    aiohttp_client: ClientFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug in the book")
+
+    monkeypatch.setattr(stack.app[BOOK], "record", broken)
+    response = await client.post("/alerts", json=notification(), headers=AUTH)
+    assert response.status == 500
+    assert (await response.json())["error"]["code"] == "internal_error"
+    assert answered(stack.registry, 500) == 1
+    assert "a bug in the book" in caplog.text  # the traceback goes to the log, not the client
+    assert (await client.get("/health")).status == 200
 
 
 async def test_an_oversized_body_is_a_413(aiohttp_client: ClientFactory, tmp_path: Path) -> None:
