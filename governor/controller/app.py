@@ -93,7 +93,9 @@ async def _reconciler_ctx(app: web.Application) -> AsyncIterator[None]:
             config,
             seams.observer or PrometheusClient(session, config.prometheus_url, config.queries),
             seams.actuator or BatchingClient(session, secrets.admin),
-            StateStore(config.state_path), AuditLog(config.audit_path), app[METRICS], app[BOOK],
+            StateStore(config.state_path, clock=seams.clock,
+                       avoid_seconds=config.law.avoid_seconds),
+            AuditLog(config.audit_path), app[METRICS], app[BOOK],
             annotator=annotator, clock=seams.clock,
         )
         task = asyncio.create_task(app[RECONCILER].run()) if seams.run_loop else None

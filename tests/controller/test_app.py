@@ -257,3 +257,24 @@ def test_the_scale_out_gauge_keeps_one_series_per_target() -> None:
     assert value(names.DESIRED_REPLICAS.name, {"target": "a:8000", "reason": "overload"}) == 3
     assert value(names.DESIRED_REPLICAS.name,
                  {"target": "a:8000", "reason": names.SCALE_NOT_OVERLOADED}) is None
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b'{"version": 1, "targets": {"a:8000": {"url": "http://a:8000", "state": null}}}',
+     b'{"version": 1, "targets": {"a:8000": {"url": "http://a:8000", "state": {"limits": '
+     b'{"max_num_seqs": 1e400, "max_num_batched_tokens": 2048}}}}}',
+     b'{"version": 1, "targets": ' + b"[" * 2000 + b"]" * 2000 + b"}"],
+    ids=["a null state", "an infinite limit", "nested 2000 deep"],
+)
+async def test_a_corrupt_state_file_is_moved_aside_and_the_controller_starts_fresh(
+    aiohttp_client: ClientFactory, tmp_path: Path, content: bytes
+) -> None:
+    (tmp_path / "state.json").write_bytes(content)
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+    assert (await client.get("/health")).status == 200
+    (aside,) = await asyncio.to_thread(lambda: list(tmp_path.glob("state.json.corrupt-*")))
+    assert aside.read_bytes() == content
+    await stack.app[RECONCILER].reconcile_once()
+    assert json.loads((tmp_path / "state.json").read_text())["targets"][A.name]["state"]["probe"]
