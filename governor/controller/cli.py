@@ -132,6 +132,10 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    default=law.prefill_seconds_per_token_prior,
                    help="least step time per prefill token the law plans with; it learns "
                         "upward (default: Llama-3-8B on an H200)")
+    p.add_argument("--alert-expiry", type=parse_duration_seconds,
+                   default=_default("alert_expiry_seconds"),
+                   help="forget an alert Alertmanager has not re-sent for this long (at least "
+                        "twice the controller route's repeat interval)")
     p.add_argument("--state-file", type=Path, default=Path(".run/controller/state.json"),
                    help="where per-target state persists across restarts")
     p.add_argument("--audit-log", type=Path, default=Path(".run/controller/audit.jsonl"),
@@ -185,7 +189,7 @@ def build_config(args: argparse.Namespace) -> ControllerConfig:
         static_targets=args.targets, discover=args.discover,
         instance_scheme=args.instance_scheme, ca_file=args.ca_file,
         insecure_skip_verify=args.insecure_skip_verify, max_targets=args.max_targets,
-        resync_seconds=args.resync,
+        resync_seconds=args.resync, alert_expiry_seconds=args.alert_expiry,
         dry_run=args.dry_run, state_path=args.state_file, audit_path=args.audit_log,
         grafana_url=args.grafana_url, host=args.host, port=args.port,
     )

@@ -117,6 +117,7 @@ class Reconciler:
             self._metrics.reconcile_duration.observe(time.perf_counter() - started)
             self.last_pass_at = self._clock()
             self._metrics.last_reconcile.set(self.last_pass_at)
+            self._book.expire(self.last_pass_at)
             self._metrics.alerts_firing.set(len(self._book.firing()))
 
     async def _pass(self) -> None:

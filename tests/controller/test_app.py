@@ -259,6 +259,56 @@ def test_the_scale_out_gauge_keeps_one_series_per_target() -> None:
                  {"target": "a:8000", "reason": names.SCALE_NOT_OVERLOADED}) is None
 
 
+def many_firing(count: int) -> dict[str, Any]:
+    base = notification()
+    return {**base, "alerts": [{**base["alerts"][0], "fingerprint": f"fp{i}",
+                                "labels": {**base["alerts"][0]["labels"], "n": str(i)}}
+                               for i in range(count)]}
+
+
+async def test_status_lists_a_bounded_page_of_alerts_and_always_counts_them_all(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+    for start in range(0, 3000, 1000):
+        page = many_firing(3000)["alerts"][start:start + 1000]
+        assert (await client.post("/alerts", json={**notification(), "alerts": page},
+                                  headers=AUTH)).status == 200
+    default = await client.get("/status")
+    status = await default.json()
+    assert len(status["alerts"]) == 100
+    assert status["alert_counts"]["firing"] == status["alert_counts"]["kept"] == 3000
+    assert len(await default.read()) < 100_000
+    few = await (await client.get("/status?limit=5")).json()
+    assert (len(few["alerts"]), few["alert_counts"]["shown"]) == (5, 5)
+    most = await (await client.get("/status?limit=999999")).json()
+    assert len(most["alerts"]) == 1000
+    assert (await (await client.get("/status?limit=0")).json())["alerts"] == []
+    for bad in ("-1", "ten", "1e3", "9" * 50):
+        answer = await client.get("/status", params={"limit": bad})
+        assert answer.status == 400
+        assert (await answer.json())["error"]["code"] == "invalid_limit"
+
+
+async def test_governor_status_reads_a_controller_whose_book_is_full(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    from governor.status import targets
+
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+    huge = {f"l{j:02d}": "x" * 990 for j in range(60)}
+    for start in range(0, 320, 16):  # 20 notifications of about 1 MB
+        alerts = [{**notification()["alerts"][0], "fingerprint": f"fp{i}",
+                   "labels": {**notification()["alerts"][0]["labels"], **huge}}
+                  for i in range(start, start + 16)]
+        await client.post("/alerts", json={**notification(), "alerts": alerts}, headers=AUTH)
+    await stack.app[RECONCILER].reconcile_once()
+    shown = await asyncio.to_thread(targets, f"http://{client.host}:{client.port}", 5.0)
+    assert shown[A.name]["decisions"][0]["action"] == "tighten"
+
+
 @pytest.mark.parametrize(
     "content",
     [b'{"version": 1, "targets": {"a:8000": {"url": "http://a:8000", "state": null}}}',

@@ -390,6 +390,20 @@ async def test_a_change_applied_before_a_failure_is_still_saved(tmp_path: Path) 
     assert restarted.targets[A.name].last_decision["reason"] == "cooldown"  # type: ignore[index]
 
 
+async def test_an_alert_alertmanager_stops_sending_expires_from_the_book(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.book.expire_after_seconds = 900.0
+    h.book.record(parse_webhook(json.dumps({"version": "4", "status": "firing", "alerts": [
+        {"status": "firing", "fingerprint": "f", "startsAt": "x",
+         "labels": {"instance": A.name}}]}).encode()), h.clock.now)
+    await h.reconciler.reconcile_once()
+    assert h.metric(names.ALERTS_FIRING.name) == 1
+    h.clock.now += 901.0  # no renewal, no "resolved": the notification was lost
+    await h.reconciler.reconcile_once()
+    assert h.metric(names.ALERTS_FIRING.name) == 0
+    assert h.book.firing() == []
+
+
 async def test_a_target_failing_for_days_keeps_retrying_at_the_longest_backoff(
     tmp_path: Path,
 ) -> None:
