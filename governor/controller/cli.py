@@ -128,6 +128,9 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     p.add_argument("--stabilisation", type=parse_duration_seconds,
                    default=law.stabilisation_seconds,
                    help="relax only after this long without a breach")
+    p.add_argument("--at-risk-share", type=float, default=law.at_risk_share,
+                   help="cut before the ITL quantile breaches once spikes over the SLO take "
+                        "this share of its allowance (1: only on a breach, no early cut)")
     p.add_argument("--prefill-seconds-per-token", type=float,
                    default=law.prefill_seconds_per_token_prior,
                    help="least step time per prefill token the law plans with; it learns "
@@ -172,7 +175,8 @@ def build_config(args: argparse.Namespace) -> ControllerConfig:
                         long_window_seconds=args.long_window,
                         scrape_interval_seconds=args.scrape_interval,
                         cooldown_seconds=args.cooldown, stabilisation_seconds=args.stabilisation,
-                        prefill_seconds_per_token_prior=args.prefill_seconds_per_token)
+                        prefill_seconds_per_token_prior=args.prefill_seconds_per_token,
+                        at_risk_share=args.at_risk_share)
     except (SpecError, ObjectiveError, LawConfigError) as exc:
         raise UsageError(str(exc)) from None
     if args.static_only and args.discover is not None:

@@ -31,6 +31,9 @@ def test_the_repositorys_slo_yaml_gives_the_default_objectives() -> None:
     assert config.slo == SloTargets(0.12, 0.99, 1.0, 0.99)
     assert config.queries.itl.metric == "governor_inter_token_latency_seconds"
     assert config.law.cooldown_seconds == 60.0
+    assert config.law.at_risk_share == 0.5
+    assert build_config(build_parser({}).parse_args(
+        ["--slo", SLO_YAML, "--at-risk-share", "1"])).law.at_risk_share == 1.0
 
 
 def test_options_read_the_environment() -> None:
@@ -49,6 +52,7 @@ def test_options_read_the_environment() -> None:
     [
         (["--slo", "/nonexistent/slo.yaml"], {}, "slo.yaml"),
         (["--cooldown", "20s"], {}, "cooldown_seconds: must exceed"),
+        (["--at-risk-share", "0"], {}, "at_risk_share: must be in (0, 1]"),
         (["--itl-slo", "availability"], {}, "not a latency SLO"),
         (["--ttft-slo", "nope"], {}, "no such SLO"),
         (["--static-only", "--discover"], {}, "contradict"),
@@ -57,7 +61,8 @@ def test_options_read_the_environment() -> None:
         ([], {"GOVERNOR_WEBHOOK_TOKEN": ""}, "the webhook needs a bearer token"),
         (["--webhook-token-file", "/nonexistent/token"], {}, "cannot read token file"),
     ],
-    ids=["missing spec", "cooldown shorter than the window", "decode SLO not a latency SLO",
+    ids=["missing spec", "cooldown shorter than the window", "no at-risk share",
+         "decode SLO not a latency SLO",
          "unknown TTFT SLO", "static-only with discovery",
          "a missing CA file", "a whitespace webhook token", "no webhook token",
          "unreadable token file"],

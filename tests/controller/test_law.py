@@ -658,6 +658,17 @@ def test_spikes_over_the_slo_that_cost_requests_are_cut_before_the_p99_breaches(
         is not Action.TIGHTEN
 
 
+def test_an_at_risk_share_of_1_waits_for_the_breach_itself() -> None:
+    law = LawConfig(at_risk_share=1.0)
+    obs = served(itl_tail_seconds=0.1, itl_tail_long_seconds=0.1, itl_good_ratio=0.9901,
+                 itl_spike_seconds=0.16, prompt_tokens_per_second=8000.0)
+    assert run(obs, limits=target(budget=4096), law=law).action is not Action.TIGHTEN
+    breach = replace(obs, itl_tail_seconds=0.13, itl_good_ratio=0.985)
+    assert run(breach, limits=target(budget=4096), law=law).reason is Reason.ITL_BREACH
+    with pytest.raises(LawConfigError, match=r"at_risk_share: must be in \(0, 1\]"):
+        LawConfig(at_risk_share=1.5)
+
+
 def test_the_spike_height_caps_a_relaxation_once_the_long_window_is_clean() -> None:
     # Steps of 6 + 40 µs * 2048 ms ≈ 88 ms at the budget in force: one chunk may reach 96 ms,
     # so the budget may grow to (0.096 - 0.006) / 40 µs = 2250 → 2240, not by a full step.
