@@ -11,7 +11,7 @@ MODULES = ["governor.contracts", "governor.contracts.declaration",
            "governor.contracts.instruments", "governor.contracts.families",
            "governor.contracts.endpoints", "governor.contracts.promql",
            "governor.contracts.metrics.slo", "governor.dashboards.variables",
-           "governor.common.cli"]
+           "governor.common.cli", "governor.contracts.alerting"]
 
 
 @pytest.mark.parametrize("name", MODULES)
