@@ -12,7 +12,8 @@ MODULES = ["governor.contracts", "governor.contracts.declaration",
            "governor.contracts.endpoints", "governor.contracts.promql",
            "governor.contracts.metrics.slo", "governor.dashboards.variables",
            "governor.common.cli", "governor.contracts.batching", "governor.common.quantiles",
-           "governor.common.commands", "governor.common.prometheus"]
+           "governor.common.commands", "governor.common.prometheus",
+           "governor.contracts.alerting"]
 
 
 @pytest.mark.parametrize("name", MODULES)
