@@ -22,9 +22,9 @@ from governor.contracts.endpoints import HEALTH_PATH, LOCAL_HOST
 ROOT = Path(__file__).resolve().parents[2]
 # vLLM on two slow cores: its engine process, its API servers, compiled kernels.
 START_SECONDS = 600.0
+# Not --disable-log-stats: it turns vLLM's Prometheus series off too.
 CPU_FLAGS = ("--dtype", "float32", "--load-format", "dummy", "--enforce-eager",
-             "--generation-config", "vllm", "--kv-cache-memory-bytes", str(64 * 2**20),
-             "--disable-log-stats")
+             "--generation-config", "vllm", "--kv-cache-memory-bytes", str(64 * 2**20))
 
 
 @dataclass
