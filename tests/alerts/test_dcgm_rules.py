@@ -102,3 +102,11 @@ def test_the_unit_tests_notice_rules_that_miss_a_release_or_a_threshold(
         assert failed >= {"GpuExporterSeesNoGpus", "GpuLost", "GpuXidErrors",
                           "GpuThermalThrottling", "GpuPowerThrottling",
                           "GpuMemoryNearlyFull"}, failed
+
+
+def test_docs_dcgm_says_how_dcgm_shapes_each_gpu_alert() -> None:
+    text = (ROOT / "docs" / "dcgm.md").read_text(encoding="utf-8")
+    for name in alerts(files()):
+        if name.startswith(("Gpu", "GovernorTargetDown")):
+            assert re.search(rf"^\| [^|]*\b{name}\b", text, flags=re.MULTILINE), name
+    assert "`GpuExporterStale` is left out" in text

@@ -14,7 +14,7 @@ from governor.contracts.metrics.prometheus import SCRAPE_DURATION, SCRAPE_SAMPLE
 from governor.dashboards.readback import panels
 from governor.dashboards.render import render_all
 from governor.render.catalog import load_checked_spec
-from tests.dashboards.boards import CASES, boards, metric_references
+from tests.dashboards.boards import CASES, ROOT, boards, metric_references
 
 
 @functools.cache
@@ -139,3 +139,13 @@ def test_the_variables_list_gpus_from_either_releases_temperature() -> None:
 def test_a_governor_spec_keeps_governors_board() -> None:
     assert g.UP.name in "\n".join(exprs(p) for p in panels(governor_board()))
     assert "DCGM_FI" not in str(governor_board())
+
+
+def test_the_tables_of_docs_dcgm_are_the_catalogs() -> None:
+    from governor.dashboards import dcgm_catalog
+
+    text = (ROOT / "docs" / "dcgm.md").read_text(encoding="utf-8")
+    for table in (dcgm_catalog.readings_table(), dcgm_catalog.panels_table()):
+        assert table in text, "regenerate them: python -m governor.dashboards.dcgm_catalog"
+    titles = {p["title"] for p in panels(dcgm_board())}
+    assert all(f"| {title} |" in text for title in titles)
