@@ -98,7 +98,7 @@ def alerts(alertmanager: str, timeout: float) -> list[dict[str, Any]]:
 
 def targets(controller: str, timeout: float) -> dict[str, dict[str, Any]]:
     """Per target: the limits in force, their floor and ceiling, and the latest decisions."""
-    status = _get(f"{controller}/status", timeout)
+    status = _get(f"{controller}/status?limit=0", timeout)  # its alerts: Alertmanager's
     shown = {}
     for name, target in (status.get("targets") or {}).items():
         limits = target.get("limits") or {}

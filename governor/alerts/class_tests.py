@@ -25,6 +25,7 @@ from governor.alerts.slo_tests import (
     _tier_fires,
     _with_scrape,
     _within,
+    clear_of_thresholds,
     cumulative,
 )
 from governor.alerts.synth import Series
@@ -131,6 +132,27 @@ def _expected(spec: SloSpec, slo: SLO, alerts: dict[str, AlertRule],
     return tuple(found)
 
 
+def _one_class_burning(spec: SloSpec, slo: SLO, alerts: dict[str, AlertRule], healthy: Decimal,
+                       events: Decimal, extra: int) -> RuleTest:
+    """The first class fails every request for ``extra`` minutes past the quickest page tier's
+    long window, after an hour of healthy traffic; the others stay healthy."""
+    by_class = class_thresholds.thresholds(spec, slo)
+    name = next(iter(alerts.values())).alert
+    burning = spec.classes.classes[0].name
+    quickest = min([t.long_seconds for t in firing_tiers(spec, slo, n.SEVERITY_PAGE)]
+                   or [3600]) // MINUTE
+    end = 60 + quickest + extra
+    phases = {c: [Phase(end, _at(t, healthy, events))] for c, t in by_class.items()}
+    phases[burning] = [Phase(60, _at(by_class[burning], healthy, events)),
+                       Phase(quickest + extra, _at(by_class[burning], Decimal(1), events))]
+    series = tuple(s for c, ps in phases.items() for s in class_series(spec, slo, c, ps))
+    return RuleTest(
+        f"{slo.name}: class {burning} burning its budget alerts for that class alone",
+        MINUTE, series, tuple(AlertCheck(minute * MINUTE, name,
+                                         _expected(spec, slo, alerts, phases, minute))
+                              for minute in (59, end)))
+
+
 def class_tests(spec: SloSpec, slo: SLO) -> tuple[RuleTest, ...]:
     """For the per-class rules: one class burning pages for it alone; every class judged by its
     own threshold."""
@@ -141,19 +163,8 @@ def class_tests(spec: SloSpec, slo: SLO) -> tuple[RuleTest, ...]:
     events = _events_per_minute(slo, [healthy])
     tests = []
     if alerts:
-        name = next(iter(alerts.values())).alert
-        burning = spec.classes.classes[0].name
-        quickest = min([t.long_seconds for t in firing_tiers(spec, slo, n.SEVERITY_PAGE)]
-                       or [3600]) // MINUTE
-        phases = {c: [Phase(65 + quickest, _at(t, healthy, events))] for c, t in by_class.items()}
-        phases[burning] = [Phase(60, _at(by_class[burning], healthy, events)),
-                           Phase(5 + quickest, _at(by_class[burning], Decimal(1), events))]
-        series = tuple(s for c, ps in phases.items() for s in class_series(spec, slo, c, ps))
-        tests.append(RuleTest(
-            f"{slo.name}: class {burning} burning its budget alerts for that class alone",
-            MINUTE, series, tuple(AlertCheck(minute * MINUTE, name,
-                                             _expected(spec, slo, alerts, phases, minute))
-                                  for minute in (59, 65 + quickest))))
+        tests.append(clear_of_thresholds(
+            lambda extra: _one_class_burning(spec, slo, alerts, healthy, events, extra)))
     series, _ = _own_thresholds(spec, slo, events)
     checks = tuple(
         ExprCheck(minute * MINUTE, _within(recorded(n.CLASS_SLI_ERROR_RATIO.at(300), spec, slo),

@@ -70,11 +70,18 @@ def control_rule_file(spec: SloSpec, params: RenderParams) -> RuleFile | None:
     return RuleFile("control", (RuleGroup(GROUP, alerts),)) if alerts else None
 
 
-def _histogram(spec: SloSpec, sli: LatencySLI, instance: str, edges: Sequence[float],
+def _over_when_breaching(slo: SLO) -> int:
+    """Of 100 observations, how many fall above the threshold while breaching: 10 put any
+    quantile over 0.95 clearly above it (p99 lands there); a lower quantile needs them all."""
+    return 10 if slo.objective > 0.95 else 100
+
+
+def _histogram(spec: SloSpec, slo: SLO, instance: str, edges: Sequence[float],
                phases: Sequence[tuple[bool, int]]) -> tuple[InputSeries, ...]:
     """Per phase (breaching?, samples): 100 observations a sample, all at or below the threshold
-    when healthy, 10 of them in the bucket above it when breaching (so p99 lands above it)."""
+    when healthy, some in the bucket above it when breaching (so the quantile lands above it)."""
     series = []
+    sli, over = _sli(slo), _over_when_breaching(slo)
     target = spec.targets.inference
     labels = {**target.selector, **sli.selector, LABEL_INSTANCE: instance,
               LABEL_JOB: target.job}
@@ -82,7 +89,7 @@ def _histogram(spec: SloSpec, sli: LatencySLI, instance: str, edges: Sequence[fl
         def per_sample(breaching: bool, edge: float = edge) -> int:
             if edge < sli.threshold_seconds:
                 return 0
-            return 90 if breaching and edge == sli.threshold_seconds else 100
+            return 100 - over if breaching and edge == sli.threshold_seconds else 100
         name = Selector(sli.metric + "_bucket",
                         equal_to({**labels, LABEL_LE: exposition_float(edge)})).render()
         values = cumulative([(Decimal(per_sample(b)), count) for b, count in phases])
@@ -106,8 +113,8 @@ def fast_alert_tests(
             continue
         sli, alert = _sli(slo), fast_alert(spec, slo, params)
         edges = histograms.get(sli.metric) or (sli.threshold_seconds, 2 * sli.threshold_seconds)
-        series = (*_histogram(spec, sli, HEALTHY, edges, [(False, calm + burn + after)]),
-                  *_histogram(spec, sli, BREACHING, edges, [(False, calm), (True, burn),
+        series = (*_histogram(spec, slo, HEALTHY, edges, [(False, calm + burn + after)]),
+                  *_histogram(spec, slo, BREACHING, edges, [(False, calm), (True, burn),
                                                            (False, after)]))
         labels = {**alert.labels, **spec.targets.inference.selector, LABEL_INSTANCE: BREACHING}
         firing = ExpectedAlert(labels, alert.expected_annotations(labels))

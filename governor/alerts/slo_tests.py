@@ -9,10 +9,11 @@ trickle stays quiet.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from typing import Final, TypeVar
 
 from governor.alerts.rules import AlertRule
 from governor.alerts.ruletests import AlertCheck, ExpectedAlert, ExprCheck, InputSeries, RuleTest
@@ -39,6 +40,11 @@ from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 MINUTE = 60
 SCRAPE_INSTANCE = INFERENCE.address()
+T = TypeVar("T")
+
+
+class TooClose(ValueError):
+    """A scenario whose predicted ratio lies too near a threshold to say whether it fires."""
 
 
 @dataclass(frozen=True)
@@ -114,14 +120,53 @@ def window_ratio(segments: Sequence[Segment], at_minute: int, window_seconds: in
     return bad / total if total else Fraction(0)
 
 
+def window_is_uniform(segments: Sequence[Segment], at_minute: int, window_seconds: int) -> bool:
+    """Every event in the window comes from traffic of one error ratio. rate() then reads that
+    ratio exactly: its extrapolation scales bad and total events alike. Across a change of
+    ratio it drops or stretches the edge's increments, so the ratio it reads is approximate."""
+    start = max(0, at_minute - window_seconds // MINUTE)
+    ratios, minute = set(), 0
+    for segment in segments:
+        first, minute = minute + 1, minute + segment.minutes
+        if segment.total and first <= at_minute and minute > start:
+            ratios.add(Fraction(segment.bad) / Fraction(segment.total))
+    return len(ratios) <= 1
+
+
+# How near a tier's threshold a scenario's ratio may come: rate() reads a uniform window exactly
+# (float rounding aside), a window across a change of ratio only to within a few percent.
+EXACT_MARGIN = Fraction(1, 10**9)
+MIXED_MARGIN = Fraction(1, 20)
+
+
 def _tier_fires(spec: SloSpec, slo: SLO, tier: BurnTier, segments: Sequence[Segment],
                 at_minute: int) -> bool:
     threshold = Fraction(tier.threshold(spec.period_seconds, slo.error_budget))
-    ratios = [window_ratio(segments, at_minute, w) for w in (tier.short_seconds,
-                                                             tier.long_seconds)]
-    if any(abs(r - threshold) <= threshold / 20 for r in ratios):
-        raise ValueError(f"scenario too close to the {tier.severity} threshold {threshold}")
-    return all(r > threshold for r in ratios)
+    fires = []
+    for window in (tier.short_seconds, tier.long_seconds):
+        ratio = window_ratio(segments, at_minute, window)
+        uniform = window_is_uniform(segments, at_minute, window)
+        if abs(ratio - threshold) <= threshold * (EXACT_MARGIN if uniform else MIXED_MARGIN):
+            raise TooClose(f"scenario too close to the {tier.severity} threshold {threshold}")
+        fires.append(ratio > threshold)
+    return all(fires)
+
+
+# Minutes an outage outlasts the quickest page tier's long window, tried in order: the slower
+# tiers' windows then mix healthy and failing traffic, which rate() reads only approximately,
+# and the first length that keeps each such ratio clear of its threshold is used.
+OUTAGE_EXTRA_MINUTES: Final = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240)
+
+
+def clear_of_thresholds(build: Callable[[int], T]) -> T:
+    """``build(extra)`` for the first of :data:`OUTAGE_EXTRA_MINUTES` that is not
+    :class:`TooClose` to a threshold."""
+    for extra in OUTAGE_EXTRA_MINUTES[:-1]:
+        try:
+            return build(extra)
+        except TooClose:
+            continue
+    return build(OUTAGE_EXTRA_MINUTES[-1])
 
 
 def _expected(spec: SloSpec, slo: SLO, alerts: dict[str, AlertRule], segments: Sequence[Segment],
@@ -202,9 +247,10 @@ def slo_tests(spec: SloSpec, slo: SLO) -> tuple[RuleTest, ...]:
     if page:
         # Long enough for the quickest page tier that can fire to see nothing but errors.
         quickest = min(t.long_seconds for t in firing_tiers(spec, slo, n.SEVERITY_PAGE)) // MINUTE
-        outage = [segment(healthy, 60), segment(Decimal(1), quickest + 5)]
-        tests.append(test("a total outage after healthy traffic pages", outage,
-                          [(59, True), (65 + quickest, True)]))
+        tests.append(clear_of_thresholds(lambda extra: test(
+            "a total outage after healthy traffic pages",
+            [segment(healthy, 60), segment(Decimal(1), quickest + extra)],
+            [(59, True), (60 + quickest + extra, True)])))
     if slow is not None:
         tests.append(test("a slow burn opens a ticket and no page", [segment(slow, 150)],
                           [(150, True)]))

@@ -11,7 +11,8 @@ the order they are declared, so generated manifests never move::
     ['-m', 'governor', 'exporter', '--fake-gpus', '2']
 
 Every field is an option the component's own parser accepts (``tests/common/test_commands.py``
-parses each builder's output with it).
+parses each builder's output with it). :class:`VllmServe` builds stock ``vllm serve`` with
+Governor's admin route in it.
 """
 
 from __future__ import annotations
@@ -113,3 +114,33 @@ class Exporter(_Command):
     interval: str | None = None
     log_format: str | None = None
     log_level: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class VllmServe:
+    """Stock ``vllm serve MODEL``, with Governor's admin route in it: vLLM's own server, its own
+    flags (``extra`` passes any other one through, already spelled as vLLM spells it)."""
+
+    model: str
+    host: str | None = None
+    port: int | None = None
+    served_model_name: str | None = None
+    middleware: tuple[str, ...] = ()
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_model_len: int | None = None
+    data_parallel_size: int | None = None
+    api_server_count: int | None = None
+    extra: tuple[str, ...] = ()
+
+    def argv(self) -> list[str]:
+        """``["vllm", "serve", MODEL, …]``: the program, its sub-command and the options."""
+        out = ["vllm", "serve", self.model]
+        for item in fields(self):
+            if item.name not in ("model", "extra"):
+                out += _option(item.name, getattr(self, item.name))
+        return [*out, *self.extra]
+
+    def python(self) -> list[str]:
+        """The same, run by this interpreter (vLLM's CLI module)."""
+        return [sys.executable, "-m", "vllm.entrypoints.cli.main", *self.argv()[1:]]

@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 
 # Alertmanager's notifications are a few KiB; anything near this is not one.
 MAX_BODY_BYTES = 1024 * 1024
+# Firing alerts listed by GET /status, unless ?limit= asks for fewer or more (up to the most).
+STATUS_ALERTS = 100
+MAX_STATUS_ALERTS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +75,7 @@ def create_app(config: ControllerConfig, secrets: Secrets, *,
     registry = registry or CollectorRegistry()
     app[CONFIG], app[SECRETS], app[REGISTRY] = config, secrets, registry
     app[METRICS] = ControllerMetrics(registry)
-    app[BOOK] = AlertBook()
+    app[BOOK] = AlertBook(expire_after_seconds=config.alert_expiry_seconds)
     app[OVERRIDES] = overrides or Overrides()
     app.cleanup_ctx.append(_reconciler_ctx)
     app.router.add_post(WEBHOOK_PATH, post_alerts)
@@ -93,7 +96,9 @@ async def _reconciler_ctx(app: web.Application) -> AsyncIterator[None]:
             config,
             seams.observer or PrometheusClient(session, config.prometheus_url, config.queries),
             seams.actuator or load_actuator(config.actuator).create(session, secrets.admin),
-            StateStore(config.state_path), AuditLog(config.audit_path), app[METRICS], app[BOOK],
+            StateStore(config.state_path, clock=seams.clock,
+                       avoid_seconds=config.law.avoid_seconds),
+            AuditLog(config.audit_path), app[METRICS], app[BOOK],
             annotator=annotator, clock=seams.clock,
         )
         task = asyncio.create_task(app[RECONCILER].run()) if seams.run_loop else None
@@ -113,17 +118,29 @@ def _error(status: int, message: str, *, type_: str, code: str,
 
 
 async def post_alerts(request: web.Request) -> web.Response:
-    app = request.app
-    metrics = app[METRICS]
-    response = await _intake(request)
-    metrics.webhook_requests.labels(str(response.status)).inc()
+    """Every answer, a failure of the controller's own included, is JSON and counted."""
+    try:
+        response = await _intake(request)
+    except Exception:  # a bug must not become aiohttp's plain-text 500, invisible in /metrics
+        log.exception("webhook: failed to handle a notification")
+        response = _error(500, "the controller failed to handle the notification",
+                          type_="server_error", code="internal_error")
+    request.app[METRICS].webhook_requests.labels(str(response.status)).inc()
     return response
+
+
+def _authorized(token: Secret | None, authorization: str | None) -> bool:
+    if token is None:
+        return True
+    try:
+        return token.matches_bearer(authorization)
+    except UnicodeError:  # a header that is not UTF-8 (aiohttp keeps its bytes as surrogates)
+        return False  # carries no token of ours
 
 
 async def _intake(request: web.Request) -> web.Response:
     app = request.app
-    token = app[SECRETS].webhook
-    if token is not None and not token.matches_bearer(request.headers.get("Authorization")):
+    if not _authorized(app[SECRETS].webhook, request.headers.get("Authorization")):
         return _error(401, "a valid bearer token is required", type_="authentication_error",
                       code="invalid_token")
     try:
@@ -148,10 +165,17 @@ async def _intake(request: web.Request) -> web.Response:
 
 
 async def get_status(request: web.Request) -> web.Response:
-    return web.json_response(status_document(request.app))
+    """``GET /status[?limit=N]``: at most ``limit`` firing alerts (the most recently sent
+    first), and how many there are in all."""
+    raw = request.query.get("limit", str(STATUS_ALERTS))
+    if not raw.isdigit() or len(raw) > 9:
+        return _error(400, f"limit: a whole number of alerts to show (at most "
+                           f"{MAX_STATUS_ALERTS}), got {raw[:40]!r}",
+                      type_="invalid_request_error", code="invalid_limit")
+    return web.json_response(status_document(request.app, min(int(raw), MAX_STATUS_ALERTS)))
 
 
-def status_document(app: web.Application) -> dict[str, Any]:
+def status_document(app: web.Application, limit: int = STATUS_ALERTS) -> dict[str, Any]:
     config, reconciler = app[CONFIG], app[RECONCILER]
     return {
         "dry_run": config.dry_run,
@@ -165,10 +189,19 @@ def status_document(app: web.Application) -> dict[str, Any]:
                        "error": reconciler.prometheus_error},
         "state": {"path": None if config.state_path is None else str(config.state_path),
                   "error": reconciler.state_error},
-        "alerts": [{"fingerprint": r.alert.fingerprint, "labels": dict(r.alert.labels),
-                    "starts_at": r.alert.starts_at, "received_at": audit_lines.iso(r.received_at)}
-                   for r in app[BOOK].firing()],
+        **_alerts(app[BOOK], limit),
         "targets": {name: _target_status(rt) for name, rt in sorted(reconciler.targets.items())},
+    }
+
+
+def _alerts(book: AlertBook, limit: int) -> dict[str, Any]:
+    firing = sorted(book.firing(), key=lambda r: r.seen_at, reverse=True)
+    return {
+        "alerts": [{"fingerprint": r.alert.fingerprint, "labels": dict(r.alert.labels),
+                    "starts_at": r.alert.starts_at, "received_at": audit_lines.iso(r.received_at),
+                    "seen_at": audit_lines.iso(r.seen_at)} for r in firing[:limit]],
+        "alert_counts": {"firing": len(firing), "shown": min(limit, len(firing)),
+                         "kept": len(book), "kept_bytes": book.bytes},
     }
 
 

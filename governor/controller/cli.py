@@ -27,6 +27,7 @@ from governor.common.cli import (
 )
 from governor.common.logs import add_logging_options, setup_logging
 from governor.common.secrets import Secret, TokenError, read_token
+from governor.contracts.metrics.latency import HISTOGRAM_BUCKETS
 from governor.contracts.tokens import ADMIN_TOKEN_ENV, GRAFANA_TOKEN_ENV, WEBHOOK_TOKEN_ENV
 from governor.controller.actuator import Target
 from governor.controller.actuators import actuator_names
@@ -128,10 +129,17 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     p.add_argument("--stabilisation", type=parse_duration_seconds,
                    default=law.stabilisation_seconds,
                    help="relax only after this long without a breach")
+    p.add_argument("--at-risk-share", type=float, default=law.at_risk_share,
+                   help="cut before the ITL quantile breaches once spikes over the SLO take "
+                        "this share of its allowance (1: only on a breach, no early cut)")
     p.add_argument("--prefill-seconds-per-token", type=float,
                    default=law.prefill_seconds_per_token_prior,
                    help="least step time per prefill token the law plans with; it learns "
                         "upward (default: Llama-3-8B on an H200)")
+    p.add_argument("--alert-expiry", type=parse_duration_seconds,
+                   default=_default("alert_expiry_seconds"),
+                   help="forget an alert Alertmanager has not re-sent for this long (at least "
+                        "twice the controller route's repeat interval)")
     p.add_argument("--state-file", type=Path, default=Path(".run/controller/state.json"),
                    help="where per-target state persists across restarts")
     p.add_argument("--audit-log", type=Path, default=Path(".run/controller/audit.jsonl"),
@@ -162,7 +170,8 @@ def _secret(path: Path | None, variable: str, env: Mapping[str, str]) -> Secret 
 
 def build_config(args: argparse.Namespace) -> ControllerConfig:
     try:
-        spec = load_spec(args.slo)
+        # Checked as `governor generate` checks it, so the two agree on what a valid spec is.
+        spec = load_spec(args.slo, histograms=HISTOGRAM_BUCKETS)
         found = objectives(spec, itl_slo=args.itl_slo, ttft_slo=args.ttft_slo,
                            short_window_seconds=round(args.short_window),
                            long_window_seconds=round(args.long_window))
@@ -170,7 +179,8 @@ def build_config(args: argparse.Namespace) -> ControllerConfig:
                         long_window_seconds=args.long_window,
                         scrape_interval_seconds=args.scrape_interval,
                         cooldown_seconds=args.cooldown, stabilisation_seconds=args.stabilisation,
-                        prefill_seconds_per_token_prior=args.prefill_seconds_per_token)
+                        prefill_seconds_per_token_prior=args.prefill_seconds_per_token,
+                        at_risk_share=args.at_risk_share)
     except (SpecError, ObjectiveError, LawConfigError) as exc:
         raise UsageError(str(exc)) from None
     if args.static_only and args.discover is not None:
@@ -187,7 +197,7 @@ def build_config(args: argparse.Namespace) -> ControllerConfig:
         static_targets=args.targets, discover=args.discover,
         instance_scheme=args.instance_scheme, ca_file=args.ca_file,
         insecure_skip_verify=args.insecure_skip_verify, max_targets=args.max_targets,
-        resync_seconds=args.resync,
+        resync_seconds=args.resync, alert_expiry_seconds=args.alert_expiry,
         dry_run=args.dry_run, actuator=args.actuator, state_path=args.state_file,
         audit_path=args.audit_log,
         grafana_url=args.grafana_url, host=args.host, port=args.port,

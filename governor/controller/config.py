@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from governor.contracts.alerting import ALERT_EXPIRY_REPEATS, CONTROL_REPEAT_INTERVAL_SECONDS
 from governor.contracts.endpoints import CONTROLLER, LISTEN_HOST, PROMETHEUS_URL
 from governor.controller.actuator import Target
 from governor.controller.actuators import DEFAULT as DEFAULT_ACTUATOR
@@ -46,6 +47,9 @@ class ControllerConfig:
     grafana_url: str | None = None
     # Recent decisions kept per target for ``GET /status``.
     recent_decisions: int = 20
+    # An alert Alertmanager has not re-sent for this long is forgotten (it re-sends a firing one
+    # every repeat interval of the controller's route).
+    alert_expiry_seconds: float = float(ALERT_EXPIRY_REPEATS * CONTROL_REPEAT_INTERVAL_SECONDS)
     # Where the webhook, /status and /metrics listen.
     host: str = LISTEN_HOST
     port: int = CONTROLLER.port

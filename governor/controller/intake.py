@@ -18,8 +18,9 @@ RecordOutcome(new=0, duplicate=1, resolved=0)
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 # Limits on what one notification may carry; Alertmanager's own are far below these.
@@ -27,8 +28,17 @@ MAX_ALERTS = 1000
 MAX_LABELS = 64
 MAX_LABEL_BYTES = 1024
 MAX_FINGERPRINT = 128
-# How many alerts the book remembers; the oldest resolved ones go first.
+# How many alerts the book remembers, and in how many bytes; the oldest resolved ones go first.
 MAX_RECORDS = 10_000
+MAX_BOOK_BYTES = 32 * 2**20
+# What it keeps of each: the labels that name an alert first, values cut to this length.
+KEPT_LABELS = 32
+KEPT_VALUE_CHARACTERS = 256
+NAMING_LABELS = frozenset({"alertname", "instance", "severity", "slo", "class"})
+# Python's objects around a record's characters (dataclasses, a dict, str headers), measured
+# with tracemalloc in tests/controller/test_intake.py.
+RECORD_OVERHEAD_BYTES = 500
+LABEL_OVERHEAD_BYTES = 150
 
 
 class IntakeError(ValueError):
@@ -69,7 +79,9 @@ class RecordOutcome:
 @dataclass(frozen=True, slots=True)
 class AlertRecord:
     alert: Alert
-    received_at: float
+    received_at: float  # when this status of the alert first arrived
+    seen_at: float  # when Alertmanager last sent it
+    size: int = 0  # the estimated bytes it holds
 
 
 def parse_webhook(raw: bytes) -> WebhookPayload:
@@ -78,6 +90,8 @@ def parse_webhook(raw: bytes) -> WebhookPayload:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise IntakeError((f"body: not JSON ({exc})",)) from None
+    except RecursionError:  # Alertmanager's notifications nest four levels deep
+        raise IntakeError(("body: JSON nested too deeply",)) from None
     if not isinstance(body, dict):
         raise IntakeError(("body: must be a JSON object",))
     errors: list[str] = []
@@ -140,28 +154,50 @@ class AlertBook:
     """The alerts Alertmanager has told the controller about, by fingerprint.
 
     A repeated notification (Alertmanager re-sends every ``group_interval``/``repeat_interval``)
-    is a duplicate when its status and start time are unchanged; a resolved one clears the alert.
+    is a duplicate when its status and start time are unchanged, and renews the alert; a
+    resolved one clears it. The book is bounded three ways, so no sender can grow the
+    controller's memory: in records, in bytes (each record keeps at most :data:`KEPT_LABELS`
+    labels of :data:`KEPT_VALUE_CHARACTERS` characters), and in time: an alert not renewed
+    within ``expire_after_seconds`` is forgotten, as Alertmanager would have re-sent it were it
+    still firing (a "resolved" notification can be lost, or never sent).
     """
 
-    def __init__(self, max_records: int = MAX_RECORDS) -> None:
+    def __init__(self, max_records: int = MAX_RECORDS, max_bytes: int = MAX_BOOK_BYTES,
+                 expire_after_seconds: float = math.inf) -> None:
         self._records: dict[str, AlertRecord] = {}
-        self._max = max_records
+        self._max, self._max_bytes = max_records, max_bytes
+        self.expire_after_seconds = expire_after_seconds
+        self.bytes = 0  # the estimated size of what is kept
+
+    def __len__(self) -> int:
+        return len(self._records)
 
     def record(self, payload: WebhookPayload, now: float) -> RecordOutcome:
         new = duplicate = resolved = 0
         for alert in payload.alerts:
-            known = self._records.get(alert.fingerprint)
+            kept = _kept(alert)
+            known = self._records.get(kept.fingerprint)
             if known is not None and (known.alert.status, known.alert.starts_at) == (
-                    alert.status, alert.starts_at):
+                    kept.status, kept.starts_at):
                 duplicate += 1
+                self._put(replace(known, seen_at=now))
                 continue
-            if alert.status == "resolved":
+            if kept.status == "resolved":
                 resolved += 1
             else:
                 new += 1
-            self._records[alert.fingerprint] = AlertRecord(alert, now)
+            self._put(AlertRecord(kept, now, now, _size(kept)))
+        self.expire(now)
         self._evict()
         return RecordOutcome(new, duplicate, resolved)
+
+    def expire(self, now: float) -> int:
+        """Forget the alerts not renewed within ``expire_after_seconds``; how many."""
+        stale = [f for f, r in self._records.items()
+                 if now - r.seen_at > self.expire_after_seconds]
+        for fingerprint in stale:
+            self._drop(fingerprint)
+        return len(stale)
 
     def firing(self) -> list[AlertRecord]:
         return [r for r in self._records.values() if r.alert.status == "firing"]
@@ -170,13 +206,53 @@ class AlertBook:
         """Instances named by firing alerts."""
         return {r.alert.instance for r in self.firing() if r.alert.instance}
 
+    def _put(self, record: AlertRecord) -> None:
+        self._drop(record.alert.fingerprint)
+        self._records[record.alert.fingerprint] = record
+        self.bytes += record.size
+
+    def _drop(self, fingerprint: str) -> None:
+        record = self._records.pop(fingerprint, None)
+        if record is not None:
+            self.bytes -= record.size
+
     def _evict(self) -> None:
-        excess = len(self._records) - self._max
-        if excess <= 0:
+        if len(self._records) <= self._max and self.bytes <= self._max_bytes:
             return
-        # Resolved first, then the oldest firing ones: a flood of fingerprints costs memory
-        # bounded by max_records, never the alerts that matter most.
+        # Resolved first, then the least recently renewed firing ones: a flood of fingerprints
+        # costs memory bounded by max_records and max_bytes, never the alerts that matter most.
         order = sorted(self._records.values(),
-                       key=lambda r: (r.alert.status == "firing", r.received_at))
-        for record in order[:excess]:
-            del self._records[record.alert.fingerprint]
+                       key=lambda r: (r.alert.status == "firing", r.seen_at))
+        for record in order:
+            if len(self._records) <= self._max and self.bytes <= self._max_bytes:
+                break
+            self._drop(record.alert.fingerprint)
+
+
+def _kept(alert: Alert) -> Alert:
+    """What the book keeps of an alert: the labels that name it first, then the others in
+    order, at most :data:`KEPT_LABELS` of them, each value cut to
+    :data:`KEPT_VALUE_CHARACTERS` (ending in "...", so a cut instance never names a target)."""
+    order = sorted(alert.labels, key=lambda k: (k not in NAMING_LABELS, k))[:KEPT_LABELS]
+    labels = {_cut(k): _cut(alert.labels[k]) for k in order}
+    return replace(alert, labels=labels)
+
+
+def _cut(value: str) -> str:
+    if len(value) <= KEPT_VALUE_CHARACTERS:
+        return value
+    return value[:KEPT_VALUE_CHARACTERS - 3] + "..."
+
+
+def _size(alert: Alert) -> int:
+    """Roughly what a record costs in memory: Python's objects and their characters."""
+    texts = (*alert.labels, *alert.labels.values(), alert.fingerprint, alert.starts_at,
+             alert.ends_at)
+    return RECORD_OVERHEAD_BYTES + LABEL_OVERHEAD_BYTES * len(alert.labels) + sum(
+        len(t) * _width(t) for t in texts)
+
+
+def _width(text: str) -> int:
+    """Bytes per character of a Python string: 1 up to U+00FF, 2 up to U+FFFF, else 4."""
+    widest = max(text, default="")
+    return 1 if widest <= "\xff" else 2 if widest <= "\uffff" else 4

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from governor.controller import overload, spike
+from governor.controller import overload, spike, timestamps
 from governor.controller.law_config import LawConfig
 from governor.controller.law_context import (
     BUDGET,
@@ -64,6 +64,7 @@ def decide(
     now: float,
 ) -> Decision:
     """What to do with one target now. ``state`` is what the previous decisions left behind."""
+    state = timestamps.not_ahead(state, now, law.avoid_seconds)  # the clock may have stepped back
     ctx = Context(slo, law, observed, current, forget(state, current.current, observed, law, now),
                    now)
     if ctx.tail is None or ctx.median is None:

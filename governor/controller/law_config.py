@@ -90,7 +90,8 @@ class LawConfig:
     ledger_demand_band: float = 0.3
     # Spikes taller than the SLO cost requests their own P99 before they reach the P99 of all
     # gaps: the law cuts once the share of slow gaps passes this fraction of the allowance
-    # (1 - quantile) while the P99.9 shows spikes over the SLO.
+    # (1 - quantile) while the P99.9 shows spikes over the SLO. At 1 that share is the breach
+    # itself: no early cut.
     at_risk_share: float = 0.5
     # HPA's tolerance: no scale-out advice while demand is within this fraction of what the
     # replica serves.
@@ -102,13 +103,16 @@ class LawConfig:
             raise LawConfigError(tuple(errors))
 
     def _positive(self) -> list[str]:
-        names = [f.name for f in fields(self) if f.name not in _FRACTIONS]
+        names = [f.name for f in fields(self) if f.name not in _FRACTIONS | {"at_risk_share"}]
         return [f"{n}: must be positive, got {getattr(self, n)!r}" for n in names
                 if not getattr(self, n) > 0]
 
     def _fractions(self) -> list[str]:
-        return [f"{n}: must be in (0, 1), got {getattr(self, n)!r}" for n in _FRACTIONS
-                if not 0 < getattr(self, n) < 1]
+        errors = [f"{n}: must be in (0, 1), got {getattr(self, n)!r}" for n in _FRACTIONS
+                  if not 0 < getattr(self, n) < 1]
+        if not 0 < self.at_risk_share <= 1:
+            errors.append(f"at_risk_share: must be in (0, 1], got {self.at_risk_share!r}")
+        return errors
 
     def _ordering(self) -> list[str]:
         errors = []
@@ -131,5 +135,5 @@ _FRACTIONS = frozenset({
     "relax_margin", "aim_fraction", "min_cut_factor", "max_cut_factor", "default_cut_factor",
     "seqs_cut_factor", "verify_tolerance", "decode_slow_fraction", "prefill_pressure_fraction",
     "kv_high_ratio", "kv_relax_max_ratio", "avoid_load_drop", "goodput_tolerance",
-    "ledger_demand_band", "scale_tolerance", "at_risk_share",
+    "ledger_demand_band", "scale_tolerance",
 })

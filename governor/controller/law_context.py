@@ -194,9 +194,10 @@ class Context:
         return last is not None and self.now - last < self.law.cooldown_seconds
 
     def cooldown_text(self) -> str:
-        left = self.law.cooldown_seconds - (self.now - (self.state.last_change_at or self.now))
-        return f"last change {self.now - (self.state.last_change_at or self.now):.0f}s ago; " \
-               f"its effect is not fully in the window for another {left:.0f}s"
+        # Never a negative age: a moment ahead of now was read as now (controller.timestamps).
+        age = max(0.0, self.now - (self.state.last_change_at or self.now))
+        return f"last change {age:.0f}s ago; its effect is not fully in the window for " \
+               f"another {self.law.cooldown_seconds - age:.0f}s"
 
     def describe(self) -> str:
         q = pct(self.slo.itl_quantile)

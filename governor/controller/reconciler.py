@@ -112,6 +112,7 @@ class Reconciler:
             self._metrics.reconcile_duration.observe(time.perf_counter() - started)
             self.last_pass_at = self._clock()
             self._metrics.last_reconcile.set(self.last_pass_at)
+            self._book.expire(self.last_pass_at)
             self._metrics.alerts_firing.set(len(self._book.firing()))
 
     async def _pass(self) -> None:
@@ -130,11 +131,26 @@ class Reconciler:
         self._warn_unknown_alert_instances(managed)
         self._forget_vanished(managed, self._clock())
         before = {name: rt.state for name, rt in self.targets.items()}
-        await asyncio.gather(*(self._reconcile(self._runtime(self.config.target_for(name)),
-                                               snapshot.observations.get(name, _NO_DATA))
+        await asyncio.gather(*(self._isolated(name, snapshot.observations.get(name, _NO_DATA))
                                for name in sorted(managed)))
         if any(before.get(name) != rt.state for name, rt in self.targets.items()):
             await self._persist()
+
+    async def _isolated(self, name: str, observation: Observation) -> None:
+        """Reconcile one target; a failure of the controller's own on it is that target's
+        result (logged, counted, shown, retried with backoff), never the whole pass's, so the
+        others' decisions and state are kept (controller-runtime isolates each key alike)."""
+        runtime = self.targets.get(name)
+        try:
+            runtime = self._runtime(self.config.target_for(name))
+            await self._reconcile(runtime, observation)
+        except Exception as exc:
+            error = f"internal error: {type(exc).__name__}: {str(exc)[:200]}"
+            if runtime is None or runtime.last_error != error:  # each new failure, once
+                log.exception("target %s: reconcile failed", name[:80])
+            self._metrics.reconciles.labels(names.RESULT_INTERNAL_ERROR).inc()
+            if runtime is not None:
+                self._backoff(runtime, names.RESULT_INTERNAL_ERROR, error, self._clock())
 
     async def _persist(self) -> None:
         """Write the state; a disk that cannot take it costs the memory across a restart, never
@@ -259,15 +275,25 @@ class Reconciler:
             self._audit.write(line)
 
     def _failed(self, rt: TargetRuntime, exc: ActuationError, now: float) -> None:
-        rt.failures += 1
-        if exc.kind is ErrorKind.PERMANENT:
-            result, delay = names.RESULT_PERMANENT_ERROR, self.config.permanent_retry_seconds
-        else:
-            result = names.RESULT_TEMPORARY_ERROR
-            delay = min(self.config.resync_seconds * 2 ** (rt.failures - 1),
-                        self.config.max_backoff_seconds)
-        if rt.last_error != exc.message:
+        result = names.RESULT_PERMANENT_ERROR if exc.kind is ErrorKind.PERMANENT \
+            else names.RESULT_TEMPORARY_ERROR
+        repeated = rt.last_error == exc.message
+        self._backoff(rt, result, exc.message, now)
+        if not repeated:
             log.warning("target %s: %s error: %s (next try in %.0fs)", rt.target.name,
-                        exc.kind.value, exc.message, delay)
-        rt.last_error, rt.last_result, rt.retry_at = exc.message, result, now + delay
+                        exc.kind.value, exc.message, rt.retry_at - now)
         self._metrics.reconciles.labels(result).inc()
+
+    def _backoff(self, rt: TargetRuntime, result: str, error: str, now: float) -> None:
+        rt.failures += 1
+        rt.last_error, rt.last_result = error, result
+        rt.retry_at = now + self._delay(rt.failures, result)
+
+    def _delay(self, failures: int, result: str) -> float:
+        """A permanent error waits long; any other doubles from the resync interval up."""
+        if result == names.RESULT_PERMANENT_ERROR:
+            return self.config.permanent_retry_seconds
+        # The exponent capped: a target down for days fails thousands of times, and 2.0**1024
+        # overflows.
+        return min(self.config.resync_seconds * 2.0 ** min(failures - 1, 32),
+                   self.config.max_backoff_seconds)

@@ -1,8 +1,9 @@
 """Per-target state on disk, so that a restart neither forgets nor oscillates.
 
 One JSON document, replaced atomically (write a temporary file beside it, fsync, rename), so a
-crash leaves either the old state or the new one, never half of each. A file that cannot be read
-is moved aside (``<name>.corrupt-<unix time>``) and the controller starts from no memory, loudly.
+crash leaves either the old state or the new one, never half of each. A file that cannot be read,
+or holds anything :func:`encode` would not have written, is moved aside
+(``<name>.corrupt-<unix time>``) and the controller starts from no memory, loudly.
 
 >>> from governor.controller.model import Limits
 >>> targets = {"a:8000": PersistedTarget("http://a:8000", TargetState(limits=Limits(64, 2048)))}
@@ -12,16 +13,19 @@ True
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
+import math
 import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from governor.controller.law_config import LawConfig
 from governor.controller.model import (
     Avoid,
     ChangeKind,
@@ -35,6 +39,10 @@ from governor.controller.model import (
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
+# The state of a few hundred targets is a few hundred KiB; a file past this is not one.
+MAX_STATE_BYTES = 64 * 2**20
+_T = TypeVar("_T")
+_E = TypeVar("_E", bound=enum.Enum)
 
 
 class StateError(ValueError):
@@ -81,79 +89,208 @@ def encode_state(s: TargetState) -> dict[str, Any]:
     }
 
 
-def decode(data: Any) -> dict[str, PersistedTarget]:
-    """The inverse of :func:`encode`; :class:`StateError` on anything it did not write."""
+def decode(data: Any, *, now: float = math.inf,
+           avoid_seconds: float = LawConfig().avoid_seconds) -> dict[str, PersistedTarget]:
+    """The inverse of :func:`encode`; :class:`StateError` on anything it did not write.
+
+    Strict, because a restart acts on what it reads: every field has its type, every number is
+    finite, limits are positive integers, and no moment lies ahead of ``now`` (an avoided range
+    ends at most ``avoid_seconds`` ahead) beyond :data:`FUTURE_TOLERANCE_SECONDS`.
+    """
     if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
         raise StateError(f"not a version-{FORMAT_VERSION} controller state document")
     targets = data.get("targets")
     if not isinstance(targets, dict):
         raise StateError("targets: must be an object")
-    out = {}
-    for name, raw in targets.items():
+    read = _Reader(now + FUTURE_TOLERANCE_SECONDS, avoid_seconds)
+    return {name: read.target(f"targets[{name[:80]!r}]", raw) for name, raw in targets.items()}
+
+
+# A moment further ahead than this was written by a clock that has since stepped back (or by
+# no clock at all): read as it is, it would hold a cooldown for as long.
+FUTURE_TOLERANCE_SECONDS = 60.0
+MAX_LIMIT = 2**31 - 1
+MAX_ENTRIES = 1000  # avoided ranges or ledger entries per target; the law keeps a few
+MAX_URL = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class _Reader:
+    """Reads one field at a time, naming where it is when it is not what :func:`encode` wrote."""
+
+    latest: float  # no moment may lie after this
+    avoid_seconds: float
+
+    def target(self, where: str, raw: Any) -> PersistedTarget:
+        fields = self.object(where, raw)
+        url = fields.get("url")
+        if not isinstance(url, str) or not 0 < len(url) <= MAX_URL:
+            raise StateError(f"{where}.url: must be a URL of at most {MAX_URL} characters")
+        return PersistedTarget(url, self.state(f"{where}.state", fields.get("state")))
+
+    def state(self, where: str, raw: Any) -> TargetState:
+        # Fields added after version 1 was first written default when absent, so older files
+        # load.
+        s = self.object(where, raw)
+        return TargetState(
+            limits=self.optional(self.limits, f"{where}.limits", s.get("limits")),
+            last_change_at=self.optional(self.moment, f"{where}.last_change_at",
+                                         s.get("last_change_at")),
+            last_breach_at=self.optional(self.moment, f"{where}.last_breach_at",
+                                         s.get("last_breach_at")),
+            probe=self.optional(self.probe, f"{where}.probe", s.get("probe")),
+            avoid=self.entries(self.avoid, f"{where}.avoid", s.get("avoid")),
+            prefill_seconds_per_token=self.optional(
+                self.number, f"{where}.prefill_seconds_per_token",
+                s.get("prefill_seconds_per_token")),
+            ledger=self.entries(self.score, f"{where}.ledger", s.get("ledger")),
+            queue_growing_since=self.optional(self.moment, f"{where}.queue_growing_since",
+                                              s.get("queue_growing_since")),
+            overload_since=self.optional(self.moment, f"{where}.overload_since",
+                                         s.get("overload_since")),
+        )
+
+    def probe(self, where: str, raw: Any) -> Probe:
+        p = self.object(where, raw)
+        return Probe(
+            self.choice(ChangeKind, f"{where}.kind", p.get("kind")),
+            self.choice(Param, f"{where}.param", p.get("param")),
+            self.limits(f"{where}.before", p.get("before")),
+            self.limits(f"{where}.after", p.get("after")),
+            self.moment(f"{where}.at", p.get("at")),
+            self.number(f"{where}.itl_tail_before", p.get("itl_tail_before")),
+            *(self.optional(self.number, f"{where}.{key}", p.get(key)) for key in (
+                "ttft_tail_before", "good_share_before", "ttft_share_before", "waiting_before",
+                "prompt_rate_before")),
+        )
+
+    def avoid(self, where: str, raw: Any) -> Avoid:
+        a = self.object(where, raw)
+        until = self.number(f"{where}.until", a.get("until"))
+        if until > self.latest + self.avoid_seconds:
+            raise StateError(f"{where}.until: {until!r} lies further ahead than an avoided "
+                             f"range lasts ({self.avoid_seconds:g}s)")
+        return Avoid(self.choice(Param, f"{where}.param", a.get("param")),
+                     self.count(f"{where}.low", a.get("low"), least=0),
+                     self.count(f"{where}.high", a.get("high"), least=0), until,
+                     self.number(f"{where}.load", a.get("load")))
+
+    def score(self, where: str, raw: Any) -> LimitsScore:
+        e = self.object(where, raw)
+        return LimitsScore(
+            self.limits(f"{where}.limits", e.get("limits")),
+            self.number(f"{where}.good_per_second", e.get("good_per_second")),
+            self.number(f"{where}.good_share", e.get("good_share")),
+            self.number(f"{where}.demand_per_second", e.get("demand_per_second")),
+            self.moment(f"{where}.at", e.get("at")),
+            self.count(f"{where}.samples", e.get("samples", 1)))
+
+    def limits(self, where: str, raw: Any) -> Limits:
+        fields = self.object(where, raw)
+        return Limits(*(self.count(f"{where}.{p.value}", fields.get(p.value)) for p in Param))
+
+    @staticmethod
+    def object(where: str, raw: Any) -> Mapping[str, Any]:
+        if not isinstance(raw, dict):
+            raise StateError(f"{where}: must be an object, got {_kind(raw)}")
+        return raw
+
+    @staticmethod
+    def number(where: str, raw: Any) -> float:
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+            raise StateError(f"{where}: must be a finite number, got {_kind(raw)}")
+        return float(raw)
+
+    def moment(self, where: str, raw: Any) -> float:
+        at = self.number(where, raw)
+        if not 0 <= at <= self.latest:
+            raise StateError(f"{where}: {at!r} is not a moment up to now (a clock that stepped "
+                             "back since it was written?)")
+        return at
+
+    @staticmethod
+    def count(where: str, raw: Any, *, least: int = 1) -> int:
+        if isinstance(raw, bool) or not isinstance(raw, int) or not least <= raw <= MAX_LIMIT:
+            raise StateError(f"{where}: must be an integer from {least} to {MAX_LIMIT}, got "
+                             f"{_kind(raw)}")
+        return raw
+
+    @staticmethod
+    def choice(kind: type[_E], where: str, raw: Any) -> _E:
         try:
-            out[str(name)] = PersistedTarget(str(raw["url"]), _decode_state(raw["state"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StateError(f"targets[{name!r}]: {type(exc).__name__}: {exc}") from exc
-    return out
+            return kind(raw)
+        except ValueError:
+            raise StateError(f"{where}: must be one of {', '.join(map(str, kind))}, got "
+                             f"{_kind(raw)}") from None
+
+    @staticmethod
+    def optional(read: Callable[[str, Any], _T], where: str, raw: Any) -> _T | None:
+        return None if raw is None else read(where, raw)
+
+    @staticmethod
+    def entries(read: Callable[[str, Any], _T], where: str, raw: Any) -> tuple[_T, ...]:
+        if raw is None:
+            return ()
+        if not isinstance(raw, list) or len(raw) > MAX_ENTRIES:
+            raise StateError(f"{where}: must be a list of at most {MAX_ENTRIES} entries")
+        return tuple(read(f"{where}[{i}]", item) for i, item in enumerate(raw))
 
 
-def _decode_state(raw: Mapping[str, Any]) -> TargetState:
-    # Fields added after version 1 was first written default when absent, so older files load.
-    probe = raw.get("probe")
-    return TargetState(
-        limits=_limits(raw["limits"]) if raw.get("limits") is not None else None,
-        last_change_at=_optional_float(raw.get("last_change_at")),
-        last_breach_at=_optional_float(raw.get("last_breach_at")),
-        probe=None if probe is None else Probe(
-            ChangeKind(probe["kind"]), Param(probe["param"]), _limits(probe["before"]),
-            _limits(probe["after"]), float(probe["at"]), float(probe["itl_tail_before"]),
-            _optional_float(probe.get("ttft_tail_before")),
-            _optional_float(probe.get("good_share_before")),
-            _optional_float(probe.get("ttft_share_before")),
-            _optional_float(probe.get("waiting_before")),
-            _optional_float(probe.get("prompt_rate_before")),
-        ),
-        avoid=tuple(Avoid(Param(a["param"]), int(a["low"]), int(a["high"]), float(a["until"]),
-                          float(a["load"])) for a in raw.get("avoid") or ()),
-        prefill_seconds_per_token=_optional_float(raw.get("prefill_seconds_per_token")),
-        ledger=tuple(LimitsScore(_limits(e["limits"]), float(e["good_per_second"]),
-                                 float(e["good_share"]), float(e["demand_per_second"]),
-                                 float(e["at"]), int(e.get("samples", 1)))
-                     for e in raw.get("ledger") or ()),
-        queue_growing_since=_optional_float(raw.get("queue_growing_since")),
-        overload_since=_optional_float(raw.get("overload_since")),
-    )
-
-
-def _limits(raw: Mapping[str, Any]) -> Limits:
-    return Limits(int(raw["max_num_seqs"]), int(raw["max_num_batched_tokens"]))
-
-
-def _optional_float(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _kind(value: Any) -> str:
+    """A value as an error message may show it: short, whatever it is."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool | float) or (isinstance(value, int) and abs(value) < 10**20):
+        return repr(value)
+    return {int: "an integer too large", str: "a string", list: "a list",
+            dict: "an object"}.get(type(value), type(value).__name__)
 
 
 class StateStore:
     """Loads and saves the targets' state; ``path=None`` keeps it in memory only."""
 
-    def __init__(self, path: Path | None, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: Path | None, *, clock: Callable[[], float] = time.time,
+                 avoid_seconds: float = LawConfig().avoid_seconds) -> None:
         self.path = path
         self._clock = clock
+        self._avoid_seconds = avoid_seconds
 
     def load(self) -> dict[str, PersistedTarget]:
+        """The state on disk; a file that is not one is moved aside, and the controller starts
+        from no memory rather than crash on every restart."""
         if self.path is None or not self.path.exists():
             return {}
         try:
-            return decode(json.loads(self.path.read_bytes()))
-        except (ValueError, OSError) as exc:
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{int(self._clock())}")
-            log.error("state file %s is unreadable (%s); moved to %s, starting without memory",
-                      self.path, exc, aside)
-            try:
-                self.path.replace(aside)
-            except OSError as move_error:
-                log.error("could not move %s aside: %s", self.path, move_error)
+            return decode(_parse(self._read()), now=self._clock(),
+                          avoid_seconds=self._avoid_seconds)
+        except (ValueError, OSError) as exc:  # StateError and UnicodeDecodeError included
+            self._move_aside(str(exc))
             return {}
+
+    def _read(self) -> bytes:
+        assert self.path is not None
+        with self.path.open("rb") as handle:
+            raw = handle.read(MAX_STATE_BYTES + 1)
+        if len(raw) > MAX_STATE_BYTES:
+            raise StateError(f"larger than {MAX_STATE_BYTES} bytes")
+        return raw
+
+    def _move_aside(self, why: str) -> None:
+        assert self.path is not None
+        stem = f"{self.path.name}.corrupt-{int(self._clock())}"
+        aside = self.path.with_name(stem)
+        for n in range(1, 100):  # never over an earlier one
+            if not aside.exists():
+                break
+            aside = self.path.with_name(f"{stem}-{n}")
+        try:
+            self.path.replace(aside)
+        except OSError as move_error:
+            log.error("state file %s is unusable (%s) and cannot be moved aside (%s); starting "
+                      "without memory", self.path, why[:300], move_error)
+            return
+        log.error("state file %s is unusable (%s); moved to %s, starting without memory",
+                  self.path, why[:300], aside)
 
     def save(self, targets: Mapping[str, PersistedTarget]) -> None:
         if self.path is None:
@@ -171,6 +308,13 @@ class StateStore:
             Path(tmp).unlink(missing_ok=True)
             raise
         _fsync_dir(self.path.parent)
+
+
+def _parse(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise StateError("JSON nested too deeply") from None
 
 
 def _fsync_dir(directory: Path) -> None:

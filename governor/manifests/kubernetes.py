@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from governor.common.commands import Controller, Exporter, Serve
+from governor.common.commands import Controller, Exporter, Serve, VllmServe
 from governor.contracts.endpoints import (
     EXPORTER,
     HEALTH_PATH,
@@ -33,6 +33,8 @@ from governor.contracts.promql import format_duration
 from governor.render.params import RenderParams
 from governor.slo.fleet import Kubernetes, Target
 from governor.slo.spec import SloSpec
+from governor.vllm import MIDDLEWARE
+from governor.vllm.admin import TOKEN_FILE_ENV
 
 Object = dict[str, Any]
 
@@ -155,16 +157,32 @@ def _mounts() -> list[Object]:
             {"name": "tokens", "mountPath": TOKENS_DIR, "readOnly": True}]
 
 
-def inference_deployment(spec: SloSpec) -> Object:
-    k8s = spec.kubernetes
+def _inference_container(k8s: Kubernetes) -> Object:
+    """``governor serve --engine vllm``, or stock ``vllm serve`` with Governor's admin
+    middleware (``kubernetes.server: vllm``): the same port, health path and token file."""
+    hf_token = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
+        "name": HF_SECRET, "key": "token", "optional": True}}}
+    if k8s.server == "vllm":
+        command = VllmServe(model=k8s.model, host=LISTEN_HOST, port=k8s.inference_port,
+                            middleware=(MIDDLEWARE,)).argv()
+        container = _governor_container("inference", k8s.vllm_image, [], k8s.inference_port)
+        del container["args"]
+        container["command"] = command  # whatever the image's entrypoint is
+        container["env"] = [hf_token, {"name": TOKEN_FILE_ENV,
+                                       "value": f"{TOKENS_DIR}/{ADMIN_TOKEN_KEY}"}]
+        return container
     args = Serve(engine="vllm", model=k8s.model, host=LISTEN_HOST, port=k8s.inference_port,
                  slo=f"{SPEC_DIR}/slo.yaml", admin_token_file=f"{TOKENS_DIR}/{ADMIN_TOKEN_KEY}",
                  log_format="json").argv()
     container = _governor_container("inference", k8s.vllm_image, args, k8s.inference_port)
+    container["env"] = [hf_token, {"name": "OTEL_SERVICE_NAME", "value": INFERENCE_NAME}]
+    return container
+
+
+def inference_deployment(spec: SloSpec) -> Object:
+    k8s = spec.kubernetes
+    container = _inference_container(k8s)
     container.update({
-        "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
-                    "name": HF_SECRET, "key": "token", "optional": True}}},
-                {"name": "OTEL_SERVICE_NAME", "value": INFERENCE_NAME}],
         # Weights, compilation, CUDA graphs: failed probes in this time do not count.
         "startupProbe": _probe(HEALTH_PATH, "http",
                                failures=INFERENCE_START_SECONDS // PROBE_PERIOD_SECONDS),

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Final
 
+from governor.contracts.alerting import CONTROL_REPEAT_INTERVAL_SECONDS
 from governor.contracts.endpoints import ALERTMANAGER, CONTROLLER, EXPORTER, INFERENCE, LOCAL_HOST
 
 DAY: Final = 86400
@@ -67,7 +68,7 @@ class RenderParams:
     ticket_repeat_interval_seconds: int = 24 * 3600
     control_group_wait_seconds: int = 10
     control_group_interval_seconds: int = 60
-    control_repeat_interval_seconds: int = 300
+    control_repeat_interval_seconds: int = CONTROL_REPEAT_INTERVAL_SECONDS
     # Prometheus keeps the SLO period plus this margin, so the [period] queries are always full.
     retention_margin_seconds: int = 5 * DAY
     # Where Alertmanager reads the controller's bearer token (a Docker secret in compose).

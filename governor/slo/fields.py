@@ -369,6 +369,7 @@ def _slos(
         problems.add(path, f"more than {MAX_SLOS} SLOs")
         return ()
     slos = [_slo(item, (*path, index), problems, histograms) for index, item in enumerate(value)]
+    _one_controller(slos, path, problems)
     seen: dict[str, int] = {}
     for index, slo in enumerate(slos):
         if slo is None:
@@ -381,3 +382,12 @@ def _slos(
                 break
             seen[key] = index
     return tuple(slo for slo in slos if slo is not None)
+
+
+def _one_controller(slos: Sequence[SLO | None], path: Path_, problems: Problems) -> None:
+    """The controller acts on one decode SLO, so at most one may say ``controller: true``."""
+    linked = [index for index, slo in enumerate(slos) if slo is not None and slo.controller]
+    for index in linked[1:]:
+        problems.add((*path, index, "controller"),
+                     f"only one SLO may drive the controller, and slos[{linked[0]}] "
+                     "already does")

@@ -114,6 +114,10 @@ class Kubernetes:
     model: str = DEFAULT_MODEL
     replicas: int = 1
     gpus_per_replica: int = 1
+    # What the inference pods run: "governor" (governor serve --engine vllm, from vllm_image) or
+    # "vllm" (stock vllm serve with Governor's admin middleware; vllm_image is then the team's
+    # own vLLM image with governor-slo installed into it).
+    server: str = "governor"
 
     @property
     def inference_port(self) -> int:

@@ -189,9 +189,21 @@ def _count(value: object, path: Path_, problems: Problems, highest: int) -> int 
     return value
 
 
+# What an inference pod may run: Governor's own server, or stock vLLM with Governor's middleware.
+SERVERS = ("governor", "vllm")
+
+
+def _one_of(value: object, path: Path_, problems: Problems, allowed: tuple[str, ...]
+            ) -> str | None:
+    if not isinstance(value, str) or value not in allowed:
+        problems.add(path, f"must be one of {', '.join(allowed)}: got {value!r}"[:200])
+        return None
+    return value
+
+
 def kubernetes(value: object, path: Path_, problems: Problems) -> Kubernetes | None:
     keys = ("namespace", "labels", "prometheus", "image", "vllm_image", "model", "replicas",
-            "gpus_per_replica")
+            "gpus_per_replica", "server")
     fields = _mapping(value, path, problems, keys)
     if fields is None:
         return None
@@ -214,6 +226,8 @@ def kubernetes(value: object, path: Path_, problems: Problems) -> Kubernetes | N
         "gpus_per_replica": _field(fields, "gpus_per_replica", d.gpus_per_replica,
                                    lambda v: _count(v, (*path, "gpus_per_replica"), problems,
                                                     MAX_GPUS_PER_REPLICA)),
+        "server": _field(fields, "server", d.server,
+                         lambda v: _one_of(v, (*path, "server"), problems, SERVERS)),
     }
     if any(item is None for item in parsed.values()):
         return None

@@ -22,6 +22,9 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 MAX_BYTES = 1 << 20
 MAX_NODES = 100_000  # after expanding aliases: what walking the data would cost
 MAX_DOCUMENTS = 100
+# Python refuses to read decimal integers past 4300 digits, and a huge hexadecimal one fails
+# wherever it is printed or converted; a spec's numbers are a few digits long.
+MAX_INTEGER_CHARACTERS = 100
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 # Where a value sits in a document: mapping keys and list indexes from the root.
@@ -55,6 +58,19 @@ class _Loader(yaml.SafeLoader):
                 )
             seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: ScalarNode) -> int:
+        if len(node.value) > MAX_INTEGER_CHARACTERS:
+            raise yaml.constructor.ConstructorError(
+                None, None,
+                f"an integer {len(node.value)} characters long (at most "
+                f"{MAX_INTEGER_CHARACTERS})",
+                node.start_mark,
+            )
+        return super().construct_yaml_int(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 def _describe(exc: yaml.YAMLError, source: str) -> str:

@@ -14,6 +14,11 @@ unless ``VLLM_PLUGINS`` is set. Both import paths here are public and stay stabl
 
 from __future__ import annotations
 
+from typing import Final
+
 from governor.vllm.middleware import AdminMiddleware
 
-__all__ = ["AdminMiddleware"]
+# What `vllm serve --middleware` takes: this module's class (split on the last dot).
+MIDDLEWARE: Final = f"{__name__}.{AdminMiddleware.__name__}"
+
+__all__ = ["MIDDLEWARE", "AdminMiddleware"]

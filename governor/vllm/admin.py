@@ -80,7 +80,8 @@ class AdminSettings:
 
 
 def _positive(variable: str, text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1 or len(text) > 9:
+    text = text.strip()
+    if len(text) > 9 or not text.isdigit() or int(text) < 1:
         raise AdminConfigError(f"Governor's admin API: {variable} must be a positive integer, "
                                f"got {text[:40]!r}")
     return int(text)

@@ -65,7 +65,7 @@ RESERVE_SECONDS = 12.0
 
 def patch_engine_core() -> None:
     """The utility methods this run calls in the engine-core process."""
-    from governor.inference.engines.vllm import plugin
+    from governor.vllm import plugin
 
     plugin.register()
     budget_steplog.install()

@@ -13,7 +13,8 @@ MODULES = ["governor.contracts", "governor.contracts.declaration",
            "governor.contracts.metrics.slo", "governor.contracts.metrics.dcgm",
            "governor.dashboards.variables",
            "governor.common.cli", "governor.contracts.batching", "governor.common.quantiles",
-           "governor.common.commands", "governor.common.prometheus"]
+           "governor.common.commands", "governor.common.prometheus",
+           "governor.contracts.alerting"]
 
 
 @pytest.mark.parametrize("name", MODULES)

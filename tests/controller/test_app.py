@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from governor.common.secrets import Secret
 from governor.contracts.metrics import controller as names
 from governor.controller.actuator import Target
-from governor.controller.app import RECONCILER, Overrides, Secrets, create_app
+from governor.controller.app import BOOK, RECONCILER, Overrides, Secrets, create_app
 from governor.controller.config import ControllerConfig
 from governor.controller.model import Observation, SloTargets
 from governor.controller.queries import QuerySet
@@ -91,6 +91,69 @@ async def test_a_malformed_notification_is_a_400_that_changes_nothing(
     assert error["code"] == "invalid_payload"
     assert error["errors"]
     assert stack.app[RECONCILER]._book.firing() == []
+
+
+def answered(registry: CollectorRegistry, code: int) -> float:
+    return registry.get_sample_value(names.WEBHOOK_REQUESTS.name + "_total",
+                                     {"code": str(code)}) or 0.0
+
+
+@pytest.mark.parametrize("depth", [1000, 100_000])
+async def test_json_nested_too_deeply_is_a_counted_400(
+    aiohttp_client: ClientFactory, tmp_path: Path, depth: int
+) -> None:
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+    response = await client.post("/alerts", data=b"[" * depth + b"]" * depth, headers=AUTH)
+    assert response.status == 400
+    assert (await response.json())["error"]["errors"] == ["body: JSON nested too deeply"]
+    assert answered(stack.registry, 400) == 1
+    assert (await client.post("/alerts", json=notification(), headers=AUTH)).status == 200
+
+
+async def _raw_post(client: TestClient[Any, Any], authorization: bytes) -> bytes:
+    """A request as bytes, for headers no HTTP client library would send."""
+    body = json.dumps(notification()).encode()
+    reader, writer = await asyncio.open_connection(client.host, client.port)
+    writer.write(b"POST /alerts HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                 b"Content-Type: application/json\r\nAuthorization: " + authorization +
+                 b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    answer = await reader.read()
+    writer.close()
+    return answer
+
+
+@pytest.mark.parametrize("authorization", [b"Bearer \xff", b"Bearer \xc3\x28" + TOKEN.encode(),
+                                           b"\xff\xfe"])
+async def test_an_authorization_header_that_is_not_utf8_is_a_counted_401(
+    aiohttp_client: ClientFactory, tmp_path: Path, authorization: bytes
+) -> None:
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+    answer = await _raw_post(client, authorization)
+    assert answer.startswith(b"HTTP/1.1 401")
+    assert b'"authentication_error"' in answer
+    assert answered(stack.registry, 401) == 1
+    assert stack.app[RECONCILER]._book.firing() == []
+
+
+async def test_an_unexpected_failure_is_a_counted_json_500(
+    aiohttp_client: ClientFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug in the book")
+
+    monkeypatch.setattr(stack.app[BOOK], "record", broken)
+    response = await client.post("/alerts", json=notification(), headers=AUTH)
+    assert response.status == 500
+    assert (await response.json())["error"]["code"] == "internal_error"
+    assert answered(stack.registry, 500) == 1
+    assert "a bug in the book" in caplog.text  # the traceback goes to the log, not the client
+    assert (await client.get("/health")).status == 200
 
 
 async def test_an_oversized_body_is_a_413(aiohttp_client: ClientFactory, tmp_path: Path) -> None:
@@ -194,3 +257,74 @@ def test_the_scale_out_gauge_keeps_one_series_per_target() -> None:
     assert value(names.DESIRED_REPLICAS.name, {"target": "a:8000", "reason": "overload"}) == 3
     assert value(names.DESIRED_REPLICAS.name,
                  {"target": "a:8000", "reason": names.SCALE_NOT_OVERLOADED}) is None
+
+
+def many_firing(count: int) -> dict[str, Any]:
+    base = notification()
+    return {**base, "alerts": [{**base["alerts"][0], "fingerprint": f"fp{i}",
+                                "labels": {**base["alerts"][0]["labels"], "n": str(i)}}
+                               for i in range(count)]}
+
+
+async def test_status_lists_a_bounded_page_of_alerts_and_always_counts_them_all(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+    for start in range(0, 3000, 1000):
+        page = many_firing(3000)["alerts"][start:start + 1000]
+        assert (await client.post("/alerts", json={**notification(), "alerts": page},
+                                  headers=AUTH)).status == 200
+    default = await client.get("/status")
+    status = await default.json()
+    assert len(status["alerts"]) == 100
+    assert status["alert_counts"]["firing"] == status["alert_counts"]["kept"] == 3000
+    assert len(await default.read()) < 100_000
+    few = await (await client.get("/status?limit=5")).json()
+    assert (len(few["alerts"]), few["alert_counts"]["shown"]) == (5, 5)
+    most = await (await client.get("/status?limit=999999")).json()
+    assert len(most["alerts"]) == 1000
+    assert (await (await client.get("/status?limit=0")).json())["alerts"] == []
+    for bad in ("-1", "ten", "1e3", "9" * 50):
+        answer = await client.get("/status", params={"limit": bad})
+        assert answer.status == 400
+        assert (await answer.json())["error"]["code"] == "invalid_limit"
+
+
+async def test_governor_status_reads_a_controller_whose_book_is_full(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    from governor.status import targets
+
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+    huge = {f"l{j:02d}": "x" * 990 for j in range(60)}
+    for start in range(0, 320, 16):  # 20 notifications of about 1 MB
+        alerts = [{**notification()["alerts"][0], "fingerprint": f"fp{i}",
+                   "labels": {**notification()["alerts"][0]["labels"], **huge}}
+                  for i in range(start, start + 16)]
+        await client.post("/alerts", json={**notification(), "alerts": alerts}, headers=AUTH)
+    await stack.app[RECONCILER].reconcile_once()
+    shown = await asyncio.to_thread(targets, f"http://{client.host}:{client.port}", 5.0)
+    assert shown[A.name]["decisions"][0]["action"] == "tighten"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b'{"version": 1, "targets": {"a:8000": {"url": "http://a:8000", "state": null}}}',
+     b'{"version": 1, "targets": {"a:8000": {"url": "http://a:8000", "state": {"limits": '
+     b'{"max_num_seqs": 1e400, "max_num_batched_tokens": 2048}}}}}',
+     b'{"version": 1, "targets": ' + b"[" * 2000 + b"]" * 2000 + b"}"],
+    ids=["a null state", "an infinite limit", "nested 2000 deep"],
+)
+async def test_a_corrupt_state_file_is_moved_aside_and_the_controller_starts_fresh(
+    aiohttp_client: ClientFactory, tmp_path: Path, content: bytes
+) -> None:
+    (tmp_path / "state.json").write_bytes(content)
+    stack = Stack(tmp_path)
+    client = await aiohttp_client(stack.app)
+    assert (await client.get("/health")).status == 200
+    (aside,) = await asyncio.to_thread(lambda: list(tmp_path.glob("state.json.corrupt-*")))
+    assert aside.read_bytes() == content
+    await stack.app[RECONCILER].reconcile_once()
+    assert json.loads((tmp_path / "state.json").read_text())["targets"][A.name]["state"]["probe"]

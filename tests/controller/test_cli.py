@@ -31,6 +31,10 @@ def test_the_repositorys_slo_yaml_gives_the_default_objectives() -> None:
     assert config.slo == SloTargets(0.12, 0.99, 1.0, 0.99)
     assert config.queries.itl.metric == "governor_inter_token_latency_seconds"
     assert config.law.cooldown_seconds == 60.0
+    assert config.law.at_risk_share == 0.5
+    assert config.alert_expiry_seconds == 900.0  # three repeat intervals of the control route
+    assert build_config(build_parser({}).parse_args(
+        ["--slo", SLO_YAML, "--at-risk-share", "1"])).law.at_risk_share == 1.0
 
 
 def test_options_read_the_environment() -> None:
@@ -49,6 +53,8 @@ def test_options_read_the_environment() -> None:
     [
         (["--slo", "/nonexistent/slo.yaml"], {}, "slo.yaml"),
         (["--cooldown", "20s"], {}, "cooldown_seconds: must exceed"),
+        (["--at-risk-share", "0"], {}, "at_risk_share: must be in (0, 1]"),
+        (["--at-risk-share", "nan"], {}, "at_risk_share: must be in (0, 1], got nan"),
         (["--itl-slo", "availability"], {}, "not a latency SLO"),
         (["--ttft-slo", "nope"], {}, "no such SLO"),
         (["--static-only", "--discover"], {}, "contradict"),
@@ -57,7 +63,9 @@ def test_options_read_the_environment() -> None:
         ([], {"GOVERNOR_WEBHOOK_TOKEN": ""}, "the webhook needs a bearer token"),
         (["--webhook-token-file", "/nonexistent/token"], {}, "cannot read token file"),
     ],
-    ids=["missing spec", "cooldown shorter than the window", "decode SLO not a latency SLO",
+    ids=["missing spec", "cooldown shorter than the window", "no at-risk share",
+         "a NaN at-risk share",
+         "decode SLO not a latency SLO",
          "unknown TTFT SLO", "static-only with discovery",
          "a missing CA file", "a whitespace webhook token", "no webhook token",
          "unreadable token file"],
@@ -75,9 +83,11 @@ def test_a_users_mistake_is_one_clear_line_and_exit_2(
 @pytest.mark.parametrize(
     "argv",
     [["--targets", "a:8000"], ["--targets", "ftp://a:1"], ["--targets", "http://a"],
-     ["--targets", "http://u:p@a:1"], ["--port", "-1"], ["--resync", "soon"]],
+     ["--targets", "http://u:p@a:1"], ["--port", "-1"], ["--resync", "soon"],
+     ["--alert-expiry", "-1s"], ["--alert-expiry", "nan"], ["--at-risk-share", "half"]],
     ids=["no scheme", "wrong scheme", "no port", "credentials", "negative port",
-         "not a duration"],
+         "not a duration", "a negative alert expiry", "a NaN alert expiry",
+         "an at-risk share that is no number"],
 )
 def test_malformed_option_values_are_rejected_by_the_parser(
     capsys: pytest.CaptureFixture[str], argv: list[str]

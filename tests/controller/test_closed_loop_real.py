@@ -6,6 +6,12 @@ under the default limits. Prometheus (scraping every second, with the generated 
 fast alert, Alertmanager delivers it to the controller's webhook, the controller lowers the token
 budget through the admin API, the P99 returns under the SLO and the alert resolves. The test
 measures breach-to-recovery on the controller's own query.
+
+The law runs without its early cut (``--at-risk-share 1``): cutting on spikes before the P99
+breaches, it would often win the race against the alert, which then never fires. On a breach
+itself the race does not matter: the window keeps the breaching gaps for longer than the alert's
+``for``, so it fires whether the cut came first or not. The alert's path is judged by the
+controller's counters of notifications received, which a poll cannot miss.
 """
 
 from __future__ import annotations
@@ -21,14 +27,15 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
 from governor.common.process import Child
+from governor.contracts.metrics import controller as names
 from governor.controller.queries import HistogramSli, QuerySet
 from governor.render.params import Endpoints, RenderParams
 from governor.slo.spec import load_spec
@@ -41,7 +48,6 @@ ADMIN_TOKEN = "closed-loop-admin-token"
 WEBHOOK_TOKEN = "closed-loop-webhook-token"
 SLO_SECONDS = 0.12
 WINDOW = 10  # seconds: the fast alert's window and the controller's short window
-ALERT = "InterTokenLatencyP99High"
 FILLER = "the committee will review every chapter of the annual report in three languages"
 
 
@@ -88,7 +94,7 @@ async def closed_loop(workdir: Path) -> AsyncIterator[Loop]:
             "--slo", str(REPO / "slo.yaml"), "--prometheus", loop.prometheus,
             "--targets", loop.service, "--resync", "2s",
             "--scrape-interval", "1s", "--short-window", f"{WINDOW}s", "--long-window", "60s",
-            "--cooldown", "15s", "--stabilisation", "600s",
+            "--cooldown", "15s", "--stabilisation", "600s", "--at-risk-share", "1",
             "--webhook-token-file", str(workdir / "webhook-token"),
             "--admin-token-file", str(workdir / "admin-token"),
             "--state-file", str(workdir / "state.json"),
@@ -155,9 +161,17 @@ async def query(session: aiohttp.ClientSession, prometheus: str, expr: str) -> f
     return float(result[0]["value"][1]) if result else math.nan
 
 
-async def controller_status(session: aiohttp.ClientSession, url: str) -> dict[str, Any]:
-    async with session.get(f"{url}/status") as response:
-        return dict(await response.json())
+async def alerts_received(session: aiohttp.ClientSession, url: str) -> dict[str, float]:
+    """The controller's count of alerts received on its webhook, by status."""
+    async with session.get(f"{url}/metrics") as response:
+        text = await response.text()
+    counts = {"firing": 0.0, "resolved": 0.0}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == names.ALERTS_RECEIVED.total and \
+                    sample.labels.get(names.LABEL_OUTCOME) == "received":
+                counts[sample.labels[names.LABEL_STATUS]] = sample.value
+    return counts
 
 
 async def budget(session: aiohttp.ClientSession, service: str) -> int:
@@ -171,7 +185,7 @@ class Timeline:
     breach_at: float | None = None
     cut_at: float | None = None
     recovered_at: float | None = None
-    alert_received: bool = False
+    alert_received_at: float | None = None
     alert_resolved_at: float | None = None
     samples: list[tuple[float, float, int]] = field(default_factory=list)
 
@@ -186,7 +200,7 @@ async def watch(session: aiohttp.ClientSession, loop: Loop, start: float,
         now = time.monotonic() - start
         tail, limit = await query(session, loop.prometheus, expr), await budget(session,
                                                                                loop.service)
-        status = await controller_status(session, loop.controller)
+        received = await alerts_received(session, loop.controller)
         seen.samples.append((now, tail, limit))
         if seen.breach_at is None and tail > SLO_SECONDS:
             seen.breach_at = now
@@ -194,9 +208,9 @@ async def watch(session: aiohttp.ClientSession, loop: Loop, start: float,
             seen.cut_at = now
         if seen.breach_at is not None and seen.recovered_at is None and tail <= SLO_SECONDS:
             seen.recovered_at = now
-        firing = [a for a in status["alerts"] if a["labels"].get("alertname") == ALERT]
-        seen.alert_received = seen.alert_received or bool(firing)
-        if seen.alert_received and not firing and seen.alert_resolved_at is None:
+        if seen.alert_received_at is None and received["firing"] > 0:
+            seen.alert_received_at = now
+        if seen.alert_resolved_at is None and received["resolved"] > 0:
             seen.alert_resolved_at = now
         if seen.recovered_at is not None and seen.alert_resolved_at is not None:
             return seen
@@ -228,12 +242,13 @@ async def test_a_load_step_is_caught_by_the_alert_and_fixed_by_the_controller(
         print(f"breach at {seen.breach_at:.0f}s, cut at {seen.cut_at:.0f}s, recovered at "
               f"{seen.recovered_at:.0f}s: breach-to-recovery {recovery:.0f}s")
         assert recovery <= 60.0
-        assert seen.alert_received, f"the alert never reached the controller\n{loop.logs()}"
-        assert seen.alert_resolved_at is not None, "the alert never resolved"
+        print(f"alert received at {seen.alert_received_at}s, resolved at "
+              f"{seen.alert_resolved_at}s")
+        assert seen.alert_received_at is not None, \
+            f"the alert never reached the controller\n{report}\n{loop.logs()}"
+        assert seen.alert_resolved_at is not None, f"the alert never resolved\n{loop.logs()}"
         audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text()
                  .splitlines()]
         cuts = [a for a in audit if a["action"] == "tighten" and a["applied"]]
         assert cuts
-        # The first cut may come before the P99 of all gaps breaches: the good-event share
-        # read from the real Prometheus already shows the documents' steps costing requests.
-        assert cuts[0]["reason"] in ("itl_breach", "itl_at_risk")
+        assert cuts[0]["reason"] == "itl_breach"  # without the early cut, on the breach

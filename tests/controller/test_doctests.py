@@ -12,6 +12,7 @@ MODULES = [
     "governor.controller.actuator", "governor.controller.intake",
     "governor.controller.observe", "governor.controller.queries", "governor.controller.slo",
     "governor.controller.spike", "governor.controller.state", "governor.controller.goodput",
+    "governor.controller.timestamps",
     "governor.bench.controller.pipeline", "governor.bench.controller.prometheus",
     "governor.bench.controller.scoring", "governor.bench.controller.workload",
 ]

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import tracemalloc
 from typing import Any
 
 import pytest
 
-from governor.controller.intake import MAX_ALERTS, AlertBook, IntakeError, parse_webhook
+from governor.controller.config import valid_instance
+from governor.controller.intake import (
+    KEPT_LABELS,
+    KEPT_VALUE_CHARACTERS,
+    MAX_ALERTS,
+    AlertBook,
+    IntakeError,
+    parse_webhook,
+)
 
 # Captured from Alertmanager 0.25 (webhook payload version 4), with a controller alert's labels.
 CAPTURED = {
@@ -106,3 +116,55 @@ def test_a_flood_of_fingerprints_is_bounded_and_keeps_the_firing_ones() -> None:
         book.record(parse_webhook(body(alerts=[resolved])), now=float(i + 1))
     assert len(book._records) == 10
     assert book.instances() == {"10.0.0.5:8000"}
+
+
+def flood(start: int, count: int, *, labels: int = 64, value: int = 990) -> bytes:
+    """A notification as large as the webhook takes, every label as long as the parser allows."""
+    return body(alerts=[alert(fingerprint=f"flood{i}", labels={
+        "alertname": "Flood", "instance": "10.0.0.5:8000",
+        **{f"l{j:02d}": f"{i}-{j}-" + "x" * value for j in range(labels - 2)}})
+        for i in range(start, start + count)])
+
+
+def test_the_book_is_bounded_in_bytes_whatever_the_labels_weigh() -> None:
+    budget = 4 * 2**20
+    gc.collect()
+    tracemalloc.start()
+    try:
+        book = AlertBook(max_bytes=budget)
+        for start in range(0, 800, 16):  # 50 notifications of about 1 MB
+            book.record(parse_webhook(flood(start, 16)), now=float(start))
+        gc.collect()
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert book.bytes <= budget
+    assert held <= budget * 1.1  # the estimate is conservative
+    kept = book.firing()
+    assert len(kept) == len(book) > 250
+    assert "flood799" in {r.alert.fingerprint for r in kept}  # the newest are kept
+    assert all(len(r.alert.labels) <= KEPT_LABELS for r in kept)
+    assert all(len(v) <= KEPT_VALUE_CHARACTERS for r in kept for v in r.alert.labels.values())
+    assert book.instances() == {"10.0.0.5:8000"}  # the naming labels are kept first
+
+
+def test_a_value_cut_to_size_never_names_a_target() -> None:
+    long_instance = "a" * 250 + ".example:8000"
+    book = AlertBook()
+    book.record(parse_webhook(body(alerts=[alert(labels={"instance": long_instance})])), 0.0)
+    (instance,) = book.instances()
+    assert instance.endswith("...") and len(instance) == KEPT_VALUE_CHARACTERS
+    assert not valid_instance(instance)
+
+
+def test_an_alert_not_renewed_is_forgotten_and_a_renewed_one_is_kept() -> None:
+    book = AlertBook(expire_after_seconds=900.0)
+    book.record(parse_webhook(body()), now=0.0)
+    book.record(parse_webhook(body(alerts=[alert(fingerprint="other")])), now=0.0)
+    for now in (300.0, 600.0, 900.0):  # Alertmanager's repeat interval: 5 minutes
+        assert book.record(parse_webhook(body()), now=now).duplicate == 1
+    assert book.expire(1200.0) == 1  # "other" was never re-sent
+    assert [r.alert.fingerprint for r in book.firing()] == ["ccf3551c2aedf3fe"]
+    assert book.firing()[0].received_at == 0.0  # renewed, not new
+    assert book.expire(1801.0) == 1
+    assert book.firing() == [] and book.bytes == 0

@@ -178,6 +178,44 @@ def test_cooldown_holds_every_change_until_the_window_has_only_new_data() -> Non
         assert held.after == first.after
 
 
+@pytest.mark.parametrize(
+    "state",
+    [TargetState(last_change_at=1e18), TargetState(last_change_at=T0 + 3600),
+     TargetState(last_change_at=math.nan)],
+    ids=["a change in the year 31 billion", "a clock stepped back an hour after a change",
+         "a change at NaN"],
+)
+def test_a_change_ahead_of_the_clock_holds_one_cooldown_not_forever(state: TargetState) -> None:
+    held = run(spiky(), state=state)
+    if held.reason is Reason.COOLDOWN:
+        assert held.explanation.startswith("hold: last change 0s ago; its effect is not fully "
+                                           f"in the window for another "
+                                           f"{LAW.cooldown_seconds:.0f}s")
+    acted = run(spiky(), state=held.state, now=T0 + LAW.cooldown_seconds)
+    assert (acted.action, acted.reason) == (Action.TIGHTEN, Reason.ITL_BREACH)
+
+
+def test_a_breach_ahead_of_the_clock_delays_relaxing_by_one_stabilisation_window() -> None:
+    state = TargetState(last_breach_at=T0 + 10 * 86400)
+    held = run(calm(), state=state, limits=target(budget=4096))
+    assert held.reason is Reason.WAITING_FOR_STABILITY
+    assert "last breach 0s ago" in held.explanation
+    relaxed = run(calm(), state=held.state, now=T0 + LAW.stabilisation_seconds,
+                  limits=target(budget=4096))
+    assert (relaxed.action, relaxed.reason) == (Action.RELAX, Reason.STABLE)
+
+
+def test_an_avoided_range_ahead_of_the_clock_lasts_at_most_its_own_length() -> None:
+    avoid = Avoid(Param.MAX_NUM_BATCHED_TOKENS, 4160, 8192, 1e18, 14000.0)
+    state = TargetState(avoid=(avoid,), last_breach_at=T0 - 86400)
+    held = run(calm(prompt_tokens_per_second=14000.0), state=state, limits=target(budget=4096))
+    assert held.reason is Reason.RELAX_BLOCKED
+    later = T0 + LAW.avoid_seconds + 1
+    relaxed = run(calm(prompt_tokens_per_second=14000.0), state=held.state, now=later,
+                  limits=target(budget=4096))
+    assert relaxed.action is Action.RELAX
+
+
 def test_an_improved_but_still_breaching_cut_continues_cutting() -> None:
     first = run(spiky(0.21))
     limits = TargetLimits(first.after, FLOOR, CEILING)
@@ -618,6 +656,17 @@ def test_spikes_over_the_slo_that_cost_requests_are_cut_before_the_p99_breaches(
         is not Action.TIGHTEN
     assert run(replace(obs, itl_spike_seconds=0.11), limits=target(budget=4096)).action \
         is not Action.TIGHTEN
+
+
+def test_an_at_risk_share_of_1_waits_for_the_breach_itself() -> None:
+    law = LawConfig(at_risk_share=1.0)
+    obs = served(itl_tail_seconds=0.1, itl_tail_long_seconds=0.1, itl_good_ratio=0.9901,
+                 itl_spike_seconds=0.16, prompt_tokens_per_second=8000.0)
+    assert run(obs, limits=target(budget=4096), law=law).action is not Action.TIGHTEN
+    breach = replace(obs, itl_tail_seconds=0.13, itl_good_ratio=0.985)
+    assert run(breach, limits=target(budget=4096), law=law).reason is Reason.ITL_BREACH
+    with pytest.raises(LawConfigError, match=r"at_risk_share: must be in \(0, 1\]"):
+        LawConfig(at_risk_share=1.5)
 
 
 def test_the_spike_height_caps_a_relaxation_once_the_long_window_is_clean() -> None:

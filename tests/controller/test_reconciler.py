@@ -19,7 +19,7 @@ from governor.controller.audit import AuditLog
 from governor.controller.config import ControllerConfig
 from governor.controller.intake import AlertBook, parse_webhook
 from governor.controller.metrics import ControllerMetrics
-from governor.controller.model import Decision, Limits, Observation, SloTargets
+from governor.controller.model import Decision, Limits, Observation, SloTargets, TargetLimits
 from governor.controller.queries import QuerySet
 from governor.controller.reconciler import MAX_NOTED, Reconciler
 from governor.controller.state import StateStore
@@ -331,3 +331,88 @@ async def test_a_full_disk_costs_the_state_file_not_the_decisions(
             written = True
             break
     assert written and h.reconciler.state_error is None
+
+
+class BrokenFor(FakeActuator):
+    """An admin API whose reads fail, for one target, with an error no client expects."""
+
+    def __init__(self, broken: str) -> None:
+        super().__init__()
+        self.broken = broken
+
+    async def read(self, target: Target) -> TargetLimits:
+        if target.name == self.broken:
+            raise KeyError("max_num_seqs")
+        return await super().read(target)
+
+
+async def test_one_target_failing_costs_that_target_not_the_pass(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    h = Harness(tmp_path, discover=".*")
+    h.actuator = BrokenFor("b:8000")
+    h.reconciler = h.build()
+    h.observer.scraped = {"b:8000"}
+    h.observer.observations["b:8000"] = BREACH
+    await h.reconciler.reconcile_once()
+    assert [name for name, _ in h.actuator.applied] == [A.name]
+    saved = json.loads((tmp_path / "state.json").read_text())["targets"]
+    assert saved[A.name]["state"]["probe"]["kind"] == "tighten"  # A's change is remembered
+    assert h.reconciler.last_pass_at == h.clock.now
+    broken = h.reconciler.targets["b:8000"]
+    assert (broken.last_result, broken.last_error) == (
+        names.RESULT_INTERNAL_ERROR, "internal error: KeyError: 'max_num_seqs'")
+    assert broken.retry_at == h.clock.now + h.config.resync_seconds
+    assert h.metric(names.RECONCILES.name + "_total", result=names.RESULT_INTERNAL_ERROR) == 1
+    assert h.metric(names.RECONCILES.name + "_total", result=names.RESULT_OK) == 1
+    assert "target b:8000: reconcile failed" in caplog.text
+    h.clock.now += h.config.resync_seconds
+    await h.reconciler.reconcile_once()  # retried, and the same failure is not logged again
+    assert caplog.text.count("target b:8000: reconcile failed") == 1
+    assert broken.retry_at == h.clock.now + 2 * h.config.resync_seconds
+
+
+async def test_a_change_applied_before_a_failure_is_still_saved(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+
+    class BrokenAnnotator:
+        async def annotate(self, target: str, decision: Decision, at: float) -> bool:
+            raise RuntimeError("grafana client bug")
+
+    h.annotator = BrokenAnnotator()  # type: ignore[assignment]
+    h.reconciler = h.build()
+    await h.reconciler.reconcile_once()
+    assert len(h.actuator.applied) == 1
+    h.clock.now += 5
+    restarted = h.build()  # the state on disk holds the change: no second cut in its cooldown
+    await restarted.reconcile_once()
+    assert len(h.actuator.applied) == 1
+    assert restarted.targets[A.name].last_decision["reason"] == "cooldown"  # type: ignore[index]
+
+
+async def test_an_alert_alertmanager_stops_sending_expires_from_the_book(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.book.expire_after_seconds = 900.0
+    h.book.record(parse_webhook(json.dumps({"version": "4", "status": "firing", "alerts": [
+        {"status": "firing", "fingerprint": "f", "startsAt": "x",
+         "labels": {"instance": A.name}}]}).encode()), h.clock.now)
+    await h.reconciler.reconcile_once()
+    assert h.metric(names.ALERTS_FIRING.name) == 1
+    h.clock.now += 901.0  # no renewal, no "resolved": the notification was lost
+    await h.reconciler.reconcile_once()
+    assert h.metric(names.ALERTS_FIRING.name) == 0
+    assert h.book.firing() == []
+
+
+async def test_a_target_failing_for_days_keeps_retrying_at_the_longest_backoff(
+    tmp_path: Path,
+) -> None:
+    h = Harness(tmp_path)
+    await h.reconciler.reconcile_once()
+    runtime = h.reconciler.targets[A.name]
+    runtime.failures = 5000  # two-minute retries for a week
+    h.clock.now += h.config.law.cooldown_seconds
+    h.actuator.errors = [temporary()]
+    await h.reconciler.reconcile_once()
+    assert (runtime.last_result, runtime.retry_at) == (
+        names.RESULT_TEMPORARY_ERROR, h.clock.now + h.config.max_backoff_seconds)

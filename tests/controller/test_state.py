@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,6 +73,93 @@ def test_an_unreadable_file_is_moved_aside_and_the_controller_starts_afresh(
     assert store.load() == {}
     assert not path.exists()
     assert (tmp_path / "state.json.corrupt-1234").read_bytes() == content
+
+
+NOW = 1_000_000.0
+
+
+def _with(change: dict[str, Any]) -> bytes:
+    """A state file the controller wrote at ``NOW``, with ``change`` applied to target a's
+    state (a key path joined by dots → value)."""
+    data = encode({"a:8000": PersistedTarget("http://a:8000", FULL)})
+    for path, value in change.items():
+        *parents, last = path.split(".")
+        node: Any = data["targets"]["a:8000"]
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        node[last] = value
+    return json.dumps(data, allow_nan=True).encode()
+
+
+DEEP = b'{"version": 1, "targets": {"a:8000": {"url": "u", "state": ' + b"[" * 5000 + \
+    b"]" * 5000 + b"}}}"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (_with({"state": None}), "targets['a:8000'].state: must be an object, got null"),
+        (_with({"state": "x"}), "targets['a:8000'].state: must be an object, got a string"),
+        (_with({"state.limits.max_num_seqs": 1e400}),
+         "state.limits.max_num_seqs: must be an integer from 1 to 2147483647, got inf"),
+        (_with({"state.limits.max_num_seqs": 10**400}), "got an integer too large"),
+        (_with({"state.limits.max_num_batched_tokens": 0}), "got 0"),
+        (_with({"state.limits.max_num_seqs": True}), "got True"),
+        (_with({"state.limits.max_num_seqs": 64.5}), "got 64.5"),
+        (DEEP, "nested too deeply"),
+        (_with({"state.last_change_at": math.nan}),
+         "state.last_change_at: must be a finite number, got nan"),
+        (_with({"state.last_change_at": 1e18}),
+         "state.last_change_at: 1e+18 is not a moment up to now"),
+        (_with({"state.last_breach_at": NOW + 3600}), "state.last_breach_at"),
+        (_with({"state.probe.at": NOW + 3600}), "state.probe.at"),
+        (_with({"state.ledger.0.at": -1.0}), "state.ledger[0].at"),
+        (_with({"state.overload_since": 1e18}), "state.overload_since"),
+        (_with({"state.avoid.0.until": 1e18}), "lies further ahead than an avoided range lasts"),
+        (_with({"state.probe.kind": "sideways"}),
+         "state.probe.kind: must be one of tighten, relax, undo, got a string"),
+        (_with({"state.ledger": [{}] * 2000}), "state.ledger: must be a list of at most 1000"),
+        (_with({"url": None}), "targets['a:8000'].url: must be a URL"),
+        (_with({"state.ledger.0.samples": "3"}), "state.ledger[0].samples"),
+        (b"\xff\xfe\x00garbage", "Expecting value"),
+        (b" " * (65 * 2**20), "larger than 67108864 bytes"),
+    ],
+    ids=["a null state", "a string state", "an infinite limit", "a limit of 400 digits",
+         "a zero budget", "a boolean limit", "a fractional limit", "nested 5000 deep",
+         "a NaN timestamp", "a change in the year 31 billion", "a breach an hour ahead",
+         "a probe an hour ahead", "a negative timestamp", "an overload from the future",
+         "an avoided range that never ends", "an unknown change kind",
+         "a ledger of 2000 entries", "no url", "a count written as text", "binary", "65 MiB"],
+)
+def test_a_state_file_that_is_not_what_the_controller_wrote_is_moved_aside_with_its_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes, message: str
+) -> None:
+    path = tmp_path / "state.json"
+    path.write_bytes(content)
+    assert StateStore(path, clock=lambda: NOW).load() == {}
+    assert not path.exists()
+    assert (tmp_path / f"state.json.corrupt-{int(NOW)}").read_bytes() == content
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert message in line
+    assert "moved to" in line and "starting without memory" in line
+
+
+def test_a_moment_a_little_ahead_is_a_clock_in_step_and_loads(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    path.write_bytes(_with({"state.last_change_at": NOW + 30}))
+    state = StateStore(path, clock=lambda: NOW).load()["a:8000"].state
+    assert state.last_change_at == NOW + 30
+
+
+def test_a_second_bad_file_does_not_overwrite_the_first_moved_aside(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    store = StateStore(path, clock=lambda: NOW)
+    for content in (b"{", b"[]", b"null"):
+        path.write_bytes(content)
+        assert store.load() == {}
+    kept = sorted(p.name for p in tmp_path.iterdir())
+    assert kept == [f"state.json.corrupt-{int(NOW)}", f"state.json.corrupt-{int(NOW)}-1",
+                    f"state.json.corrupt-{int(NOW)}-2"]
 
 
 def test_no_path_means_memory_only(tmp_path: Path) -> None:

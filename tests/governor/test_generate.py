@@ -217,3 +217,48 @@ def test_python_dash_m_governor_generate_checks_from_the_command_line(tmp_path: 
     )
     assert result.returncode == 1  # the empty directory is stale
     assert result.stderr.count("stale:") == FILES
+
+
+def _edited(tmp_path: Path, old: str, new: str) -> Path:
+    text = (ROOT / "slo.yaml").read_text(encoding="utf-8")
+    assert old in text
+    path = tmp_path / "slo.yaml"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("objective: 99.9", "objective: 1", None),
+        ("objective: 99.9", "objective: 0.02", None),
+        ("objective: 99.9", "objective: 5", None),
+        ("objective: 99.9", "objective: " + "1" * 5000,
+         "slo.yaml:68:16: an integer 5000 characters long (at most 100)"),
+        ("threshold: 1s\n", "threshold: 1s\n    controller: true\n",
+         "slo.yaml:65: slos[1].controller: only one SLO may drive the controller, and slos[0] "
+         "already does"),
+        ("threshold: 1s\n", "threshold: 1.1s\n", "slos[1].sli.latency.threshold: 1.1s is not a "
+                                                 "bucket edge"),
+    ],
+    ids=["an availability objective of 1%", "an objective of 0.02 (2%)", "an objective of 5%",
+         "a 5000-digit objective", "two SLOs driving the controller",
+         "a threshold that is no bucket edge"],
+)
+def test_generate_and_the_controller_agree_on_what_a_valid_spec_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, message: str | None
+) -> None:
+    from governor.controller.cli import main as controller
+
+    spec = str(_edited(tmp_path, old, new))
+    generated = main(["--slo", spec, "--out", str(tmp_path / "out")])
+    # A state file in the temporary folder, and no listening: a valid spec stops at the token.
+    started = controller(["--slo", spec, "--state-file", str(tmp_path / "state.json")], env={})
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if message is None:
+        assert generated == 0
+        assert "the webhook needs a bearer token" in err
+    else:
+        assert (generated, started) == (2, 2)
+        assert err.count(message) == 2, err

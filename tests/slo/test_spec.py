@@ -269,6 +269,8 @@ slos:
                                      "sli": d["slos"][1]["sli"]}),
          "clashes with slos[0] (names and their alert names must be unique)"),
         (lambda d: d.update({1: 2}), "(top level): keys must be strings: got 1"),
+        (lambda d: d["slos"].append({**copy.deepcopy(d["slos"][0]), "name": "ttft"}),
+         "slos[2].controller: only one SLO may drive the controller, and slos[0] already does"),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )
@@ -301,10 +303,14 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
         ("? [a]\n: b\n", "found unhashable key"),
         ("a: 1\n---\nb: 2\n", "2 YAML documents; a Governor spec is one"),
         ("\t- x", "cannot start any token"),
+        ("period: " + "1" * 5000, ":1:9: an integer 5000 characters long (at most 100)"),
+        ("period: 0x" + "f" * 5000, ":1:9: an integer 5002 characters long"),
+        ("slos: [{objective: " + "9" * 4400 + "}]", ":1:20: an integer 4400 characters long"),
     ],
     ids=["empty file", "list root", "scalar root", "null root", "alias bomb", "recursive alias",
          "duplicate key", "broken syntax", "python tag", "deep nesting", "complex key",
-         "several documents", "tab indentation"],
+         "several documents", "tab indentation", "an integer of 5000 digits",
+         "a hexadecimal integer of 5000 digits", "an objective past Python's digit limit"],
 )
 def test_hostile_yaml_is_a_spec_error_never_a_traceback(
     tmp_path: Path, text: str, message: str

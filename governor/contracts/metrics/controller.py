@@ -21,7 +21,10 @@ RESULT_OK: Final = "ok"
 RESULT_TEMPORARY_ERROR: Final = "temporary_error"
 RESULT_PERMANENT_ERROR: Final = "permanent_error"
 RESULT_SKIPPED: Final = "skipped"  # backing off after an error, or the target is blocked
-RESULTS: Final = (RESULT_OK, RESULT_TEMPORARY_ERROR, RESULT_PERMANENT_ERROR, RESULT_SKIPPED)
+# The controller failed on this target (a bug, not the target's answer); the others go on.
+RESULT_INTERNAL_ERROR: Final = "internal_error"
+RESULTS: Final = (RESULT_OK, RESULT_TEMPORARY_ERROR, RESULT_PERMANENT_ERROR, RESULT_SKIPPED,
+                  RESULT_INTERNAL_ERROR)
 
 # The tag on every Grafana annotation the controller posts (``--grafana-url``).
 ANNOTATION_TAG: Final = "governor-controller"

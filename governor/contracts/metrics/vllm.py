@@ -32,7 +32,8 @@ REQUEST_LATENCY_BUCKETS: Final = (
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
     240.0, 480.0, 960.0, 1920.0, 7680.0,
 )
-ITERATION_TOKENS_BUCKETS: Final = tuple(float(2**i) for i in range(15))
+# vLLM's own (1, then powers of two from 8 to 16384), the same in 0.25, 0.26 and 0.32.
+ITERATION_TOKENS_BUCKETS: Final = (1.0, *(float(2**i) for i in range(3, 15)))
 
 # ---- scheduler state -----------------------------------------------------------------------------
 NUM_REQUESTS_RUNNING: Final = Metric(

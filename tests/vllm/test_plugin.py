@@ -10,15 +10,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from governor.inference.engines.vllm import plugin
+from governor.vllm import plugin
 from tests.inference.engines.vllm.conftest import (
     ENTRY_POINT_GROUP,
     ENTRY_POINT_NAME,
     ENTRY_POINT_VALUE,
 )
-from tests.inference.engines.vllm.test_knobs import ActiveScheduler
+from tests.vllm.test_knobs import ActiveScheduler
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_pyproject_declares_the_entry_point_vllm_loads() -> None:
@@ -51,3 +51,12 @@ def test_register_adds_the_utility_methods_to_vllms_engine_core_once() -> None:
     engine_core = core_module.EngineCore
     assert getattr(engine_core, plugin.UTILITY_REPORT) is plugin._report
     assert getattr(engine_core, plugin.UTILITY_SET) is plugin._set
+
+
+def test_pyproject_declares_the_endpoint_plugin_vllm_loads() -> None:
+    from governor.vllm.endpoint import AdminEndpoints
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    declared = project["project"]["entry-points"]["vllm.endpoint_plugins"]
+    module, _, attribute = declared[AdminEndpoints.name].partition(":")
+    assert getattr(import_module(module), attribute) is AdminEndpoints

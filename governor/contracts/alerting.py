@@ -1,0 +1,17 @@
+"""How Alertmanager talks to the controller: shared by the generated route and the controller.
+
+Alertmanager re-sends a firing alert on the controller's route every
+``CONTROL_REPEAT_INTERVAL_SECONDS`` (``repeat_interval``), so the controller forgets an alert it
+has not heard of for ``ALERT_EXPIRY_REPEATS`` of those intervals: a notification or two may be
+lost, and a firing alert is still not forgotten.
+
+>>> CONTROL_REPEAT_INTERVAL_SECONDS * ALERT_EXPIRY_REPEATS
+900
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+CONTROL_REPEAT_INTERVAL_SECONDS: Final = 300
+ALERT_EXPIRY_REPEATS: Final = 3
