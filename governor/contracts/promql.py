@@ -273,6 +273,20 @@ def sum_over_time(vector: Vector, window: str) -> str:
     return _range("sum_over_time", vector, window)
 
 
+def max_over_time(vector: Vector, window: str) -> str:
+    return _range("max_over_time", vector, window)
+
+
+def offset(vector: Vector, window: str) -> str:
+    """The vector as it was ``window`` ago."""
+    return f"{vector} offset {window}"
+
+
+def copy_label(expr: Vector, source: str, target: str) -> str:
+    """``label_replace``: ``target`` set to ``source``'s value (where it has one)."""
+    return f'label_replace({expr}, {quote(target)}, "$1", {quote(source)}, "(.+)")'
+
+
 def aggregate(operator: str, by: Sequence[str], expr: Vector) -> str:
     """``sum by (a, b) (expr)``, or ``sum(expr)`` over everything when ``by`` is empty."""
     return f"{operator} by ({', '.join(by)}) ({expr})" if by else f"{operator}({expr})"

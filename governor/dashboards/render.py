@@ -15,7 +15,13 @@ from typing import Final
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as dm
 
-from governor.dashboards import controller_board, gpu_board, inference_board, slo_board
+from governor.dashboards import (
+    controller_board,
+    dcgm_board,
+    gpu_board,
+    inference_board,
+    slo_board,
+)
 from governor.dashboards.board import GENERATED_NOTE
 from governor.dashboards.provisioning import GrafanaParams, dashboard_providers, datasources
 from governor.render.artifacts import Artifacts, Owned
@@ -30,8 +36,9 @@ BOARD_MARK: Final = GENERATED_NOTE.split("{source}")[0]
 
 
 def boards(spec: SloSpec, source: str) -> tuple[dm.Dashboard, ...]:
+    gpus = dcgm_board if spec.targets.gpu.dcgm else gpu_board
     return (slo_board.build(spec, source), inference_board.build(spec, source),
-            gpu_board.build(spec, source), controller_board.build(spec, source))
+            gpus.build(spec, source), controller_board.build(spec, source))
 
 
 def dashboard_json(dashboard: dm.Dashboard) -> str:

@@ -57,10 +57,13 @@ def dump_documents(documents: Sequence[k.Object], source: str) -> str:
 
 def render_all(spec: SloSpec, params: RenderParams, *, source: str) -> dict[str, str]:
     """The three components' manifests, and the example autoscalers when the controller acts
-    on an SLO: relative path → text."""
-    files = {
+    on an SLO: relative path → text. Where the spec's GPUs are dcgm-exporter's (the GPU
+    Operator's, with its own monitor), Governor's exporter is not deployed."""
+    exporter = {} if spec.targets.gpu.dcgm else {
         EXPORTER: dump_documents([k.exporter_daemonset(spec), k.exporter_podmonitor(spec)],
-                                 source),
+                                 source)}
+    files = {
+        **exporter,
         INFERENCE: dump_documents([k.inference_deployment(spec), k.inference_service(spec),
                                    k.inference_servicemonitor(spec)], source),
         CONTROLLER: dump_documents([k.controller_state_claim(spec), k.controller_deployment(spec),

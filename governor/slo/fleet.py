@@ -9,6 +9,12 @@ Governor's own stack (jobs ``inference``, ``gpu``, ``controller``; severities ``
     ['job="vllm"', 'namespace="llm"']
     >>> Alerting().runbook("GpuLost")
     'docs/runbooks.md#gpulost'
+
+The GPUs' series come from Governor's exporter unless the spec says they come from NVIDIA's
+dcgm-exporter (``targets.gpu.source: dcgm``)::
+
+    >>> GpuTarget("nvidia-dcgm-exporter", source=SOURCE_DCGM).dcgm
+    True
 """
 
 from __future__ import annotations
@@ -28,6 +34,11 @@ from governor.contracts.promql import Matcher, eq
 from governor.slo.labels import Labels
 
 SEVERITIES: Final = ("page", "ticket", "control")
+# Where the GPUs' series come from: Governor's exporter (``gpu_*``) or NVIDIA's dcgm-exporter
+# (``DCGM_FI_*``), which the GPU board and the GPU health alerts then read instead.
+SOURCE_GOVERNOR: Final = "governor"
+SOURCE_DCGM: Final = "dcgm"
+GPU_SOURCES: Final = (SOURCE_GOVERNOR, SOURCE_DCGM)
 DEFAULT_RUNBOOKS: Final = "docs/runbooks.md"
 # prometheus-operator as kube-prometheus-stack installs it, in namespace "monitoring".
 DEFAULT_PROMETHEUS_URL: Final = "http://prometheus-operated.monitoring.svc:9090"
@@ -47,11 +58,22 @@ class Target:
 
 
 @dataclass(frozen=True)
+class GpuTarget(Target):
+    """The GPUs' target, and which exporter it is: Governor's or NVIDIA's dcgm-exporter."""
+
+    source: str = SOURCE_GOVERNOR
+
+    @property
+    def dcgm(self) -> bool:
+        return self.source == SOURCE_DCGM
+
+
+@dataclass(frozen=True)
 class Targets:
     """The ``targets`` section: the scrape jobs of the three components."""
 
     inference: Target = Target(JOB_INFERENCE)
-    gpu: Target = Target(JOB_GPU)
+    gpu: GpuTarget = GpuTarget(JOB_GPU)
     controller: Target = Target(JOB_CONTROLLER)
 
     def jobs(self) -> tuple[str, str, str]:

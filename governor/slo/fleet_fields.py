@@ -3,13 +3,22 @@ problem recorded with its place, as :mod:`governor.slo.fields` does for the SLOs
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable
 from typing import Final, TypeVar
 
 from governor.contracts.promql import LABEL_NAME
 from governor.slo.fields import Problems, _mapping, _text, _type_name
-from governor.slo.fleet import SEVERITIES, Alerting, Kubernetes, Target, Targets
+from governor.slo.fleet import (
+    GPU_SOURCES,
+    SEVERITIES,
+    Alerting,
+    GpuTarget,
+    Kubernetes,
+    Target,
+    Targets,
+)
 from governor.slo.labels import Labels
 from governor.slo.model import MAX_LABELS
 from governor.slo.yamlio import Path_
@@ -70,15 +79,44 @@ def _selector(value: object, path: Path_, problems: Problems) -> Labels | None:
     return Labels(labels) if len(labels) == len(value) else None
 
 
-def _target(value: object, path: Path_, problems: Problems, default: Target) -> Target | None:
+def _source(value: object, path: Path_, problems: Problems) -> str | None:
+    if isinstance(value, str) and value in GPU_SOURCES:
+        return value
+    close = difflib.get_close_matches(value, GPU_SOURCES, n=1) if isinstance(value, str) else []
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    problems.add(path, f"{value!r}"[:80] + f" is not a GPU source{hint}: governor (Governor's "
+                       "exporter) or dcgm (NVIDIA's dcgm-exporter)")
+    return None
+
+
+def _target(value: object, path: Path_, problems: Problems,
+            default: Target) -> tuple[str, Labels] | None:
+    """A target's ``job`` and ``selector``, checked."""
     fields = _mapping(value, path, problems, ("job", "selector"))
     if fields is None:
         return None
+    return _job_and_selector(fields, path, problems, default)
+
+
+def _job_and_selector(fields: dict[str, object], path: Path_, problems: Problems,
+                      default: Target) -> tuple[str, Labels] | None:
     job = _field(fields, "job", default.job, lambda v: _matching(
         v, (*path, "job"), problems, _JOB, "a job name (letters, digits, _ . : / -; at most 128)"))
-    selector = _field(fields, "selector", default.selector,
+    selector = _field(fields, "selector", Labels(default.selector),
                       lambda v: _selector(v, (*path, "selector"), problems))
-    return None if job is None or selector is None else Target(job, selector)
+    return None if job is None or selector is None else (job, selector)
+
+
+def _gpu_target(value: object, path: Path_, problems: Problems,
+                default: GpuTarget) -> GpuTarget | None:
+    """The GPUs' target: a job and selector as the others, and which exporter it is."""
+    fields = _mapping(value, path, problems, ("job", "selector", "source"))
+    if fields is None:
+        return None
+    common = _job_and_selector(fields, path, problems, default)
+    source = _field(fields, "source", default.source,
+                    lambda v: _source(v, (*path, "source"), problems))
+    return None if common is None or source is None else GpuTarget(*common, source=source)
 
 
 def targets(value: object, path: Path_, problems: Problems) -> Targets | None:
@@ -86,15 +124,20 @@ def targets(value: object, path: Path_, problems: Problems) -> Targets | None:
     if fields is None:
         return None
     default = Targets()
-    parsed: dict[str, Target] = {}
-    for name in ("inference", "gpu", "controller"):
-        target = (_target(fields[name], (*path, name), problems, getattr(default, name))
-                  if name in fields else getattr(default, name))
-        if target is not None:
-            parsed[name] = target
-    if len(parsed) != 3:
+
+    def plain(name: str, fallback: Target) -> Target | None:
+        if name not in fields:
+            return fallback
+        read = _target(fields[name], (*path, name), problems, fallback)
+        return None if read is None else Target(*read)
+
+    inference = plain("inference", default.inference)
+    controller = plain("controller", default.controller)
+    gpu = (_gpu_target(fields["gpu"], (*path, "gpu"), problems, default.gpu)
+           if "gpu" in fields else default.gpu)
+    if inference is None or gpu is None or controller is None:
         return None
-    result = Targets(**parsed)
+    result = Targets(inference, gpu, controller)
     jobs = result.jobs()
     if len(set(jobs)) != len(jobs):
         problems.add(path, f"the three components need different jobs: got {', '.join(jobs)}")

@@ -25,4 +25,6 @@ CASES = {
     "classes": (TESTDATA / "classes.yaml", Endpoints(), RenderParams()),
     # Other job names, target labels, severities and runbooks (a fleet's), fast and local.
     "fleet": (TESTDATA / "fleet.yaml", Endpoints.local(), FAST),
+    # The GPUs from NVIDIA's dcgm-exporter: its health alerts and their tests, production values.
+    "dcgm": (TESTDATA / "dcgm.yaml", Endpoints(), RenderParams()),
 }

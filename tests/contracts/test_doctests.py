@@ -10,7 +10,8 @@ import pytest
 MODULES = ["governor.contracts", "governor.contracts.declaration",
            "governor.contracts.instruments", "governor.contracts.families",
            "governor.contracts.endpoints", "governor.contracts.promql",
-           "governor.contracts.metrics.slo", "governor.dashboards.variables",
+           "governor.contracts.metrics.slo", "governor.contracts.metrics.dcgm",
+           "governor.dashboards.variables",
            "governor.common.cli", "governor.contracts.batching", "governor.common.quantiles",
            "governor.common.commands", "governor.common.prometheus",
            "governor.contracts.alerting"]

@@ -27,6 +27,8 @@ CASES = {
     "openslo": TESTDATA / "openslo.yaml",
     "classes": TESTDATA / "classes.yaml",
     "fleet": TESTDATA / "fleet.yaml",
+    # The GPUs from NVIDIA's dcgm-exporter (targets.gpu.source: dcgm).
+    "dcgm": TESTDATA / "dcgm.yaml",
 }
 
 

@@ -105,6 +105,16 @@ def test_the_exporter_runs_on_gpu_nodes_with_host_pids_and_privileges() -> None:
     assert "resources" not in pod or k.GPU_RESOURCE not in str(pod["containers"][0]["resources"])
 
 
+def test_with_dcgm_exporter_as_the_gpu_source_governors_exporter_is_not_deployed() -> None:
+    data = fleet_data()
+    data["targets"]["gpu"] = {"job": "nvidia-dcgm-exporter", "source": "dcgm"}
+    objects = rendered(parse_spec(data))
+    assert f"DaemonSet/{k.EXPORTER_NAME}" not in objects
+    assert f"PodMonitor/{k.EXPORTER_NAME}" not in objects
+    assert f"Deployment/{k.INFERENCE_NAME}" in objects and \
+        f"Deployment/{k.CONTROLLER_NAME}" in objects
+
+
 def test_services_select_their_pods_and_monitors_their_services() -> None:
     objects = rendered(load_spec(ROOT / "slo.yaml"))
     for name in (k.INFERENCE_NAME, k.CONTROLLER_NAME):

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from governor.contracts.promql import Selector, parse_selector
-from governor.slo.fleet import Alerting, Kubernetes, Target, Targets
+from governor.slo.fleet import Alerting, GpuTarget, Kubernetes, Target, Targets
 from governor.slo.spec import SpecError, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,3 +121,37 @@ def test_a_per_model_slo_selects_its_model_on_vllms_histogram() -> None:
     rules = render_all(spec)["prometheus/rules/slo-itl-llama.yml"]
     assert ('vllm:inter_token_latency_seconds_count{job="inference", '
             'model_name="meta-llama/Meta-Llama-3-8B-Instruct"}') in rules
+
+
+def test_the_gpus_come_from_governors_exporter_unless_the_spec_names_dcgm_exporter() -> None:
+    assert load_spec(ROOT / "slo.yaml").targets.gpu == GpuTarget("gpu", source="governor")
+    spec = parse_spec({**base(), "targets": {"gpu": {"job": "nvidia-dcgm-exporter",
+                                                     "selector": {"namespace": "gpu-operator"},
+                                                     "source": "dcgm"}}})
+    assert spec.targets.gpu == GpuTarget("nvidia-dcgm-exporter", {"namespace": "gpu-operator"},
+                                         source="dcgm")
+    assert spec.targets.gpu.dcgm
+    # The source changes what is read, not where: the matchers are the job's and selector's.
+    assert [m.render() for m in spec.targets.gpu.matchers()] == [
+        'job="nvidia-dcgm-exporter"', 'namespace="gpu-operator"']
+
+
+@pytest.mark.parametrize(("targets", "expected"), [
+    ({"gpu": {"source": "dcmg"}},
+     "targets.gpu.source: 'dcmg' is not a GPU source (did you mean 'dcgm'?): governor "
+     "(Governor's exporter) or dcgm (NVIDIA's dcgm-exporter)"),
+    ({"gpu": {"source": 3}}, "targets.gpu.source: 3 is not a GPU source"),
+    ({"gpu": {"source": None}}, "targets.gpu.source: None is not a GPU source"),
+    ({"inference": {"source": "dcgm"}},
+     "targets.inference.source: unknown key 'source' (expected: job, selector)"),
+], ids=["a misspelt source", "a number", "nothing", "a source on another target"])
+def test_a_gpu_source_that_is_not_one_is_refused_with_its_place(
+        targets: dict[str, Any], expected: str) -> None:
+    assert any(expected in problem for problem in problems(targets=targets)), problems(
+        targets=targets)
+
+
+def test_a_bad_source_is_reported_with_the_gpu_targets_other_problems() -> None:
+    found = "\n".join(problems(targets={"gpu": {"job": "a b", "source": "nvml"}}))
+    assert "targets.gpu.job: 'a b' is not a job" in found
+    assert "targets.gpu.source: 'nvml' is not a GPU source" in found

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from governor.alerts.health_rules import MINUTE, HealthAlert, breaks, scraped, steady
+from governor.alerts.health_alert import MINUTE, HealthAlert, breaks, scraped, steady
 from governor.alerts.rules import RuleGroup
 from governor.alerts.ruleset import RuleSet, Scope
 from governor.contracts.endpoints import CONTROLLER, INFERENCE

@@ -14,3 +14,10 @@ LABEL_NAMESPACE: Final = "namespace"
 
 UP: Final = Metric("up", "gauge", "1 when the last scrape of the target succeeded, else 0.", "",
                    (LABEL_JOB, LABEL_INSTANCE))
+# Prometheus writes these for every target at every scrape, whatever the target exposes.
+SCRAPE_DURATION: Final = Metric(
+    "scrape_duration_seconds", "gauge", "How long the last scrape of the target took.", "seconds",
+    (LABEL_JOB, LABEL_INSTANCE))
+SCRAPE_SAMPLES: Final = Metric(
+    "scrape_samples_scraped", "gauge", "Samples the target exposed at its last scrape.",
+    "samples", (LABEL_JOB, LABEL_INSTANCE))
