@@ -219,12 +219,13 @@ def test_python_dash_m_governor_generate_checks_from_the_command_line(tmp_path: 
     assert result.stderr.count("stale:") == FILES
 
 
-def _edited(tmp_path: Path, old: str, new: str) -> Path:
+def _edited(tmp_path: Path, old: str, new: str) -> tuple[Path, int]:
+    """The repository's spec with ``old`` replaced once, and the line ``old`` started on."""
     text = (ROOT / "slo.yaml").read_text(encoding="utf-8")
     assert old in text
     path = tmp_path / "slo.yaml"
     path.write_text(text.replace(old, new, 1), encoding="utf-8")
-    return path
+    return path, text[:text.index(old)].count("\n") + 1
 
 
 @pytest.mark.parametrize(
@@ -234,10 +235,10 @@ def _edited(tmp_path: Path, old: str, new: str) -> Path:
         ("objective: 99.9", "objective: 0.02", None),
         ("objective: 99.9", "objective: 5", None),
         ("objective: 99.9", "objective: " + "1" * 5000,
-         "slo.yaml:68:16: an integer 5000 characters long (at most 100)"),
+         "slo.yaml:{line}:16: an integer 5000 characters long (at most 100)"),
         ("threshold: 1s\n", "threshold: 1s\n    controller: true\n",
-         "slo.yaml:65: slos[1].controller: only one SLO may drive the controller, and slos[0] "
-         "already does"),
+         "slo.yaml:{next}: slos[1].controller: only one SLO may drive the controller, and "
+         "slos[0] already does"),
         ("threshold: 1s\n", "threshold: 1.1s\n", "slos[1].sli.latency.threshold: 1.1s is not a "
                                                  "bucket edge"),
     ],
@@ -250,7 +251,8 @@ def test_generate_and_the_controller_agree_on_what_a_valid_spec_is(
 ) -> None:
     from governor.controller.cli import main as controller
 
-    spec = str(_edited(tmp_path, old, new))
+    path, line = _edited(tmp_path, old, new)
+    spec = str(path)
     generated = main(["--slo", spec, "--out", str(tmp_path / "out")])
     # A state file in the temporary folder, and no listening: a valid spec stops at the token.
     started = controller(["--slo", spec, "--state-file", str(tmp_path / "state.json")], env={})
@@ -261,4 +263,4 @@ def test_generate_and_the_controller_agree_on_what_a_valid_spec_is(
         assert "the webhook needs a bearer token" in err
     else:
         assert (generated, started) == (2, 2)
-        assert err.count(message) == 2, err
+        assert err.count(message.format(line=line, next=line + 1)) == 2, err
