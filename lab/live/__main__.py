@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("start", help="start the service, Prometheus and Alertmanager")
     p.add_argument("--state", type=Path, required=True)
     p.add_argument("--engine", choices=("vllm", "sim"), default="sim")
+    p.add_argument("--server", choices=("governor", "vllm"), default="governor",
+                   help="governor: governor serve; vllm: stock vllm serve with Governor's admin "
+                        "middleware (--engine vllm; --engine-arg KEY=VALUE become vLLM's flags)")
     p.add_argument("--model", default=None, help="the vLLM model directory")
     p.add_argument("--preset", default="llama-3-8b@h200", help="the sim engine's preset")
     p.add_argument("--slo", type=Path, default=Path("slo.yaml"))

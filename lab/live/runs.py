@@ -21,6 +21,7 @@ from governor.bench.controller.workload import Workload
 from governor.common.commands import Controller
 from governor.common.process import Child
 from governor.contracts.endpoints import HEALTH_PATH, LOCAL_HOST
+from governor.contracts.metrics import controller, service
 from governor.controller.slo import objectives
 from governor.render.catalog import load_checked_spec
 from governor.slo.spec import camel_case
@@ -90,7 +91,8 @@ def _series(state: State, started: float, duration: float) -> dict[str, Any]:
         "waiting": queries["requests_waiting"],
         "running": queries["requests_running"],
         "alert": f'ALERTS{{alertname="{alert}",alertstate="firing"}}',
-        "limit": "governor_batching_limit",
+        # The service's own gauge; stock vLLM has none, the controller's says what it set.
+        "limit": f"{service.BATCHING_LIMIT.name} or {controller.TARGET_LIMITS.name}",
     }
     end = started + duration
     return {name: prometheus_range(state, expr, started, end, CONTROLLER_RESYNC_SECONDS / 2)

@@ -1,6 +1,7 @@
 """``start`` and ``stop``: the service, Alertmanager and Prometheus, in sessions of their own.
 
-``start`` launches the service (``governor serve``), Alertmanager and Prometheus (Debian's
+``start`` launches the service (``governor serve``, or with ``--server vllm`` stock ``vllm serve``
+with Governor's admin middleware), Alertmanager and Prometheus (Debian's
 binaries, or ``--prometheus-bin``/``--alertmanager-bin``), so they outlive the command that started
 them, with the configuration ``governor generate`` renders at the short intervals ``governor up``
 uses; ``stop`` ends them. :func:`wait_ready` is how every later step waits for them.
@@ -24,12 +25,15 @@ from pathlib import Path
 from governor.alerts.alertmanager import alertmanager_args
 from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
-from governor.common.commands import Serve
+from governor.bench.vllm_compare import vllm_cli_args
+from governor.common.commands import Serve, VllmServe
 from governor.common.process import Child, http_ok
 from governor.common.secrets import write_private
 from governor.contracts.endpoints import HEALTH_PATH, LOCAL_HOST
 from governor.render.catalog import load_checked_spec
 from governor.render.params import Endpoints, RenderParams
+from governor.vllm import MIDDLEWARE
+from governor.vllm.admin import TOKEN_FILE_ENV
 from lab.live.state import PARTS, SERVED, State
 
 ENGINE_START_SECONDS = 600.0
@@ -58,6 +62,14 @@ def _environment(engine: str) -> dict[str, str]:
 
 
 def _service_argv(args: argparse.Namespace, model: str, token: Path) -> list[str]:
+    if args.server == "vllm":
+        # Stock vLLM with Governor's admin middleware; the token comes from the environment.
+        return VllmServe(model=model, host=LOCAL_HOST, port=PARTS["inference"].port,
+                         served_model_name=SERVED, middleware=(MIDDLEWARE,),
+                         max_num_seqs=args.max_num_seqs,
+                         max_num_batched_tokens=args.max_num_batched_tokens,
+                         max_model_len=args.max_model_len,
+                         extra=tuple(vllm_cli_args(args.engine_arg))).python()
     serve = Serve(engine=args.engine, host=LOCAL_HOST, port=PARTS["inference"].port,
                   served_model_name=SERVED, admin_token_file=str(token),
                   max_num_seqs=args.max_num_seqs,
@@ -73,6 +85,8 @@ def _service_argv(args: argparse.Namespace, model: str, token: Path) -> list[str
 def start(args: argparse.Namespace) -> int:
     folder: Path = args.state
     folder.mkdir(parents=True, exist_ok=True)
+    if args.server == "vllm" and args.engine != "vllm":
+        raise SystemExit("--server vllm runs stock vllm serve: it needs --engine vllm")
     model = args.preset
     if args.engine == "vllm":
         from lab.gpu.vllm_proof import full_vocab_model
@@ -92,7 +106,8 @@ def start(args: argparse.Namespace) -> int:
     logs = folder / "logs"
     children = [
         Child("inference", _service_argv(args, model, tokens["admin_token"]),
-              PARTS["inference"].url(LOCAL_HOST) + HEALTH_PATH, logs / "inference.log"),
+              PARTS["inference"].url(LOCAL_HOST) + HEALTH_PATH, logs / "inference.log",
+              env={**os.environ, TOKEN_FILE_ENV: str(tokens["admin_token"])}),
         Child("alertmanager", [args.alertmanager_bin, *alertmanager_args(
             config_file=str(deploy / ALERTMANAGER_CONFIG),
             storage_path=str(folder / "alertmanager-data"),
@@ -112,6 +127,7 @@ def start(args: argparse.Namespace) -> int:
         (folder / f"{child.name}.pid").write_text(str(child.pid))
     known = (folder / "state.json").exists()
     environment = State.load(folder).environment if known else _environment(args.engine)
+    environment["server"] = "vllm serve (stock)" if args.server == "vllm" else "governor serve"
     state = State(folder, args.engine, model, args.slo.resolve(),
                   {"max_num_seqs": args.max_num_seqs,
                    "max_num_batched_tokens": args.max_num_batched_tokens}, environment)
