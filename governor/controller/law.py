@@ -110,7 +110,7 @@ def _verify(ctx: Context, probe: Probe) -> Decision | None:
     if probe.kind is ChangeKind.UNDO:
         return None
     tail = ctx.tail or 0.0
-    worse = tail > probe.itl_tail_before * (1 + ctx.law.verify_tolerance)
+    worse = tail > probe.itl_tail_before * (1 + ctx.tuning.verify_tolerance)
     if probe.kind is ChangeKind.RELAX:
         # Landing in the dead band between the relax margin and the SLO is no failure: the
         # margin check then stops further relaxation. Only a breach undoes it.
@@ -132,7 +132,7 @@ def _prefill_kept_pace(ctx: Context, probe: Probe) -> bool:
     requests back shows as fewer prompt tokens per second)."""
     before, rate = probe.prompt_rate_before, ctx.prompt_rate
     return before is not None and rate is not None and \
-        rate >= before * (1 - ctx.law.goodput_tolerance / 2)
+        rate >= before * (1 - ctx.tuning.goodput_tolerance / 2)
 
 
 def _bought_goodput(ctx: Context, probe: Probe) -> bool:
@@ -141,7 +141,7 @@ def _bought_goodput(ctx: Context, probe: Probe) -> bool:
     crosses its SLO now and then whatever the budget)."""
     before, after = probe.good_share_before, ctx.good_share
     return before is not None and after is not None and \
-        after > before + max(ctx.law.goodput_tolerance * before, 0.02)
+        after > before + max(ctx.tuning.goodput_tolerance * before, 0.02)
 
 
 def _goodput_cost(ctx: Context, probe: Probe) -> str | None:
@@ -160,11 +160,11 @@ def _goodput_cost(ctx: Context, probe: Probe) -> str | None:
     why = []
     ttft_before, ttft_after = probe.ttft_share_before, ctx.ttft_share
     if ttft_before is not None and ttft_after is not None and \
-            ttft_after < ttft_before - ctx.law.goodput_tolerance * (1 - ttft_before + 0.1):
+            ttft_after < ttft_before - ctx.tuning.goodput_tolerance * (1 - ttft_before + 0.1):
         why.append(f"first tokens within the SLO fell from {ttft_before:.0%} to {ttft_after:.0%}")
     waiting_before, waiting = probe.waiting_before, ctx.waiting
     if waiting is not None and ctx.queue_growing and \
-            waiting > (waiting_before or 0.0) + ctx.law.queue_min_waiting:
+            waiting > (waiting_before or 0.0) + ctx.tuning.queue_min_waiting:
         why.append(f"the queue grew from {waiting_before or 0.0:.0f} to {waiting:.0f}")
     if not why:
         return None
@@ -240,9 +240,9 @@ def _on_itl_breach(ctx: Context) -> Decision:
             budget, "spikes over the SLO already cost requests their own P99, but the budget "
                     "cannot go lower")
     median = ctx.median or 0.0
-    decode_slow = median > ctx.law.decode_slow_fraction * ctx.slo.itl_seconds
+    decode_slow = median > ctx.tuning.decode_slow_fraction * ctx.slo.itl_seconds
     pressure = spike.prefill_busy_fraction(ctx.prompt_rate or 0.0, ctx.cost)
-    if decode_slow and pressure < ctx.law.prefill_pressure_fraction:
+    if decode_slow and pressure < ctx.tuning.prefill_pressure_fraction:
         cut = _seqs_cut(ctx, Reason.DECODE_SLOW,
                         f"the median step is slow ({ms(median)}) with little prefill "
                         f"({pressure:.0%} of the engine's time): too many sequences per step")
@@ -282,9 +282,10 @@ def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
     height = ctx.tail if ctx.itl_breach else finite(ctx.obs.itl_spike_seconds)
     bound = spike.learn_cost(height, median, budget) if ctx.itl_trouble and height else None
     cost = max(bound or 0.0, ctx.cost)
-    model = spike.budget_for_spike(ctx.law.aim_fraction * ctx.slo.itl_seconds, median, cost)
-    wanted = model if model is not None else budget * ctx.law.default_cut_factor
-    wanted = min(max(wanted, budget * ctx.law.min_cut_factor), budget * ctx.law.max_cut_factor)
+    model = spike.budget_for_spike(ctx.tuning.aim_fraction * ctx.slo.itl_seconds, median, cost)
+    wanted = model if model is not None else budget * ctx.tuning.default_cut_factor
+    tuning = ctx.tuning
+    wanted = min(max(wanted, budget * tuning.min_cut_factor), budget * tuning.max_cut_factor)
     lowest = _lowest_budget(ctx)
     guard = _ttft_min_budget(ctx, cost)
     if lowest >= budget:
@@ -322,7 +323,7 @@ def _above_costly(ctx: Context, value: int) -> int | None:
 def _lowest_budget(ctx: Context) -> int:
     """The floor, and never below the running decodes (each needs one token of the budget)."""
     running = finite(ctx.obs.requests_running) or 0.0
-    q = ctx.law.budget_quantum
+    q = ctx.tuning.budget_quantum
     decodes = math.ceil((running + 1) / q) * q
     budget = ctx.limits.max_num_batched_tokens
     return max(ctx.target.floor.max_num_batched_tokens, min(decodes, budget))
@@ -337,9 +338,9 @@ def _ttft_min_budget(ctx: Context, cost: float) -> float:
     """
     if ctx.slo.ttft_seconds is None or ctx.prompt_rate is None:
         return 0.0
-    plausible = min(cost, ctx.law.prefill_seconds_per_token_prior)
+    plausible = min(cost, ctx.tuning.prefill_seconds_per_token_prior)
     return spike.min_budget_for_prefill(ctx.prompt_rate, ctx.median or 0.0, plausible,
-                                        ctx.law.ttft_headroom)
+                                        ctx.tuning.ttft_headroom)
 
 
 def _seqs_cut(ctx: Context, reason: Reason, text: str, *, spare_ttft: bool = True
@@ -352,7 +353,7 @@ def _seqs_cut(ctx: Context, reason: Reason, text: str, *, spare_ttft: bool = Tru
     running = finite(ctx.obs.requests_running)
     # Cut relative to what runs: a cap far above the running count would change nothing.
     base = min(seqs, running) if running is not None and running >= 1 else seqs
-    value = max(ctx.target.floor.max_num_seqs, int(base * ctx.law.seqs_cut_factor))
+    value = max(ctx.target.floor.max_num_seqs, int(base * ctx.tuning.seqs_cut_factor))
     found = below_avoided(ctx, SEQS, value, ctx.target.floor.max_num_seqs)
     if found is None or found >= seqs:
         return None
@@ -361,11 +362,11 @@ def _seqs_cut(ctx: Context, reason: Reason, text: str, *, spare_ttft: bool = Tru
 
 def _on_memory_pressure(ctx: Context) -> Decision | None:
     preemptions = finite(ctx.obs.preemptions_per_second)
-    if preemptions is not None and preemptions > ctx.law.preemptions_per_second_max:
+    if preemptions is not None and preemptions > ctx.tuning.preemptions_per_second_max:
         return _seqs_cut(ctx, Reason.PREEMPTIONS,
                          f"{preemptions:.2f} preemptions/s: the KV cache cannot hold every "
                          "sequence", spare_ttft=False)
     kv = finite(ctx.obs.kv_cache_usage_ratio)
-    if kv is not None and kv > ctx.law.kv_high_ratio:
+    if kv is not None and kv > ctx.tuning.kv_high_ratio:
         return _seqs_cut(ctx, Reason.KV_PRESSURE, f"KV cache {kv:.0%} full", spare_ttft=False)
     return None

@@ -36,7 +36,7 @@ SEQS = Param.MAX_NUM_SEQS
 @dataclass(frozen=True, slots=True)
 class Context:
     slo: SloTargets
-    law: LawConfig
+    tuning: LawConfig  # the law's tunables
     obs: Observation
     target: TargetLimits
     state: TargetState
@@ -77,7 +77,7 @@ class Context:
         if self.itl_breach or good is None or spike_height is None:
             return False
         allowance = 1.0 - self.slo.itl_quantile
-        return 1.0 - good > self.law.at_risk_share * allowance and \
+        return 1.0 - good > self.tuning.at_risk_share * allowance and \
             spike_height > self.slo.itl_seconds
 
     @property
@@ -131,15 +131,15 @@ class Context:
     def queue_growing(self) -> bool:
         """A backlog that keeps growing: the engine serves less than arrives at these limits."""
         growth, waiting = finite(self.obs.waiting_growth_per_second), self.waiting
-        return (growth is not None and growth > self.law.queue_growth_per_second
-                and waiting is not None and waiting >= self.law.queue_min_waiting)
+        return (growth is not None and growth > self.tuning.queue_growth_per_second
+                and waiting is not None and waiting >= self.tuning.queue_min_waiting)
 
     @property
     def window_is_clean(self) -> bool:
         """The short window holds only data from the limits in force."""
         last = self.state.last_change_at
-        return last is None or self.now - last >= (self.law.observation_window_seconds
-                                                   + self.law.scrape_interval_seconds)
+        return last is None or self.now - last >= (self.tuning.observation_window_seconds
+                                                   + self.tuning.scrape_interval_seconds)
 
     @property
     def cost(self) -> float:
@@ -151,7 +151,7 @@ class Context:
         deployment's model and GPU; learning can only raise it.
         """
         learnt = self.state.prefill_seconds_per_token
-        floor = self.law.prefill_seconds_per_token_prior
+        floor = self.tuning.prefill_seconds_per_token_prior
         return max(floor, learnt or 0.0, self.spike_cost or 0.0)
 
     @property
@@ -165,7 +165,7 @@ class Context:
         # Only once the long window holds nothing from before the last change: steps of a
         # larger budget would otherwise be charged to this one.
         if height is None or self.median is None or (
-                last is not None and self.now - last < self.law.long_window_seconds):
+                last is not None and self.now - last < self.tuning.long_window_seconds):
             return None
         return spike.learn_cost(height, self.median, self.limits.max_num_batched_tokens)
 
@@ -187,17 +187,17 @@ class Context:
     def ttft_pressed(self) -> bool:
         """Time to first token has no margin left: nothing may slow admission or prefill."""
         return (self.slo.ttft_seconds is not None and self.ttft is not None
-                and self.ttft > self.law.relax_margin * self.slo.ttft_seconds)
+                and self.ttft > self.tuning.relax_margin * self.slo.ttft_seconds)
 
     def in_cooldown(self) -> bool:
         last = self.state.last_change_at
-        return last is not None and self.now - last < self.law.cooldown_seconds
+        return last is not None and self.now - last < self.tuning.cooldown_seconds
 
     def cooldown_text(self) -> str:
         # Never a negative age: a moment ahead of now was read as now (controller.timestamps).
         age = max(0.0, self.now - (self.state.last_change_at or self.now))
         return f"last change {age:.0f}s ago; its effect is not fully in the window for " \
-               f"another {self.law.cooldown_seconds - age:.0f}s"
+               f"another {self.tuning.cooldown_seconds - age:.0f}s"
 
     def describe(self) -> str:
         q = pct(self.slo.itl_quantile)
@@ -241,7 +241,7 @@ class Context:
         load = load_of(self.obs, param)
         if load is None or high < low:
             return ()
-        return (Avoid(param, low, high, self.now + self.law.avoid_seconds, load),)
+        return (Avoid(param, low, high, self.now + self.tuning.avoid_seconds, load),)
 
     def blocked(self, param: Param, value: int) -> bool:
         return any(a.param is param and a.blocks(value) for a in self.state.avoid)
@@ -276,14 +276,14 @@ def below_avoided(ctx: Context, param: Param, value: int, lowest: int) -> int | 
 
 def quantize(ctx: Context, value: float) -> int:
     """Round a budget down to the quantum (never to zero)."""
-    q = ctx.law.budget_quantum
+    q = ctx.tuning.budget_quantum
     return max(q, int(value // q) * q)
 
 
 def quantize_up(ctx: Context, value: float) -> int:
     if not math.isfinite(value):
         return sys.maxsize
-    q = ctx.law.budget_quantum
+    q = ctx.tuning.budget_quantum
     return math.ceil(value / q) * q
 
 

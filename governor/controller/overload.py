@@ -48,15 +48,15 @@ def scoring(ctx: Context) -> Context:
     if not ctx.window_is_clean or good is None or share is None or demand is None:
         return ctx
     kept = [s for s in ctx.state.ledger
-            if s.limits != ctx.limits and ctx.now - s.at < ctx.law.avoid_seconds]
+            if s.limits != ctx.limits and ctx.now - s.at < ctx.tuning.avoid_seconds]
     old = next((s for s in ctx.state.ledger if s.limits == ctx.limits), None)
-    if old is None or ctx.now - old.at >= ctx.law.avoid_seconds:
+    if old is None or ctx.now - old.at >= ctx.tuning.avoid_seconds:
         new = LimitsScore(ctx.limits, good, share, demand, ctx.now)
     else:
         new = LimitsScore(ctx.limits, _mix(old.good_per_second, good),
                           _mix(old.good_share, share), _mix(old.demand_per_second, demand),
                           ctx.now, old.samples + 1)
-    ledger = tuple([*kept, new][-ctx.law.ledger_size:])
+    ledger = tuple([*kept, new][-ctx.tuning.ledger_size:])
     return replace(ctx, state=replace(ctx.state, ledger=ledger))
 
 
@@ -79,34 +79,34 @@ def tracking(ctx: Context) -> Context:
 
 def _drained(ctx: Context) -> bool:
     waiting = ctx.waiting
-    return not ctx.queue_growing and (waiting is None or waiting < ctx.law.queue_min_waiting)
+    return not ctx.queue_growing and (waiting is None or waiting < ctx.tuning.queue_min_waiting)
 
 
 def _overloaded(ctx: Context, growing_since: float | None) -> bool:
-    if growing_since is None or ctx.now - growing_since < ctx.law.overload_seconds:
+    if growing_since is None or ctx.now - growing_since < ctx.tuning.overload_seconds:
         return False
     return (ctx.itl_breach or ctx.ttft_breach) and cut_closed(ctx) and relax_closed(ctx)
 
 
 def cut_closed(ctx: Context) -> bool:
     """No lower budget can help: the floor, a cut undone for goodput, or prefill saturation."""
-    budget, q = ctx.limits.max_num_batched_tokens, ctx.law.budget_quantum
+    budget, q = ctx.limits.max_num_batched_tokens, ctx.tuning.budget_quantum
     if budget - q < ctx.target.floor.max_num_batched_tokens or ctx.blocked(BUDGET, budget - q):
         return True
     rate = ctx.prompt_rate
     if rate is None:
         return False
     needed = spike.min_budget_for_prefill(rate, ctx.median or 0.0,
-                                          ctx.law.prefill_seconds_per_token_prior, 1.0)
+                                          ctx.tuning.prefill_seconds_per_token_prior, 1.0)
     return needed >= budget - q
 
 
 def relax_closed(ctx: Context) -> bool:
     """No higher budget can help: the ceiling, a relaxation undone, or no decode margin."""
-    budget, q = ctx.limits.max_num_batched_tokens, ctx.law.budget_quantum
+    budget, q = ctx.limits.max_num_batched_tokens, ctx.tuning.budget_quantum
     if budget + q > ctx.target.ceiling.max_num_batched_tokens or ctx.blocked(BUDGET, budget + q):
         return True
-    return (ctx.tail or 0.0) > ctx.law.relax_margin * ctx.slo.itl_seconds
+    return (ctx.tail or 0.0) > ctx.tuning.relax_margin * ctx.slo.itl_seconds
 
 
 def in_overload(ctx: Context) -> Decision:
@@ -118,7 +118,7 @@ def in_overload(ctx: Context) -> Decision:
     # and comparing their decay would swing between limits.
     moved = (ctx.state.last_change_at or -math.inf) >= (ctx.state.overload_since or ctx.now)
     if not moved and best is not None and here is not None and best.limits != ctx.limits and \
-            best.good_per_second > here.good_per_second * (1 + ctx.law.goodput_tolerance):
+            best.good_per_second > here.good_per_second * (1 + ctx.tuning.goodput_tolerance):
         param = next(p for p in (BUDGET, Param.MAX_NUM_SEQS)
                      if best.limits.get(p) != ctx.limits.get(p))
         return ctx.change(
@@ -136,7 +136,7 @@ def best_score(ctx: Context) -> LimitsScore | None:
     demand = ctx.demand
     if demand is None or demand <= 0:
         return None
-    band = ctx.law.ledger_demand_band
+    band = ctx.tuning.ledger_demand_band
     # Only scores seen while this backlog built: before it the load was another one.
     since = ctx.state.queue_growing_since or ctx.now
     comparable = [s for s in ctx.state.ledger
@@ -150,6 +150,6 @@ def advice(ctx: Context) -> ScaleAdvice:
     if ctx.state.overload_since is None or not served or demand is None:
         return ScaleAdvice(1, NOT_OVERLOADED, demand, served)
     ratio = demand / served
-    if ratio <= 1 + ctx.law.scale_tolerance:
+    if ratio <= 1 + ctx.tuning.scale_tolerance:
         return ScaleAdvice(1, WITHIN_TOLERANCE, demand, served)
     return ScaleAdvice(math.ceil(ratio), OVERLOADED, demand, served)

@@ -20,11 +20,11 @@ _FILL_SHARE = 0.7
 
 
 def on_ttft_breach(ctx: Context) -> Decision:
-    if (ctx.tail or 0.0) > ctx.law.relax_margin * ctx.slo.itl_seconds:
+    if (ctx.tail or 0.0) > ctx.tuning.relax_margin * ctx.slo.itl_seconds:
         return ctx.hold(Reason.TTFT_BREACH, "time to first token breaches, but decode has no "
                         "margin to give a larger budget")
     budget = ctx.limits.max_num_batched_tokens
-    step = max(ctx.law.budget_relax_step, budget // 2)
+    step = max(ctx.tuning.budget_relax_step, budget // 2)
     raised = budget_relax(ctx, budget + step)
     if raised is not None:
         return ctx.change(Action.RELAX, Reason.TTFT_BREACH, BUDGET, raised,
@@ -43,17 +43,17 @@ def maybe_relax(ctx: Context) -> Decision:
     long_tail = finite(ctx.obs.itl_tail_long_seconds)
     if long_tail is None:
         return ctx.hold(Reason.MISSING_DATA, "no long-window inter-token tail to judge margin by")
-    margin = ctx.law.relax_margin * ctx.slo.itl_seconds
+    margin = ctx.tuning.relax_margin * ctx.slo.itl_seconds
     if max(ctx.tail or 0.0, long_tail) > margin:
         return ctx.hold(Reason.WITHIN_SLO, f"under the SLO but within {ms(margin)} of it "
                         f"(long window {ms(long_tail)})")
     if ctx.limits == ctx.target.ceiling:
         return ctx.hold(Reason.AT_CEILING, "both knobs at their start-up values")
     since = ctx.now - ctx.state.last_breach_at if ctx.state.last_breach_at is not None else None
-    if since is not None and since < ctx.law.stabilisation_seconds:
+    if since is not None and since < ctx.tuning.stabilisation_seconds:
         return ctx.hold(Reason.WAITING_FOR_STABILITY,
                         f"last breach {since:.0f}s ago; relaxing after "
-                        f"{ctx.law.stabilisation_seconds:.0f}s")
+                        f"{ctx.tuning.stabilisation_seconds:.0f}s")
     return relax_step(ctx)
 
 
@@ -61,15 +61,15 @@ def relax_step(ctx: Context) -> Decision:
     growth = finite(ctx.obs.waiting_growth_per_second)
     growing = growth is not None and growth > _QUEUE_GROWTH_EPSILON
     budget = ctx.limits.max_num_batched_tokens
-    raised = None if growing else budget_relax(ctx, budget + ctx.law.budget_relax_step)
+    raised = None if growing else budget_relax(ctx, budget + ctx.tuning.budget_relax_step)
     if raised is not None:
         return ctx.change(Action.RELAX, Reason.STABLE, BUDGET, raised,
-                          f"no breach for {ctx.law.stabilisation_seconds:.0f}s with margin",
+                          f"no breach for {ctx.tuning.stabilisation_seconds:.0f}s with margin",
                           kind=ChangeKind.RELAX)
     seqs = seqs_relax(ctx, queue_bound=growing)
     if seqs is not None:
         return ctx.change(Action.RELAX, Reason.STABLE, SEQS, seqs,
-                          f"no breach for {ctx.law.stabilisation_seconds:.0f}s with margin",
+                          f"no breach for {ctx.tuning.stabilisation_seconds:.0f}s with margin",
                           kind=ChangeKind.RELAX)
     if growing:
         return ctx.hold(Reason.QUEUE_GROWING, f"the waiting queue grows ({growth:.2f}/s)")
@@ -89,7 +89,7 @@ def budget_relax(ctx: Context, wanted: int) -> int | None:
         value = quantize(ctx, value)
     # A step of a few dozen tokens changes nothing measurable; it only adds churn.
     worth = value >= ctx.target.ceiling.max_num_batched_tokens or \
-        value - budget >= ctx.law.budget_relax_step // 4
+        value - budget >= ctx.tuning.budget_relax_step // 4
     return value if value > budget and worth else None
 
 
@@ -108,7 +108,7 @@ def spike_room(ctx: Context, budget: int) -> int:
     tail = max(ctx.tail or 0.0, finite(ctx.obs.itl_tail_long_seconds) or 0.0)
     room = budget + max(0, int((ctx.slo.itl_seconds - tail) / ctx.cost))
     if spikes_fill(ctx, budget):
-        height = ctx.law.relax_margin * ctx.slo.itl_seconds - (ctx.median or 0.0)
+        height = ctx.tuning.relax_margin * ctx.slo.itl_seconds - (ctx.median or 0.0)
         room = min(room, max(budget, int(height / ctx.cost)))
     return room
 
@@ -128,11 +128,12 @@ def seqs_relax(ctx: Context, *, queue_bound: bool) -> int | None:
     kv = finite(ctx.obs.kv_cache_usage_ratio)
     preemptions = finite(ctx.obs.preemptions_per_second) or 0.0
     running = finite(ctx.obs.requests_running)
-    if seqs >= ceiling or preemptions > 0 or (kv is not None and kv > ctx.law.kv_relax_max_ratio):
+    kv_full = kv is not None and kv > ctx.tuning.kv_relax_max_ratio
+    if seqs >= ceiling or preemptions > 0 or kv_full:
         return None
     if queue_bound and (running is None or running < seqs):
         return None
-    value = min(seqs + ctx.law.seqs_relax_step, ceiling)
+    value = min(seqs + ctx.tuning.seqs_relax_step, ceiling)
     for avoid in ctx.state.avoid:
         if avoid.param is SEQS and avoid.low <= value:
             value = min(value, avoid.low - 1)

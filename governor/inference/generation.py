@@ -31,7 +31,7 @@ from governor.inference.engines.base import Engine, GenerateRequest
 from governor.inference.errors import RATE_LIMIT, UNAVAILABLE, APIError
 from governor.inference.prompts import prepare_request
 from governor.inference.protocol import GenerationParams, context_too_long
-from governor.inference.run import Kind, Run
+from governor.inference.run import Generation, Kind
 from governor.inference.tracing import inject_headers
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
     span.set_attribute(tr.REQUEST_CLASS, name)
     metrics = app[keys.METRICS]
     retry_after = config.admission.retry_after_seconds
-    run = Run(
+    run = Generation(
         kind, params, engine, metrics, metrics.latency(name), app[keys.TRACING].tracer, span,
         GenerateRequest(request_id, prepared.prompt, token_ids, max_tokens, params.sampling,
                         trace_headers=inject_headers(span), priority=request_class.priority),
@@ -93,7 +93,8 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
         run.finish_span()
 
 
-async def _admit(request: web.Request, run: Run, retry_after: int, request_class: str) -> None:
+async def _admit(request: web.Request, run: Generation, retry_after: int,
+                 request_class: str) -> None:
     config = request.app[keys.CONFIG]
     metrics = request.app[keys.METRICS]
     # The wait is bounded by the queue timeout, and by what is left of the request's deadline.

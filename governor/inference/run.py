@@ -5,7 +5,7 @@ writing through a :class:`~governor.inference.timeouts.ClientWriter`, so that a 
 stops reading ends its own request; it records time to first token, inter-token latency and
 the tokens, with the trace id as exemplar, and the span tree (queue → prefill → decode)::
 
-    run = Run(kind, params, engine, metrics, latency, tracer, span, request, retry_after,
+    run = Generation(kind, params, engine, metrics, latency, tracer, span, request, retry_after,
               deadline, write_timeout_seconds)
     response = await (run.stream(http) if params.stream else run.complete())
     run.finish_span()
@@ -73,7 +73,7 @@ def deadline_exceeded() -> APIError:
                     type_=UNAVAILABLE, code="deadline_exceeded")
 
 
-class Run:
+class Generation:
     """One admitted generation: drives the engine stream and records what the client saw."""
 
     def __init__(
