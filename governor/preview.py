@@ -239,6 +239,16 @@ def build_parser() -> EnvArgumentParser:
     return p
 
 
+def _unreachable(prometheus: str, timeout: float) -> str | None:
+    """Why Prometheus cannot answer a query at all, or ``None`` when it can."""
+    try:
+        now = time.time()
+        PrometheusHTTP(prometheus, timeout_seconds=timeout).range("vector(1)", now - 60, now, 60)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return str(getattr(exc, "reason", exc))
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if importlib.util.find_spec("matplotlib") is None:
@@ -258,6 +268,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{', '.join(sorted(boards))}", file=sys.stderr)
         return 2
     prometheus = args.prometheus.rstrip("/")
+    unreachable = _unreachable(prometheus, args.timeout)
+    if unreachable is not None:
+        # Every panel would fail the same way: say so once instead of drawing empty boards.
+        print(f"governor preview: cannot query Prometheus ({unreachable}): is Prometheus at "
+              f"{prometheus}?", file=sys.stderr)
+        return 1
     end = time.time()
     window = (end - args.range_seconds, end)
     step = max(1.0, args.range_seconds / POINTS)

@@ -89,6 +89,8 @@ def test_an_unreachable_prometheus_fails_with_what_to_check(
                  "--out", str(tmp_path), "--board", "governor-controller", "--timeout", "1s"])
     assert code == 1
     assert "is Prometheus at http://127.0.0.1:1?" in capsys.readouterr().err
+    # One probe, not a board of failing panels: no PNG, and no wait for every panel's timeout.
+    assert not list(tmp_path.glob("*.png"))
     assert time.monotonic() - started < 60
 
 
