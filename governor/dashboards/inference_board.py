@@ -169,9 +169,9 @@ def counted_against(spec: SloSpec, requests: Metric = m.REQUESTS) -> str:
 def _rejections(spec: SloSpec, series: ServerSeries) -> cog.Builder[dm.Panel]:
     if series.stock_vllm:
         return text(f"Admission rejections: {NOT_ON_STOCK_VLLM.lower()}", (
-            f"**{NOT_ON_STOCK_VLLM}.** The bounded admission queue (429 when full, 503 after "
-            "waiting too long, `Retry-After`) is `governor serve`'s. `vllm serve` admits every "
-            "request into its engine's waiting queue: see **Running and waiting**, and "
+            f"**{NOT_ON_STOCK_VLLM}.**\n\nThe bounded admission queue (429 when full, 503\n"
+            "after waiting too long, `Retry-After`) is `governor serve`'s.\n`vllm serve` admits "
+            "every request into its engine's\nwaiting queue: see **Running and waiting**, and\n"
             "`4xx`/`5xx` under **Requests by status**."), width=8, height=8)
     classes = spec.classes.declared
     return timeseries(
