@@ -24,7 +24,7 @@ import yaml
 from governor.bench.controller.prometheus import histogram_quantile
 from governor.contracts.metrics import vllm
 from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB, LABEL_LE
-from governor.contracts.promql import Selector, eq, equal_to, exposition_float
+from governor.contracts.promql import Selector, eq, equal_to, exposition_float, format_number
 from governor.controller.queries import SPIKE_QUANTILE
 from governor.controller.slo import objectives
 from governor.render.catalog import histogram_edges, load_checked_spec, parse_checked_spec
@@ -77,12 +77,17 @@ def counter(name: str, series_labels: dict[str, str], per_step: float,
             "values": f"{start:g}+{per_step:g}x{STEPS}"}
 
 
-def histogram(spec: SloSpec, metric: str, samples: dict[str, list[float]]) -> list[dict[str, str]]:
+def histogram(spec: SloSpec, metric: str, samples: dict[str, list[float]], *,
+              normalised: bool) -> list[dict[str, str]]:
+    """``normalised``: ``le`` as Prometheus 3 stores it (``1``), not as vLLM writes it (``1.0``)."""
     edges = histogram_edges(spec)[metric]
     series = []
     for engine, values in samples.items():
         for edge in (*edges, float("inf")):
-            le = "+Inf" if edge == float("inf") else exposition_float(edge)
+            if edge == float("inf"):
+                le = "+Inf"
+            else:
+                le = format_number(edge) if normalised else exposition_float(edge)
             count = sum(1 for v in values if v <= edge)
             series.append(counter(metric + "_bucket", labels(spec, engine, **{LABEL_LE: le}),
                                   count))
@@ -91,9 +96,9 @@ def histogram(spec: SloSpec, metric: str, samples: dict[str, list[float]]) -> li
     return series
 
 
-def input_series(spec: SloSpec) -> list[dict[str, str]]:
-    series = [*histogram(spec, vllm.INTER_TOKEN_LATENCY.name, ITL),
-              *histogram(spec, vllm.TIME_TO_FIRST_TOKEN.name, TTFT)]
+def input_series(spec: SloSpec, *, normalised: bool = False) -> list[dict[str, str]]:
+    series = [*histogram(spec, vllm.INTER_TOKEN_LATENCY.name, ITL, normalised=normalised),
+              *histogram(spec, vllm.TIME_TO_FIRST_TOKEN.name, TTFT, normalised=normalised)]
     for engine in ("0", "1"):
         at = labels(spec, engine)
         series += [counter(vllm.PROMPT_TOKENS.total, at, PROMPT[engine]),
@@ -166,14 +171,17 @@ def run_promtool(promtool: str, folder: Path, exprs: dict[str, str],
     return "" if result.returncode == 0 else result.stdout + result.stderr
 
 
+@pytest.mark.parametrize("normalised", [False, True],
+                         ids=["le as vLLM writes it", "le as Prometheus 3 stores it"])
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_every_input_of_the_law_is_one_value_per_instance_across_vllms_engines(
-        promtool: str, tmp_path: Path, name: str) -> None:
+        promtool: str, tmp_path: Path, name: str, normalised: bool) -> None:
     spec = SPECS[name]()
     exprs = objectives(spec).queries.expressions()
     want = expected(spec)
     assert set(exprs) == set(want)  # every query the controller sends is checked
-    assert run_promtool(promtool, tmp_path, exprs, input_series(spec), want) == ""
+    assert run_promtool(promtool, tmp_path, exprs, input_series(spec, normalised=normalised),
+                        want) == ""
 
 
 def test_the_good_event_queries_read_vllms_own_le_at_the_threshold() -> None:
@@ -181,5 +189,6 @@ def test_the_good_event_queries_read_vllms_own_le_at_the_threshold() -> None:
     custom = objectives(spec_with_custom_buckets()).queries.expressions()
     assert 'le="0.12"' in custom["itl_good_ratio"]
     assert 'le="0.1"' in default["itl_good_ratio"]
-    assert 'le="1.0"' in default["ttft_good_per_second"]  # prometheus_client's 1.0, as vLLM's
+    # prometheus_client's 1.0 (vLLM's), or the 1 that Prometheus 3 normalises it to.
+    assert 'le=~"1|1\\\\.0"' in default["ttft_good_per_second"]
     assert 'job="vllm"' in default["prompt_tokens_per_second"]
