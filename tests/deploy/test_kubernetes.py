@@ -256,7 +256,8 @@ def test_vllms_own_parser_takes_the_stock_command_with_its_buckets() -> None:
 
     spec = parse_checked_spec(stock_data(vllm={"custom_histogram_buckets": CUSTOM}))
     _, _, model, *options = inference_container(spec)["command"]
-    args = make_arg_parser(FlexibleArgumentParser()).parse_args(["--model", model, *options])
+    parser = make_arg_parser(FlexibleArgumentParser())  # type: ignore[no-untyped-call]
+    args = parser.parse_args(["--model", model, *options])
     assert args.middleware == [MIDDLEWARE]
     engine = AsyncEngineArgs.from_cli_args(args)
     assert engine.custom_histogram_buckets == {
