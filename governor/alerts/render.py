@@ -28,7 +28,7 @@ from governor.alerts.rulesets import rulesets
 from governor.alerts.ruletests import RuleTest, TestFile
 from governor.alerts.runbooks import for_the_fleet
 from governor.render.artifacts import Artifacts, Owned
-from governor.render.catalog import HISTOGRAM_BUCKETS
+from governor.render.catalog import histogram_edges
 from governor.render.params import Endpoints, RenderParams
 from governor.render.yamltext import dump_yaml, is_generated
 from governor.slo.spec import SloSpec
@@ -61,13 +61,15 @@ def render_all(
     endpoints: Endpoints | None = None,
     params: RenderParams | None = None,
     *,
-    histograms: Mapping[str, Sequence[float]] = HISTOGRAM_BUCKETS,
+    histograms: Mapping[str, Sequence[float]] | None = None,
     source: str = "slo.yaml",
 ) -> dict[str, str]:
-    """Every generated file: relative path → text."""
+    """Every generated file: relative path → text; ``histograms``: the bucket edges of each
+    histogram (default: those the spec's servers expose)."""
     endpoints = endpoints or Endpoints()
     params = params or RenderParams()
-    rendered = ruleset_files(spec, params, histograms)
+    rendered = ruleset_files(spec, params, histogram_edges(spec) if histograms is None
+                             else histograms)
     rules = tuple(f.rules for f in rendered)
     files = {f"{RULES_DIR}/{f.name}.yml": dump_yaml(f.to_dict(), source) for f in rules}
     files.update({f"{TESTS_DIR}/{f.rules.name}.test.yml":

@@ -13,17 +13,15 @@ from collections.abc import Mapping
 from governor.alerts.rules import AlertRule, RecordingRule, RuleFile, RuleGroup, literal
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import slo as n
-from governor.contracts.metrics.prometheus import LABEL_LE
 from governor.contracts.promql import (
     Matcher,
     Selector,
-    eq,
     equal_to,
     format_duration,
     format_number,
+    le_matcher,
     parse_selector,
     rate,
-    regex,
     sum_by,
     sum_over_time,
     to_decimal,
@@ -43,15 +41,6 @@ from governor.slo.spec import SLO, LatencySLI, SloSpec
 def slo_labels(spec: SloSpec, slo: SLO) -> dict[str, str]:
     """Labels on every series and alert of one SLO: the spec's, the SLO's, then slo and service."""
     return {**spec.labels, **slo.labels, n.LABEL_SLO: slo.name, n.LABEL_SERVICE: spec.service}
-
-
-def le_matcher(threshold: float) -> Matcher:
-    """The ``le`` bucket of a threshold. prometheus_client writes integral edges as ``1.0``
-    and Prometheus 3 normalises them to ``1``; the regex accepts both."""
-    text = format_number(threshold)
-    if "." in text:
-        return eq(LABEL_LE, text)
-    return regex(LABEL_LE, f"{text}|{text}\\.0")
 
 
 def sli_matchers(spec: SloSpec, sli: LatencySLI) -> tuple[Matcher, ...]:

@@ -131,6 +131,8 @@ class VllmServe:
     max_model_len: int | None = None
     data_parallel_size: int | None = None
     api_server_count: int | None = None
+    # JSON: bucket family → edges (vLLM >= 0.32; slo.yaml's vllm.custom_histogram_buckets)
+    custom_histogram_buckets: str | None = None
     extra: tuple[str, ...] = ()
 
     def argv(self) -> list[str]:

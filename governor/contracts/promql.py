@@ -300,6 +300,19 @@ def max_by(by: Sequence[str], expr: Vector) -> str:
     return aggregate("max", by, expr)
 
 
+def le_matcher(threshold: float) -> Matcher:
+    r"""The ``le`` bucket of a threshold. prometheus_client (the service's, vLLM's) writes
+    integral edges as ``1.0`` and Prometheus 3 normalises them to ``1``; the regex takes both::
+
+        >>> le_matcher(0.12).render(), le_matcher(1.0).render()
+        ('le="0.12"', 'le=~"1|1\\\\.0"')
+    """
+    text = format_number(threshold)
+    if "." in text:
+        return eq(LE, text)
+    return regex(LE, f"{text}|{text}\\.0")
+
+
 def histogram_quantile(q: float | Decimal, histogram: str, matchers: tuple[Matcher, ...],
                        window: str, by: Sequence[str] = ()) -> str:
     """The ``q``-quantile of a classic histogram (its base name) over ``window``, per ``by``.

@@ -12,13 +12,22 @@ from prometheus_client import CollectorRegistry
 
 from governor.contracts.instruments import counter, gauge, histogram
 from governor.contracts.metrics import controller as names
-from governor.controller.model import Decision, Limits, Observation, Param, ScaleAdvice
+from governor.controller.model import (
+    Decision,
+    Limits,
+    Observation,
+    Param,
+    ScaleAdvice,
+    TargetLimits,
+)
 
 
 class ControllerMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.decisions = counter(names.DECISIONS, registry)
         self.target_limits = gauge(names.TARGET_LIMITS, registry)
+        self.target_floor = gauge(names.TARGET_FLOOR, registry)
+        self.target_ceiling = gauge(names.TARGET_CEILING, registry)
         self.reconciles = counter(names.RECONCILES, registry)
         self.reconcile_duration = histogram(names.RECONCILE_DURATION, registry)
         self.last_reconcile = gauge(names.LAST_RECONCILE, registry)
@@ -38,6 +47,12 @@ class ControllerMetrics:
     def limits(self, target: str, limits: Limits) -> None:
         for param in Param:
             self.target_limits.labels(target, param.value).set(limits.get(param))
+
+    def bounds(self, target: str, limits: TargetLimits) -> None:
+        """The range the target's admin route allows, as it last answered."""
+        for param in Param:
+            self.target_floor.labels(target, param.value).set(limits.floor.get(param))
+            self.target_ceiling.labels(target, param.value).set(limits.ceiling.get(param))
 
     def observation(self, target: str, observation: Observation) -> None:
         # NaN, not a stale value, for "no data": a panel then shows a gap, not a lie.

@@ -48,10 +48,10 @@ class HistogramSli:
         return (*self.scope, *promql.equal_to(self.selector), *self.classes)
 
     def good_matchers(self) -> tuple[promql.Matcher, ...]:
-        """The selector plus ``le`` at the threshold, written as the client libraries write it."""
+        """The selector plus ``le`` at the threshold, as the client libraries write it or as
+        Prometheus 3 normalises it (``1.0`` or ``1``), the generated rules' idiom."""
         assert self.threshold_seconds is not None
-        return (*self.matchers, promql.eq(LABEL_LE, promql.exposition_float(
-            self.threshold_seconds)))
+        return (*self.matchers, promql.le_matcher(self.threshold_seconds))
 
 
 @dataclass(frozen=True, slots=True)

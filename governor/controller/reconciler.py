@@ -236,6 +236,7 @@ class Reconciler:
             self._failed(rt, exc, now)
             return
         self._metrics.limits(rt.target.name, rt.limits.current)
+        self._metrics.bounds(rt.target.name, rt.limits)
         decision = decide(self.config.slo, self.config.law, observation, rt.limits, rt.state, now)
         self._metrics.decision(decision)
         self._metrics.scale(rt.target.name, decision.scale)

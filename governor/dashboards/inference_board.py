@@ -5,7 +5,9 @@ with trace-id exemplars) and draw each latency SLO of the spec on the histogram 
 on, at the quantile its objective names: move a threshold in slo.yaml and the line moves.
 With request classes in the spec, a ``$class`` variable filters the service's series, the
 latency, request and rejection panels split by class, and each class's own threshold is drawn
-too. Engine series keep vLLM's names, so the lower rows also work on a plain vLLM fleet.
+too. Engine series keep vLLM's names, so the lower rows also work on a plain vLLM fleet; on a
+fleet of stock ``vllm serve`` (``kubernetes.server: vllm``) the upper rows read vLLM's own
+histograms and HTTP counter and the limits the controller read (:mod:`.servers`).
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ from collections.abc import Sequence
 from typing import Final
 
 from grafana_foundation_sdk.builders import timeseries as ts_builder
+from grafana_foundation_sdk.cog import builder as cog
 from grafana_foundation_sdk.models import dashboard as dm
 
 from governor.contracts.declaration import Metric
+from governor.contracts.metrics import controller as c
 from governor.contracts.metrics import service as m
 from governor.contracts.metrics import vllm
+from governor.contracts.metrics.prometheus import LABEL_INSTANCE
 from governor.contracts.promql import (
     Matcher,
     Selector,
@@ -29,11 +34,13 @@ from governor.contracts.promql import (
     parse_selector,
     rate,
     ratio_of_rates,
+    regex,
     sum_by,
 )
 from governor.dashboards import controller_events
 from governor.dashboards.board import Board, BoardInfo, fleet_variables, label_variable
-from governor.dashboards.panels import Line, Query, Spec, timeseries
+from governor.dashboards.panels import Line, Query, Spec, text, timeseries
+from governor.dashboards.servers import NOT_ON_STOCK_VLLM, ServerSeries, series_of
 from governor.dashboards.variables import RATE_INTERVAL, ref, scope, variable
 from governor.slo.class_fields import own_class
 from governor.slo.spec import LatencySLI, RatioSLI, SloSpec
@@ -92,7 +99,7 @@ def class_lines(spec: SloSpec, histogram: str) -> list[tuple[str, float]]:
 
 
 def latency_panel(title: str, about: str, histogram: str, spec: SloSpec,
-                  by: Sequence[str] = ()) -> ts_builder.Panel:
+                  by: Sequence[str] = (), *, exemplars: bool = True) -> ts_builder.Panel:
     """Quantiles of ``histogram`` (p50, p90 and each SLO's), with its SLO thresholds dashed, and
     each request class's own threshold where it differs."""
     slos = slo_lines(spec, histogram)
@@ -101,7 +108,8 @@ def latency_panel(title: str, about: str, histogram: str, spec: SloSpec,
     by = (*by, *_by_class(spec))
     suffix = "".join(f" {ref(label)}" for label in by)
     queries = [Query(histogram_quantile(q, histogram, _service_scope(spec), RATE_INTERVAL, by),
-                     f"p{format_number(q * 100)}{suffix}", exemplar=True) for q in quantiles]
+                     f"p{format_number(q * 100)}{suffix}", exemplar=exemplars)
+               for q in quantiles]
     if slos:
         targets = ", ".join(f"p{format_number(q * 100)} ≤ {format_number(t)} s" for q, t in slos)
         targets += "".join(f"; {name} ≤ {format_number(t)} s" for name, t in classes)
@@ -112,18 +120,33 @@ def latency_panel(title: str, about: str, histogram: str, spec: SloSpec,
     return timeseries(Spec(title, about, "s"), queries, lines=[Line(t) for t in lines])
 
 
-def _latency_row(spec: SloSpec, board: Board) -> None:
-    board.row("Latency as clients see it")
-    board.panel(latency_panel(
-        "Time to first token", "From request arrival to the first streamed token, queueing "
-        "included. Exemplars link to the request's trace.", m.TIME_TO_FIRST_TOKEN.name, spec))
-    board.panel(latency_panel(
-        "Inter-token latency", "Gap between successive streamed tokens of one response: what "
-        "a reader of the stream feels. Long prefills batched with decodes stretch it.",
-        m.INTER_TOKEN_LATENCY.name, spec))
-    board.panel(latency_panel(
-        "Request duration by route", "Arrival to the last byte of the response (end to end).",
-        m.REQUEST_DURATION.name, spec, by=(m.LABEL_ROUTE,)))
+def _latency_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
+    if series.stock_vllm:
+        board.row("Latency as vLLM measures it")
+        ttft = ("From the request's arrival at vLLM to its first token, queueing included "
+                "(vLLM's engine histogram; stock vLLM measures nothing on the HTTP stream).")
+        itl = ("Gap between successive tokens of one response as vLLM's engine emits them. "
+               "Long prefills batched with decodes stretch it.")
+    else:
+        board.row("Latency as clients see it")
+        ttft = ("From request arrival to the first streamed token, queueing included. "
+                "Exemplars link to the request's trace.")
+        itl = ("Gap between successive streamed tokens of one response: what a reader of the "
+               "stream feels. Long prefills batched with decodes stretch it.")
+    board.panel(latency_panel("Time to first token", ttft, series.ttft.name, spec,
+                              exemplars=series.exemplars))
+    board.panel(latency_panel("Inter-token latency", itl, series.itl.name, spec,
+                              exemplars=series.exemplars))
+    if series.stock_vllm:
+        # vLLM's per-route duration histogram (http_request_duration_seconds) ends at 1 s.
+        duration = ("Request duration (end to end in vLLM)", "From arrival at vLLM to its "
+                    "last token, every route together (vLLM's per-route duration histogram "
+                    "stops at 1 s).")
+    else:
+        duration = ("Request duration by route", "Arrival to the last byte of the response "
+                    "(end to end).")
+    board.panel(latency_panel(*duration, series.duration.name, spec, by=series.duration_by,
+                              exemplars=series.exemplars))
     board.panel(timeseries(
         Spec("Where engine time goes (mean)", "vLLM's per-request phases: waiting for a "
              "running slot, prefill (prompt) and decode (generation).", "s"),
@@ -134,31 +157,24 @@ def _latency_row(spec: SloSpec, board: Board) -> None:
         stacked=False))
 
 
-def counted_against(spec: SloSpec) -> str:
+def counted_against(spec: SloSpec, requests: Metric = m.REQUESTS) -> str:
     """What of the request counter the spec's ratio SLOs count as errors, so that the board says
     what the SLO says (``… count against the availability SLO``), not that every 5xx does."""
     return "".join(
         f" `{slo.sli.errors}` count against the {slo.name} SLO." for slo in spec.slos
         if isinstance(slo.sli, RatioSLI) and parse_selector(slo.sli.total).metric
-        == m.REQUESTS.total)
+        == requests.total)
 
 
-def _throughput_row(spec: SloSpec, board: Board) -> None:
-    board.row("Throughput")
-    board.panel(timeseries(
-        Spec("Token throughput", "Prompt tokens prefilled and tokens generated per second.",
-             "tps", width=8),
-        [Query(sum_by((), _rate(vllm.PROMPT_TOKENS)), "prompt"),
-         Query(sum_by((), _rate(vllm.GENERATION_TOKENS)), "generation")]))
-    board.panel(timeseries(
-        Spec("Requests by status", "Finished HTTP requests per second by route and status code."
-             + counted_against(spec), "reqps", width=8),
-        [Query(sum_by((m.LABEL_ROUTE, m.LABEL_CODE, *_by_class(spec)),
-                      _rate(m.REQUESTS, _service_scope(spec))),
-               " ".join(ref(label) for label in (m.LABEL_ROUTE, m.LABEL_CODE, *_by_class(spec))))],
-        stacked=True))
+def _rejections(spec: SloSpec, series: ServerSeries) -> cog.Builder[dm.Panel]:
+    if series.stock_vllm:
+        return text(f"Admission rejections: {NOT_ON_STOCK_VLLM.lower()}", (
+            f"**{NOT_ON_STOCK_VLLM}.**\n\nThe bounded admission queue (429 when full, 503\n"
+            "after waiting too long, `Retry-After`) is `governor serve`'s.\n`vllm serve` admits "
+            "every request into its engine's\nwaiting queue: see **Running and waiting**, and\n"
+            "`4xx`/`5xx` under **Requests by status**."), width=8, height=8)
     classes = spec.classes.declared
-    board.panel(timeseries(
+    return timeseries(
         Spec("Admission rejections", "Requests turned away by the service's bounded admission "
              "queue (429 when full, 503 after waiting too long), by reason"
              + (", and by request class (shed: a waiting request gave its place to a higher "
@@ -166,17 +182,38 @@ def _throughput_row(spec: SloSpec, board: Board) -> None:
         [Query(sum_by((m.LABEL_REASON, *_by_class(spec)),
                       _rate(m.ADMISSION_REJECTIONS, _service_scope(spec))),
                " ".join(ref(label) for label in (m.LABEL_REASON, *_by_class(spec))))],
-        bars=True))
+        bars=True)
 
 
-def _scheduler_row(board: Board) -> None:
+def _throughput_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
+    board.row("Throughput")
+    board.panel(timeseries(
+        Spec("Token throughput", "Prompt tokens prefilled and tokens generated per second.",
+             "tps", width=8),
+        [Query(sum_by((), _rate(vllm.PROMPT_TOKENS)), "prompt"),
+         Query(sum_by((), _rate(vllm.GENERATION_TOKENS)), "generation")]))
+    by = (*series.requests_by, *_by_class(spec))
+    grouped = (" (vLLM groups them: 2xx, 4xx, 5xx; handler \"none\" is a path no route "
+               "matched)" if series.stock_vllm else "")
+    board.panel(timeseries(
+        Spec("Requests by status", "Finished HTTP requests per second by route and status code"
+             + grouped + "." + counted_against(spec, series.requests), "reqps", width=8),
+        [Query(sum_by(by, _rate(series.requests, _service_scope(spec))),
+               " ".join(ref(label) for label in by))],
+        stacked=True))
+    board.panel(_rejections(spec, series))
+
+
+def _scheduler_row(series: ServerSeries, board: Board) -> None:
     board.row("Scheduler and KV cache")
+    queues = [Query(sum_by((), _series(vllm.NUM_REQUESTS_RUNNING.name)), "running"),
+              Query(sum_by((), _series(vllm.NUM_REQUESTS_WAITING.name)), "waiting (engine)")]
+    if not series.stock_vllm:
+        queues.append(Query(sum_by((), _series(m.QUEUE_DEPTH.name)), "admission queue"))
     board.panel(timeseries(
         Spec("Running and waiting", "Requests in the engine's running batch and its waiting "
-             "queue, and the service's own admission queue in front of it.", "short", width=8),
-        [Query(sum_by((), _series(vllm.NUM_REQUESTS_RUNNING.name)), "running"),
-         Query(sum_by((), _series(vllm.NUM_REQUESTS_WAITING.name)), "waiting (engine)"),
-         Query(sum_by((), _series(m.QUEUE_DEPTH.name)), "admission queue")]))
+             "queue" + ("." if series.stock_vllm else ", and the service's own admission queue "
+                        "in front of it."), "short", width=8), queues))
     board.panel(timeseries(
         Spec("KV cache usage", "Share of KV-cache blocks in use; near full, vLLM preempts "
              "requests. Dashed: the KvCacheNearFull alert's threshold.", "percentunit", width=8),
@@ -206,24 +243,39 @@ def _scheduler_row(board: Board) -> None:
                f"{ref(vllm.LABEL_FINISHED_REASON)}")], stacked=True))
 
 
-def _limits_row(board: Board) -> None:
+def _limit_queries(spec: SloSpec, series: ServerSeries, param: str) -> list[Query]:
+    """In force, floor and ceiling: the service's own gauges, or on stock vLLM (which exports
+    none) the controller's, as it last read each target (``target`` is the instance)."""
+    if not series.stock_vllm:
+        knob = eq(m.LABEL_PARAM, param)
+        return [Query(_series(m.BATCHING_LIMIT.name, knob).render(), "in force {{instance}}"),
+                Query(_series(m.BATCHING_FLOOR.name, knob).render(), "floor {{instance}}"),
+                Query(_series(m.BATCHING_CEILING.name, knob).render(), "ceiling {{instance}}")]
+    read = (*spec.targets.controller.matchers(),
+            regex(c.LABEL_TARGET, variable(LABEL_INSTANCE)), eq(c.LABEL_PARAM, param))
+    legend = ref(c.LABEL_TARGET)
+    return [Query(Selector(c.TARGET_LIMITS.name, read).render(), f"in force {legend}"),
+            Query(Selector(c.TARGET_FLOOR.name, read).render(), f"floor {legend}"),
+            Query(Selector(c.TARGET_CEILING.name, read).render(), f"ceiling {legend}")]
+
+
+def _limits_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
     board.row("Batching limits")
+    read = (" On stock vLLM, which exports no limits, as the controller last read them from "
+            "each target's admin route." if series.stock_vllm else "")
     for param, about in ((m.PARAM_MAX_NUM_BATCHED_TOKENS, "Per-step token budget: prefill "
                           "chunks beyond it wait, so decode steps stay short."),
                          (m.PARAM_MAX_NUM_SEQS, "Running-request cap: each sequence adds "
                           "KV reads to every decode step.")):
-        knob = eq(m.LABEL_PARAM, param)
         board.panel(timeseries(
             Spec(param, f"{about} The controller moves it between the floor and the start-up "
-                 "ceiling.", "short"),
-            [Query(_series(m.BATCHING_LIMIT.name, knob).render(), "in force {{instance}}"),
-             Query(_series(m.BATCHING_FLOOR.name, knob).render(), "floor {{instance}}"),
-             Query(_series(m.BATCHING_CEILING.name, knob).render(), "ceiling {{instance}}")]))
+                 f"ceiling.{read}", "short"), _limit_queries(spec, series, param)))
 
 
 def inference_board(spec: SloSpec, source: str) -> Board:
     board = Board(INFO, source)
-    fleet_variables(board, spec.targets.inference, m.ENGINE_READY.name)
+    series = series_of(spec)
+    fleet_variables(board, spec.targets.inference, series.ready.name)
     if spec.classes.declared:
         board.variable(label_variable(m.LABEL_CLASS, m.LABEL_CLASS, m.REQUESTS.total,
                                       title="Request class"))
@@ -231,10 +283,10 @@ def inference_board(spec: SloSpec, source: str) -> Board:
     board.annotation(controller_events.decisions(controller))
     board.annotation(controller_events.limit_changes(controller))
     board.annotation(controller_events.controller_posts())
-    _latency_row(spec, board)
-    _throughput_row(spec, board)
-    _scheduler_row(board)
-    _limits_row(board)
+    _latency_row(spec, series, board)
+    _throughput_row(spec, series, board)
+    _scheduler_row(series, board)
+    _limits_row(spec, series, board)
     return board
 
 

@@ -48,6 +48,8 @@ SPEC_DIR: Final = "/etc/governor"
 TOKENS_DIR: Final = "/run/secrets/governor"
 STATE_DIR: Final = "/var/lib/governor"
 GOVERNOR_UID: Final = 10001  # the Dockerfile's user
+# AsyncEngineArgs' field behind vllm serve --custom-histogram-buckets (vLLM >= 0.32).
+BUCKETS_ENGINE_ARG: Final = "custom_histogram_buckets"
 SCRAPE_INTERVAL: Final = "15s"
 # vLLM downloads weights, compiles and captures CUDA graphs before /health answers: up to 15 min.
 INFERENCE_START_SECONDS: Final = 900
@@ -157,14 +159,16 @@ def _mounts() -> list[Object]:
             {"name": "tokens", "mountPath": TOKENS_DIR, "readOnly": True}]
 
 
-def _inference_container(k8s: Kubernetes) -> Object:
+def _inference_container(spec: SloSpec) -> Object:
     """``governor serve --engine vllm``, or stock ``vllm serve`` with Governor's admin
-    middleware (``kubernetes.server: vllm``): the same port, health path and token file."""
+    middleware (``kubernetes.server: vllm``): the same port, health path and token file. Either
+    way vLLM exposes the edges the spec declares (``vllm.custom_histogram_buckets``)."""
+    k8s, buckets = spec.kubernetes, spec.vllm.flag_value()
     hf_token = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
         "name": HF_SECRET, "key": "token", "optional": True}}}
-    if k8s.server == "vllm":
+    if spec.stock_vllm:
         command = VllmServe(model=k8s.model, host=LISTEN_HOST, port=k8s.inference_port,
-                            middleware=(MIDDLEWARE,)).argv()
+                            middleware=(MIDDLEWARE,), custom_histogram_buckets=buckets).argv()
         container = _governor_container("inference", k8s.vllm_image, [], k8s.inference_port)
         del container["args"]
         container["command"] = command  # whatever the image's entrypoint is
@@ -173,7 +177,8 @@ def _inference_container(k8s: Kubernetes) -> Object:
         return container
     args = Serve(engine="vllm", model=k8s.model, host=LISTEN_HOST, port=k8s.inference_port,
                  slo=f"{SPEC_DIR}/slo.yaml", admin_token_file=f"{TOKENS_DIR}/{ADMIN_TOKEN_KEY}",
-                 log_format="json").argv()
+                 log_format="json", engine_arg=(f"{BUCKETS_ENGINE_ARG}={buckets}",)
+                 if buckets else ()).argv()
     container = _governor_container("inference", k8s.vllm_image, args, k8s.inference_port)
     container["env"] = [hf_token, {"name": "OTEL_SERVICE_NAME", "value": INFERENCE_NAME}]
     return container
@@ -181,7 +186,7 @@ def _inference_container(k8s: Kubernetes) -> Object:
 
 def inference_deployment(spec: SloSpec) -> Object:
     k8s = spec.kubernetes
-    container = _inference_container(k8s)
+    container = _inference_container(spec)
     container.update({
         # Weights, compilation, CUDA graphs: failed probes in this time do not count.
         "startupProbe": _probe(HEALTH_PATH, "http",

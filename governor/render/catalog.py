@@ -2,17 +2,20 @@
 
 A latency SLI counts the ``le`` bucket at its threshold, so the threshold must be an edge of the
 histogram the service really exposes; :func:`load_checked_spec` enforces it with the edges
-declared next to each metric name (:mod:`governor.contracts.metrics.latency`).
+declared next to each metric name (:mod:`governor.contracts.metrics.latency`), replaced where the
+spec says vLLM exposes others (``vllm.custom_histogram_buckets``). :func:`histogram_edges` gives
+the edges in force for a spec, to the generators and the benchmark alike.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from governor.contracts.metrics.latency import HISTOGRAM_BUCKETS
 from governor.slo.spec import SloSpec, load_spec, parse_spec
 
-__all__ = ["HISTOGRAM_BUCKETS", "load_checked_spec", "parse_checked_spec"]
+__all__ = ["HISTOGRAM_BUCKETS", "histogram_edges", "load_checked_spec", "parse_checked_spec"]
 
 
 def load_checked_spec(path: str | Path) -> SloSpec:
@@ -22,3 +25,8 @@ def load_checked_spec(path: str | Path) -> SloSpec:
 
 def parse_checked_spec(data: object, source: str = "<memory>") -> SloSpec:
     return parse_spec(data, source, histograms=HISTOGRAM_BUCKETS)
+
+
+def histogram_edges(spec: SloSpec) -> Mapping[str, Sequence[float]]:
+    """Histogram name → the bucket edges its servers expose under this spec."""
+    return spec.vllm.edges(HISTOGRAM_BUCKETS)

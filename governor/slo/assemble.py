@@ -7,16 +7,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from governor.contracts.metrics.service import LABEL_CLASS
+from governor.slo import bucket_fields, openslo
 from governor.slo import fleet_fields as fleet
-from governor.slo import openslo
+from governor.slo.buckets import VllmSettings
 from governor.slo.class_fields import classes as parse_classes
 from governor.slo.classes import RequestClasses
 from governor.slo.fields import _SERVICE, Problems, _labels, _mapping, _period, _slos, _text
 from governor.slo.fleet import Alerting, Kubernetes, Targets
-from governor.slo.model import SLO, SPEC_VERSION, SloSpec
+from governor.slo.model import SLO, SPEC_VERSION, STOCK_VLLM, SloSpec
 
 _KEYS = ("version", "service", "period", "labels", "slos", "classes", "targets", "alerting",
-         "kubernetes")
+         "kubernetes", "vllm")
 
 
 def _class_label_free(labels: Mapping[str, str], slos: Sequence[SLO],
@@ -70,6 +71,11 @@ def native(
         service = None
     period = _period(fields["period"], ("period",), problems) if "period" in fields else None
     labels = _labels(fields.get("labels"), ("labels",), problems)
+    # Before the SLOs: their thresholds are checked against the edges the servers expose.
+    vllm = bucket_fields.vllm(fields["vllm"], ("vllm",), problems) if "vllm" in fields \
+        else VllmSettings()
+    if histograms is not None and vllm is not None:
+        histograms = vllm.edges(histograms)
     slos = _slos(fields["slos"], ("slos",), problems, histograms) if "slos" in fields else ()
     classes: RequestClasses | None = RequestClasses()
     if "classes" in fields:
@@ -83,8 +89,12 @@ def native(
         if "alerting" in fields else Alerting()
     kubernetes = fleet.kubernetes(fields["kubernetes"], ("kubernetes",), problems) \
         if "kubernetes" in fields else Kubernetes()
+    if kubernetes is not None and kubernetes.server == STOCK_VLLM and "classes" in fields:
+        problems.add(("classes",), "request classes are applied by governor serve; stock vllm "
+                                   "serve (kubernetes.server: vllm) neither classifies requests "
+                                   "nor labels its series by class")
     if problems.items or service is None or period is None or classes is None \
-            or targets is None or alerting is None or kubernetes is None:
+            or targets is None or alerting is None or kubernetes is None or vllm is None:
         return None
     return SloSpec(SPEC_VERSION, service, period, slos, labels, classes, targets, alerting,
-                   kubernetes)
+                   kubernetes, vllm)

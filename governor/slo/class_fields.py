@@ -22,7 +22,6 @@ from collections.abc import Mapping, Sequence
 
 from governor.contracts.endpoints import GENERATION_PATHS
 from governor.contracts.metrics.service import LABEL_CLASS
-from governor.contracts.promql import format_number
 from governor.slo.classes import (
     MAX_ALTERNATIVES,
     MAX_CLASSES,
@@ -41,10 +40,10 @@ from governor.slo.fields import (
     Problems,
     _mapping,
     _name,
-    _nearby_edges,
     _seconds,
     _text,
     _type_name,
+    not_an_edge,
 )
 from governor.slo.model import SLO, LatencySLI
 from governor.slo.yamlio import Path_
@@ -184,9 +183,7 @@ def _edge(metric: str, threshold: float, path: Path_, problems: Problems,
     for edge in edges:
         if math.isclose(edge, threshold, rel_tol=1e-9):
             return edge
-    problems.add(path, f"{format_number(threshold)}s is not a bucket edge of {metric}, so the "
-                       f"class's SLI could not count it (nearest edges: "
-                       f"{_nearby_edges(edges, threshold)})")
+    problems.add(path, not_an_edge(metric, threshold, edges, "the class's SLI"))
     return None
 
 

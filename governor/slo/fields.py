@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 
+from governor.contracts.metrics.latency import HISTOGRAM_BUCKETS
+from governor.contracts.metrics.vllm import CUSTOM_BUCKETS_FLAG, CUSTOM_BUCKETS_SINCE, family_of
 from governor.contracts.promql import (
     LABEL_NAME,
     METRIC_NAME,
@@ -40,8 +42,6 @@ _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 _SERVICE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}")
 _RATE = re.compile(r"(\d+(?:\.\d+)?)\s*/\s*(s|m|h)")
 _PER = {"s": Decimal(1), "m": Decimal(60), "h": Decimal(3600)}
-
-
 
 
 def format_path(path: Path_) -> str:
@@ -226,6 +226,22 @@ def _nearby_edges(edges: Sequence[float], threshold: float) -> str:
     return ", ".join(format_number(e) for e in (*below, *above))
 
 
+def not_an_edge(metric: str, threshold: float, edges: Sequence[float], counter: str) -> str:
+    """Why ``threshold`` cannot be the SLI's, with the edges nearest to it and, for a vLLM
+    histogram, the way to have the server expose it (``counter``: what would count it)."""
+    message = (f"{format_number(threshold)}s is not a bucket edge of {metric}, so {counter} "
+               f"could not count it exactly (nearest edges: {_nearby_edges(edges, threshold)})")
+    family = family_of(metric)
+    if family is None:
+        return message
+    key = f"vllm.custom_histogram_buckets.{family}"
+    if tuple(edges) != tuple(HISTOGRAM_BUCKETS.get(metric, ())):
+        return (f"{message}, as {key} declares them; add it there and to vllm serve's "
+                f"{CUSTOM_BUCKETS_FLAG}")
+    return (f"{message}; or give vllm serve {CUSTOM_BUCKETS_FLAG} with it (vLLM >= "
+            f"{CUSTOM_BUCKETS_SINCE}) and declare those edges in {key}")
+
+
 def _latency(
     value: object, path: Path_, problems: Problems,
     histograms: Mapping[str, Sequence[float]] | None,
@@ -268,9 +284,7 @@ def _bucket_edge(
     for edge in edges:
         if math.isclose(edge, threshold, rel_tol=1e-9):
             return edge
-    problems.add((*path, "threshold"),
-                 f"{format_number(threshold)}s is not a bucket edge of {metric}, so the SLI "
-                 f"could not count it exactly (nearest edges: {_nearby_edges(edges, threshold)})")
+    problems.add((*path, "threshold"), not_an_edge(metric, threshold, edges, "the SLI"))
     return None
 
 

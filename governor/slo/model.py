@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Final
 
 from governor.contracts.promql import format_duration, to_decimal
+from governor.slo.buckets import VllmSettings
 from governor.slo.classes import RequestClasses
 from governor.slo.fleet import Alerting, Kubernetes, Targets
 from governor.slo.labels import Labels as Labels  # re-exported: the spec's label sets
@@ -19,6 +20,8 @@ MAX_PERIOD_SECONDS: Final = 400 * 86400
 MAX_SLOS: Final = 64
 MAX_LABELS: Final = 32
 MAX_TEXT: Final = 1024
+# ``kubernetes.server`` of a fleet of stock ``vllm serve``.
+STOCK_VLLM: Final = "vllm"
 # Labels the generated rules set themselves; a spec may not override them.
 RESERVED_LABELS: Final = frozenset(
     {"slo", "service", "severity", "alertname", "instance", "job", "le", "quantile"}
@@ -87,6 +90,15 @@ class SloSpec:
     targets: Targets = field(default_factory=Targets)
     alerting: Alerting = field(default_factory=Alerting)
     kubernetes: Kubernetes = field(default_factory=Kubernetes)
+    # The edges vLLM is told to expose (``vllm.custom_histogram_buckets``); none: its defaults.
+    vllm: VllmSettings = field(default_factory=VllmSettings)
+
+    @property
+    def stock_vllm(self) -> bool:
+        """The inference servers are stock ``vllm serve`` with Governor's admin middleware
+        (``kubernetes.server: vllm``): vLLM's series only, no ``governor_*`` series of the
+        service, so the boards read vLLM's."""
+        return self.kubernetes.server == STOCK_VLLM
 
     def slo(self, name: str) -> SLO:
         for slo in self.slos:

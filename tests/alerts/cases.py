@@ -8,6 +8,8 @@ from governor.render.params import Endpoints, RenderParams
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
+# Committed example specs with their generated output beside them: name → the output folder.
+EXAMPLES = {"examples/stock-vllm": ROOT / "examples" / "stock-vllm" / "deploy"}
 TESTDATA = Path(__file__).parent / "testdata"
 GOLDEN = Path(__file__).parent / "golden"
 

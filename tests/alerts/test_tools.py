@@ -14,15 +14,15 @@ import pytest
 
 from governor.alerts.render import render_all, write_all
 from governor.render.catalog import load_checked_spec
-from tests.alerts.cases import CASES, DEPLOY, GOLDEN, ROOT
+from tests.alerts.cases import CASES, DEPLOY, EXAMPLES, GOLDEN, ROOT
 
 pytestmark = pytest.mark.integration
 
-OUTPUTS = ["deploy", *sorted(CASES)]
+OUTPUTS = ["deploy", *sorted(EXAMPLES), *sorted(CASES)]
 
 
 def output_dir(name: str) -> Path:
-    return DEPLOY if name == "deploy" else GOLDEN / name
+    return DEPLOY if name == "deploy" else EXAMPLES.get(name, GOLDEN / name)
 
 
 def run(*argv: str) -> subprocess.CompletedProcess[str]:

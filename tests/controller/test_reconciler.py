@@ -25,6 +25,7 @@ from governor.controller.reconciler import MAX_NOTED, Reconciler
 from governor.controller.state import StateStore
 from tests.controller.fakes import (
     CEILING,
+    FLOOR,
     FakeActuator,
     FakeClock,
     FakeObserver,
@@ -93,6 +94,11 @@ async def test_a_breach_is_applied_recorded_persisted_and_annotated(tmp_path: Pa
     assert h.metric(names.DECISIONS.name + "_total", action="tighten", reason="itl_breach") == 1
     assert h.metric(names.TARGET_LIMITS.name, target=A.name,
                     param="max_num_batched_tokens") == limits.max_num_batched_tokens
+    # The range the admin route allows, as read: what a board of stock vLLM draws around it.
+    assert h.metric(names.TARGET_CEILING.name, target=A.name,
+                    param="max_num_batched_tokens") == CEILING.max_num_batched_tokens
+    assert h.metric(names.TARGET_FLOOR.name, target=A.name,
+                    param="max_num_seqs") == FLOOR.max_num_seqs
     assert h.metric(names.RECONCILES.name + "_total", result="ok") == 1
     # Not overloaded: the scale-out signal says one replica, under its reason.
     assert h.metric(names.DESIRED_REPLICAS.name, target=A.name,

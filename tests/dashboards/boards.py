@@ -32,6 +32,10 @@ CASES = {
 }
 
 
+# Committed example specs, whose generated output is committed beside them (and checked there).
+EXAMPLES = {"stock-vllm": ROOT / "examples" / "stock-vllm" / "slo.yaml"}
+
+
 @functools.cache
 def _default_files() -> tuple[tuple[str, str], ...]:
     return tuple(render_all(load_checked_spec(ROOT / "slo.yaml")).items())

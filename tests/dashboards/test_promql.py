@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from governor.dashboards.readback import PanelQuery, expand
-from tests.dashboards.boards import CASES, all_queries
+from tests.dashboards.boards import CASES, EXAMPLES, all_queries
 
 pytestmark = pytest.mark.integration
 
@@ -39,12 +39,12 @@ def test_every_query_of_the_default_boards_parses(promtool: str, tmp_path: Path)
     assert check(promtool, queries, tmp_path) == ""
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted({**CASES, **EXAMPLES}))
 def test_every_query_of_other_specs_parses(promtool: str, tmp_path: Path, case: str) -> None:
     from governor.dashboards.render import render_all
     from governor.render.catalog import load_checked_spec
 
-    assert check(promtool, all_queries(render_all(load_checked_spec(CASES[case]))),
+    assert check(promtool, all_queries(render_all(load_checked_spec({**CASES, **EXAMPLES}[case]))),
                  tmp_path) == ""
 
 

@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 
 from governor.dashboards.readback import panels
-from tests.dashboards.boards import CASES, SCHEMAS, boards
+from tests.dashboards.boards import CASES, EXAMPLES, SCHEMAS, boards
 
 BOARDS = boards()
 
@@ -74,12 +74,13 @@ def test_each_query_target_validates_against_the_prometheus_query_schema(uid: st
     assert problems == []
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted({**CASES, **EXAMPLES}))
 def test_boards_of_other_specs_validate_too(case: str) -> None:
     from governor.dashboards.render import render_all
     from governor.render.catalog import load_checked_spec
 
-    for board in boards(render_all(load_checked_spec(CASES[case]))).values():
+    spec = load_checked_spec({**CASES, **EXAMPLES}[case])
+    for board in boards(render_all(spec)).values():
         assert errors(validator("dashboard"), board) == [], board["uid"]
 
 

@@ -15,14 +15,21 @@ from governor.controller.cli import build_config
 from governor.controller.cli import build_parser as controller_parser
 from governor.exporters.cli import build_parser as exporter_parser
 from governor.inference.cli import build_parser as serve_parser
+from governor.inference.engines.vllm.args import parse_extra_args
 from governor.manifests import kubernetes as k
 from governor.manifests.render import render_all
+from governor.render.catalog import parse_checked_spec
 from governor.render.params import RenderParams
 from governor.slo.spec import load_spec, parse_spec
+from governor.vllm import MIDDLEWARE
+from governor.vllm.admin import TOKEN_FILE_ENV
 from tests.deploy.kube_schemas import errors, kinds
 
 ROOT = Path(__file__).resolve().parents[2]
-MANIFESTS = sorted((ROOT / "deploy" / "kubernetes").glob("*.yaml"))
+STOCK_SPEC = ROOT / "examples" / "stock-vllm" / "slo.yaml"
+MANIFESTS = [*sorted((ROOT / "deploy" / "kubernetes").glob("*.yaml")),
+             *sorted((STOCK_SPEC.parent / "deploy" / "kubernetes").glob("*.yaml"))]
+CUSTOM = {"inter_token_latency": [0.01, 0.05, 0.1, 0.12, 0.15, 0.2, 0.5, 1]}
 
 
 def documents(text: str) -> list[dict[str, Any]]:
@@ -55,7 +62,7 @@ def rendered(spec: Any) -> dict[str, dict[str, Any]]:
             for text in files.values() for d in documents(text)}
 
 
-@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_committed_manifest_validates_against_its_pinned_schema(path: Path) -> None:
     for document in documents(path.read_text(encoding="utf-8")):
         assert errors(document) == [], f"{path.name}: {document['kind']}"
@@ -211,3 +218,57 @@ def test_the_example_autoscalers_scale_the_inference_deployment_on_the_summed_ad
     metric = hpa["spec"]["metrics"][0]["external"]["metric"]
     assert metric["selector"] == {"matchLabels": {"job": "slo-controller"}}
     assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] >= 600
+
+
+def stock_data(**extra: Any) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(STOCK_SPEC.read_text(encoding="utf-8"))
+    return {**data, **extra}
+
+
+def inference_container(spec: Any) -> dict[str, Any]:
+    deployment = rendered(spec)[f"Deployment/{k.INFERENCE_NAME}"]
+    container: dict[str, Any] = deployment["spec"]["template"]["spec"]["containers"][0]
+    return container
+
+
+def test_a_stock_vllm_fleet_runs_vllm_serve_with_the_admin_middleware_and_its_buckets() -> None:
+    spec = parse_checked_spec(stock_data(vllm={"custom_histogram_buckets": CUSTOM}))
+    container = inference_container(spec)
+    assert "args" not in container  # whatever the team's vLLM image's entrypoint is
+    assert container["command"] == [
+        "vllm", "serve", spec.kubernetes.model, "--host", "0.0.0.0", "--port", "8000",
+        "--middleware", MIDDLEWARE, "--custom-histogram-buckets", spec.vllm.flag_value()]
+    assert {"name": TOKEN_FILE_ENV, "value": f"{k.TOKENS_DIR}/{k.ADMIN_TOKEN_KEY}"} in \
+        container["env"]
+    # vLLM's defaults: no flag at all, so any vLLM (>= 0.25) runs the command.
+    plain = inference_container(parse_checked_spec(stock_data()))
+    assert "--custom-histogram-buckets" not in plain["command"]
+
+
+def test_governor_serve_hands_the_custom_buckets_to_its_vllm_engine() -> None:
+    data = fleet_data()
+    data["vllm"] = {"custom_histogram_buckets": CUSTOM}
+    spec = parse_checked_spec(data)
+    args = inference_container(spec)["args"]
+    parsed = serve_parser(env={}).parse_args(args[1:])
+    assert parsed.engine_arg == [f"custom_histogram_buckets={spec.vllm.flag_value()}"]
+    # What the vLLM engine makes of it: AsyncEngineArgs' field, a mapping of edges.
+    kwargs = parse_extra_args(parsed.engine_arg, {"custom_histogram_buckets": None})
+    assert kwargs == {"custom_histogram_buckets": {
+        family: [float(e) for e in edges] for family, edges in CUSTOM.items()}}
+
+
+@pytest.mark.vllm
+def test_vllms_own_parser_takes_the_stock_command_with_its_buckets() -> None:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    spec = parse_checked_spec(stock_data(vllm={"custom_histogram_buckets": CUSTOM}))
+    _, _, model, *options = inference_container(spec)["command"]
+    parser = make_arg_parser(FlexibleArgumentParser())  # type: ignore[no-untyped-call]
+    args = parser.parse_args(["--model", model, *options])
+    assert args.middleware == [MIDDLEWARE]
+    engine = AsyncEngineArgs.from_cli_args(args)
+    assert engine.custom_histogram_buckets == {
+        family: [float(e) for e in edges] for family, edges in CUSTOM.items()}

@@ -19,7 +19,7 @@ from governor.dashboards.render import DASHBOARDS_DIR, DATASOURCES
 from governor.generate import main
 from governor.render.catalog import load_checked_spec
 from governor.slo.spec import SloSpec
-from tests.alerts.cases import DEPLOY, ROOT
+from tests.alerts.cases import DEPLOY, EXAMPLES, ROOT
 
 SLO = str(ROOT / "slo.yaml")
 FILES = 31  # 20 on the rules side (the inference targets, 2 per-class rule files and their
@@ -57,6 +57,14 @@ def test_the_spec_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 def test_check_passes_on_the_committed_deploy_directory() -> None:
     assert main(["--slo", SLO, "--out", str(DEPLOY), "--check"]) == 0
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_check_passes_on_each_committed_examples_output(example: str) -> None:
+    """examples/<name>/slo.yaml beside its generated deploy/: regenerate both or the test fails
+    (governor generate --slo examples/<name>/slo.yaml --out examples/<name>/deploy)."""
+    out = EXAMPLES[example]
+    assert main(["--slo", str(out.parent / "slo.yaml"), "--out", str(out), "--check"]) == 0
 
 
 def test_check_names_stale_rules_and_boards_and_writes_nothing(

@@ -59,14 +59,19 @@ def stock_vllm(name: str, model: Path, folder: Path, *, env: Mapping[str, str],
                max_num_seqs: int = 8, max_num_batched_tokens: int = 512,
                middleware: tuple[str, ...] = (), flags: tuple[str, ...] = (),
                data_parallel_size: int | None = None,
-               api_server_count: int | None = None) -> Iterator[StockVllm]:
-    """``vllm serve`` on a free port, healthy; stopped on the way out."""
+               api_server_count: int | None = None, stats: bool = False,
+               custom_histogram_buckets: str | None = None) -> Iterator[StockVllm]:
+    """``vllm serve`` on a free port, healthy; stopped on the way out. ``stats``: vLLM's
+    ``vllm:*`` series on its /metrics (off by default: they cost CPU the tests need)."""
     port = free_port()
+    cpu = tuple(flag for flag in CPU_FLAGS if not stats or flag != "--disable-log-stats")
     command = VllmServe(model=str(model), host=LOCAL_HOST, port=port,
                         served_model_name="tiny-llama", middleware=middleware,
                         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                         max_model_len=512, data_parallel_size=data_parallel_size,
-                        api_server_count=api_server_count, extra=(*CPU_FLAGS, *flags))
+                        api_server_count=api_server_count,
+                        custom_histogram_buckets=custom_histogram_buckets,
+                        extra=(*cpu, *flags))
     url = f"http://{LOCAL_HOST}:{port}"
     child = Child(name, command.python(), url + HEALTH_PATH, folder / f"{name}.log",
                   env=environment(vllm_record(folder / "site"), env), grace_seconds=30)

@@ -32,6 +32,7 @@ from governor.bench.controller.admission import Limits as AdmissionLimits
 from governor.bench.controller.classes import ClassPlan, class_report, class_table
 from governor.bench.controller.loop import PolicyRun, Scenario, ceiling, run
 from governor.bench.controller.pipeline import pipeline_from_deploy
+from governor.bench.controller.prometheus import Histogram
 from governor.bench.controller.scoring import attainment, goodput, worst_recovery
 from governor.bench.controller.workload import Arrival, Workload, WorkloadError, load_workload
 from governor.bench.progress import Progress
@@ -44,8 +45,10 @@ from governor.common.cli import (
 from governor.controller.cli import UsageError, build_config
 from governor.controller.cli import build_parser as controller_parser
 from governor.controller.model import Limits
+from governor.controller.queries import HistogramSli
 from governor.controller.slo import DEFAULT_TTFT_SLO, objectives
-from governor.slo.spec import SloSpec, SpecError, camel_case, load_spec
+from governor.render.catalog import histogram_edges, load_checked_spec
+from governor.slo.spec import SloSpec, SpecError, camel_case
 
 TARGET_ATTAINMENT = 0.95
 TARGET_GOODPUT_SHARE = 0.95
@@ -171,9 +174,10 @@ def _job(args: tuple[Scenario, list[Arrival], str, Limits | None]) -> PolicyRun:
 def build_scenario(args: Any, workload: Workload | None = None) -> Scenario:
     """The scenario the controller would really run in: the generated stack's timing and the
     controller's own defaults (``governor controller`` with no options but ``--slo``)."""
-    spec = load_spec(args.slo)
+    spec = load_checked_spec(args.slo)
     alert = camel_case(objectives(spec).itl_slo_name) + "P99High"
-    pipeline = pipeline_from_deploy(args.deploy, alert, resync_seconds=10.0)
+    pipeline = pipeline_from_deploy(args.deploy, alert, resync_seconds=10.0,
+                                    job=spec.targets.inference.job)
     overrides = {"scrape_interval_seconds": args.scrape_interval,
                  "evaluation_interval_seconds": args.evaluation_interval,
                  "alert_for_seconds": args.alert_for, "group_wait_seconds": args.group_wait}
@@ -187,11 +191,21 @@ def build_scenario(args: Any, workload: Workload | None = None) -> Scenario:
         workload = Workload.headline(args.minutes or 40.0)
     elif args.minutes is not None:
         workload = workload.with_minutes(args.minutes)
-    return Scenario(workload, args.seed, controller.slo, controller.law,
-                    pipeline, preset=args.preset, window_seconds=args.window,
-                    short_window_seconds=controller.queries.short_window_seconds,
-                    long_window_seconds=controller.queries.long_window_seconds,
-                    classes=_class_plan(args, spec))
+    queries = controller.queries
+    scenario = Scenario(workload, args.seed, controller.slo, controller.law,
+                        pipeline, preset=args.preset, window_seconds=args.window,
+                        short_window_seconds=queries.short_window_seconds,
+                        long_window_seconds=queries.long_window_seconds,
+                        classes=_class_plan(args, spec),
+                        itl_histogram=_histogram(spec, queries.itl))
+    if queries.ttft is None:  # no TTFT SLO: no TTFT query, the default histogram unread
+        return scenario
+    return replace(scenario, ttft_histogram=_histogram(spec, queries.ttft))
+
+
+def _histogram(spec: SloSpec, sli: HistogramSli) -> Histogram:
+    """The SLI's histogram with the edges its servers expose under the spec."""
+    return Histogram(sli.metric, tuple(histogram_edges(spec)[sli.metric]))
 
 
 def _class_plan(args: Any, spec: SloSpec) -> ClassPlan | None:
@@ -289,6 +303,8 @@ def report(results: list[PolicyRun], scenario: Scenario, args: Any, out: Path) -
         "seed": scenario.seed, "requests": len(results[0].outcomes),
         "slo": {"itl_seconds": scenario.slo.itl_seconds, "ttft_seconds": scenario.slo.ttft_seconds,
                 "quantile": scenario.slo.itl_quantile},
+        "histograms": {"itl": scenario.itl_histogram.as_dict(),
+                       "ttft": scenario.ttft_histogram.as_dict()},
         "pipeline": {"scrape_s": scenario.pipeline.scrape_interval_seconds,
                      "evaluation_s": scenario.pipeline.evaluation_interval_seconds,
                      "alert_for_s": scenario.pipeline.alert_for_seconds,

@@ -21,7 +21,13 @@ import numpy as np
 
 from governor.bench.controller.admission import Gatekeeper
 from governor.bench.controller.classes import ClassPlan, ClassScore, class_scores
-from governor.bench.controller.prometheus import AlertState, Pipeline, Scrapes, cumulative_counts
+from governor.bench.controller.prometheus import (
+    AlertState,
+    Histogram,
+    Pipeline,
+    Scrapes,
+    cumulative_counts,
+)
 from governor.bench.controller.scoring import (
     Episode,
     OverloadEpisode,
@@ -34,6 +40,7 @@ from governor.bench.controller.scoring import (
     windows_from_times,
 )
 from governor.bench.controller.workload import Arrival, Workload
+from governor.contracts.declaration import Metric
 from governor.contracts.metrics import service
 from governor.controller.law import decide
 from governor.controller.law_config import LawConfig
@@ -73,6 +80,12 @@ class Scenario:
     # Request classes and the service's admission in front of the engine (None: neither, the
     # engine takes every request as it arrives).
     classes: ClassPlan | None = None
+    # The SLIs' histograms as the spec's servers expose them: what Prometheus stores, so the
+    # resolution the controller reads the tails at.
+    itl_histogram: Histogram = field(
+        default_factory=lambda: _histogram(service.INTER_TOKEN_LATENCY))
+    ttft_histogram: Histogram = field(
+        default_factory=lambda: _histogram(service.TIME_TO_FIRST_TOKEN))
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +115,10 @@ class PolicyRun:
     classes: dict[str, ClassScore] = field(default_factory=dict)  # with Scenario.classes
     # Spans the law judged overloaded, with the replicas it advised (controller runs only).
     overloads: list[OverloadEpisode] = field(default_factory=list)
+
+
+def _histogram(metric: Metric) -> Histogram:
+    return Histogram(metric.name, metric.buckets)
 
 
 def _service_floor(settings: EngineSettings) -> Limits:
@@ -184,8 +201,8 @@ class _Loop:
 
     def __post_init__(self) -> None:
         p = self.scenario.pipeline
-        self.scrapes = Scrapes(service.INTER_TOKEN_LATENCY.buckets,
-                               service.TIME_TO_FIRST_TOKEN.buckets)
+        self.scrapes = Scrapes(self.scenario.itl_histogram.edges,
+                               self.scenario.ttft_histogram.edges)
         self.alert = AlertState(p, self.scenario.slo.itl_seconds, self.scenario.slo.itl_quantile)
         self._collector = _Collector(self.sim, self.ids, self.arrivals, self.scrapes,
                                      self.observed_classes)

@@ -52,6 +52,18 @@ def cumulative_counts(values: np.ndarray, edges: Sequence[float]) -> np.ndarray:
     return np.cumsum(counts)
 
 
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    """An SLI's histogram as Prometheus stores it: its name and the edges its server exposes
+    (the service's own, vLLM's, or the custom buckets of the spec)."""
+
+    metric: str
+    edges: tuple[float, ...]
+
+    def as_dict(self) -> dict[str, object]:
+        return {"metric": self.metric, "edges": list(self.edges)}
+
+
 @dataclass
 class Scrapes:
     """The time series Prometheus stores for one inference instance."""

@@ -36,6 +36,16 @@ DECISIONS: Final = Metric(
 TARGET_LIMITS: Final = Metric(
     "governor_controller_target_limits", "gauge",
     "Batching limits in force on each target, as last read or set", "", (LABEL_TARGET, LABEL_PARAM))
+# The range each target's admin route allows (its floor and its start-up ceiling), as last read:
+# with the limits above, what a board of stock vLLM shows, which exports no limits of its own.
+TARGET_FLOOR: Final = Metric(
+    "governor_controller_target_floor", "gauge",
+    "Lowest batching limits each target's admin route accepts, as last read", "",
+    (LABEL_TARGET, LABEL_PARAM))
+TARGET_CEILING: Final = Metric(
+    "governor_controller_target_ceiling", "gauge",
+    "Start-up batching limits of each target, never exceeded, as last read", "",
+    (LABEL_TARGET, LABEL_PARAM))
 RECONCILES: Final = Metric(
     "governor_controller_reconciles", "counter", "Per-target reconciles, by result", "reconciles",
     (LABEL_RESULT,))

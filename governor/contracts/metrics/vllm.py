@@ -1,11 +1,21 @@
-"""vLLM's own ``vllm:*`` engine series, as vLLM exposes them and the sim engine emits them.
+"""vLLM's own ``vllm:*`` engine series, as vLLM exposes them and the sim engine emits them, and
+the HTTP series of stock ``vllm serve``.
 
 Boards and rules built on these names work on a plain vLLM fleet as well as on Governor's sim.
 Help texts, label names and buckets are vLLM's own, so a sim histogram reads like a real one.
+vLLM >= 0.32 lets ``--custom-histogram-buckets`` replace the edges of a bucket family
+(:data:`BUCKET_FAMILIES`); ``slo.yaml`` says so in ``vllm.custom_histogram_buckets``::
+
+    >>> family_of("vllm:inter_token_latency_seconds")
+    'inter_token_latency'
+    >>> [m.name for m in BUCKET_FAMILIES["request_latency"]][:2]
+    ['vllm:e2e_request_latency_seconds', 'vllm:request_queue_time_seconds']
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Final
 
 from governor.contracts.declaration import Metric
@@ -97,3 +107,41 @@ ITERATION_TOKENS: Final = Metric(
 
 LATENCY_HISTOGRAMS: Final = (INTER_TOKEN_LATENCY, TIME_TO_FIRST_TOKEN, E2E_REQUEST_LATENCY,
                              REQUEST_QUEUE_TIME, REQUEST_PREFILL_TIME, REQUEST_DECODE_TIME)
+
+# ---- bucket families ---------------------------------------------------------------------------
+# vLLM's ``--custom-histogram-buckets`` keys (vLLM >= 0.32, vllm.v1.metrics.buckets), each with the
+# histograms declared here whose edges it replaces; families of histograms Governor does not read
+# map to none. The flag replaces a family's edges for every histogram in it.
+CUSTOM_BUCKETS_FLAG: Final = "--custom-histogram-buckets"
+CUSTOM_BUCKETS_SINCE: Final = "0.32"
+BUCKET_FAMILIES: Final[Mapping[str, tuple[Metric, ...]]] = MappingProxyType({
+    "inter_token_latency": (INTER_TOKEN_LATENCY,),
+    "time_to_first_token": (TIME_TO_FIRST_TOKEN,),
+    "request_latency": (E2E_REQUEST_LATENCY, REQUEST_QUEUE_TIME, REQUEST_PREFILL_TIME,
+                        REQUEST_DECODE_TIME),
+    "iteration_tokens": (ITERATION_TOKENS,),
+    "request_params_n": (),
+    "request_num_preemptions": (),
+    "request_tokens": (),
+    "kv_cache_residency": (),
+})
+
+
+def family_of(histogram: str) -> str | None:
+    """The bucket family whose edges ``--custom-histogram-buckets`` sets for ``histogram``."""
+    for family, members in BUCKET_FAMILIES.items():
+        if any(member.name == histogram for member in members):
+            return family
+    return None
+
+
+# ---- stock vllm serve's HTTP series (prometheus-fastapi-instrumentator) ------------------------
+# Status codes are grouped ("2xx", "4xx", "5xx"); a path no route matches is handler="none".
+# vLLM >= 0.25 exposes them the same way; governor serve does not (it has governor_requests).
+LABEL_HANDLER: Final = "handler"
+LABEL_METHOD: Final = "method"
+LABEL_STATUS: Final = "status"
+STATUS_SERVER_ERROR: Final = "5xx"
+HTTP_REQUESTS: Final = Metric(
+    "http_requests", "counter", "Total number of requests by method, status and handler.",
+    "requests", (LABEL_HANDLER, LABEL_METHOD, LABEL_STATUS))

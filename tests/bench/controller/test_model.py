@@ -16,6 +16,7 @@ from governor.bench.controller.prometheus import (
     cumulative_counts,
     histogram_quantile,
 )
+from governor.contracts.metrics import service
 
 REPO = Path(__file__).resolve().parents[3]
 EDGES = (0.01, 0.05, 0.1, 0.12, 0.2)
@@ -105,7 +106,6 @@ def test_good_event_rates_count_the_bucket_at_the_threshold() -> None:
 def test_the_benchmark_observes_every_quantity_the_controller_queries() -> None:
     from governor.bench.controller import build_parser, build_scenario
     from governor.bench.controller.loop import observe
-    from governor.contracts.metrics import service
     from governor.controller.slo import objectives
     from governor.slo.spec import load_spec
 
@@ -130,3 +130,53 @@ def test_the_benchmark_observes_every_quantity_the_controller_queries() -> None:
     assert obs.ttft_per_second == pytest.approx(10 / 15)
     assert obs.ttft_good_per_second == pytest.approx(9 / 15)
     assert obs.itl_good_ratio == pytest.approx(0.99)
+
+
+HISTOGRAM_SPECS = REPO / "benchmarks" / "histograms"
+
+
+@pytest.mark.parametrize(
+    ("spec", "itl_metric", "itl_edges"),
+    [("service.yaml", "governor_inter_token_latency_seconds",
+      (0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.06, 0.075, 0.09, 0.1, 0.12, 0.15, 0.2,
+       0.25, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0)),
+     ("vllm.yaml", "vllm:inter_token_latency_seconds",
+      (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+       20.0, 40.0, 80.0)),
+     ("vllm-custom.yaml", "vllm:inter_token_latency_seconds",
+      (0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5,
+       0.75, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0))],
+    ids=["the service's own histogram", "vLLM's default buckets", "vLLM's custom buckets"],
+)
+def test_the_benchmarks_prometheus_stores_the_edges_the_slis_server_exposes(
+        spec: str, itl_metric: str, itl_edges: tuple[float, ...]) -> None:
+    from governor.bench.controller import build_parser, build_scenario
+
+    args = build_parser().parse_args(["--slo", str(HISTOGRAM_SPECS / spec),
+                                      "--deploy", str(REPO / "deploy")])
+    scenario = build_scenario(args)
+    assert (scenario.itl_histogram.metric, scenario.itl_histogram.edges) == (itl_metric,
+                                                                             itl_edges)
+    assert scenario.ttft_histogram.metric.endswith("time_to_first_token_seconds")
+    # The three specs differ in the histogram only: the same thresholds for the law.
+    assert (scenario.slo.itl_seconds, scenario.slo.ttft_seconds) == (0.1, 1.0)
+
+
+def test_coarser_edges_change_the_tails_the_controller_reads() -> None:
+    """Gaps of 30 ms and a 1.1% tail of 110 ms, seen through each histogram's edges: the median
+    and the P99 come out where Prometheus would interpolate them."""
+    from governor.contracts.metrics import vllm
+
+    gaps = np.asarray([0.03] * 989 + [0.11] * 11)
+    fine, coarse = service.INTER_TOKEN_LATENCY.buckets, vllm.ITL_BUCKETS
+
+    def tails(edges: tuple[float, ...]) -> tuple[float, float]:
+        counts = cumulative_counts(gaps, edges)
+        return histogram_quantile(0.5, edges, counts), histogram_quantile(0.99, edges, counts)
+
+    assert tails(fine) == pytest.approx((0.025 + 0.005 * 500 / 989,
+                                         0.1 + 0.02 * (990 - 989) / 11))
+    assert tails(coarse) == pytest.approx((0.025 + 0.025 * 500 / 989,
+                                           0.1 + 0.05 * (990 - 989) / 11))
+    # Both say the P99 breaches 100 ms: at an edge, which side of it is exact on any buckets.
+    assert min(tails(fine)[1], tails(coarse)[1]) > 0.1

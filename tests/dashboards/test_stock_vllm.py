@@ -1,0 +1,122 @@
+"""The boards of a stock vLLM fleet (``kubernetes.server: vllm``): panel by panel, vLLM's own
+series, the controller's gauges or a note saying what stock vLLM lacks — never a panel whose
+series no stock vLLM exports. ``tests/dashboards/test_live_stock_vllm.py`` runs them against a
+real ``vllm serve``."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from governor.contracts.metrics import controller as c
+from governor.contracts.metrics import service as svc
+from governor.contracts.metrics import vllm
+from governor.dashboards.readback import panels
+from governor.dashboards.render import render_all
+from governor.render.catalog import load_checked_spec
+from tests.dashboards.boards import EXAMPLES, boards, metric_references
+from tests.dashboards.test_boards import base_name, declared, exprs, known_metrics, panel_titled
+
+STOCK = load_checked_spec(EXAMPLES["stock-vllm"])
+
+
+def stock_boards() -> dict[str, dict[str, Any]]:
+    return boards(render_all(STOCK))
+
+
+def test_no_inference_panel_reads_a_series_of_governor_serve() -> None:
+    """Stock vLLM exports vLLM's series; Governor's own come from the controller, the GPU
+    exporter and the recording rules."""
+    theirs = declared(svc)
+    found = {(q.board, q.panel, name) for q in stock_queries()
+             for name in metric_references(q.expr) if base_name(name) in theirs}
+    assert found == set()
+
+
+def stock_queries() -> list[Any]:
+    from governor.dashboards.readback import queries
+
+    return [q for board in stock_boards().values() for q in queries(board)]
+
+
+def test_every_query_selects_a_series_something_on_the_stock_fleet_exports() -> None:
+    """vLLM's, the controller's, the GPU exporter's or a recording rule's; a typo fails too."""
+    exported = known_metrics() - declared(svc)
+    unknown = {(q.where, name) for q in stock_queries() for name in metric_references(q.expr)
+               if base_name(name) not in exported}
+    assert unknown == set()
+
+
+def test_the_latency_panels_read_vllms_histograms_with_the_slo_lines_and_no_exemplars() -> None:
+    board = stock_boards()["governor-inference"]
+    itl, ttft = panel_titled(board, "Inter-token latency"), panel_titled(board, "Time to first")
+    assert itl["title"] == "Inter-token latency (SLO: p99 ≤ 0.1 s)"
+    assert ttft["title"] == "Time to first token (SLO: p99 ≤ 1 s)"
+    for panel, histogram, line in ((itl, vllm.INTER_TOKEN_LATENCY, 0.1),
+                                   (ttft, vllm.TIME_TO_FIRST_TOKEN, 1.0)):
+        assert all(histogram.bucket in t["expr"] for t in panel["targets"])
+        assert not any(t.get("exemplar") for t in panel["targets"])  # vLLM keeps no trace ids
+        assert [s["value"] for s in panel["fieldConfig"]["defaults"]["thresholds"]["steps"]] \
+            == [None, line]
+    assert "vLLM's engine" in itl["description"]
+    duration = panel_titled(board, "Request duration")
+    assert duration["title"] == "Request duration (end to end in vLLM)"
+    assert vllm.E2E_REQUEST_LATENCY.bucket in duration["targets"][0]["expr"]
+    rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
+    assert rows[0] == "Latency as vLLM measures it"
+
+
+def test_requests_by_status_read_vllms_http_counter_and_say_what_the_slo_counts() -> None:
+    panel = panel_titled(stock_boards()["governor-inference"], "Requests by status")
+    (target,) = panel["targets"]
+    assert target["expr"].startswith(f"sum by (handler, status) (rate({vllm.HTTP_REQUESTS.total}{{")
+    assert target["legendFormat"] == "{{handler}} {{status}}"
+    assert '`http_requests_total{handler=~"/v1/chat/completions|/v1/completions", ' \
+           'status="5xx"}` count against the availability SLO.' in panel["description"]
+
+
+def test_admission_rejections_say_they_are_not_on_stock_vllm_in_the_panel() -> None:
+    panel = panel_titled(stock_boards()["governor-inference"], "Admission rejections")
+    assert panel["type"] == "text"
+    assert panel["title"] == "Admission rejections: not on stock vllm"
+    assert "**Not on stock vLLM.**" in panel["options"]["content"]
+    assert "Running and waiting" in panel["options"]["content"]
+    assert (panel["gridPos"]["w"], panel["gridPos"]["h"]) == (8, 8)  # the grid as before
+    waiting = panel_titled(stock_boards()["governor-inference"], "Running and waiting")
+    assert [t["legendFormat"] for t in waiting["targets"]] == ["running", "waiting (engine)"]
+
+
+@pytest.mark.parametrize("param", [svc.PARAM_MAX_NUM_BATCHED_TOKENS, svc.PARAM_MAX_NUM_SEQS])
+def test_the_limits_in_force_are_the_controllers_as_it_read_each_target(param: str) -> None:
+    panel = panel_titled(stock_boards()["governor-inference"], param)
+    job = STOCK.targets.controller.job
+    assert [t["expr"] for t in panel["targets"]] == [
+        f'{metric.name}{{job="{job}", target=~"$instance", param="{param}"}}'
+        for metric in (c.TARGET_LIMITS, c.TARGET_FLOOR, c.TARGET_CEILING)]
+    assert [t["legendFormat"] for t in panel["targets"]] == [
+        "in force {{target}}", "floor {{target}}", "ceiling {{target}}"]
+    assert "as the controller last read them" in panel["description"]
+
+
+def test_the_boards_variables_list_what_vllm_exports_under_the_specs_job() -> None:
+    variables = {v["name"]: v for v in stock_boards()["governor-inference"]["templating"]["list"]}
+    assert variables["job"]["current"]["value"] == STOCK.targets.inference.job == "vllm"
+    for name in ("job", "instance"):
+        assert vllm.NUM_REQUESTS_RUNNING.name in variables[name]["query"]
+    assert "class" not in variables  # no request classes on stock vLLM
+
+
+def test_the_slo_and_controller_boards_are_the_specs_like_any_other() -> None:
+    """Both read only recorded SLO series and the controller's own: the same on any server."""
+    slo, controller = (stock_boards()[uid] for uid in ("governor-slo", "governor-controller"))
+    assert [p["title"] for p in slo["panels"] if p["type"] == "row"] == [
+        "inter-token-latency: 99% over 30d", "time-to-first-token: 99% over 30d",
+        "availability: 99.9% over 30d"]
+    summary = next(p for p in panels(slo) if p["type"] == "text")["options"]["content"]
+    assert "`vllm:inter_token_latency_seconds` at or below 0.1 s" in summary
+    observed = panel_titled(controller, "Observed latency")
+    assert [s["value"] for s in observed["fieldConfig"]["defaults"]["thresholds"]["steps"]] \
+        == [None, 0.1]
+    assert not re.search(r"governor_(?!controller_)", exprs(controller))
