@@ -195,18 +195,23 @@ def test_every_rule_evaluates_and_every_recording_rule_has_data(stack: Stack) ->
     assert empty == [], f"recording rules without data: {empty}\n{stack.logs()}"
 
 
-def test_the_controller_observes_every_input_of_its_law_from_vllms_series(stack: Stack) -> None:
+def test_the_controller_observes_every_input_of_its_law_from_vllms_series(
+        stack: StockStack) -> None:
+    """Under a load of its own: the controller's short window (5 s) holds no token a few
+    seconds after the load of the first test ends, and a latency quantile of no tokens is
+    rightly no observation (CI once reached this test after that)."""
     queried = set(objectives(load_checked_spec(SPEC)).queries.expressions())
     seen: dict[str, Any] = {}
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while time.monotonic() < deadline:
-        seen = get_json(f"{stack.controller}/status")["targets"]
-        observed = [t.get("observation") or {} for t in seen.values()]
-        if observed and all(observed[0].get(name) is not None for name in queried):
-            limits = next(iter(seen.values()))["limits"]
-            assert limits["ceiling"] == {"max_num_seqs": 8, "max_num_batched_tokens": 512}
-            return
-        time.sleep(2)
+    with Load(stack):
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while time.monotonic() < deadline:
+            seen = get_json(f"{stack.controller}/status")["targets"]
+            observed = [t.get("observation") or {} for t in seen.values()]
+            if observed and all(observed[0].get(name) is not None for name in queried):
+                limits = next(iter(seen.values()))["limits"]
+                assert limits["ceiling"] == {"max_num_seqs": 8, "max_num_batched_tokens": 512}
+                return
+            time.sleep(2)
     pytest.fail(f"the controller did not observe {queried} from vLLM: {seen}\n{stack.logs()}")
 
 
