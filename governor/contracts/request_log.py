@@ -56,6 +56,10 @@ def _text(raw: object) -> object:
     return raw if isinstance(raw, str) and 0 < len(raw) <= 200 else _BAD
 
 
+def _label(raw: object) -> object:
+    return raw if isinstance(raw, str) and len(raw) <= 200 else _BAD
+
+
 def _field(parse: Callable[[object], object]) -> Any:
     return field(metadata={"parse": parse})
 
@@ -67,7 +71,8 @@ class RequestRecord:
 
     at: float = _field(_number)  # when the request arrived (Unix time)
     route: str = _field(_text)  # the API path: /v1/chat/completions or /v1/completions
-    request_class: str = _field(_text)  # its class under the spec (``default`` without classes)
+    # Its class under the spec (``default`` without classes; empty: refused before it was read).
+    request_class: str = _field(_label)
     prompt_tokens: int = _field(_count)
     output_tokens: int = _field(_count)  # generated (0: it never reached the engine)
     ttft_seconds: float | None = _field(_optional_number)  # to the first token (None: none)
