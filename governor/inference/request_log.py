@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final
 
-import numpy as np
-
 from governor.contracts.request_log import RequestRecord
 
 log = logging.getLogger(__name__)
@@ -81,11 +79,22 @@ class RequestFacts:
 
     def record(self, route: str, request_class: str, status: str) -> RequestRecord:
         """The request's record: the one place a field of the log is filled in."""
-        tail = float(np.quantile(np.frombuffer(self.gaps, dtype=np.float32), ITL_QUANTILE)) \
-            if self.gaps else None
+        tail = quantile(sorted(self.gaps), ITL_QUANTILE) if self.gaps else None
         return RequestRecord(at=self.arrived_unix, route=route, request_class=request_class,
                              prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens,
                              ttft_seconds=self.ttft_seconds, itl_p99_seconds=tail, status=status)
+
+
+def quantile(ordered: list[float], q: float) -> float:
+    """numpy's default ("linear") quantile of sorted values, without numpy's per-call cost.
+
+    >>> quantile([1.0, 2.0, 3.0, 4.0], 0.5), round(quantile([0.02] * 99 + [0.5], 0.99), 4)
+    (2.5, 0.0248)
+    """
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (position - low) * (ordered[high] - ordered[low])
 
 
 _STOP: Final = None
