@@ -42,7 +42,7 @@ def test_a_record_carries_counts_times_and_its_own_p99_and_reads_back() -> None:
     assert (empty.ttft_seconds, empty.itl_p99_seconds, empty.output_tokens) == (None, None, 0)
 
 
-@pytest.mark.parametrize("line, problem", [
+@pytest.mark.parametrize(("line", "problem"), [
     ({"at": -1.0}, "at: -1.0"),
     ({"prompt_tokens": "812"}, "prompt_tokens: '812'"),
     ({"status": ""}, "status: ''"),

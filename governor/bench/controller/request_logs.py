@@ -144,8 +144,11 @@ def _count(raw: object) -> int:
 
 
 def _seconds(raw: object) -> float:
-    value = float(raw) if isinstance(raw, int | float | str) and not isinstance(raw, bool) \
-        else math.nan
+    try:
+        value = float(raw) if isinstance(raw, int | float | str) and not isinstance(raw, bool) \
+            else math.nan
+    except ValueError:
+        value = math.nan
     if not math.isfinite(value):
         raise ValueError(f"not a time in seconds: {str(raw)[:30]!r}")
     return value
@@ -372,7 +375,7 @@ def load_request_log(paths: Path | Sequence[Path], options: ReplayOptions, *,
     span = max(r.time for r in rows) - start
     length = options.duration_seconds if options.duration_seconds is not None else span
     where = ", ".join(map(str, files))
-    if span < 0 or length <= 0:
+    if span < 0:
         whole = max(0.0, span + options.start_seconds)
         raise WorkloadError(where, [f"slice: the log spans {whole:g} s; nothing from "
                                     f"{options.start_seconds:g} s on"])
