@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -69,29 +70,43 @@ def measure(server: Server, concurrency: int, requests: int, max_tokens: int) ->
     return summary
 
 
-def run(concurrencies: Sequence[int], requests: int, tokens: int) -> dict[str, Any]:
+def run(concurrencies: Sequence[int], requests: int, tokens: int,
+        request_log: Path | None = None) -> dict[str, Any]:
+    """Each concurrency against governor serve and the bare baseline; with ``request_log``, also
+    against governor serve writing its request log there (``governor+log``)."""
     port = free_port()
-    governor = Serve(engine="sim", preset="tiny", time_scale=0, port=port, host=LOCAL_HOST,
-                     served_model_name="bench", max_in_flight=4096).python()
+    serve = Serve(engine="sim", preset="tiny", time_scale=0, port=port, host=LOCAL_HOST,
+                  served_model_name="bench", max_in_flight=4096)
     bare = [sys.executable, "-m", "governor.bench.bare_server", "--port", str(port + 1)]
     report: dict[str, Any] = {"tokens_per_request": tokens, "rows": []}
-    with start("governor", governor, port, "bench") as ours, \
-            start("bare-aiohttp", bare, port + 1, "bench") as base:
-        for server in (ours, base):
-            measure(server, 8, 50, tokens)  # warm-up: imports, JIT-less caches, connections
-        progress = Progress("governor bench service", 2 * len(concurrencies))
-        for concurrency in concurrencies:
-            row: dict[str, Any] = {"concurrency": concurrency}
-            for server in (ours, base):
-                # Five times the requests for the one-token runs: /proc counts CPU in 10 ms
-                # ticks, and a one-token request costs well under a millisecond.
-                row[server.name] = {
-                    "stream": measure(server, concurrency, requests, tokens),
-                    "single_token": measure(server, concurrency, 5 * requests, 1),
-                }
-                progress.done(f"{server.name} at concurrency {concurrency}")
-            report["rows"].append(row)
+    with contextlib.ExitStack() as stack:
+        ours = stack.enter_context(start("governor", serve.python(), port, "bench"))
+        base = stack.enter_context(start("bare-aiohttp", bare, port + 1, "bench"))
+        servers = [ours, base]
+        if request_log is not None:
+            logged = dataclasses.replace(serve, port=port + 2,
+                                     request_log=str(request_log)).python()
+            servers.append(stack.enter_context(start("governor+log", logged, port + 2, "bench")))
+        _measure_all(servers, concurrencies, requests, tokens, report)
     return report
+
+
+def _measure_all(servers: Sequence[Server], concurrencies: Sequence[int], requests: int,
+                 tokens: int, report: dict[str, Any]) -> None:
+    for server in servers:
+        measure(server, 8, 50, tokens)  # warm-up: imports, JIT-less caches, connections
+    progress = Progress("governor bench service", len(servers) * len(concurrencies))
+    for concurrency in concurrencies:
+        row: dict[str, Any] = {"concurrency": concurrency}
+        for server in servers:
+            # Five times the requests for the one-token runs: /proc counts CPU in 10 ms
+            # ticks, and a one-token request costs well under a millisecond.
+            row[server.name] = {
+                "stream": measure(server, concurrency, requests, tokens),
+                "single_token": measure(server, concurrency, 5 * requests, 1),
+            }
+            progress.done(f"{server.name} at concurrency {concurrency}")
+        report["rows"].append(row)
 
 
 def _fmt(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
@@ -103,7 +118,9 @@ def render(report: dict[str, Any]) -> str:
               f"{'req/s(1tok)':>11} {'p50 ms(1tok)':>12} {'p99 ms(1tok)':>12} {'ITL p99 ms':>10}")
     lines = [header]
     for row in report["rows"]:
-        for name in ("governor", "bare-aiohttp"):
+        for name in ("governor", "governor+log", "bare-aiohttp"):
+            if name not in row:
+                continue
             stream, single = row[name]["stream"], row[name]["single_token"]
             lines.append(
                 f"{row['concurrency']:>4} {name:<13} "
@@ -120,7 +137,19 @@ def render(report: dict[str, Any]) -> str:
         ratio_request = ours["single_token"]["server_cpu_us_per_request"] / base["single_token"][
             "server_cpu_us_per_request"]
         lines.append(f"{'':>4} {'ratio':<13} {ratio_token:>8.2f}x {ratio_request:>7.2f}x")
+        if "governor+log" in row:
+            lines.append(_log_cost(row))
     return "\n".join(lines)
+
+
+def _log_cost(row: dict[str, Any]) -> str:
+    """governor+log against governor: what the request log costs, side by side."""
+    with_log, without = row["governor+log"]["stream"], row["governor"]["stream"]
+    itl = [s["itl_seconds"][q] for s in (with_log, without) for q in ("p50", "p99")]
+    cpu = with_log["server_cpu_us_per_token"] / without["server_cpu_us_per_token"]
+    return (f"{'':>4} {'log/no log':<13} {cpu:>8.2f}x  ITL p50 {itl[0] * 1e3:.2f} vs "
+            f"{itl[2] * 1e3:.2f} ms ({itl[0] / itl[2]:.2f}x), p99 {itl[1] * 1e3:.2f} vs "
+            f"{itl[3] * 1e3:.2f} ms ({itl[1] / itl[3]:.2f}x)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -132,8 +161,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tokens", type=positive_int, default=128,
                         help="streamed tokens per request")
     parser.add_argument("--json", action="store_true", help="print the report as JSON only")
+    parser.add_argument("--request-log", type=Path, default=None, metavar="FILE",
+                        help="also run governor serve --request-log FILE (governor+log) and "
+                             "print what the log costs beside the run without it")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    report = run(args.concurrency or [1, 64], args.requests, args.tokens)
+    report = run(args.concurrency or [1, 64], args.requests, args.tokens, args.request_log)
     if not args.json:
         print(render(report))
     print(json.dumps(report))

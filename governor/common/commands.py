@@ -78,6 +78,7 @@ class Serve(_Command):
     max_queue: int | None = None
     tokenizer_threads: int | None = None
     otlp_endpoint: str | None = None
+    request_log: str | None = None
     engine_arg: tuple[str, ...] = ()
 
 

@@ -278,9 +278,10 @@ def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
     median = ctx.median or 0.0
     # The tail of a breach bounds the cost from below: the spikes are at least that tall. Short
     # of a breach, the P99.9 that put the spikes at risk does (a step carrying at most a
-    # budget's worth of prefill is at most median + cost * budget long).
-    height = ctx.tail if ctx.itl_breach else finite(ctx.obs.itl_spike_seconds)
-    bound = spike.learn_cost(height, median, budget) if ctx.itl_trouble and height else None
+    # budget's worth of prefill is at most median + cost * budget long), once its long window
+    # holds only this budget's steps: ``ctx.cost`` counts it then (``spike_cost``).
+    height = ctx.tail if ctx.itl_breach else None
+    bound = spike.learn_cost(height, median, budget) if height else None
     cost = max(bound or 0.0, ctx.cost)
     model = spike.budget_for_spike(ctx.tuning.aim_fraction * ctx.slo.itl_seconds, median, cost)
     wanted = model if model is not None else budget * ctx.tuning.default_cut_factor

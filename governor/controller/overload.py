@@ -23,7 +23,7 @@ import math
 from dataclasses import replace
 
 from governor.controller import spike
-from governor.controller.law_context import BUDGET, Context
+from governor.controller.law_context import BUDGET, Context, ms, quantize
 from governor.controller.model import (
     NOT_OVERLOADED,
     OVERLOADED,
@@ -40,6 +40,9 @@ from governor.controller.model import (
 
 # How much of a new reading goes into a limits' running average.
 _WEIGHT = 0.3
+# Under overload a budget under the SLO is raised to the aim only when this share of it is
+# missing: less changes the prefill capacity by too little to be worth a change.
+_RAISE_SHARE = 0.1
 
 
 def scoring(ctx: Context) -> Context:
@@ -110,8 +113,12 @@ def relax_closed(ctx: Context) -> bool:
 
 
 def in_overload(ctx: Context) -> Decision:
-    """Hold the limits that served this demand best (moving there first, one knob a pass)."""
+    """Hold the budget the cost model picks for overload (moving there first), or the limits
+    that served this demand best when the model leaves the choice open."""
     since = ctx.now - (ctx.state.overload_since or ctx.now)
+    planned = planned_budget(ctx)
+    if planned is not None:
+        return _to_planned(ctx, planned, since)
     best = best_score(ctx)
     here = next((s for s in ctx.state.ledger if s.limits == ctx.limits), None)
     # One move per overload: once there, goodput estimates under a growing backlog only decay,
@@ -131,8 +138,75 @@ def in_overload(ctx: Context) -> Decision:
                     "limits that serve the most goodput until the backlog drains")
 
 
+# -- the cost model's budget under overload -------------------------------------------------------
+#
+# Under overload prefill runs in nearly every step (the backlog always has a prompt to chunk), so
+# the inter-token tail is a chunk step: the decode part of a step (at its own tail, with every
+# running sequence) plus ``cost * budget``. Goodput is then the requests decoded within the SLO:
+# none once the chunk step passes the SLO (every gap is slow), all of them below it, at a rate
+# that grows with the prefill capacity, which grows with the budget. So the most goodput is at
+# the largest budget whose chunk step stays under the SLO. The decode part does not depend on
+# the budget, so that budget is the one in force moved by the tail's distance to the aim over
+# the cost per token; the law aims at ``aim_fraction`` of the SLO, like a cut, for the error in
+# the learnt cost, and holds anywhere between the aim and the SLO. (The median is no plain decode
+# step here: it is a chunk step too.)
+
+
+def overload_cost(ctx: Context) -> float:
+    """Step time per prefill token under overload: what the law learnt, or what the tail over
+    the median implies at the budget in force, whichever is higher."""
+    tail, median = ctx.tail, ctx.median
+    read = spike.learn_cost(tail, median, ctx.limits.max_num_batched_tokens) \
+        if tail is not None and median is not None else None
+    return max(ctx.cost, read or 0.0)
+
+
+def planned_budget(ctx: Context) -> int | None:
+    """The budget the cost model wants under overload; ``None``: the budget in force is within
+    its band (its tail under the SLO and within a tenth of the aim's budget), or the model has
+    no reading."""
+    tail = ctx.tail
+    if tail is None:
+        return None
+    budget, cost = ctx.limits.max_num_batched_tokens, overload_cost(ctx)
+    aim = budget + (ctx.tuning.aim_fraction * ctx.slo.itl_seconds - tail) / cost
+    lowest = max(ctx.target.floor.max_num_batched_tokens, _running_decodes(ctx))
+    top = ctx.target.ceiling.max_num_batched_tokens
+    wanted = min(top, max(lowest, quantize(ctx, aim)))
+    # Under the SLO and within a tenth of the aim: no churn for a few tokens of capacity.
+    if tail <= ctx.slo.itl_seconds and budget >= (1 - _RAISE_SHARE) * wanted:
+        return None
+    return None if wanted == budget else wanted
+
+
+def _within_model(ctx: Context, budget: int) -> bool:
+    """A budget whose chunk step the model puts under the SLO."""
+    return (ctx.tail or 0.0) + overload_cost(ctx) * (
+        budget - ctx.limits.max_num_batched_tokens) <= ctx.slo.itl_seconds
+
+
+def _running_decodes(ctx: Context) -> int:
+    """Each running decode takes one token of the budget."""
+    running = finite(ctx.obs.requests_running) or 0.0
+    q = ctx.tuning.budget_quantum
+    return math.ceil((running + 1) / q) * q
+
+
+def _to_planned(ctx: Context, planned: int, since: float) -> Decision:
+    budget, cost, tail = ctx.limits.max_num_batched_tokens, overload_cost(ctx), ctx.tail or 0.0
+    after = ms(tail + cost * (planned - budget))
+    action = Action.TIGHTEN if planned < budget else Action.RELAX
+    return ctx.change(
+        action, Reason.OVERLOAD, BUDGET, planned,
+        f"overloaded for {since:.0f}s (the queue grows whatever the limits); prefill runs in "
+        f"every step, so the tail is a chunk step: ~{ms(tail)} at {budget}, ~{after} at "
+        f"{planned} ({cost * 1e6:.1f} µs/token), the largest budget that keeps decode within "
+        "the SLO and so serves the most goodput", kind=ChangeKind.UNDO)
+
+
 def best_score(ctx: Context) -> LimitsScore | None:
-    """The ledger's best goodput at a demand comparable with the present one."""
+    """The ledger's best goodput at a demand comparable with the present one, among the limits
+    whose chunk step the cost model puts under the SLO."""
     demand = ctx.demand
     if demand is None or demand <= 0:
         return None
@@ -140,7 +214,8 @@ def best_score(ctx: Context) -> LimitsScore | None:
     # Only scores seen while this backlog built: before it the load was another one.
     since = ctx.state.queue_growing_since or ctx.now
     comparable = [s for s in ctx.state.ledger
-                  if abs(s.demand_per_second - demand) <= band * demand and s.at >= since]
+                  if abs(s.demand_per_second - demand) <= band * demand and s.at >= since
+                  and _within_model(ctx, s.limits.max_num_batched_tokens)]
     return max(comparable, key=lambda s: s.good_per_second, default=None)
 
 

@@ -50,6 +50,7 @@ from governor.inference.errors import (
 from governor.inference.listener import serving
 from governor.inference.metrics import ServiceMetrics
 from governor.inference.prompts import text_work_ctx
+from governor.inference.request_log import RequestFacts, RequestLogWriter
 from governor.inference.timeouts import ClientTooSlow, ClientWriter
 from governor.inference.tracing import extract_context, setup_tracing
 
@@ -58,6 +59,7 @@ log = logging.getLogger(__name__)
 EngineFactory = Callable[[ServiceConfig, CollectorRegistry], Engine]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 TRACED_PREFIXES = ("/v1/", "/admin/")
+GENERATION_ROUTES = frozenset({CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH})
 
 
 def default_engine_factory(config: ServiceConfig, registry: CollectorRegistry) -> Engine:
@@ -81,6 +83,7 @@ def create_app(
     app[keys.ADMIN_LOCK] = asyncio.Lock()
     app.cleanup_ctx.append(_tracing_ctx(os.environ if env is None else env))
     app.cleanup_ctx.append(text_work_ctx)
+    app.cleanup_ctx.append(_request_log_ctx)
     app.cleanup_ctx.append(_engine_ctx(engine_factory, on_engine_failure))
     app.router.add_post(CHAT_COMPLETIONS_PATH, generation.chat_completions)
     app.router.add_post(COMPLETIONS_PATH, generation.completions)
@@ -102,6 +105,19 @@ def _tracing_ctx(
         await asyncio.to_thread(app[keys.TRACING].shutdown)
 
     return tracing_ctx
+
+
+async def _request_log_ctx(app: web.Application) -> AsyncIterator[None]:
+    settings = app[keys.CONFIG].request_log
+    if settings.path is None:
+        yield
+        return
+    writer = await asyncio.to_thread(RequestLogWriter, settings)
+    app[keys.REQUEST_LOG] = writer
+    log.info("request log: %s (rotated at %d bytes, %d kept)", settings.path,
+             settings.max_bytes, settings.backups)
+    yield
+    await asyncio.to_thread(writer.close)
 
 
 def _engine_ctx(
@@ -183,6 +199,9 @@ async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse
     start = time.perf_counter()
     span = _start_span(request, route)
     code = "500"
+    writer = app.get(keys.REQUEST_LOG)
+    if writer is not None and route in GENERATION_ROUTES:
+        request[keys.FACTS] = RequestFacts(time.time())
     # The span is the current one while the handler runs, so every log line of the request
     # carries its trace id (governor.common.logs).
     with _current(span), serving(request) as only_request:
@@ -199,8 +218,10 @@ async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse
             code = request.get(keys.OUTCOME, CLIENT_GONE)
             raise
         finally:
-            _record(app, route, code, request.get(keys.CLASS, UNCLASSIFIED),
-                    time.perf_counter() - start, span)
+            request_class = request.get(keys.CLASS, UNCLASSIFIED)
+            _record(app, route, code, request_class, time.perf_counter() - start, span)
+            if writer is not None and keys.FACTS in request:
+                writer.submit(request[keys.FACTS], route, request_class, code)
 
 
 async def _respond(request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -32,6 +32,7 @@ from governor.inference.config import (
 from governor.inference.engines.registry import engine_names, load_engine
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.listener import allow_open_files, listening, stopped
+from governor.inference.request_log import RequestLogSettings
 from governor.inference.textwork import SMALL_BODY_BYTES
 from governor.inference.tracing import traces_endpoint
 from governor.slo.classes import RequestClasses
@@ -46,7 +47,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     # Every default is read from the configuration the option fills, never typed twice.
     service, engine = ServiceConfig(), EngineSettings()
     admission, tracing = AdmissionSettings(), TracingSettings()
-    connections = ConnectionSettings()
+    connections, request_log = ConnectionSettings(), RequestLogSettings()
     p = EnvArgumentParser(prog="governor serve", env_prefix="GOVERNOR_SERVE_",
                           legacy_prefix="GOVERNOR_", description=__doc__, env=env)
     p.add_argument("--host", default=service.host, help="listen address")
@@ -125,6 +126,14 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    help="OTLP/HTTP base URL for traces (or the OTEL_EXPORTER_OTLP_* variables)")
     p.add_argument("--service-name", default=tracing.service_name,
                    help="service.name of the spans (OTEL_SERVICE_NAME wins)")
+    p.add_argument("--request-log", type=Path, default=None, metavar="FILE",
+                   help="write one JSON line per generation request to FILE (arrival, route, "
+                        "class, token counts, TTFT, its own ITL P99, status; never its text), "
+                        "for governor bench controller --workload FILE")
+    p.add_argument("--request-log-max-bytes", type=positive_int, default=request_log.max_bytes,
+                   help="rotate the request log past this size")
+    p.add_argument("--request-log-backups", type=non_negative_int, default=request_log.backups,
+                   help="rotated request logs kept (FILE.1 …)")
     p.add_argument("--keep-serving-on-engine-failure", action="store_true",
                    help="when the engine fails to start, stay up answering 503 on /health "
                         "(for debugging) instead of exiting with status 3")
@@ -186,6 +195,8 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
                 request_timeout_seconds=args.request_timeout,
                 body_timeout_seconds=args.body_timeout),
             tracing=tracing, classes=classes,
+            request_log=RequestLogSettings(args.request_log, args.request_log_max_bytes,
+                                           args.request_log_backups),
             admin_token=_admin_token(args, env), max_body_bytes=args.max_body_bytes,
             tokenizer_threads=args.tokenizer_threads, max_tokens_limit=args.max_tokens_limit,
         )

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from governor.common.secrets import Secret
 from governor.contracts.endpoints import INFERENCE, LISTEN_HOST
 from governor.inference.engines.settings import EngineSettings
+from governor.inference.request_log import RequestLogSettings
 from governor.slo.classes import RequestClasses
 
 
@@ -81,6 +82,8 @@ class ServiceConfig:
     admission: AdmissionSettings = field(default_factory=AdmissionSettings)
     connections: ConnectionSettings = field(default_factory=ConnectionSettings)
     tracing: TracingSettings = field(default_factory=TracingSettings)
+    # ``--request-log``: one JSON line per generation request (off unless a path is given).
+    request_log: RequestLogSettings = field(default_factory=RequestLogSettings)
     # The request classes of slo.yaml (``--slo``): priorities, admission limits, class labels.
     classes: RequestClasses = field(default_factory=RequestClasses)
     # Bearer token of the admin API; None disables the admin API (every call answers 401).

@@ -71,6 +71,9 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
     route = CHAT_COMPLETIONS_PATH if kind == "chat" else COMPLETIONS_PATH
     request_class = config.classes.classify(route, request.headers, len(token_ids))
     request[keys.CLASS] = name = request_class.name
+    facts = request.get(keys.FACTS)
+    if facts is not None:
+        facts.prompt_tokens = len(token_ids)
     max_tokens = resolve_max_tokens(params, len(token_ids), engine.max_model_len, config)
     request_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex}"
     _request_attributes(span, engine, params, request_id, max_tokens, len(token_ids))
@@ -81,7 +84,7 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
         kind, params, engine, metrics, metrics.latency(name), app[keys.TRACING].tracer, span,
         GenerateRequest(request_id, prepared.prompt, token_ids, max_tokens, params.sampling,
                         trace_headers=inject_headers(span), priority=request_class.priority),
-        retry_after, deadline, config.connections.write_timeout_seconds,
+        retry_after, deadline, config.connections.write_timeout_seconds, facts=facts,
     )
     await _admit(request, run, retry_after, name)
     try:

@@ -12,6 +12,7 @@ from governor.inference.admission import AdmissionQueue
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
 from governor.inference.metrics import ServiceMetrics
+from governor.inference.request_log import RequestFacts, RequestLogWriter
 from governor.inference.textwork import TextWork
 from governor.inference.tracing import Tracing
 
@@ -24,6 +25,8 @@ ADMISSION = web.AppKey("admission", AdmissionQueue)
 ADMIN_LOCK = web.AppKey("admin_lock", asyncio.Lock)
 # The threads that prepare prompts (decode, validate, render, tokenize), and their turns.
 TEXT_WORK = web.AppKey("text_work", TextWork)
+# ``--request-log``'s writer (absent without the option).
+REQUEST_LOG = web.AppKey("request_log", RequestLogWriter)
 
 # Per request: the SERVER span the middleware opened (absent for /metrics and /health).
 SPAN = web.RequestKey("span", trace.Span)
@@ -34,3 +37,5 @@ STREAMING = web.RequestKey("streaming", bool)
 OUTCOME = web.RequestKey("outcome", str)
 # Per generation request: its request class, once its prompt is classified.
 CLASS = web.RequestKey("class", str)
+# Per generation request, with ``--request-log``: what its log record is built from.
+FACTS = web.RequestKey("facts", RequestFacts)

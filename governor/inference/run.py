@@ -43,6 +43,7 @@ from governor.inference.errors import (
 )
 from governor.inference.metrics import ClassLatency, ServiceMetrics
 from governor.inference.protocol import GenerationParams
+from governor.inference.request_log import RequestFacts
 from governor.inference.sse import DONE, ChunkEncoder, Usage, error_event, full_response
 from governor.inference.timeouts import ClientTooSlow, ClientWriter
 from governor.inference.tracing import trace_id_hex
@@ -79,7 +80,8 @@ class Generation:
     def __init__(
         self, kind: Kind, params: GenerationParams, engine: Engine, metrics: ServiceMetrics,
         latency: ClassLatency, tracer: trace.Tracer, span: trace.Span, request: GenerateRequest,
-        retry_after: int, deadline: float, write_timeout_seconds: float,
+        retry_after: int, deadline: float, write_timeout_seconds: float, *,
+        facts: RequestFacts | None = None,
     ) -> None:
         self.deadline = deadline  # loop time
         self.write_timeout_seconds = write_timeout_seconds
@@ -102,6 +104,7 @@ class Generation:
         self.engine_queued_seconds: float | None = None
         self.completion_tokens = 0
         self.finish_reason: str | None = None
+        self.facts = facts  # --request-log's record, or None
 
     def admitted(self) -> None:
         self.admitted_ns = time.time_ns()
@@ -117,8 +120,12 @@ class Generation:
             self.first_ns = self.last_ns
             self.latency.ttft.observe(now - self.start, self.exemplar)
             self.engine_queued_seconds = delta.queued_seconds
+            if self.facts is not None:
+                self.facts.first_token(now - self.start, delta.num_tokens)
         else:
             self.latency.itl.observe(now - self.last, self.exemplar)
+            if self.facts is not None:
+                self.facts.next_token(now - self.last, delta.num_tokens)
         self.last = now
         self.completion_tokens += delta.num_tokens
 

@@ -75,10 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--policies", type=_policies, default=_policies("default,controller"))
-    p.add_argument("--minutes", type=float, default=4.0)
+    p.add_argument("--workload", type=Path, default=None, metavar="FILE",
+                   help="a workload file (phases or a named replay) or a request log, as "
+                        "governor bench controller --workload takes it (default: the headline)")
+    p.add_argument("--speed", type=float, default=1.0,
+                   help="replay a request log this many times faster")
+    p.add_argument("--minutes", type=float, default=None,
+                   help="minutes of the workload to replay (default: 4 of the headline, all of "
+                        "a --workload)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--rate-scale", type=float, default=1.0,
-                   help="scale every arrival rate (a rehearsal on a small machine)")
+                   help="scale every arrival rate of phases (a rehearsal on a small machine)")
     p.add_argument("--first-index", type=int, default=0, help="number of the first run")
     p = commands.add_parser("stop", help="stop what start launched")
     p.add_argument("--state", type=Path, required=True)

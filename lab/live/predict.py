@@ -1,9 +1,11 @@
 """What the simulator predicted for a live run: the same arrivals, policy and alert pipeline.
 
-A live run's file says which workload (``Workload.headline`` over some minutes, a seed, a rate
-factor) and which policy it ran. Replaying that in virtual time on a preset gives the
+A live run's file holds its own arrivals (each request's time, prompt and output tokens and
+class) and the policy it ran. Replaying those arrivals in virtual time on a preset gives the
 simulator's prediction of the run's attainment and goodput — out of sample, since no preset was
-fitted to live runs — next to what the engine really did::
+fitted to live runs — next to what the engine really did, whatever the workload (the headline,
+any phases file, a request log at any speed). Files written before the arrivals were kept
+say only the headline's minutes, seed and rate factor: those are regenerated::
 
     prediction = predict(run, slo=Path("slo.yaml"), preset="llama-3-8b@h200", window=20.0)
 """
@@ -15,11 +17,13 @@ from typing import Any
 
 from governor.bench.controller.loop import Scenario, run
 from governor.bench.controller.prometheus import Pipeline
+from governor.bench.controller.request_logs import RequestLog, Traffic
 from governor.bench.controller.scoring import attainment, goodput
 from governor.bench.controller.workload import Workload
 from governor.controller.cli import build_config, build_parser
 from governor.controller.model import Limits
 from lab.live.report import LiveRun
+from lab.live.runs import arrivals_of
 
 # The live loop's alert pipeline: governor up's short intervals (RenderParams.fast) and the
 # controller it starts (--scrape-interval 5s --resync 10s).
@@ -30,10 +34,7 @@ LIVE_PIPELINE = Pipeline(scrape_interval_seconds=5.0, evaluation_interval_second
 
 def predict(live: LiveRun, *, slo: Path, preset: str, window: float) -> dict[str, Any]:
     data = live.data
-    workload = Workload.headline(float(data["workload"]["minutes"]))
-    scale = float(data["workload"].get("rate_scale", 1.0))
-    if scale != 1.0:
-        workload = workload.scaled(scale)
+    workload = run_workload(data)
     config = build_config(build_parser({}).parse_args(
         ["--slo", str(slo), "--scrape-interval", "5s", "--resync", "10s"]))
     scenario = Scenario(workload, int(data["seed"]), config.slo, config.law, LIVE_PIPELINE,
@@ -53,3 +54,14 @@ def predict(live: LiveRun, *, slo: Path, preset: str, window: float) -> dict[str
                                      ttft_slo=slo_targets.ttft_seconds), 3),
         "changes": len(result.traces),
     }
+
+
+def run_workload(data: dict[str, Any]) -> Traffic:
+    """The workload a run file replayed: its own arrivals, or (an older file) the headline."""
+    info = data["workload"]
+    if "arrivals" in data:
+        return RequestLog(str(info.get("name", "live")), float(data["duration_seconds"]),
+                          tuple(arrivals_of(data["arrivals"])))
+    workload = Workload.headline(float(info["minutes"]))
+    scale = float(info.get("rate_scale", 1.0))
+    return workload.scaled(scale) if scale != 1.0 else workload

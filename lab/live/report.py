@@ -238,8 +238,7 @@ def report(args: argparse.Namespace) -> int:
     name = "h200" if "H200" in gpu else first["environment"].get("engine", "live")
     result = {
         "bench": "controller (live)", "slo": slo, "window_seconds": args.window,
-        "workload": {**first["workload"], "seed": first["seed"],
-                     "definition": "governor.bench.controller.workload.Workload.headline"},
+        "workload": {**first["workload"], "seed": first["seed"]},
         "environment": first["environment"], **summary,
         "runs": [{k: v for k, v in s.items() if k != "windows"} for s in scores],
         "windows": {s["label"]: s["windows"] for s in scores},

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from governor.bench.controller.workload import Workload
+from governor.bench.controller.request_logs import ReplayOptions, Traffic, load_traffic
+from governor.bench.controller.workload import Arrival, Workload, WorkloadError
 from governor.common.commands import Controller
 from governor.common.process import Child
 from governor.contracts.endpoints import HEALTH_PATH, LOCAL_HOST
@@ -99,8 +100,8 @@ def _series(state: State, started: float, duration: float) -> dict[str, Any]:
             for name, expr in exprs.items()}
 
 
-def one_run(state: State, policy: Policy, workload: Workload, seed: int, index: int,
-            out: Path, rate_scale: float = 1.0) -> Path:
+def one_run(state: State, policy: Policy, workload: Traffic, seed: int, index: int,
+            out: Path, rate_scale: float = 1.0, source: str = "headline") -> Path:
     wait_idle(state)
     set_limits(state, policy.limits or state.ceiling)
     run_dir = state.folder / f"run-{index}"
@@ -125,8 +126,11 @@ def one_run(state: State, policy: Policy, workload: Workload, seed: int, index: 
     data = {
         "policy": policy.name, "label": policy.label,
         "limits": policy.limits or state.ceiling, "seed": seed,
-        "workload": {"minutes": workload.duration_seconds / 60, "kind": "headline",
-                     "rate_scale": rate_scale, "requests": len(arrivals)},
+        "workload": {"minutes": workload.duration_seconds / 60, "kind": source,
+                     "name": workload.name, "rate_scale": rate_scale,
+                     "requests": len(arrivals)},
+        # The run's own arrivals: what the simulator's prediction replays.
+        "arrivals": [arrival_row(a) for a in arrivals],
         "started_unix": started, "duration_seconds": workload.duration_seconds,
         "environment": state.environment, "audit": audit,
         "prometheus": _series(state, started, workload.duration_seconds + 10),
@@ -145,16 +149,46 @@ def one_run(state: State, policy: Policy, workload: Workload, seed: int, index: 
     return path
 
 
+def arrival_row(arrival: Arrival) -> list[Any]:
+    return [round(arrival.at, 4), arrival.prompt_tokens, arrival.output_tokens, arrival.kind]
+
+
+def arrivals_of(rows: list[list[Any]]) -> list[Arrival]:
+    return [Arrival(float(at), int(prompt), int(output), str(kind))
+            for at, prompt, output, kind in rows]
+
+
+def workload_of(args: argparse.Namespace, state: State) -> tuple[Traffic, str]:
+    """The headline over ``--minutes``, or ``--workload FILE`` (phases, a named replay or a
+    request log, at ``--speed``), cut to ``--minutes`` when given; and where it came from."""
+    if args.workload is None:
+        workload: Traffic = Workload.headline(args.minutes or 4.0)
+        source = "headline"
+    else:
+        options = ReplayOptions(speed=args.speed, context_tokens=state.max_model_len,
+                                classes=load_checked_spec(state.slo).classes)
+        workload, source = load_traffic(args.workload, options), str(args.workload)
+        if args.minutes is not None:
+            workload = workload.with_minutes(args.minutes)
+    if args.rate_scale != 1.0:
+        if not isinstance(workload, Workload):
+            raise SystemExit("runs: --rate-scale scales phases; a request log takes --speed")
+        workload = workload.scaled(args.rate_scale)
+    return workload, source
+
+
 def runs(args: argparse.Namespace) -> int:
     state = State.load(args.state)
+    try:
+        workload, source = workload_of(args, state)
+    except (WorkloadError, ValueError) as exc:
+        raise SystemExit(f"runs: {exc}") from None
     print(f"ready after {wait_ready(state):.0f} s", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    workload = Workload.headline(args.minutes)
-    if args.rate_scale != 1.0:
-        workload = workload.scaled(args.rate_scale)
     try:
         for index, policy in enumerate(args.policies, start=args.first_index):
-            one_run(state, policy, workload, args.seed, index, args.out, args.rate_scale)
+            one_run(state, policy, workload, args.seed, index, args.out, args.rate_scale,
+                    source)
     finally:
         set_limits(state, state.ceiling)
     return 0

@@ -130,7 +130,8 @@ def start(args: argparse.Namespace) -> int:
     environment["server"] = "vllm serve (stock)" if args.server == "vllm" else "governor serve"
     state = State(folder, args.engine, model, args.slo.resolve(),
                   {"max_num_seqs": args.max_num_seqs,
-                   "max_num_batched_tokens": args.max_num_batched_tokens}, environment)
+                   "max_num_batched_tokens": args.max_num_batched_tokens}, environment,
+                  args.max_model_len)
     state.save()
     print(json.dumps({"started": [c.name for c in children], "state": str(folder),
                       "environment": state.environment}), flush=True)

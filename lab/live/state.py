@@ -42,20 +42,22 @@ class State:
     slo: Path
     ceiling: dict[str, int]
     environment: dict[str, str]
+    max_model_len: int = 8192  # the context a replayed request's prompt is capped to
 
     def url(self, name: str) -> str:
         return PARTS[name].url(LOCAL_HOST)
 
     def save(self) -> None:
         data = {"engine": self.engine, "model": self.model, "slo": str(self.slo),
-                "ceiling": self.ceiling, "environment": self.environment}
+                "ceiling": self.ceiling, "environment": self.environment,
+                "max_model_len": self.max_model_len}
         (self.folder / "state.json").write_text(json.dumps(data, indent=1))
 
     @classmethod
     def load(cls, folder: Path) -> State:
         data = json.loads((folder / "state.json").read_text())
         return cls(folder, data["engine"], data["model"], Path(data["slo"]), data["ceiling"],
-                   data["environment"])
+                   data["environment"], int(data.get("max_model_len", 8192)))
 
     @property
     def admin_token(self) -> str:

@@ -600,16 +600,49 @@ def test_within_the_tolerance_no_extra_replica_is_advised() -> None:
 
 def test_in_overload_the_law_moves_once_to_the_limits_that_served_best_at_this_demand() -> None:
     from governor.controller.model import LimitsScore
-    ledger = (LimitsScore(Limits(1024, 3072), 4.0, 0.4, 10.0, T0 - 100),
+    # At 2048 the chunk step (95 ms) lies between the aim and the SLO: the cost model leaves the
+    # choice open, and the ledger's best within the SLO is taken.
+    ledger = (LimitsScore(Limits(1024, 1536), 4.0, 0.4, 10.0, T0 - 100),
+              LimitsScore(Limits(1024, 3072), 6.0, 0.6, 10.0, T0 - 60),
               LimitsScore(Limits(1024, 2048), 1.0, 0.1, 10.0, T0 - 20))
     state = TargetState(overload_since=T0 - 60, queue_growing_since=T0 - 400, ledger=ledger,
                         last_change_at=T0 - 500)
-    moved = run(overloaded(), state=state, limits=target(budget=2048))
+    obs = overloaded(itl_tail_seconds=0.095)
+    moved = run(obs, state=state, limits=target(budget=2048))
+    # 3072 scored more, but its chunk step would pass the SLO (95 + 36.6 µs * 1024 = 132 ms).
     assert (moved.action, moved.reason, moved.after) == (Action.UNDO, Reason.OVERLOAD,
-                                                         Limits(1024, 3072))
-    held = run(overloaded(), state=replace(moved.state, probe=None), now=T0 + 100,
-               limits=target(budget=3072))
+                                                         Limits(1024, 1536))
+    held = run(obs, state=replace(moved.state, probe=None), now=T0 + 100,
+               limits=target(budget=1536))
     assert (held.action, held.reason) == (Action.HOLD, Reason.OVERLOAD)
+
+
+def test_in_overload_the_cost_model_moves_vllms_default_budget_under_the_slo() -> None:
+    # Overloaded at 8192 with a 300 ms tail: the ledger has seen nothing else, but every gap is a
+    # chunk step of (300 - 20) / 8192 = 34.2 µs a token, so 8192 - (300 - 90) ms / 34.2 µs
+    # = 2048 puts it at the aim.
+    state = TargetState(overload_since=T0 - 30, queue_growing_since=T0 - 400,
+                        last_change_at=T0 - 500)
+    decision = run(overloaded(itl_tail_seconds=0.3, itl_tail_long_seconds=0.3), state=state,
+                   limits=target(budget=8192))
+    assert (decision.action, decision.reason) == (Action.TIGHTEN, Reason.OVERLOAD)
+    assert decision.after == Limits(1024, 2048)
+    assert "~300 ms at 8192, ~90 ms at 2048 (34.2 µs/token)" in decision.explanation
+    assert decision.scale.replicas == 2  # the scale-out signal is unchanged
+
+
+def test_in_overload_a_budget_far_under_the_aim_is_raised_for_prefill() -> None:
+    # A deep cut left decode at 50 ms: prefill capacity is given away for nothing.
+    state = TargetState(overload_since=T0 - 30, queue_growing_since=T0 - 400,
+                        last_change_at=T0 - 500)
+    decision = run(overloaded(itl_tail_seconds=0.05, itl_tail_long_seconds=0.05), state=state,
+                   limits=target(budget=1024))
+    # cost max(25 µs prior, (50 - 20) / 1024 = 29.3 µs): 1024 + 40 ms / 29.3 µs = 2389 → 2368.
+    assert (decision.action, decision.reason, decision.after.max_num_batched_tokens) == (
+        Action.RELAX, Reason.OVERLOAD, 2368)
+    # Within a tenth of the aim nothing moves.
+    near = run(overloaded(itl_tail_seconds=0.088), state=state, limits=target(budget=2048))
+    assert near.action is Action.HOLD
 
 
 def test_the_ledger_averages_goodput_per_limits_only_over_clean_windows() -> None:
@@ -656,6 +689,19 @@ def test_spikes_over_the_slo_that_cost_requests_are_cut_before_the_p99_breaches(
         is not Action.TIGHTEN
     assert run(replace(obs, itl_spike_seconds=0.11), limits=target(budget=4096)).action \
         is not Action.TIGHTEN
+
+
+def test_an_at_risk_cut_does_not_charge_a_larger_budgets_steps_to_this_one() -> None:
+    # Cut from 8192 to 3520 a minute ago: the long window's P99.9 (246 ms) still holds 8192's
+    # steps, so it says nothing of 3520's cost; the prior plans the cut, not 67 µs a token.
+    obs = served(itl_tail_seconds=0.116, itl_tail_long_seconds=0.116, itl_median_seconds=0.009,
+                 itl_good_ratio=0.992, itl_spike_seconds=0.246,
+                 prompt_tokens_per_second=16000.0)
+    state = TargetState(last_change_at=T0 - 110)
+    decision = run(obs, state=state, limits=target(budget=3520))
+    assert (decision.action, decision.reason) == (Action.TIGHTEN, Reason.ITL_AT_RISK)
+    # (0.75 * 120 - 9) ms / 25 µs = 3240, at most 9/10 of 3520 → 3136; not (90 - 9) ms / 67 µs.
+    assert decision.after.max_num_batched_tokens == 3136
 
 
 def test_an_at_risk_share_of_1_waits_for_the_breach_itself() -> None:

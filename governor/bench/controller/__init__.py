@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -33,8 +34,17 @@ from governor.bench.controller.classes import ClassPlan, class_report, class_tab
 from governor.bench.controller.loop import PolicyRun, Scenario, ceiling, run
 from governor.bench.controller.pipeline import pipeline_from_deploy
 from governor.bench.controller.prometheus import Histogram
+from governor.bench.controller.request_logs import (
+    YAML_SUFFIXES,
+    ReplayOptions,
+    RequestLog,
+    Traffic,
+    describe,
+    load_traffic,
+    parse_slice,
+)
 from governor.bench.controller.scoring import attainment, goodput, worst_recovery
-from governor.bench.controller.workload import Arrival, Workload, WorkloadError, load_workload
+from governor.bench.controller.workload import Arrival, Workload, WorkloadError
 from governor.bench.progress import Progress
 from governor.common.cli import (
     EnvArgumentParser,
@@ -47,6 +57,7 @@ from governor.controller.cli import build_parser as controller_parser
 from governor.controller.model import Limits
 from governor.controller.queries import HistogramSli
 from governor.controller.slo import DEFAULT_TTFT_SLO, objectives
+from governor.inference.engines.sim.presets import get_preset
 from governor.render.catalog import histogram_edges, load_checked_spec
 from governor.slo.spec import SloSpec, SpecError, camel_case
 
@@ -66,6 +77,16 @@ def _ints(text: str) -> tuple[int, ...]:
     return values
 
 
+def _speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 1000:
+        raise ValueError(f"--speed: expected a factor in (0, 1000], got {text!r}")
+    return value
+
+
 def _minutes(text: str) -> float:
     value = float(text)
     if not 2.0 <= value <= 24 * 60:
@@ -77,8 +98,16 @@ def build_parser() -> EnvArgumentParser:
     p = EnvArgumentParser(prog="governor bench controller", description=__doc__,
                           env_prefix="GOVERNOR_BENCH_")
     p.add_argument("--workload", type=Path, action="append", default=None, metavar="FILE",
-                   help="a workload file (YAML) or a folder of them; repeatable (default: the "
-                        "built-in headline, benchmarks/workloads/headline.yaml)")
+                   help="a workload file (YAML phases or a named replay), a request log (CSV or "
+                        "JSONL: Governor's own, Azure LLM inference, BurstGPT, Mooncake), or a "
+                        "folder of YAML files; repeatable (default: the built-in headline, "
+                        "benchmarks/workloads/headline.yaml)")
+    p.add_argument("--speed", type=_speed, default=1.0,
+                   help="replay request logs this many times faster (a named replay's own "
+                        "speed is multiplied by it)")
+    p.add_argument("--slice", type=parse_slice, default=None, metavar="START:DURATION",
+                   help="replay only this slice of each request log, in the log's own time "
+                        "(10m:5m: five minutes from the tenth)")
     p.add_argument("--minutes", type=_minutes, default=None,
                    help="virtual minutes per run (default: each workload's own duration; 40 for "
                         "the built-in headline)")
@@ -171,7 +200,7 @@ def _job(args: tuple[Scenario, list[Arrival], str, Limits | None]) -> PolicyRun:
     return run(scenario, arrivals, name=name, static=static)
 
 
-def build_scenario(args: Any, workload: Workload | None = None) -> Scenario:
+def build_scenario(args: Any, workload: Traffic | None = None) -> Scenario:
     """The scenario the controller would really run in: the generated stack's timing and the
     controller's own defaults (``governor controller`` with no options but ``--slo``)."""
     spec = load_checked_spec(args.slo)
@@ -220,18 +249,29 @@ def _class_plan(args: Any, spec: SloSpec) -> ClassPlan | None:
                                                args.queue_timeout))
 
 
-def workloads(args: Any) -> list[Workload | None]:
+def workloads(args: Any) -> list[Traffic | None]:
     """The workloads to run: the files named (a folder: every ``*.yaml`` in it, sorted), or the
     built-in headline (``None``)."""
     if not args.workload:
         return [None]
-    found: list[Workload | None] = []
+    options = replay_options(args)
+    found: list[Traffic | None] = []
     for path in args.workload:
-        files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+        files = sorted(f for f in path.iterdir() if f.suffix in YAML_SUFFIXES) \
+            if path.is_dir() else [path]
         if not files:
             raise WorkloadError(str(path), ["no *.yaml workload files in this folder"])
-        found += [load_workload(f) for f in files]
+        found += [load_traffic(f, options) for f in files]
     return found
+
+
+def replay_options(args: Any) -> ReplayOptions:
+    """How request logs are replayed: ``--speed``, ``--slice``, the preset's context and the
+    spec's classes."""
+    start, length = args.slice if args.slice is not None else (0.0, None)
+    return ReplayOptions(speed=args.speed, start_seconds=start, duration_seconds=length,
+                         context_tokens=get_preset(args.preset).max_model_len,
+                         classes=load_checked_spec(args.slo).classes)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -262,6 +302,9 @@ def run_all(scenario: Scenario, args: Any) -> list[PolicyRun]:
             (scenario, arrivals, "(c) controller", None)]
     jobs += [(scenario, arrivals, f"static {_label(g)}", g) for g in grid]
     minutes = scenario.workload.duration_seconds / 60
+    if isinstance(scenario.workload, RequestLog):
+        print(f"governor bench controller: replaying {describe(scenario.workload)}",
+              file=sys.stderr, flush=True)
     print(f"governor bench controller: {scenario.workload.name}: {len(arrivals)} requests over "
           f"{minutes:g} virtual minutes; {len(jobs)} runs on {args.jobs} processes …",
           file=sys.stderr, flush=True)
@@ -332,6 +375,8 @@ def report(results: list[PolicyRun], scenario: Scenario, args: Any, out: Path) -
     }
     if scenario.classes is not None:
         summary["classes"] = class_report(scenario.classes, headline)
+    if isinstance(scenario.workload, RequestLog):
+        summary["request_log"] = dict(scenario.workload.report)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, separators=(",", ":")))

@@ -58,6 +58,8 @@ class Gatekeeper:
         self._waiting: set[str] = set()
         # Request id → why it never ran (TURNED_AWAY); absent: it ran.
         self.turned_away: dict[str, str] = {}
+        # Requests that waited in the admission queue (ran later, or were turned away).
+        self.queued: set[str] = set()
 
     def arrive(self, sim: VirtualSim, request_id: str, at: float) -> bool:
         """The gate: True lets the request in now; False holds it (it waits, or is refused)."""
@@ -71,6 +73,7 @@ class Gatekeeper:
             self._leave(sim, request_id, at, REASON_QUEUE_FULL, waiting=False)
             return False
         self._waiting.add(request_id)
+        self.queued.add(request_id)
         heapq.heappush(self._deadlines, (at + self._timeout, request_id))
         return False
 

@@ -112,6 +112,8 @@ class ClassScore:
     goodput: float  # requests/s within the class's own thresholds
     ttft_p99: float  # of the requests served (admission wait included)
     itl_p99: float  # over every inter-token gap of the class
+    queued: int = 0  # requests that waited for an admission slot (served or not)
+    queued_ttft_p99: float = math.nan  # of those that waited and were served
 
     def as_dict(self) -> dict[str, Any]:
         def rounded(value: float, digits: int) -> float | None:
@@ -121,7 +123,8 @@ class ClassScore:
                 "turned_away": dict(self.turned_away),
                 "attainment": rounded(self.attainment, 4),
                 "goodput_rps": round(self.goodput, 3),
-                "ttft_p99_s": rounded(self.ttft_p99, 3), "itl_p99_s": rounded(self.itl_p99, 4)}
+                "ttft_p99_s": rounded(self.ttft_p99, 3), "itl_p99_s": rounded(self.itl_p99, 4),
+                "queued": self.queued, "queued_ttft_p99_s": rounded(self.queued_ttft_p99, 3)}
 
 
 def class_scores(plan: ClassPlan, sim: VirtualSim, ids: Sequence[str], names: Sequence[str],
@@ -147,6 +150,9 @@ def class_scores(plan: ClassPlan, sim: VirtualSim, ids: Sequence[str], names: Se
                     itl_slo=targets.itl_seconds, ttft_slo=targets.ttft_seconds),
             _quantile([r.time_to_first_token for r in served if r.token_times], ttft_q),
             _quantile(np.concatenate(gaps) if gaps else [], itl_q),
+            sum(r.request_id in keeper.queued for r in records),
+            _quantile([r.time_to_first_token for r in served
+                       if r.token_times and r.request_id in keeper.queued], ttft_q),
         )
     return scores
 
@@ -181,11 +187,13 @@ def class_report(plan: ClassPlan, runs: Mapping[str, _Scored]) -> dict[str, Any]
 def class_table(plan: ClassPlan, runs: Mapping[str, _Scored]) -> None:
     """Per run and class: served, turned away, attainment and goodput against its thresholds."""
     rows: list[tuple[str, ...]] = [("policy", "class", "served", "shed", "full", "timeout",
-                                    "attain", "goodput/s", "ttft p99", "itl p99")]
+                                    "queued", "its ttft p99", "attain", "goodput/s",
+                                    "ttft p99", "itl p99")]
     for run in runs.values():
         for name, s in run.classes.items():
             rows.append((run.name, name, f"{s.served}/{s.requests}",
                          *(str(s.turned_away[reason]) for reason in TURNED_AWAY),
+                         str(s.queued), _seconds(s.queued_ttft_p99),
                          "—" if math.isnan(s.attainment) else f"{s.attainment:.1%}",
                          f"{s.goodput:.2f}", _seconds(s.ttft_p99), _seconds(s.itl_p99)))
     width = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -28,6 +28,7 @@ from governor.bench.controller.prometheus import (
     Scrapes,
     cumulative_counts,
 )
+from governor.bench.controller.request_logs import Traffic
 from governor.bench.controller.scoring import (
     Episode,
     OverloadEpisode,
@@ -39,7 +40,7 @@ from governor.bench.controller.scoring import (
     series_episodes,
     windows_from_times,
 )
-from governor.bench.controller.workload import Arrival, Workload
+from governor.bench.controller.workload import Arrival
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import service
 from governor.controller.law import decide
@@ -65,7 +66,7 @@ RUNNING, WAITING, KV = "running", "waiting", "kv"
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    workload: Workload
+    workload: Traffic
     seed: int
     slo: SloTargets
     law: LawConfig

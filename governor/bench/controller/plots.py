@@ -13,13 +13,13 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
 from governor.bench.controller.loop import PolicyRun
-from governor.bench.controller.workload import Workload
+from governor.bench.controller.request_logs import Traffic
 from governor.controller.model import Param, SloTargets
 
 COLOURS = {"tighten": "tab:red", "undo": "tab:purple", "relax": "tab:green"}
 
 
-def plot_run(run: PolicyRun, slo: SloTargets, workload: Workload, path: Path) -> Path:
+def plot_run(run: PolicyRun, slo: SloTargets, workload: Traffic, path: Path) -> Path:
     """Three panels: inter-token P99 (windows and Prometheus's view), TTFT P99, the limits."""
     fig, (itl, ttft, knobs) = plt.subplots(3, 1, figsize=(12, 9), sharex=True,
                                            gridspec_kw={"height_ratios": [3, 2, 2]})
@@ -63,7 +63,7 @@ def _mark(ax: Axes, run: PolicyRun) -> None:
                         va="top", ha="right", color=colour)
 
 
-def _limits_panel(ax: Axes, run: PolicyRun, workload: Workload) -> None:
+def _limits_panel(ax: Axes, run: PolicyRun, workload: Traffic) -> None:
     times = [t / 60 for t, _ in run.limits] + [run.duration / 60]
     budgets = [lim.max_num_batched_tokens for _, lim in run.limits]
     ax.step(times, [*budgets, budgets[-1]], where="post", color="tab:blue",
@@ -72,10 +72,10 @@ def _limits_panel(ax: Axes, run: PolicyRun, workload: Workload) -> None:
     ax.set_ylim(0, max(budgets) * 1.1)
     offered = ax.twinx()
     grid = [i * workload.duration_seconds / 400 for i in range(401)]
-    for request_class in workload.classes:
-        offered.plot([t / 60 for t in grid],
-                     [request_class.rate(t, workload.duration_seconds) for t in grid],
-                     alpha=0.5, linestyle="--", label=f"{request_class.name}/s (offered)")
+    rates = [workload.rates(t) for t in grid]
+    for name in rates[0]:
+        offered.plot([t / 60 for t in grid], [r[name] for r in rates],
+                     alpha=0.5, linestyle="--", label=f"{name}/s (offered)")
     offered.set_ylabel("requests per second")
     ax.legend(loc="upper left", fontsize=8)
     offered.legend(loc="upper right", fontsize=8)

@@ -190,6 +190,11 @@ def _uniform(rng: np.random.Generator, bounds: tuple[int, int]) -> int:
 
 def load_workload(path: Path) -> Workload:
     """A workload file, validated; every problem is reported at once (:class:`WorkloadError`)."""
+    return parse_workload(read_yaml(path), str(path))
+
+
+def read_yaml(path: Path) -> object:
+    """A workload file's YAML (at most 1 MB), or a :class:`WorkloadError` saying why not."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -197,10 +202,9 @@ def load_workload(path: Path) -> Workload:
     if len(text) > 1_000_000:
         raise WorkloadError(str(path), ["larger than 1 MB: not a workload file"])
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise WorkloadError(str(path), [f"not YAML: {exc}"]) from exc
-    return parse_workload(data, str(path))
 
 
 def parse_workload(data: object, source: str = "<memory>") -> Workload:

@@ -46,6 +46,7 @@ def test_a_held_request_runs_when_a_slot_frees_and_its_wait_counts_in_its_ttft()
     assert b.queued_time >= a.finish_time  # reached the engine only once "a" had left
     assert b.time_to_first_token > a.finish_time - b.arrival_time
     assert not keeper.turned_away
+    assert keeper.queued == {"b"}  # what bursts cost: the waiters, counted per class
 
 
 def test_waiters_time_out_at_their_deadline_and_never_run() -> None:
@@ -116,6 +117,9 @@ def test_on_overload_classes_keep_the_chats_slo_and_turn_documents_away(
     assert spec["chat"]["goodput_rps"] > one["chat"]["goodput_rps"]
     assert sum(spec["doc"]["turned_away"].values()) > 0
     assert not math.isnan(spec["doc"]["attainment"])
+    # The documents the burst queued, and their first tokens, wait included.
+    assert spec["doc"]["queued"] > 0 and spec["doc"]["queued_ttft_p99_s"] > 1.0
+    assert spec["chat"]["queued"] == 0
 
 
 def test_applying_classes_needs_a_spec_that_declares_them(
