@@ -120,7 +120,6 @@ def stack() -> Iterator[Stack]:
         stack.compose("up", "-d", "--wait", "--wait-timeout", str(UP_SECONDS), *SERVICES,
                       timeout=UP_SECONDS + 60)
         stack.took["up to healthy"] = time.monotonic() - started
-        print("compose test: " + "  ".join(f"{k} {v:.1f}s" for k, v in stack.took.items()))
         yield stack
     finally:
         logs = subprocess.run(["docker", "compose", "-p", PROJECT, "logs", "--no-color",
@@ -256,7 +255,6 @@ def test_the_fast_alert_reaches_the_controller_which_retunes_the_service(stack: 
         "exec", "-T", "controller", "cat", "/var/lib/governor/audit.jsonl").splitlines()]
     cuts = [a for a in audit if a["action"] == "tighten" and a["applied"]]
     assert cuts, audit[-3:]
-    print("compose test: " + "  ".join(f"{k} {v:.1f}s" for k, v in stack.took.items()))
 
 
 def governor_status(*args: str) -> subprocess.CompletedProcess[str]:
@@ -284,8 +282,13 @@ def test_governor_status_reads_the_published_ports(stack: Stack) -> None:
 
 
 def test_down_leaves_no_container_network_or_volume(stack: Stack) -> None:
+    started = time.monotonic()
     stack.compose("down", "-v", "--timeout", "10")
+    stack.took["down"] = time.monotonic() - started
     label = f"label=com.docker.compose.project={PROJECT}"
     for kind in (["ps", "-a"], ["network", "ls"], ["volume", "ls"]):
         left = machine.run(["docker", *kind, "-q", "--filter", label]).split()
         assert left == [], f"docker {' '.join(kind)}: {left}"
+    report = "  ".join(f"{k} {v:.1f}s" for k, v in stack.took.items())
+    (RUN_DIR / "timings.txt").write_text(report + "\n", encoding="utf-8")
+    print(f"compose test: {report}")
