@@ -66,8 +66,8 @@ class Stack:
         return f"http://127.0.0.1:{self.ports[service]}"
 
     def compose(self, *args: str, timeout: float = 300) -> str:
-        return machine.run(["docker", "compose", "-p", PROJECT, *args], env=self.env,
-                           timeout=timeout)
+        return machine.run(["docker", "compose", "-f", str(machine.COMPOSE_FILE), "-p", PROJECT,
+                            *args], env=self.env, timeout=timeout)
 
 
 def get(url: str, headers: dict[str, str] | None = None) -> bytes:
@@ -109,7 +109,7 @@ def stack() -> Iterator[Stack]:
            "GOVERNOR_COMPOSE_DEPLOY_DIR": str(RUN_DIR / "deploy"),
            **{f"GOVERNOR_COMPOSE_{name.upper()}_PORT": str(port)
               for name, port in ports.items()}}
-    machine.run(["make", "-s", "secrets"], env={"MAKEFLAGS": ""})
+    machine.run(["make", "-s", "-C", str(ROOT), "secrets"], env={"MAKEFLAGS": ""})
     stack = Stack(ports, env, time.time(), took)
     stack.compose("down", "-v", "--remove-orphans")  # a run cut short before
     started = time.monotonic()
@@ -122,9 +122,10 @@ def stack() -> Iterator[Stack]:
         stack.took["up to healthy"] = time.monotonic() - started
         yield stack
     finally:
-        logs = subprocess.run(["docker", "compose", "-p", PROJECT, "logs", "--no-color",
-                               "--tail", "40"], capture_output=True, text=True, env={
-                                   **os.environ, **env}, check=False, timeout=60)
+        logs = subprocess.run(["docker", "compose", "-f", str(machine.COMPOSE_FILE), "-p",
+                               PROJECT, "logs", "--no-color", "--tail", "40"],
+                              capture_output=True, text=True, env={**os.environ, **env},
+                              check=False, timeout=60)
         print(logs.stdout[-20000:])
         stack.compose("down", "-v", "--remove-orphans", "--timeout", "10")
 
@@ -153,6 +154,10 @@ def first(found: Sequence[dict[str, Any]], service: str, status: str) -> int | N
 def test_every_service_becomes_healthy_after_what_it_depends_on(stack: Stack) -> None:
     services = compose_file()["services"]
     found = events(stack)
+    start = min(e["timeNano"] for e in found)
+    print("compose test: healthy after " + "  ".join(
+        f"{name} {((first(found, name, 'health_status: healthy') or start) - start) / 1e9:.1f}s"
+        for name in SERVICES))
     for name in SERVICES:
         assert first(found, name, "health_status: healthy") is not None, f"{name} never healthy"
         started = first(found, name, "start")

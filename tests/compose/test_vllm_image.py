@@ -26,9 +26,10 @@ def test_dockerfile_vllm_installs_and_smoke_imports_on_vllms_cpu_build() -> None
     machine.vllm_base()
     # The Dockerfile's last RUN imports the service's modules and loads the entry points vLLM
     # looks up; a failure there fails the build.
-    machine.run(["docker", "compose", "-p", PROJECT, "--profile", "gpu", "build",
-                 "inference-vllm"], env={"VLLM_IMAGE": machine.VLLM_STAND_IN,
-                                         "COMPOSE_BAKE": "false"}, timeout=1800)
+    machine.run(["docker", "compose", "-f", str(machine.COMPOSE_FILE), "-p", PROJECT,
+                 "--profile", "gpu", "build", "inference-vllm"],
+                env={"VLLM_IMAGE": machine.VLLM_STAND_IN, "COMPOSE_BAKE": "false"},
+                timeout=1800)
     found = machine.run(["docker", "run", "--rm", "--entrypoint", "python3", VLLM_IMAGE, "-c",
                          "import os, vllm, governor.vllm.plugin; "
                          "print(vllm.__version__, os.getuid(), os.environ['HF_HOME'])"])
