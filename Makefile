@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 # Debian's Prometheus and Alertmanager binaries (the integration tests start them).
 SYSTEM_BINARIES := prometheus promtool prometheus-alertmanager amtool
 
-.PHONY: up test lint unit system-deps venv venv-test venv-vllm secrets clean
+.PHONY: up test test-compose lint unit system-deps venv venv-test venv-vllm secrets clean
 
 up: system-deps venv
 	$(VENV)/bin/governor up --load
@@ -22,6 +22,11 @@ lint: venv-test
 
 unit: venv-test
 	$(PY) -m pytest -q -p no:cacheprovider -m "not integration and not vllm"
+
+# `docker compose up` for real (make test runs it too): as root it installs Docker, Compose and
+# the images no registry gives here (tests/compose/machine.py); a second run is warm.
+test-compose: venv-test
+	$(PY) -m pytest -q -p no:cacheprovider -m compose
 
 system-deps:
 	@missing=0; for b in $(SYSTEM_BINARIES); do command -v $$b >/dev/null || missing=1; done; \
