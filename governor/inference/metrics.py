@@ -20,7 +20,9 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from governor.contracts.instruments import counter, gauge, histogram, info
 from governor.contracts.metrics import service as m
+from governor.contracts.stages import Stage
 from governor.inference.engines.base import BatchingLimits
+from governor.inference.stages import RequestStages
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,10 @@ class ServiceMetrics:
         self._latency = {name: ClassLatency(ttft.labels(model, name), itl.labels(model, name))
                          for name in classes}
         self.duration = histogram(m.REQUEST_DURATION, registry)
+        stages = histogram(m.REQUEST_STAGE, registry)
+        self._stages = {stage: stages.labels(stage.value) for stage in Stage}
+        self.prompt_bytes = histogram(m.REQUEST_PROMPT_BYTES, registry)
+        self.prompt_size_tokens = histogram(m.REQUEST_PROMPT_TOKENS, registry)
         self.requests = counter(m.REQUESTS, registry)
         self.in_flight = gauge(m.REQUESTS_IN_FLIGHT, registry)
         self.queue_depth = gauge(m.QUEUE_DEPTH, registry)
@@ -60,6 +66,16 @@ class ServiceMetrics:
 
     def latency(self, request_class: str) -> ClassLatency:
         return self._latency[request_class]
+
+    def observe_stages(self, stages: RequestStages) -> None:
+        """Every stage of a request that reached the engine, zeros included: each stage then
+        counts every such request, and the stages' means add up to the mean duration."""
+        for stage, seconds in stages.seconds.items():
+            self._stages[stage].observe(seconds)
+
+    def observe_prompt(self, prompt_bytes: int, prompt_tokens: int) -> None:
+        self.prompt_bytes.observe(prompt_bytes)
+        self.prompt_size_tokens.observe(prompt_tokens)
 
     def set_info(self, engine: str, model: str, version: str) -> None:
         self.info.info({m.LABEL_ENGINE: engine, m.LABEL_MODEL: model, m.LABEL_VERSION: version})

@@ -3,12 +3,13 @@
 A run streams (server-sent events) or gathers its response within the request's deadline,
 writing through a :class:`~governor.inference.timeouts.ClientWriter`, so that a client that
 stops reading ends its own request; it records time to first token, inter-token latency and
-the tokens, with the trace id as exemplar, and the span tree (queue → prefill → decode)::
+the tokens, with the trace id as exemplar, the span tree (queue → prefill → decode), and
+the request's engine and writing stages on its :class:`~governor.inference.stages.StageClock`::
 
     run = Generation(kind, params, engine, metrics, latency, tracer, span, request, retry_after,
-              deadline, write_timeout_seconds)
+              deadline, write_timeout_seconds, clock)
     response = await (run.stream(http) if params.stream else run.complete())
-    run.finish_span()
+    run.finish()
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from opentelemetry import trace
 
 from governor.contracts import traces as tr
 from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID
+from governor.contracts.stages import Stage
 from governor.inference import keys
 from governor.inference.engines.base import (
     Engine,
@@ -44,6 +46,7 @@ from governor.inference.errors import (
 from governor.inference.metrics import ClassLatency, ServiceMetrics
 from governor.inference.protocol import GenerationParams
 from governor.inference.sse import DONE, ChunkEncoder, Usage, error_event, full_response
+from governor.inference.stages import StageClock
 from governor.inference.timeouts import ClientTooSlow, ClientWriter
 from governor.inference.tracing import trace_id_hex
 
@@ -79,9 +82,10 @@ class Generation:
     def __init__(
         self, kind: Kind, params: GenerationParams, engine: Engine, metrics: ServiceMetrics,
         latency: ClassLatency, tracer: trace.Tracer, span: trace.Span, request: GenerateRequest,
-        retry_after: int, deadline: float, write_timeout_seconds: float,
+        retry_after: int, deadline: float, write_timeout_seconds: float, clock: StageClock,
     ) -> None:
         self.deadline = deadline  # loop time
+        self.clock = clock
         self.write_timeout_seconds = write_timeout_seconds
         self.latency = latency
         self.tracer = tracer
@@ -94,17 +98,21 @@ class Generation:
         self.request = request
         self.created = int(time.time())
         self.exemplar = {EXEMPLAR_TRACE_ID: trace_id_hex(span)}
-        # Wall-clock nanoseconds for the child spans; perf_counter for the latencies.
+        # Wall-clock nanoseconds for the child spans; perf_counter for the latencies, which
+        # start at the request's first byte.
         self.start_ns = time.time_ns()
-        self.start = time.perf_counter()
+        self.arrived_ns = self.start_ns - int((time.perf_counter() - clock.start) * 1e9)
         self.admitted_ns = self.first_ns = self.last_ns = 0
         self.last = 0.0
         self.engine_queued_seconds: float | None = None
+        # The engine's own decode time, reported with its last token (None: not reported).
+        self.engine_decode_seconds: float | None = None
         self.completion_tokens = 0
         self.finish_reason: str | None = None
 
     def admitted(self) -> None:
         self.admitted_ns = time.time_ns()
+        self.clock.reached_engine = True
         self.metrics.prompt_tokens.inc(len(self.request.prompt_token_ids))
 
     def usage(self) -> Usage:
@@ -115,10 +123,13 @@ class Generation:
         self.last_ns = time.time_ns()
         if self.first_ns == 0:
             self.first_ns = self.last_ns
-            self.latency.ttft.observe(now - self.start, self.exemplar)
+            self.latency.ttft.observe(now - self.clock.start, self.exemplar)
             self.engine_queued_seconds = delta.queued_seconds
         else:
             self.latency.itl.observe(now - self.last, self.exemplar)
+            self.clock.reach(Stage.DECODE, now)  # waiting for this delta
+        if delta.decode_seconds is not None:
+            self.engine_decode_seconds = delta.decode_seconds
         self.last = now
         self.completion_tokens += delta.num_tokens
 
@@ -134,12 +145,17 @@ class Generation:
             await stream.aclose()  # type: ignore[attr-defined]
 
     async def _first(self, deltas: AsyncIterator[TokenDelta]) -> TokenDelta | None:
+        """The first delta; the wait for it split by the engine's own queue and prefill times
+        (what they do not cover, the hops to and from the engine, is ``other``)."""
         try:
-            return await anext(deltas)
+            first = await anext(deltas)
         except StopAsyncIteration:
             return None
         except EngineError as exc:
             raise engine_error(exc, self.retry_after) from exc
+        self.clock.split(((Stage.ENGINE_QUEUE, first.queued_seconds),
+                          (Stage.PREFILL, first.prefill_seconds)))
+        return first
 
     async def stream(self, http: web.Request) -> web.StreamResponse:
         """The response as server-sent events. Ends early when the client goes away (499),
@@ -147,7 +163,7 @@ class Generation:
         counted under the status the failure would have had before the first token)."""
         deltas = self._deltas()
         writer = ClientWriter(http, web.StreamResponse(headers=SSE_HEADERS),
-                              self.write_timeout_seconds)
+                              self.write_timeout_seconds, self.clock)
         try:
             await self._stream(http, writer, deltas)
         except ClientTooSlow as exc:
@@ -258,8 +274,13 @@ class Generation:
             delta = await anext(deltas, None)
         return "".join(parts)
 
-    def finish_span(self) -> None:
-        """Attributes of the outcome and the queue → prefill → decode child spans."""
+    def finish(self) -> None:
+        """The decode stage bounded by the engine's own decode time (the rest of the wait for
+        tokens is ``other``); the span's outcome and its queue → prefill → decode children."""
+        self.clock.cap(Stage.DECODE, self.engine_decode_seconds)
+        self._finish_span()
+
+    def _finish_span(self) -> None:
         span = self.span
         span.set_attribute(tr.USAGE_OUTPUT_TOKENS, self.completion_tokens)
         if self.finish_reason is not None:
@@ -275,7 +296,7 @@ class Generation:
         self._child(tr.QUEUE_SPAN, self.start_ns, queue_end,
                     {tr.ENGINE_QUEUED_SECONDS: self.engine_queued_seconds or 0.0})
         if self.first_ns:
-            span.set_attribute(tr.TIME_TO_FIRST_TOKEN, (self.first_ns - self.start_ns) / 1e9)
+            span.set_attribute(tr.TIME_TO_FIRST_TOKEN, (self.first_ns - self.arrived_ns) / 1e9)
             self._child(tr.PREFILL_SPAN, queue_end, self.first_ns, {})
             span.add_event(tr.FIRST_TOKEN_EVENT, timestamp=self.first_ns)
             self._child(tr.DECODE_SPAN, self.first_ns, self.last_ns,

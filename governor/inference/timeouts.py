@@ -24,21 +24,28 @@ from collections.abc import Awaitable
 
 from aiohttp import web
 
+from governor.contracts.stages import Stage
+from governor.inference.stages import StageClock
+
 
 class ClientTooSlow(Exception):
     """A write waited longer than the write timeout for the client to read."""
 
 
 class ClientWriter:
-    """Writes one response; every wait for the client is bounded by ``timeout_seconds``."""
+    """Writes one response; every wait for the client is bounded by ``timeout_seconds``. With a
+    ``clock``, the time up to the end of each write (encoding the data included) is the
+    request's ``stream_write`` stage."""
 
-    __slots__ = ("_request", "_timeout_seconds", "response", "waiting")
+    __slots__ = ("_clock", "_request", "_timeout_seconds", "response", "waiting")
 
     def __init__(
-        self, request: web.Request, response: web.StreamResponse, timeout_seconds: float
+        self, request: web.Request, response: web.StreamResponse, timeout_seconds: float,
+        clock: StageClock | None = None,
     ) -> None:
         self._request = request
         self._timeout_seconds = timeout_seconds
+        self._clock = clock
         self.response = response
         # True while a write waits for the client, and left True when that wait is cancelled
         # (the request's deadline): who was waiting on whom when time ran out.
@@ -53,6 +60,8 @@ class ClientWriter:
             await self._bounded(self.response.write(data))
         else:
             await self.response.write(data)
+        if self._clock is not None:
+            self._clock.reach(Stage.STREAM_WRITE)
 
     async def write_eof(self) -> None:
         await self._bounded(self.response.write_eof())
@@ -79,6 +88,9 @@ class ClientWriter:
         except TimeoutError:
             raise ClientTooSlow(
                 f"the client read nothing for {self._timeout_seconds:g} s") from None
+        finally:
+            if self._clock is not None:  # a write the client did not take counts too
+                self._clock.reach(Stage.STREAM_WRITE)
         self.waiting = False
 
     def _may_wait(self, size: int) -> bool:

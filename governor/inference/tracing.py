@@ -21,7 +21,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from governor.contracts import traces as tr
 from governor.inference.config import TracingSettings
+from governor.inference.stages import RequestStages
 
 log = logging.getLogger(__name__)
 
@@ -90,3 +92,10 @@ def inject_headers(span: trace.Span) -> dict[str, str]:
 
 def trace_id_hex(span: trace.Span) -> str:
     return format(span.get_span_context().trace_id, "032x")
+
+
+def add_stages_event(span: trace.Span, stages: RequestStages) -> None:
+    """The request's stages as one event at its end: each stage's seconds and their total."""
+    attributes = {tr.stage_attribute(stage): seconds for stage, seconds in stages.seconds.items()}
+    attributes[tr.STAGES_DURATION] = stages.duration_seconds
+    span.add_event(tr.STAGES_EVENT, attributes)

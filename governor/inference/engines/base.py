@@ -71,8 +71,12 @@ class TokenDelta:
     text: str
     num_tokens: int
     finish_reason: FinishReason | None = None
-    # Engine-side queue time of this request, reported once (on the first delta) when known.
+    # The engine's own times for this request, each reported once when known, measured on the
+    # engine's clock: its queue (scheduled - queued) and prefill (first token - scheduled) on
+    # the first delta, its decode (last token - first token) on the last.
     queued_seconds: float | None = None
+    prefill_seconds: float | None = None
+    decode_seconds: float | None = None
     # Prompt tokens served from the prefix cache, reported on the final delta when known.
     cached_prompt_tokens: int | None = None
 

@@ -125,13 +125,29 @@ class RequestTiming:
     num_generation_tokens: int
 
 
+def _between(metrics: Any, earlier: str, later: str) -> float | None:
+    """``later - earlier`` of two engine-core timestamps of a ``RequestStateStats`` (``None``
+    while either is unset, or without stats)."""
+    start = getattr(metrics, earlier, 0.0) or 0.0
+    end = getattr(metrics, later, 0.0) or 0.0
+    if start <= 0.0 or end <= 0.0:
+        return None
+    return max(0.0, end - start)
+
+
 def queued_seconds(metrics: Any) -> float | None:
     """Engine-side queue time from a ``RequestStateStats`` (``None`` while unknown)."""
-    queued = getattr(metrics, "queued_ts", 0.0) or 0.0
-    scheduled = getattr(metrics, "scheduled_ts", 0.0) or 0.0
-    if queued <= 0.0 or scheduled <= 0.0:
-        return None
-    return max(0.0, scheduled - queued)
+    return _between(metrics, "queued_ts", "scheduled_ts")
+
+
+def prefill_seconds(metrics: Any) -> float | None:
+    """Scheduled to first token; set once the first token is out (preemptions included)."""
+    return _between(metrics, "scheduled_ts", "first_token_ts")
+
+
+def decode_seconds(metrics: Any) -> float | None:
+    """First token to last token; final once the request has finished."""
+    return _between(metrics, "first_token_ts", "last_token_ts")
 
 
 def request_timing(request_id: str, metrics: Any) -> RequestTiming | None:
@@ -157,11 +173,14 @@ def delta(output: Any, *, first: bool) -> TokenDelta:
     if output.finished and reason is None:
         reason = FinishReason.ABORT
     cached = getattr(output, "num_cached_tokens", None) if output.finished else None
+    metrics = output.metrics
     return TokenDelta(
         text=text,
         num_tokens=num_tokens,
         finish_reason=reason,
-        queued_seconds=queued_seconds(output.metrics) if first else None,
+        queued_seconds=queued_seconds(metrics) if first else None,
+        prefill_seconds=prefill_seconds(metrics) if first else None,
+        decode_seconds=decode_seconds(metrics) if output.finished else None,
         cached_prompt_tokens=cached,
     )
 

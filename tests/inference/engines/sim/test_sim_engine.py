@@ -93,6 +93,11 @@ async def test_the_stream_retokenizes_to_the_tokens_it_reports(engine: SimEngine
     assert deltas[0].queued_seconds >= 0
     assert all(d.queued_seconds is None for d in deltas[1:])
     assert deltas[-1].cached_prompt_tokens == 0
+    # The engine's own prefill on the first delta, its decode on the last (steps take time).
+    assert deltas[0].prefill_seconds is not None and deltas[0].prefill_seconds > 0
+    assert all(d.prefill_seconds is None for d in deltas[1:])
+    assert deltas[-1].decode_seconds is not None and deltas[-1].decode_seconds > 0
+    assert all(d.decode_seconds is None for d in deltas[:-1])
 
 
 async def test_max_tokens_ends_with_length(engine: SimEngine) -> None:
