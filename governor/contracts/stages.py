@@ -21,6 +21,7 @@ service stages grew and its engine stages did not is not fixed by batching.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -62,3 +63,48 @@ BETWEEN_TOKENS: Final = Path(engine=(Stage.DECODE,), service=(Stage.STREAM_WRITE
 # The whole request.
 WHOLE_REQUEST: Final = Path(engine=(*FIRST_TOKEN.engine, *BETWEEN_TOKENS.engine),
                             service=(*FIRST_TOKEN.service, *BETWEEN_TOKENS.service))
+
+
+# A service stage's growth counts when it is at least this share of the latency's time per
+# request: smaller changes are noise, whatever the engine did.
+MATERIAL_SHARE: Final = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Shift:
+    """How the stages of one latency moved between two windows, in mean seconds per request:
+    the stage that grew most (``None`` when none grew), and each side's growth and time now."""
+
+    stage: Stage | None
+    stage_growth_seconds: float
+    engine_growth_seconds: float
+    service_growth_seconds: float
+    engine_seconds: float
+    service_seconds: float
+
+    @property
+    def outside_engine(self) -> bool:
+        """The service's own stages grew, materially, and more than the engine's: the time
+        went where no batching limit reaches."""
+        service = self.service_growth_seconds
+        return service > self.engine_growth_seconds and \
+            service > MATERIAL_SHARE * (self.engine_seconds + self.service_seconds)
+
+
+def shift(path: Path, now: Mapping[str, float], before: Mapping[str, float]) -> Shift | None:
+    """The :class:`Shift` of ``path``'s stages from ``before`` to ``now`` (mean seconds per
+    request by stage label value); ``None`` without a reading of every one of its stages.
+
+    >>> now = {s.value: 0.01 for s in Stage} | {"tokenize": 0.5}
+    >>> moved = shift(FIRST_TOKEN, now, {s.value: 0.01 for s in Stage})
+    >>> moved.stage.value, round(moved.service_growth_seconds, 2), moved.outside_engine
+    ('tokenize', 0.49, True)
+    """
+    stages = (*path.engine, *path.service)
+    if any(stage.value not in now or stage.value not in before for stage in stages):
+        return None
+    growth = {stage: now[stage.value] - before[stage.value] for stage in stages}
+    top = max(stages, key=lambda stage: growth[stage])
+    return Shift(top if growth[top] > 0 else None, max(growth[top], 0.0),
+                 sum(growth[s] for s in path.engine), sum(growth[s] for s in path.service),
+                 sum(now[s.value] for s in path.engine), sum(now[s.value] for s in path.service))
