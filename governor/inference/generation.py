@@ -70,7 +70,6 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
     prepared = await prepare_request(request, kind, deadline)
     params, token_ids = prepared.params, prepared.token_ids
     metrics = app[keys.METRICS]
-    metrics.observe_prompt(prepared.prompt_bytes, len(token_ids))
     route = CHAT_COMPLETIONS_PATH if kind == "chat" else COMPLETIONS_PATH
     request_class = config.classes.classify(route, request.headers, len(token_ids))
     request[keys.CLASS] = name = request_class.name
@@ -86,6 +85,7 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
         retry_after, deadline, config.connections.write_timeout_seconds, request[keys.STAGES],
     )
     await _admit(request, run, retry_after, name)
+    metrics.observe_prompt(prepared.prompt_bytes, len(token_ids))
     try:
         if params.stream:
             return await run.stream(request)

@@ -101,12 +101,13 @@ PROMPT_SIZE_BUCKETS: Final = (64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262
                               1048576.0, 4194304.0)
 REQUEST_PROMPT_BYTES: Final = Metric(
     "governor_request_prompt_bytes", "histogram",
-    "UTF-8 bytes of each generation request's prompt, as rendered for the engine.", "bytes",
+    "UTF-8 bytes of each admitted generation request's prompt, as rendered for the engine.",
+    "bytes",
     (), PROMPT_SIZE_BUCKETS,
 )
 REQUEST_PROMPT_TOKENS: Final = Metric(
     "governor_request_prompt_tokens", "histogram",
-    "Tokens of each generation request's prompt.", "tokens", (), PROMPT_SIZE_BUCKETS,
+    "Tokens of each admitted generation request's prompt.", "tokens", (), PROMPT_SIZE_BUCKETS,
 )
 
 # ---- requests and tokens ---------------------------------------------------------------------
