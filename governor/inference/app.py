@@ -289,8 +289,8 @@ def _record(
         if generation and stages.reached_engine:
             metrics.observe_stages(stages)
     if span is not None:
-        if generation:
-            add_stages_event(span, stages)
+        if generation and app[keys.TRACING].traces_endpoint is not None:
+            add_stages_event(span, stages)  # only for spans that go somewhere: it costs µs
         span.set_attribute("http.response.status_code", int(code))
         if code.startswith("5"):
             span.set_status(StatusCode.ERROR)

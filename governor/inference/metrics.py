@@ -20,8 +20,8 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from governor.contracts.instruments import counter, gauge, histogram, info
 from governor.contracts.metrics import service as m
-from governor.contracts.stages import Stage
 from governor.inference.engines.base import BatchingLimits
+from governor.inference.stage_metrics import StageHistogram
 from governor.inference.stages import RequestStages
 
 
@@ -44,8 +44,7 @@ class ServiceMetrics:
         self._latency = {name: ClassLatency(ttft.labels(model, name), itl.labels(model, name))
                          for name in classes}
         self.duration = histogram(m.REQUEST_DURATION, registry)
-        stages = histogram(m.REQUEST_STAGE, registry)
-        self._stages = {stage: stages.labels(stage.value) for stage in Stage}
+        self._stages = StageHistogram(registry)
         self.prompt_bytes = histogram(m.REQUEST_PROMPT_BYTES, registry)
         self.prompt_size_tokens = histogram(m.REQUEST_PROMPT_TOKENS, registry)
         self.requests = counter(m.REQUESTS, registry)
@@ -70,8 +69,7 @@ class ServiceMetrics:
     def observe_stages(self, stages: RequestStages) -> None:
         """Every stage of a request that reached the engine, zeros included: each stage then
         counts every such request, and the stages' means add up to the mean duration."""
-        for stage, seconds in stages.seconds.items():
-            self._stages[stage].observe(seconds)
+        self._stages.observe(stages)
 
     def observe_prompt(self, prompt_bytes: int, prompt_tokens: int) -> None:
         self.prompt_bytes.observe(prompt_bytes)

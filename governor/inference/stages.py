@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Final
 
 from governor.contracts.stages import Stage
 
@@ -42,6 +43,10 @@ class RequestStages:
         return {stage.value: seconds for stage, seconds in self.seconds.items()}
 
 
+# Every stage at zero, in order: each clock starts from a copy.
+_ZERO: Final = dict.fromkeys(Stage, 0.0)
+
+
 class StageClock:
     """The stages of one request, from ``start`` (``time.perf_counter`` seconds) onwards."""
 
@@ -50,7 +55,7 @@ class StageClock:
     def __init__(self, start: float) -> None:
         self.start = start
         self._at = start
-        self._seconds = dict.fromkeys(Stage, 0.0)
+        self._seconds = _ZERO.copy()
         self.reached_engine = False
 
     @property
