@@ -240,7 +240,7 @@ async def _deliver(request: web.Request, response: web.StreamResponse, code: str
     the connection came in as the response was ready) is counted 499, as it would be a moment
     later, when its request is cancelled."""
     timeout = request.app[keys.CONFIG].connections.write_timeout_seconds
-    writer = ClientWriter(request, response, timeout, request[keys.STAGES])
+    writer = ClientWriter(request, response, timeout)
     try:
         await writer.send()
     except ClientTooSlow:
@@ -248,6 +248,8 @@ async def _deliver(request: web.Request, response: web.StreamResponse, code: str
         return CLIENT_TOO_SLOW
     except ConnectionError:
         return CLIENT_GONE
+    finally:
+        request[keys.STAGES].reach(Stage.STREAM_WRITE)
     return code
 
 

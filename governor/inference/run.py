@@ -4,7 +4,9 @@ A run streams (server-sent events) or gathers its response within the request's 
 writing through a :class:`~governor.inference.timeouts.ClientWriter`, so that a client that
 stops reading ends its own request; it records time to first token, inter-token latency and
 the tokens, with the trace id as exemplar, the span tree (queue → prefill → decode), and
-the request's engine and writing stages on its :class:`~governor.inference.stages.StageClock`::
+the request's engine and writing stages on its :class:`~governor.inference.stages.StageClock`.
+A streamed token costs the stages one clock reading (the end of its write) and no call: the
+writes' time is summed as they end and placed on the clock when the response ends::
 
     run = Generation(kind, params, engine, metrics, latency, tracer, span, request, retry_after,
               deadline, write_timeout_seconds, clock)
@@ -17,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
-from typing import Final, Literal
+from collections.abc import AsyncIterator, Awaitable
+from math import inf
+from typing import Literal
 
 from aiohttp import web
 from opentelemetry import trace
@@ -31,6 +34,7 @@ from governor.inference.engines.base import (
     Engine,
     EngineError,
     EngineErrorKind,
+    EngineTimes,
     FinishReason,
     GenerateRequest,
     TokenDelta,
@@ -53,8 +57,6 @@ from governor.inference.tracing import trace_id_hex
 log = logging.getLogger(__name__)
 
 Kind = Literal["chat", "completion"]
-# Marked for every token after the first, so bound once.
-_DECODE: Final = Stage.DECODE
 SSE_HEADERS = {
     "Content-Type": "text/event-stream",
     "Cache-Control": "no-cache",
@@ -109,6 +111,9 @@ class Generation:
         self.engine_queued_seconds: float | None = None
         # The engine's own decode time, reported with its last token (None: not reported).
         self.engine_decode_seconds: float | None = None
+        # Seconds spent encoding and writing the response since the first token (and the time
+        # the client made the writes wait): the stream_write stage, placed at the end.
+        self.written = 0.0
         self.completion_tokens = 0
         self.finish_reason: str | None = None
 
@@ -126,12 +131,10 @@ class Generation:
         if self.first_ns == 0:
             self.first_ns = self.last_ns
             self.latency.ttft.observe(now - self.clock.start, self.exemplar)
-            self.engine_queued_seconds = delta.queued_seconds
         else:
             self.latency.itl.observe(now - self.last, self.exemplar)
-            self.clock.reach(_DECODE, now)  # waiting for this delta
-        if delta.decode_seconds is not None:
-            self.engine_decode_seconds = delta.decode_seconds
+        if delta.times is not None and delta.times.decode_seconds is not None:
+            self.engine_decode_seconds = delta.times.decode_seconds
         self.last = now
         self.completion_tokens += delta.num_tokens
 
@@ -155,9 +158,19 @@ class Generation:
             return None
         except EngineError as exc:
             raise engine_error(exc, self.retry_after) from exc
-        self.clock.split(((Stage.ENGINE_QUEUE, first.queued_seconds),
-                          (Stage.PREFILL, first.prefill_seconds)))
+        times = first.times or EngineTimes()
+        self.engine_queued_seconds = times.queued_seconds
+        self.clock.split(((Stage.ENGINE_QUEUE, times.queued_seconds),
+                          (Stage.PREFILL, times.prefill_seconds)))
         return first
+
+    async def _timed(self, writing: Awaitable[object]) -> None:
+        """A write of the response (not a token's), counted as stream_write."""
+        started = time.perf_counter()
+        try:
+            await writing
+        finally:
+            self.written += time.perf_counter() - started
 
     async def stream(self, http: web.Request) -> web.StreamResponse:
         """The response as server-sent events. Ends early when the client goes away (499),
@@ -165,7 +178,7 @@ class Generation:
         counted under the status the failure would have had before the first token)."""
         deltas = self._deltas()
         writer = ClientWriter(http, web.StreamResponse(headers=SSE_HEADERS),
-                              self.write_timeout_seconds, self.clock)
+                              self.write_timeout_seconds)
         try:
             await self._stream(http, writer, deltas)
         except ClientTooSlow as exc:
@@ -193,7 +206,7 @@ class Generation:
                 # The first delta before the status line: an engine refusal still gets its
                 # 4xx/503 (and a request out of time its 504).
                 first = await self._first(deltas)
-                await writer.prepare()
+                await self._timed(writer.prepare())
                 http[keys.STREAMING] = True
                 await self._stream_deltas(writer, first, deltas)
         except TimeoutError:
@@ -210,7 +223,11 @@ class Generation:
             log.warning("request %s failed mid-stream: %s", self.request.request_id, exc)
             await self._end_with_error(http, writer, engine_error(exc, self.retry_after))
             return
-        await writer.write(DONE)
+        await self._timed(self._end(writer, DONE))
+
+    async def _end(self, writer: ClientWriter, *events: bytes) -> None:
+        for event in events:
+            await writer.write(event)
         await writer.write_eof()
 
     async def _end_with_error(
@@ -218,9 +235,7 @@ class Generation:
     ) -> None:
         """End a started stream with OpenAI's error event, counted under the error's status."""
         self.outcome(http, str(error.status))
-        await writer.write(error_event(error.body()))
-        await writer.write(DONE)
-        await writer.write_eof()
+        await self._timed(self._end(writer, error_event(error.body()), DONE))
 
     async def _stream_deltas(
         self, writer: ClientWriter, first: TokenDelta | None, deltas: AsyncIterator[TokenDelta]
@@ -229,20 +244,23 @@ class Generation:
                                self.params.model, include_usage=self.params.include_usage)
         role = encoder.role()
         if role is not None:
-            await writer.write(role)
+            await self._timed(writer.write(role))
         delta = first
         while delta is not None:
-            self._observe(delta)
+            self._observe(delta)  # self.last: when it arrived
             self.metrics.generation_tokens.inc(delta.num_tokens)
-            if delta.finish_reason is not None:
-                self.finish_reason = delta.finish_reason.value
-                await writer.write(encoder.finish(self.finish_reason, delta.text))
-                break
-            if delta.text:
-                await writer.write(encoder.text(delta.text))
+            try:
+                if delta.finish_reason is not None:
+                    self.finish_reason = delta.finish_reason.value
+                    await writer.write(encoder.finish(self.finish_reason, delta.text))
+                    break
+                if delta.text:
+                    await writer.write(encoder.text(delta.text))
+            finally:  # a write the client made wait, or never took, counts too
+                self.written += time.perf_counter() - self.last
             delta = await anext(deltas, None)
         if self.params.include_usage:
-            await writer.write(encoder.usage(self.usage()))
+            await self._timed(writer.write(encoder.usage(self.usage())))
 
     async def complete(self) -> web.Response:
         """The whole response, built here and sent by the middleware (write timeout and all)."""
@@ -260,8 +278,10 @@ class Generation:
         finally:
             await deltas.aclose()  # type: ignore[attr-defined]
         self.metrics.generation_tokens.inc(self.completion_tokens)
+        encoding = time.perf_counter()
         body = full_response(self.kind, self.request.request_id, self.created, self.params.model,
                              text, self.finish_reason or "stop", self.usage())
+        self.written += time.perf_counter() - encoding  # the middleware times the sending
         return web.Response(body=body, content_type="application/json")
 
     async def _gather(self, deltas: AsyncIterator[TokenDelta]) -> str:
@@ -277,9 +297,12 @@ class Generation:
         return "".join(parts)
 
     def finish(self) -> None:
-        """The decode stage bounded by the engine's own decode time (the rest of the wait for
-        tokens is ``other``); the span's outcome and its queue → prefill → decode children."""
-        self.clock.cap(Stage.DECODE, self.engine_decode_seconds)
+        """The stages since the first token: the writes' time, then the wait for the engine's
+        later tokens as decode, at most the engine's own decode time when it reported one (the
+        rest is ``other``); the span's outcome and its queue → prefill → decode children."""
+        if self.first_ns:
+            decode = inf if self.engine_decode_seconds is None else self.engine_decode_seconds
+            self.clock.split(((Stage.STREAM_WRITE, self.written), (Stage.DECODE, decode)))
         self._finish_span()
 
     def _finish_span(self) -> None:

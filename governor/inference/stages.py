@@ -13,8 +13,8 @@ no mark named goes to ``other``::
     clock.split(((Stage.ENGINE_QUEUE, 0.02), (Stage.PREFILL, 0.1)))  # at the first token
     stages = clock.finish()                        # a RequestStages; sum == duration
 
-A mark costs a clock read and a dict update; a streamed token costs one mark of its own (its
-write), its arrival reusing the reading its latency was taken with.
+A mark costs a clock read and a dict update, a dozen per request; the tokens of a stream cost
+no mark each (:mod:`governor.inference.run` sums their writes and splits the stream once).
 """
 
 from __future__ import annotations
@@ -91,17 +91,6 @@ class StageClock:
             left -= share
         self._seconds[rest] += left
         self._at = max(now, self._at)
-
-    def cap(self, stage: Stage, seconds: float | None, rest: Stage = Stage.OTHER) -> None:
-        """At most ``seconds`` of what ``stage`` holds stays there; the excess moves to
-        ``rest`` (``None``: no bound known, it all stays)."""
-        if seconds is None:
-            return
-        held = self._seconds[stage]
-        bound = max(seconds, 0.0)
-        if held > bound:
-            self._seconds[stage] = bound
-            self._seconds[rest] += held - bound
 
     def finish(self, at: float | None = None) -> RequestStages:
         """Close the last stage as ``other`` at ``at`` (default now) and return the record."""

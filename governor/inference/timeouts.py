@@ -21,15 +21,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import Final
 
 from aiohttp import web
-
-from governor.contracts.stages import Stage
-from governor.inference.stages import StageClock
-
-# Marked after every write, so bound once (an enum member looked up costs more than the mark).
-_WRITING: Final = Stage.STREAM_WRITE
 
 
 class ClientTooSlow(Exception):
@@ -37,19 +30,15 @@ class ClientTooSlow(Exception):
 
 
 class ClientWriter:
-    """Writes one response; every wait for the client is bounded by ``timeout_seconds``. With a
-    ``clock``, the time up to the end of each write (encoding the data included) is the
-    request's ``stream_write`` stage."""
+    """Writes one response; every wait for the client is bounded by ``timeout_seconds``."""
 
-    __slots__ = ("_clock", "_request", "_timeout_seconds", "response", "waiting")
+    __slots__ = ("_request", "_timeout_seconds", "response", "waiting")
 
     def __init__(
-        self, request: web.Request, response: web.StreamResponse, timeout_seconds: float,
-        clock: StageClock | None = None,
+        self, request: web.Request, response: web.StreamResponse, timeout_seconds: float
     ) -> None:
         self._request = request
         self._timeout_seconds = timeout_seconds
-        self._clock = clock
         self.response = response
         # True while a write waits for the client, and left True when that wait is cancelled
         # (the request's deadline): who was waiting on whom when time ran out.
@@ -64,8 +53,6 @@ class ClientWriter:
             await self._bounded(self.response.write(data))
         else:
             await self.response.write(data)
-        if self._clock is not None:
-            self._clock.reach(_WRITING)
 
     async def write_eof(self) -> None:
         await self._bounded(self.response.write_eof())
@@ -92,9 +79,6 @@ class ClientWriter:
         except TimeoutError:
             raise ClientTooSlow(
                 f"the client read nothing for {self._timeout_seconds:g} s") from None
-        finally:
-            if self._clock is not None:  # a write the client did not take counts too
-                self._clock.reach(_WRITING)
         self.waiting = False
 
     def _may_wait(self, size: int) -> bool:

@@ -91,14 +91,13 @@ def test_a_split_never_gives_out_more_than_the_wait(
     assert math.isclose(sum(stages.seconds.values()), 1.0)
 
 
-def test_a_cap_moves_the_excess_to_other_and_keeps_the_sum() -> None:
+def test_an_unbounded_part_takes_the_rest_and_the_record_reads_by_label() -> None:
+    """How a stream ends: its writes exactly, then the wait for tokens up to the engine's own
+    decode time (unknown: all of it)."""
     clock = StageClock(0.0)
-    clock.reach(Stage.DECODE, 2.0)
-    clock.cap(Stage.DECODE, 1.5)
-    clock.cap(Stage.DECODE, None)  # no bound known: unchanged
+    clock.split(((Stage.STREAM_WRITE, 0.5), (Stage.DECODE, math.inf)), at=2.0)
     stages = clock.finish(2.0)
-    assert stages.seconds[Stage.DECODE] == 1.5
-    assert stages.seconds[Stage.OTHER] == 0.5
+    assert (stages.seconds[Stage.STREAM_WRITE], stages.seconds[Stage.DECODE]) == (0.5, 1.5)
     assert stages.as_dict()["decode"] == 1.5
 
 

@@ -33,6 +33,7 @@ from governor.inference.engines.base import (
     EngineError,
     EngineErrorKind,
     EngineStats,
+    EngineTimes,
     FinishReason,
     GenerateRequest,
     TokenDelta,
@@ -199,12 +200,7 @@ class SimEngine:
                     text=text,
                     num_tokens=produced - stream.sent,
                     finish_reason=sim_request.finish_reason if finished else None,
-                    queued_seconds=_known(sim_request.scheduled_time - sim_request.queued_time)
-                    if first else None,
-                    prefill_seconds=_known(sim_request.first_token_time
-                                           - sim_request.scheduled_time) if first else None,
-                    decode_seconds=_known(sim_request.last_token_time
-                                          - sim_request.first_token_time) if finished else None,
+                    times=_times(sim_request, first, finished) if first or finished else None,
                     cached_prompt_tokens=sim_request.num_cached_tokens if finished else None,
                 )
                 stream.sent = produced
@@ -356,6 +352,14 @@ class SimEngine:
                 stream = request.sink
                 if isinstance(stream, _Stream) and stream.waiter is not None:
                     stream.wake()
+
+
+def _times(request: SimRequest, first: bool, finished: bool) -> EngineTimes:
+    """The request's queue and prefill (for its first delta) and decode (for its last)."""
+    return EngineTimes(
+        _known(request.scheduled_time - request.queued_time) if first else None,
+        _known(request.first_token_time - request.scheduled_time) if first else None,
+        _known(request.last_token_time - request.first_token_time) if finished else None)
 
 
 def _known(seconds: float) -> float | None:

@@ -14,6 +14,7 @@ from typing import Any
 from governor.inference.engines.base import (
     EngineError,
     EngineErrorKind,
+    EngineTimes,
     FinishReason,
     GenerateRequest,
     TokenDelta,
@@ -173,16 +174,22 @@ def delta(output: Any, *, first: bool) -> TokenDelta:
     if output.finished and reason is None:
         reason = FinishReason.ABORT
     cached = getattr(output, "num_cached_tokens", None) if output.finished else None
-    metrics = output.metrics
     return TokenDelta(
         text=text,
         num_tokens=num_tokens,
         finish_reason=reason,
-        queued_seconds=queued_seconds(metrics) if first else None,
-        prefill_seconds=prefill_seconds(metrics) if first else None,
-        decode_seconds=decode_seconds(metrics) if output.finished else None,
+        times=times(output.metrics, first=first, last=output.finished)
+        if first or output.finished else None,
         cached_prompt_tokens=cached,
     )
+
+
+def times(metrics: Any, *, first: bool, last: bool) -> EngineTimes:
+    """What a ``RequestStateStats`` says of a request: its queue and prefill (for the first
+    delta), its decode (for the last)."""
+    return EngineTimes(queued_seconds(metrics) if first else None,
+                       prefill_seconds(metrics) if first else None,
+                       decode_seconds(metrics) if last else None)
 
 
 def _message(error: BaseException) -> str:
