@@ -77,7 +77,8 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
     request_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex}"
     _request_attributes(span, engine, params, request_id, max_tokens, len(token_ids))
     span.set_attribute(tr.REQUEST_CLASS, name)
-    span.set_attribute(tr.PROMPT_BYTES, prepared.prompt_bytes)
+    if app[keys.TRACING].traces_endpoint is not None:  # µs each, for spans that go somewhere
+        span.set_attribute(tr.PROMPT_BYTES, prepared.prompt_bytes)
     retry_after = config.admission.retry_after_seconds
     run = Generation(
         kind, params, engine, metrics, metrics.latency(name), app[keys.TRACING].tracer, span,

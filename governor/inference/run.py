@@ -206,9 +206,18 @@ class Generation:
                 # The first delta before the status line: an engine refusal still gets its
                 # 4xx/503 (and a request out of time its 504).
                 first = await self._first(deltas)
-                await self._timed(writer.prepare())
-                http[keys.STREAMING] = True
-                await self._stream_deltas(writer, first, deltas)
+                encoder = ChunkEncoder(self.kind, self.request.request_id, self.created,
+                                       self.params.model, include_usage=self.params.include_usage)
+                started = time.perf_counter()  # the status line, and the chat's role event
+                try:
+                    await writer.prepare()
+                    http[keys.STREAMING] = True
+                    role = encoder.role()
+                    if role is not None:
+                        await writer.write(role)
+                finally:
+                    self.written += time.perf_counter() - started
+                await self._stream_deltas(writer, encoder, first, deltas)
         except TimeoutError:
             if not deadline.expired():
                 raise
@@ -223,7 +232,12 @@ class Generation:
             log.warning("request %s failed mid-stream: %s", self.request.request_id, exc)
             await self._end_with_error(http, writer, engine_error(exc, self.retry_after))
             return
-        await self._timed(self._end(writer, DONE))
+        started = time.perf_counter()
+        try:
+            await writer.write(DONE)
+            await writer.write_eof()
+        finally:
+            self.written += time.perf_counter() - started
 
     async def _end(self, writer: ClientWriter, *events: bytes) -> None:
         for event in events:
@@ -238,13 +252,9 @@ class Generation:
         await self._timed(self._end(writer, error_event(error.body()), DONE))
 
     async def _stream_deltas(
-        self, writer: ClientWriter, first: TokenDelta | None, deltas: AsyncIterator[TokenDelta]
+        self, writer: ClientWriter, encoder: ChunkEncoder, first: TokenDelta | None,
+        deltas: AsyncIterator[TokenDelta],
     ) -> None:
-        encoder = ChunkEncoder(self.kind, self.request.request_id, self.created,
-                               self.params.model, include_usage=self.params.include_usage)
-        role = encoder.role()
-        if role is not None:
-            await self._timed(writer.write(role))
         delta = first
         while delta is not None:
             self._observe(delta)  # self.last: when it arrived
