@@ -43,6 +43,8 @@ class Reason(enum.StrEnum):
     ITL_AT_RISK = "itl_at_risk"  # under the SLO's quantile, but spikes over the SLO already
     # cost requests their own quantile: cut the budget to bring the spikes under it
     DECODE_SLOW = "decode_slow"  # the median step is slow without prefill pressure: cut seqs
+    NOT_IN_ENGINE = "not_in_engine"  # the breach sits in the service's own stages (the
+    # tokenizer, a slow reader), which no batching limit moves: hold
     NON_MONOTONIC = "non_monotonic"  # a cut made the tail worse; a deeper cut clears the spikes
     CUT_MADE_WORSE = "cut_made_worse"  # a cut made the tail worse and cannot be deepened: undo
     RELAX_BREACHED = "relax_breached"  # a relaxation brought the breach back: undo it
@@ -119,10 +121,26 @@ class Observation:
     ttft_good_per_second: float | None = None
     ttft_per_second: float | None = None
     itl_good_ratio: float | None = None
+    # Where the service's requests spend their time: mean seconds per request in each stage
+    # (governor.contracts.stages, by label value) over the short window and the long one.
+    stage_seconds: Mapping[str, float] = field(default_factory=dict)
+    stage_seconds_long: Mapping[str, float] = field(default_factory=dict)
 
     def as_inputs(self) -> dict[str, float | None]:
-        """The observation as the audit log prints it (NaN shown as ``None``)."""
-        return {f.name: _finite(getattr(self, f.name)) for f in fields(self)}
+        """The observation as the audit log prints it (NaN shown as ``None``); the stages as
+        each one's growth from the long window to the short one."""
+        inputs = {f.name: _finite(getattr(self, f.name)) for f in fields(self)
+                  if f.name not in STAGE_FIELDS}
+        for stage, seconds in sorted(self.stage_seconds.items()):
+            before = self.stage_seconds_long.get(stage)
+            inputs[f"{STAGE_GROWTH_INPUT}.{stage}"] = \
+                None if before is None else _finite(seconds - before)
+        return inputs
+
+
+# The observation's fields that map stages to seconds (the others are single numbers).
+STAGE_FIELDS = frozenset(("stage_seconds", "stage_seconds_long"))
+STAGE_GROWTH_INPUT = "stage_growth_seconds"
 
 
 def _finite(value: float | None) -> float | None:

@@ -4,6 +4,9 @@
 ...     {"metric": {"instance": "a:8000"}, "value": [1.0, "0.25"]},
 ...     {"metric": {"instance": "b:8000"}, "value": [1.0, "NaN"]}]}})
 {'a:8000': 0.25, 'b:8000': nan}
+>>> parse_vector_by({"status": "success", "data": {"resultType": "vector", "result": [
+...     {"metric": {"instance": "a:8000", "stage": "decode"}, "value": [1.0, "0.5"]}]}}, "stage")
+{'a:8000': {'decode': 0.5}}
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import asyncio
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import aiohttp
@@ -20,10 +23,14 @@ import aiohttp
 from governor.common.prometheus import MAX_ANSWER_BYTES, QUERY_PATH, result
 from governor.common.prometheus import PrometheusError as PrometheusError  # the controller's
 from governor.contracts.metrics.prometheus import LABEL_INSTANCE
-from governor.controller.model import Observation
+from governor.contracts.metrics.service import LABEL_STAGE
+from governor.controller.model import STAGE_FIELDS, Observation
 from governor.controller.queries import QuerySet
 
-_OBSERVATION_FIELDS = frozenset(f.name for f in fields(Observation))
+_OBSERVATION_FIELDS = frozenset(f.name for f in fields(Observation)) - STAGE_FIELDS
+_NOTHING = Observation(itl_tail_seconds=None, itl_median_seconds=None)
+# Per field, per instance: the values of one label (a stage) and their samples.
+ByLabel = Mapping[str, Mapping[str, Mapping[str, float]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +51,18 @@ def parse_vector(body: Any) -> dict[str, float]:
     return out
 
 
+def parse_vector_by(body: Any, label: str) -> dict[str, dict[str, float]]:
+    """An instant-vector answer → ``{instance: {value of label: value}}``; finite values only
+    (a stage without requests in the window has no mean)."""
+    out: dict[str, dict[str, float]] = {}
+    for sample in result(body, "vector"):
+        instance, value = _sample(sample)
+        key = sample["metric"].get(label)
+        if instance is not None and isinstance(key, str) and math.isfinite(value):
+            out.setdefault(instance, {})[key] = value
+    return out
+
+
 def _sample(sample: Any) -> tuple[str | None, float]:
     try:
         instance = sample["metric"].get(LABEL_INSTANCE)
@@ -53,16 +72,21 @@ def _sample(sample: Any) -> tuple[str | None, float]:
     return (instance if isinstance(instance, str) else None), value
 
 
-def assemble(values: Mapping[str, Mapping[str, float]], instances: Iterable[str]) -> dict[
-        str, Observation]:
-    """``{field: {instance: value}}`` → ``{instance: Observation}``; absent values are ``None``."""
+def assemble(values: Mapping[str, Mapping[str, float]], instances: Iterable[str],
+             by_stage: ByLabel | None = None) -> dict[str, Observation]:
+    """``{field: {instance: value}}`` (and ``{field: {instance: {stage: value}}}``) →
+    ``{instance: Observation}``; absent values are ``None`` (an absent stage: no entry)."""
     out = {}
     for instance in instances:
         kwargs: dict[str, float | None] = {}
         for name, per_instance in values.items():
             if name in _OBSERVATION_FIELDS:
                 kwargs[name] = _clean(per_instance.get(instance))
-        out[instance] = Observation(**kwargs)
+        stages = by_stage or {}
+        out[instance] = replace(
+            _NOTHING, **kwargs,
+            stage_seconds=dict(stages.get("stage_seconds", {}).get(instance, {})),
+            stage_seconds_long=dict(stages.get("stage_seconds_long", {}).get(instance, {})))
     return out
 
 
@@ -81,6 +105,12 @@ class PrometheusClient:
         self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
 
     async def query(self, expr: str) -> dict[str, float]:
+        return parse_vector(await self._answer(expr))
+
+    async def query_by(self, expr: str, label: str) -> dict[str, dict[str, float]]:
+        return parse_vector_by(await self._answer(expr), label)
+
+    async def _answer(self, expr: str) -> Any:
         try:
             async with self._session.get(self._url, params={"query": expr},
                                          timeout=self._timeout) as response:
@@ -92,17 +122,20 @@ class PrometheusClient:
                 body = _json(raw)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise PrometheusError(f"{type(exc).__name__}: {exc}") from exc
-        return parse_vector(body)
+        return body
 
     async def snapshot(self, instances: Iterable[str]) -> Snapshot:
         """Observations for ``instances`` plus every instance Prometheus scrapes for the job."""
-        exprs = self._queries.expressions()
-        names = list(exprs)
-        results = await asyncio.gather(self.query(self._queries.targets()),
-                                       *(self.query(exprs[n]) for n in names))
+        exprs, staged = self._queries.expressions(), self._queries.stage_expressions()
+        names, stage_names = list(exprs), list(staged)
+        results, by_stage = await asyncio.gather(
+            asyncio.gather(self.query(self._queries.targets()),
+                           *(self.query(exprs[n]) for n in names)),
+            asyncio.gather(*(self.query_by(staged[n], LABEL_STAGE) for n in stage_names)))
         scraped = frozenset(results[0])
         wanted = set(instances) | scraped
-        return Snapshot(assemble(dict(zip(names, results[1:], strict=True)), wanted), scraped)
+        return Snapshot(assemble(dict(zip(names, results[1:], strict=True)), wanted,
+                                 dict(zip(stage_names, by_stage, strict=True))), scraped)
 
 
 def _json(raw: bytes) -> Any:

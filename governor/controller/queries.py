@@ -22,9 +22,11 @@ from typing import Final
 from governor.contracts import promql
 from governor.contracts.metrics import service, vllm
 from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_LE, UP
+from governor.contracts.metrics.service import LABEL_STAGE
 from governor.slo.fleet import Target, Targets
 
 BY_INSTANCE: Final = (LABEL_INSTANCE,)
+BY_STAGE: Final = (LABEL_INSTANCE, LABEL_STAGE)
 # The quantile that shows prefill spikes while they are too rare for the SLO's P99.
 SPIKE_QUANTILE: Final = 0.999
 
@@ -121,6 +123,18 @@ class QuerySet:
                 exprs["ttft_good_per_second"] = _sum_rate(
                     promql.Selector(ttft.metric + "_bucket", ttft.good_matchers()), short)
         return exprs
+
+    def stage_expressions(self) -> dict[str, str]:
+        """Observation field → PromQL returning one sample per ``instance`` and ``stage``: each
+        stage's mean seconds per request over the short window and over the long one."""
+        return {
+            "stage_seconds": promql.mean(service.REQUEST_STAGE.name, self.scope,
+                                         promql.format_seconds(self.short_window_seconds),
+                                         BY_STAGE),
+            "stage_seconds_long": promql.mean(service.REQUEST_STAGE.name, self.scope,
+                                              promql.format_seconds(self.long_window_seconds),
+                                              BY_STAGE),
+        }
 
     def targets(self) -> str:
         """The inference instances Prometheus scrapes (the only ones the controller will touch)."""

@@ -13,6 +13,7 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -21,7 +22,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from governor.contracts import traces as tr
+from governor.contracts.stages import Stage
 from governor.inference.config import TracingSettings
+from governor.inference.stages import RequestStages
 
 log = logging.getLogger(__name__)
 
@@ -90,3 +94,13 @@ def inject_headers(span: trace.Span) -> dict[str, str]:
 
 def trace_id_hex(span: trace.Span) -> str:
     return format(span.get_span_context().trace_id, "032x")
+
+
+_STAGE_ATTRIBUTES: Final = {stage: tr.stage_attribute(stage) for stage in Stage}
+
+
+def add_stages_event(span: trace.Span, stages: RequestStages) -> None:
+    """The request's stages as one event at its end: each stage's seconds and their total."""
+    attributes = {_STAGE_ATTRIBUTES[stage]: seconds for stage, seconds in stages.seconds.items()}
+    attributes[tr.STAGES_DURATION] = stages.duration_seconds
+    span.add_event(tr.STAGES_EVENT, attributes)

@@ -89,6 +89,36 @@ async def test_snapshot_queries_every_expression_and_discovers_scraped_instances
     assert snap.observations["static:9000"].itl_tail_seconds is None
 
 
+async def test_the_stage_means_reach_each_instances_observation(
+    aiohttp_server: ServerFactory,
+) -> None:
+    queries = QuerySet.default()
+    staged = queries.stage_expressions()
+
+    def by_stage(*samples: tuple[str, str, str]) -> dict[str, Any]:
+        return {"status": "success", "data": {"resultType": "vector", "result": [
+            {"metric": {"instance": i, "stage": s}, "value": [0, v]} for i, s, v in samples]}}
+
+    answers = {
+        queries.targets(): vector(("a:8000", "1"), ("b:8000", "1")),
+        staged["stage_seconds"]: by_stage(("a:8000", "tokenize", "0.9"),
+                                          ("a:8000", "decode", "2"), ("b:8000", "decode", "NaN")),
+        staged["stage_seconds_long"]: by_stage(("a:8000", "tokenize", "0.01")),
+    }
+    server = await aiohttp_server(prometheus_app(answers))
+    async with aiohttp.ClientSession() as session:
+        client = PrometheusClient(session, str(server.make_url("/")), queries)
+        snap = await client.snapshot([])
+    a, b = snap.observations["a:8000"], snap.observations["b:8000"]
+    assert a.stage_seconds == {"tokenize": 0.9, "decode": 2.0}
+    assert a.stage_seconds_long == {"tokenize": 0.01}
+    assert b.stage_seconds == {}  # a stage without requests in the window has no mean
+    inputs = a.as_inputs()
+    assert inputs["stage_growth_seconds.tokenize"] == pytest.approx(0.89)
+    assert inputs["stage_growth_seconds.decode"] is None  # no long-window reading
+    assert "stage_seconds" not in inputs
+
+
 @pytest.mark.parametrize("status", [500, 503, 429])
 async def test_a_failing_prometheus_is_a_prometheus_error(aiohttp_server: ServerFactory,
                                                           status: int) -> None:

@@ -11,6 +11,7 @@ import logging
 import aiohttp
 import pytest
 
+from governor.contracts.stages import Stage
 from governor.inference.config import TracingSettings
 from tests.inference.conftest import ServiceFactory
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
@@ -73,6 +74,15 @@ async def test_the_span_tree_attributes_and_propagated_trace_id(
         "gen_ai.latency.time_to_first_token"]
     assert 0 <= queue <= first <= (server.end_ns - server.start_ns) / 1e9
     assert "governor.first_token" in server.events
+    # Where its time went: every stage, adding up to the span's duration.
+    stages = server.event_attributes["governor.stages"]
+    named = {key for key in stages if key != "governor.stage.total_seconds"}
+    assert named == {f"governor.stage.{stage.value}_seconds" for stage in Stage}
+    total = stages["governor.stage.total_seconds"]
+    assert abs(sum(stages[key] for key in named) - total) <= 1e-6
+    assert 0 < total <= (server.end_ns - server.start_ns) / 1e9
+    assert stages["governor.stage.decode_seconds"] > 0
+    assert attributes["governor.request.prompt_bytes"] > len("trace this request")
     # Nothing of ours is invented inside the reserved gen_ai namespace.
     assert {k for k in attributes if k.startswith("gen_ai.")} <= GENAI_AND_VLLM_NAMES
 

@@ -17,6 +17,7 @@ from governor.inference.engines.base import (
     EngineError,
     EngineErrorKind,
     EngineStats,
+    EngineTimes,
     FinishReason,
     GenerateRequest,
     TokenDelta,
@@ -95,7 +96,7 @@ class ScriptedEngine:
                 await asyncio.sleep(self.script.token_delay_seconds)
                 last = index == request.max_tokens - 1
                 yield TokenDelta(f" w{index}", 1, FinishReason.LENGTH if last else None,
-                                 queued_seconds=0.0 if index == 0 else None)
+                                 times=EngineTimes(queued_seconds=0.0) if index == 0 else None)
         except GeneratorExit:
             self.aborted.append(request.request_id)
             raise

@@ -65,14 +65,26 @@ class FinishReason(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class EngineTimes:
+    """One request's phases as the engine measured them, on its own clock (``None``: not
+    known): its queue (scheduled - queued), prefill (first token - scheduled) and decode (last
+    token - first token)."""
+
+    queued_seconds: float | None = None
+    prefill_seconds: float | None = None
+    decode_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TokenDelta:
     """New output since the previous delta (one or more tokens)."""
 
     text: str
     num_tokens: int
     finish_reason: FinishReason | None = None
-    # Engine-side queue time of this request, reported once (on the first delta) when known.
-    queued_seconds: float | None = None
+    # The engine's own times for this request: on the first delta its queue and prefill, on
+    # the last its decode, when the engine knows them (one field: a delta is made per token).
+    times: EngineTimes | None = None
     # Prompt tokens served from the prefix cache, reported on the final delta when known.
     cached_prompt_tokens: int | None = None
 
