@@ -50,7 +50,7 @@ def test_a_record_carries_counts_times_and_its_own_p99_and_reads_back() -> None:
     ({"ttft_seconds": float("nan")}, "ttft_seconds: nan"),
     ({"route": None}, "route: None"),
     ({"stages": {"tokenize": -0.1}}, "stages: {'tokenize': -0.1}"),
-    ({"stages": ["read", 0.1]}, "stages: ['read', 0.1]"),
+    ({"stages": ["read", 0.1]}, r"stages: \['read', 0.1\]"),
     ({"stages": {str(k): 0.0 for k in range(40)}}, "stages: {'0': 0.0"),
 ], ids=["a negative time", "a count as text", "an empty status", "a NaN", "no route",
         "a negative stage", "stages not a mapping", "too many stages"])
