@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -29,6 +30,10 @@ from governor.inference.stages import RequestStages
 
 log = logging.getLogger(__name__)
 
+# How long stopping waits for the last spans to leave: an exporter whose collector does not
+# answer retries for its own 10 s timeout, longer than compose or Kubernetes wait after SIGTERM.
+FLUSH_SECONDS: Final = 2.0
+
 _PROPAGATOR = TraceContextTextMapPropagator()
 TRACES_PATH = "/v1/traces"
 
@@ -40,8 +45,22 @@ class Tracing:
     # The full OTLP/HTTP traces URL spans go to, or None when nothing is exported.
     traces_endpoint: str | None
 
-    def shutdown(self) -> None:
-        self.provider.shutdown()
+    def shutdown(self, timeout_seconds: float = FLUSH_SECONDS) -> bool:
+        """Flush the pending spans and stop, within ``timeout_seconds`` (blocks: call it off the
+        event loop). False when the spans were still leaving then: they are dropped with the
+        process, which is not held up by a collector that does not answer."""
+        done = threading.Event()
+
+        def stop() -> None:
+            self.provider.shutdown()
+            done.set()
+
+        threading.Thread(target=stop, name="tracing-shutdown", daemon=True).start()
+        if done.wait(timeout_seconds):
+            return True
+        log.warning("tracing: the last spans did not reach %s within %.0f s; dropped",
+                    self.traces_endpoint, timeout_seconds)
+        return False
 
 
 def traces_endpoint(settings: TracingSettings, env: Mapping[str, str]) -> str | None:
