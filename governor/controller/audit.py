@@ -41,6 +41,7 @@ def record(target: str, decision: Decision, *, at: float, applied: bool, dry_run
         "explanation": decision.explanation,
         "inputs": dict(decision.inputs),
         "desired_replicas": {"replicas": decision.scale.replicas,
+                             "needed": round(decision.scale.replicas_needed, 3),
                              "reason": decision.scale.reason},
         "ranks": None if ranks is None else dict(ranks),
     }

@@ -214,6 +214,18 @@ class ScaleAdvice:
     demand_per_second: float | None = None
     served_per_second: float | None = None
 
+    @property
+    def replicas_needed(self) -> float:
+        """The demand in replicas' worth, not rounded: ``demand / served`` while overloaded,
+        else ``replicas``. The scale-out gauge carries it, so that the sum over the targets,
+        rounded up once by the autoscaler (HPA's ``ceil(current * metric / target)`` over the
+        whole fleet), counts every replica's capacity: two replicas overloaded by half ask for
+        three, where each rounded up alone would ask for four."""
+        served, demand = self.served_per_second, self.demand_per_second
+        if self.reason != OVERLOADED or not served or demand is None:
+            return float(self.replicas)
+        return demand / served
+
 
 @dataclass(frozen=True, slots=True)
 class Avoid:

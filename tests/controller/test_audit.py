@@ -40,7 +40,8 @@ def test_an_audit_line_holds_reason_inputs_before_and_after(tmp_path: Path) -> N
         "after": {"max_num_seqs": 64, "max_num_batched_tokens": 3328}, "applied": True,
         "dry_run": False, "error": None, "explanation": DECISION.explanation,
         "inputs": {"itl_tail_seconds": 0.21, "ttft_tail_seconds": None},
-        "desired_replicas": {"replicas": 1, "reason": "not_overloaded"}, "ranks": None,
+        "desired_replicas": {"replicas": 1, "needed": 1.0, "reason": "not_overloaded"},
+        "ranks": None,
     }
     assert lines[1]["error"] == "HTTP 503"
 
