@@ -61,6 +61,30 @@ def test_a_run_that_breaches_half_way_scores_like_the_simulated_benchmark(
     assert s["changes"] == 0 and s["requests"] == 60
 
 
+def test_two_replicas_are_scored_as_a_fleet_and_each_on_its_own(tmp_path: Path) -> None:
+    """Arrival i went to replica i mod 2; replica 1's requests decode slowly from 30 s, and
+    only its series of the controller's query breaches."""
+    path = write_run(tmp_path, "controller", "controller", slow_from=None,
+                     audit=[{**_audit(40, 8192, 4096), "target": "b:8000"}])
+    with gzip.open(path, "rt") as handle:
+        data = json.load(handle)
+    data["replicas"] = 2
+    data["traces"] = [_request(float(t), 0.2 if t % 2 and t >= 30 else 0.01) for t in range(60)]
+    calm = data["prometheus"]["itl_tail"][0]["values"]
+    slow = [[t, "0.2" if t - START >= 35 else "0.01"] for t, _ in calm]
+    data["prometheus"]["itl_tail"] = [{"metric": {"instance": "a:8000"}, "values": calm},
+                                      {"metric": {"instance": "b:8000"}, "values": slow}]
+    with gzip.open(path, "wt") as handle:
+        json.dump(data, handle)
+    s = score(LiveRun.load(path), SLO, window=20.0)
+    assert s["goodput_rps"] == pytest.approx(45 / 60)  # all but replica 1's last 15
+    assert s["replicas"]["0"]["goodput_rps"] == pytest.approx(30 / 60)
+    assert s["replicas"]["1"]["goodput_rps"] == pytest.approx(15 / 60)
+    assert s["replicas"]["0"]["attainment"] == 1.0 > s["replicas"]["1"]["attainment"]
+    assert s["worst_recovery_seconds"] == pytest.approx(25.0)  # the worst replica's breach
+    assert s["decisions"][0]["target"] == "b:8000"
+
+
 def test_reversals_count_a_budget_that_goes_down_up_and_down_again() -> None:
     changes = [_audit(10, 8192, 4096), _audit(70, 4096, 4608), _audit(130, 4608, 2304)]
     assert reversals(changes) == 2
