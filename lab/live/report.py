@@ -19,7 +19,8 @@ of the fleet sees it, and per replica (the requests :func:`lab.live.replay.repli
 there); each decision names its target.
 
 ``python -m lab.live report RESULTS --out DIR`` writes ``controller-<gpu>.json`` (with several
-replicas ``controller-<gpu>-x<N>.json``) and a comparison plot.
+replicas ``controller-<gpu>-x<N>.json``, with data-parallel ranks ``…-dp<N>.json``) and a
+comparison plot.
 """
 
 from __future__ import annotations
@@ -172,6 +173,20 @@ def _label_repeats(runs: Sequence[LiveRun], scores: Sequence[dict[str, Any]]) ->
             s["label"] = f"{s['label']} ({run.name.rsplit('-', 1)[0]})"
 
 
+def data_parallel_size(environment: dict[str, str]) -> int:
+    """The ``data-parallel-size`` the engine was started with (``start --engine-arg``), 1 if
+    none.
+
+    >>> data_parallel_size({"engine_args": "gpu_memory_utilization=0.85 data-parallel-size=2"})
+    2
+    """
+    for pair in environment.get("engine_args", "").split():
+        key, _, value = pair.partition("=")
+        if key.replace("-", "_") == "data_parallel_size" and value.isdecimal():
+            return int(value)
+    return 1
+
+
 def _ms(value: float) -> float | None:
     return None if math.isnan(value) else round(value * 1000, 2)
 
@@ -270,6 +285,9 @@ def report(args: argparse.Namespace) -> int:
     name = "h200" if "H200" in gpu else first["environment"].get("engine", "live")
     if runs[0].replicas > 1:
         name += f"-x{runs[0].replicas}"
+    ranks = data_parallel_size(first["environment"])
+    if ranks > 1:
+        name += f"-dp{ranks}"
     result = {
         "bench": "controller (live)", "slo": slo, "window_seconds": args.window,
         "workload": {**first["workload"], "seed": first["seed"]},

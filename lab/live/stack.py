@@ -122,6 +122,7 @@ def start(args: argparse.Namespace) -> int:
     environment = State.load(folder).environment if known else _environment(args.engine)
     environment["server"] = "vllm serve (stock)" if args.server == "vllm" else "governor serve"
     environment["replicas"] = str(args.replicas)
+    environment["engine_args"] = " ".join(args.engine_arg)
     state = State(folder, args.engine, model, args.slo.resolve(),
                   {"max_num_seqs": args.max_num_seqs,
                    "max_num_batched_tokens": args.max_num_batched_tokens}, environment,

@@ -178,3 +178,25 @@ def test_the_simulator_predicts_a_live_run_from_its_workload_and_policy(tmp_path
                          window=20.0)
     assert prediction["attainment"] == 1.0  # a quarter of the headline load never breaches
     assert prediction["goodput_rps"] > 0 and prediction["changes"] == 0
+
+
+@pytest.mark.parametrize(("replicas", "engine_args", "name"), [
+    (1, "", "controller-sim.json"),
+    (2, "", "controller-sim-x2.json"),
+    (1, "gpu_memory_utilization=0.85 data-parallel-size=2", "controller-sim-dp2.json"),
+])
+def test_several_gpus_report_beside_the_single_gpu_results_not_over_them(
+        tmp_path: Path, replicas: int, engine_args: str, name: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_run(tmp_path, "default", "default", slow_from=None)
+    with gzip.open(path, "rt") as handle:
+        data = json.load(handle)
+    data["replicas"] = replicas
+    data["environment"]["engine_args"] = engine_args
+    with gzip.open(path, "wt") as handle:
+        json.dump(data, handle)
+    out = tmp_path / "out"
+    assert report(argparse.Namespace(results=[tmp_path], out=out, window=20.0, predict="none",
+                                     slo=Path("slo.yaml"))) == 0
+    assert (out / name).exists()
+    capsys.readouterr()
