@@ -11,6 +11,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from governor.controller.model import Observation
 from governor.controller.observe import PrometheusClient, PrometheusError, assemble, parse_vector
 from governor.controller.queries import QuerySet
 
@@ -49,11 +50,23 @@ def test_parse_vector_rejects_what_is_not_an_instant_vector(body: Any) -> None:
 
 
 def test_assemble_fills_absent_and_non_finite_values_with_none() -> None:
-    obs = assemble({"itl_tail_seconds": {"a": 0.2, "b": math.nan},
-                    "itl_median_seconds": {"a": 0.01}}, ["a", "b", "c"])
+    obs = assemble({"itl_tail_seconds": {"a": {"": 0.2}, "b": {"": math.nan}},
+                    "itl_median_seconds": {"a": {"": 0.01}}}, ["a", "b", "c"])
     assert obs["a"].itl_tail_seconds == 0.2
     assert obs["b"].itl_tail_seconds is None
     assert obs["c"].itl_median_seconds is None
+
+
+def test_series_without_ranks_and_a_single_engine_read_as_they_always_did() -> None:
+    """The service's own histograms name no rank and the sim's one engine is ``engine="0"``:
+    the observation is the one the queries summed by instance before ranks were kept."""
+    plain = Observation(0.2, 0.01, kv_cache_usage_ratio=0.4, requests_running=12.0)
+    obs = assemble({"itl_tail_seconds": {"a": {"": 0.2}}, "itl_median_seconds": {"a": {"": 0.01}},
+                    "kv_cache_usage_ratio": {"a": {"0": 0.4}},
+                    "requests_running": {"a": {"0": 12.0}}}, ["a"])
+    assert obs["a"] == plain
+    assert obs["a"].ranks() is None
+    assert not any(".rank." in name for name in obs["a"].as_inputs())
 
 
 def prometheus_app(answers: dict[str, dict[str, Any]], status: int = 200) -> web.Application:
