@@ -11,6 +11,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from governor.inference.engines.base import (
     BatchingLimits,
@@ -114,6 +115,9 @@ class ScriptedEngine:
             raise self.script.retune_error
         self._limits = limits
         return limits
+
+    async def ranks(self) -> list[dict[str, Any]] | None:
+        return None
 
     def stats(self) -> EngineStats:
         return EngineStats(self.running, 0, 0.0)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from governor.contracts.batching import BatchingLimits
 
@@ -180,5 +180,10 @@ class Engine(Protocol):
         The caller has validated ``floor <= limits <= ceiling``. Raises :class:`EngineError`
         (``UNSUPPORTED``) where the engine cannot be retuned live.
         """
+
+    async def ranks(self) -> list[dict[str, Any]] | None:
+        """Each data-parallel rank's report of itself (``governor.contracts.batching.
+        rank_report``), for the admin API's answer; None for an engine without ranks. Raises
+        :class:`EngineError` when the engine does not answer."""
 
     def stats(self) -> EngineStats: ...

@@ -24,7 +24,7 @@ import contextlib
 import logging
 import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry
 
@@ -285,6 +285,9 @@ class SimEngine:
             )
         self._core.limits = limits  # read by the next step's scheduling
         return limits
+
+    async def ranks(self) -> list[dict[str, Any]] | None:
+        return None  # one simulated engine, no data parallelism
 
     def stats(self) -> EngineStats:
         scheduler = self._core.scheduler

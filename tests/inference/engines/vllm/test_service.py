@@ -251,6 +251,9 @@ async def test_put_admin_batching_retunes_the_running_engine_without_a_restart(
         body = await service.put_limits(session, max_num_seqs=2)
         assert body["max_num_seqs"] == 2
         assert body["ceiling"] == {"max_num_seqs": 8, "max_num_batched_tokens": 512}
+        # Each data-parallel rank says what it has in force (here the one engine, rank 0).
+        (rank,) = body["ranks"]
+        assert (rank["dp_rank"], rank["pid"], rank["max_num_seqs"]) == (0, engine_pid, 2)
         overlap, peak = await eight_streams(service, session)
         assert overlap == 2
         assert peak <= 2
