@@ -203,10 +203,11 @@ async def test_a_client_gone_mid_stream_has_its_vllm_request_aborted(service: Se
     assert service.registry.get_sample_value(vllm.NUM_REQUESTS_RUNNING.name, LABELS) == 0.0
 
 
-async def stream_one(session: aiohttp.ClientSession, url: str) -> str:
+async def stream_one(session: aiohttp.ClientSession, url: str, max_tokens: int) -> str:
     """Stream one chat completion; returns the response id (the engine's request id)."""
     response_id = ""
-    async with session.post(f"{url}/v1/chat/completions", json=chat_body(max_tokens=24)) as r:
+    body = chat_body(max_tokens=max_tokens)
+    async with session.post(f"{url}/v1/chat/completions", json=body) as r:
         assert r.status == 200, await r.text()
         async for raw in r.content:
             line = raw.strip()
@@ -228,13 +229,17 @@ async def scrape_peak(session: aiohttp.ClientSession, url: str, stop: asyncio.Ev
     return peak
 
 
-async def eight_streams(service: Service, session: aiohttp.ClientSession) -> tuple[int, float]:
+async def eight_streams(
+    service: Service, session: aiohttp.ClientSession, max_tokens: int = 24
+) -> tuple[int, float]:
     """Eight concurrent streams: the most running at once (scheduling timestamps) and the peak
-    of the running gauge on ``/metrics``."""
+    of the running gauge on ``/metrics``. The gauge is sampled, so a stream must outlast a few
+    scrapes for the peak to be seen: the longer ``max_tokens``, the wider that window."""
     stop = asyncio.Event()
     scraper = asyncio.create_task(scrape_peak(session, service.url, stop))
     try:
-        ids = await asyncio.gather(*(stream_one(session, service.url) for _ in range(8)))
+        streams = (stream_one(session, service.url, max_tokens) for _ in range(8))
+        ids = await asyncio.gather(*streams)
     finally:
         stop.set()
     peak = await scraper
@@ -260,7 +265,9 @@ async def test_put_admin_batching_retunes_the_running_engine_without_a_restart(
 
         body = await service.put_limits(session, max_num_seqs=8)
         assert body["max_num_seqs"] == 8
-        overlap, peak = await eight_streams(service, session)
+        # Eight at once is a short window under a busy CPU; longer streams keep it open for the
+        # scraper (a soak beside a CPU hog once sampled the gauge at 2 throughout).
+        overlap, peak = await eight_streams(service, session, max_tokens=128)
         assert overlap == 8
         assert peak > 2
 
