@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=float, default=20.0, help="attainment window (s)")
     p.add_argument("--predict", default="llama-3-8b@h200", metavar="PRESET",
                    help="replay each run on this sim preset for its prediction ('none': skip)")
-    p.add_argument("--slo", type=Path, default=Path("slo.yaml"), help="the SLO spec")
+    p.add_argument("--slo", type=Path, default=Path("slo.yaml"),
+                   help="the spec the stack ran on (start --slo): its thresholds score the runs")
     return parser
 
 

@@ -18,9 +18,10 @@ A run with several replicas (``start --replicas N``) is scored over every reques
 of the fleet sees it, and per replica (the requests :func:`lab.live.replay.replica_of` sent
 there); each decision names its target.
 
-``python -m lab.live report RESULTS --out DIR`` writes ``controller-<gpu>.json`` (with several
-replicas ``controller-<gpu>-x<N>.json``, with data-parallel ranks ``…-dp<N>.json``) and a
-comparison plot.
+``python -m lab.live report RESULTS --out DIR [--slo SPEC]`` scores at the thresholds of the
+spec the stack ran on (``start --slo``) and writes ``controller-<gpu>.json`` (over stock ``vllm
+serve`` ``controller-<gpu>-stock-vllm.json``, with several replicas ``…-x<N>.json``, with
+data-parallel ranks ``…-dp<N>.json``) and a comparison plot.
 """
 
 from __future__ import annotations
@@ -45,12 +46,21 @@ from governor.bench.controller.scoring import (
     windows_from_times,
     worst_recovery,
 )
+from governor.controller.slo import objectives
+from governor.render.catalog import load_checked_spec
 from lab.live.replay import Trace, replica_of
+from lab.live.stack import STOCK_SERVER
 
 TARGETS = {"attainment": 0.95, "goodput_vs_best_static": 0.95, "goodput_vs_default": 1.3,
            "recovery_seconds": 60.0}
-DEFAULT_SLO = {"itl_seconds": 0.12, "itl_quantile": 0.99, "ttft_seconds": 1.0,
-               "ttft_quantile": 0.99}
+
+
+def scoring_slo(path: Path) -> dict[str, Any]:
+    """The thresholds the runs are scored at: the controller's SLOs in the spec the stack ran
+    on (``slo.yaml``: 120 ms / 1 s; a spec on stock vLLM's histograms sits at vLLM's edges)."""
+    targets = objectives(load_checked_spec(path)).slo
+    return {"itl_seconds": targets.itl_seconds, "itl_quantile": targets.itl_quantile,
+            "ttft_seconds": targets.ttft_seconds, "ttft_quantile": targets.ttft_quantile}
 
 
 @dataclass(frozen=True)
@@ -266,7 +276,7 @@ def report(args: argparse.Namespace) -> int:
         print("python -m lab.live report: no run-*.json.gz found", flush=True)
         return 2
     runs = [LiveRun.load(p) for p in paths]
-    slo = dict(DEFAULT_SLO)
+    slo = scoring_slo(args.slo)
     scores = [score(run, slo, args.window) for run in runs]
     _label_repeats(runs, scores)
     if args.predict != "none":
@@ -283,6 +293,8 @@ def report(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     gpu = (first["environment"].get("gpu") or first["environment"].get("engine", "live"))
     name = "h200" if "H200" in gpu else first["environment"].get("engine", "live")
+    if first["environment"].get("server") == STOCK_SERVER:
+        name += "-stock-vllm"
     if runs[0].replicas > 1:
         name += f"-x{runs[0].replicas}"
     ranks = data_parallel_size(first["environment"])

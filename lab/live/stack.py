@@ -41,6 +41,7 @@ from governor.vllm.admin import TOKEN_FILE_ENV
 from lab.live.state import MAX_REPLICAS, SERVED, State, replica_name
 
 ENGINE_START_SECONDS = 600.0
+STOCK_SERVER = "vllm serve (stock)"  # the environment's "server" when start --server vllm
 MONITORING_START_SECONDS = 60.0
 DEBIAN_TEMPLATES = Path("/usr/share/prometheus/alertmanager")
 READY_PATH = "/-/ready"  # Prometheus's and Alertmanager's own readiness endpoint
@@ -120,7 +121,7 @@ def start(args: argparse.Namespace) -> int:
             write_private(path, os.urandom(24).hex() + "\n")
     known = (folder / "state.json").exists()
     environment = State.load(folder).environment if known else _environment(args.engine)
-    environment["server"] = "vllm serve (stock)" if args.server == "vllm" else "governor serve"
+    environment["server"] = STOCK_SERVER if args.server == "vllm" else "governor serve"
     environment["replicas"] = str(args.replicas)
     environment["engine_args"] = " ".join(args.engine_arg)
     state = State(folder, args.engine, model, args.slo.resolve(),
