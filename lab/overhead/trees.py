@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import statistics
 import sys
@@ -111,23 +112,29 @@ def summarize(turns: dict[str, list[Turn]], load: Load, base: Path,
                               "rounds": len(turns["base"])}
     for metric in ("us_per_request", "us_per_token"):
         values = {side: [getattr(t, metric) for t in turns[side]] for side in SIDES}
-        ratios = [t / b for b, t in zip(values["base"], values["tree"], strict=True)]
+        ratios = [ratio(b, t) for b, t in zip(values["base"], values["tree"], strict=True)]
         medians = {side: statistics.median(values[side]) for side in SIDES}
         report[metric] = {
-            **values, "median": medians, "ratio": medians["tree"] / medians["base"],
+            **values, "median": medians, "ratio": ratio(medians["base"], medians["tree"]),
             "round_ratios": ratios, "median_round_ratio": statistics.median(ratios),
             "tree_dearer": sum(ratio > 1 for ratio in ratios),
         }
     return report
 
 
+def ratio(base: float, tree: float) -> float:
+    """tree / base; infinite when the base measured no CPU at all (a load too short for
+    ``/proc``'s 10 ms ticks)."""
+    return tree / base if base else math.inf
+
+
 def render_round(number: int, turns: dict[str, list[Turn]]) -> str:
     base, tree = turns["base"][-1], turns["tree"][-1]
     first = "base" if number % 2 == 0 else "tree"
     return (f"round {number + 1:>2} ({first} first): µs/request {base.us_per_request:6.0f} -> "
-            f"{tree.us_per_request:6.0f} ({tree.us_per_request / base.us_per_request:.2f}x), "
+            f"{tree.us_per_request:6.0f} ({ratio(base.us_per_request, tree.us_per_request):.2f}x), "
             f"µs/token {base.us_per_token:5.2f} -> {tree.us_per_token:5.2f} "
-            f"({tree.us_per_token / base.us_per_token:.2f}x)")
+            f"({ratio(base.us_per_token, tree.us_per_token):.2f}x)")
 
 
 def render(report: dict[str, Any]) -> str:
