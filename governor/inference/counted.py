@@ -2,10 +2,13 @@
 
 Each request that reached the engine observes a dozen values at once (every stage, the prompt's
 bytes and tokens); prometheus_client's ``Histogram`` takes a lock per observation, which on this
-path would cost more than the measuring itself. A :class:`CountedHistogram` keeps a row of bucket
-counts and a sum per label set, updated on the event loop (the only writer), and renders its
-family when scraped (``/metrics`` renders in a worker thread, so a scrape copies each row first:
-it may miss an observation in flight, never count half of one in its buckets)::
+path would cost more than the measuring itself. A :class:`CountedHistogram` keeps the bucket
+counts of every label set in one :class:`~collections.Counter` (row by row, ``row * buckets +
+bucket``) and a sum per label set, updated on the event loop (the only writer): a request's row
+of values is placed in its buckets and counted by builtins (``map``, ``bisect_left``,
+``Counter.update``), no Python loop per value. The family is rendered when scraped (``/metrics``
+renders in a worker thread, so a scrape copies the counts first: it may miss an observation in
+flight, never count half of one in a row's buckets)::
 
     stages = CountedHistogram(REQUEST_STAGE, [[stage.value] for stage in Stage], registry)
     stages.observe_rows(record.seconds.values())     # one value per row, in order
@@ -16,7 +19,10 @@ it may miss an observation in flight, never count half of one in its buckets)::
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Collection, Iterator, Sequence
+from itertools import repeat
+from operator import add
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import HistogramMetricFamily
@@ -36,27 +42,28 @@ class CountedHistogram:
         self._edges = metric.buckets
         self._le = (*(exposition_float(edge) for edge in metric.buckets), "+Inf")
         self._labels = [list(values) for values in rows]
-        self._counts = [[0] * len(self._le) for _ in rows]
+        width = len(self._le)
+        self._offsets = tuple(range(0, width * len(rows), width))  # each row's first bucket
+        self._counts: Counter[int] = Counter()
         self._sums = [0.0] * len(rows)
         registry.register(self)
 
     def observe(self, row: int, value: float) -> None:
-        self._counts[row][bisect_left(self._edges, value)] += 1
+        self._counts[self._offsets[row] + bisect_left(self._edges, value)] += 1
         self._sums[row] += value
 
-    def observe_rows(self, values: Iterable[float]) -> None:
-        """One value per row, in the rows' order."""
-        counts, sums, edges = self._counts, self._sums, self._edges
-        for row, value in enumerate(values):
-            counts[row][bisect_left(edges, value)] += 1
-            sums[row] += value
+    def observe_rows(self, values: Collection[float]) -> None:
+        """One value per row, in the rows' order (read twice: a collection, not an iterator)."""
+        self._counts.update(map(add, self._offsets, map(bisect_left, repeat(self._edges), values)))
+        self._sums = list(map(add, self._sums, values))
 
     def collect(self) -> Iterator[HistogramMetricFamily]:
         family = histogram_family(self._metric)
-        for labels, row, total in zip(self._labels, self._counts, self._sums, strict=True):
+        counts = dict(self._counts)
+        for labels, offset, total in zip(self._labels, self._offsets, self._sums, strict=True):
             cumulative, buckets = 0, []
-            for le, count in zip(self._le, list(row), strict=True):
-                cumulative += count
+            for bucket, le in enumerate(self._le):
+                cumulative += counts.get(offset + bucket, 0)
                 buckets.append((le, float(cumulative)))
             family.add_metric(labels, buckets, total)
         yield family

@@ -19,9 +19,9 @@ no mark each (:mod:`governor.inference.run` sums their writes and splits the str
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from time import perf_counter
 from types import MappingProxyType
 from typing import Final
 
@@ -67,33 +67,41 @@ class StageClock:
         """The time since the last mark, up to ``at`` (default now), was spent in ``stage``.
         A mark earlier than the last (a thread's stamp read late) counts nothing. Returns the
         mark."""
-        now = time.perf_counter() if at is None else at
+        now = perf_counter() if at is None else at
         if now > self._at:
             self._seconds[stage] += now - self._at
             self._at = now
         return self._at
 
     def reach_all(self, marks: Iterable[tuple[Stage, float]]) -> None:
-        """Several marks in order, each ``(stage, when it ended)``."""
+        """Several marks in order, each ``(stage, when it ended)`` (as :meth:`reach`, inline:
+        a call per mark cost more than the mark)."""
+        seconds, last = self._seconds, self._at
         for stage, at in marks:
-            self.reach(stage, at)
+            if at > last:
+                seconds[stage] += at - last
+                last = at
+        self._at = last
 
     def split(self, parts: Iterable[tuple[Stage, float | None]], at: float | None = None,
               rest: Stage = Stage.OTHER) -> None:
         """The time since the last mark, up to ``at`` (default now), shared in order: each part
         takes at most its seconds (``None``: unknown, nothing), ``rest`` the remainder. How the
         engine's own durations (another clock's) are placed inside the wait for it."""
-        now = time.perf_counter() if at is None else at
-        left = max(0.0, now - self._at)
-        for stage, seconds in parts:
-            share = min(max(seconds or 0.0, 0.0), left)
-            self._seconds[stage] += share
-            left -= share
-        self._seconds[rest] += left
-        self._at = max(now, self._at)
+        now = perf_counter() if at is None else at
+        seconds, left = self._seconds, now - self._at
+        if left > 0.0:
+            for stage, part in parts:
+                if part is not None and part > 0.0:
+                    share = part if part < left else left
+                    seconds[stage] += share
+                    left -= share
+            seconds[rest] += left
+            self._at = now
 
     def finish(self, at: float | None = None) -> RequestStages:
-        """Close the last stage as ``other`` at ``at`` (default now) and return the record."""
+        """Close the last stage as ``other`` at ``at`` (default now) and return the record (the
+        clock's own counts, read-only: it is not moved after this)."""
         self.reach(Stage.OTHER, at)
-        return RequestStages(MappingProxyType(dict(self._seconds)), self._at - self.start,
+        return RequestStages(MappingProxyType(self._seconds), self._at - self.start,
                              self.reached_engine)
