@@ -100,8 +100,8 @@ class StageClock:
             self._at = now
 
     def finish(self, at: float | None = None) -> RequestStages:
-        """Close the last stage as ``other`` at ``at`` (default now) and return the record (the
-        clock's own counts, read-only: it is not moved after this)."""
+        """Close the last stage as ``other`` at ``at`` (default now) and return the record (a
+        copy of the counts: a mark after this, on some error path, cannot change it)."""
         self.reach(Stage.OTHER, at)
-        return RequestStages(MappingProxyType(self._seconds), self._at - self.start,
+        return RequestStages(MappingProxyType(self._seconds.copy()), self._at - self.start,
                              self.reached_engine)
