@@ -102,6 +102,13 @@ class Context:
             obs.itl_good_ratio), quantile=self.slo.itl_quantile)
 
     @property
+    def itl_pass_share(self) -> float | None:
+        """Estimated share of requests whose own inter-token quantile meets the SLO (``None``:
+        no reading of the share of gaps within it)."""
+        good = finite(self.obs.itl_good_ratio)
+        return None if good is None else goodput.itl_pass_share(good, self.slo.itl_quantile)
+
+    @property
     def demand(self) -> float | None:
         """Requests per second arriving: first tokens served plus the queue's growth."""
         served = finite(self.obs.ttft_per_second)
@@ -150,9 +157,14 @@ class Context:
         them lands near the SLO instead of at the aim. The floor is the measured cost of the
         deployment's model and GPU; learning can only raise it.
         """
-        learnt = self.state.prefill_seconds_per_token
-        floor = self.tuning.prefill_seconds_per_token_prior
-        return max(floor, learnt or 0.0, self.spike_cost or 0.0)
+        return max(self.learnt_cost, self.spike_cost or 0.0)
+
+    @property
+    def learnt_cost(self) -> float:
+        """What was learnt from the mean against the median, never below the configured floor;
+        without the P99.9's reading, which the tallest steps' own decode load inflates."""
+        return max(self.tuning.prefill_seconds_per_token_prior,
+                   self.state.prefill_seconds_per_token or 0.0)
 
     @property
     def spike_cost(self) -> float | None:

@@ -61,6 +61,8 @@ class Reason(enum.StrEnum):
     # bought on decode: undo it
     GOODPUT_GUARD = "goodput_guard"  # breaching, but a cut here was undone for costing goodput
     OVERLOAD = "overload"  # the queue grows whatever the limits: hold the best limits seen
+    BACKLOG = "backlog"  # overloaded, and the backlog holds every first token past its SLO:
+    # the budget that prefills fastest drains it soonest
 
 
 # ScaleAdvice reasons (values of the ``reason`` label of ``desired_replicas``).

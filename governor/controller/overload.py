@@ -8,10 +8,14 @@ Private to the decision law. Three pieces:
 * **Overload**: the waiting queue has grown for ``overload_seconds`` at the limits in force while
   an SLO is missed, and neither direction is open: a budget cut is closed (at the floor, undone
   before for costing goodput, or prefill could not keep up with the prompts), and so is a
-  relaxation (at the ceiling, undone before, or decode has no margin for taller prefill steps).
-  No limits then meet both SLOs; chasing the inter-token tail would only trade one SLO for the
-  other. The law moves to the limits its ledger saw serve the most goodput at this demand and
-  holds them until the backlog has drained.
+  relaxation (at the ceiling, undone before, or decode has no margin for taller prefill steps);
+  or the backlog already holds every first token past its SLO. No limits then meet both SLOs;
+  chasing the inter-token tail would only trade one SLO for the other. While some first tokens
+  still meet their SLO, the law moves to the budget its cost model puts the chunk step under the
+  SLO at (or, where the model leaves the choice open, to the limits its ledger saw serve the
+  most goodput) and holds it. Once none do, no request starting now can be good whatever decode
+  does: goodput comes back only when the backlog is gone, so the law takes the budget that
+  prefills fastest (the ceiling) and holds it until the backlog has drained.
 * **Scale-out advice**: in overload, HPA's ``desired = ceil(current * metric / target)`` with one
   replica per target, the demand (first tokens served plus the queue's growth) as the metric and
   what this replica served as the target, and no advice within ``scale_tolerance`` of 1.
@@ -88,7 +92,10 @@ def _drained(ctx: Context) -> bool:
 def _overloaded(ctx: Context, growing_since: float | None) -> bool:
     if growing_since is None or ctx.now - growing_since < ctx.tuning.overload_seconds:
         return False
-    return (ctx.itl_breach or ctx.ttft_breach) and cut_closed(ctx) and relax_closed(ctx)
+    # A backlog that holds every first token past its SLO is overload whatever the other rules
+    # could still try: a cut only prefills slower, and the way out is the drain (``_drain``).
+    return (ctx.itl_breach or ctx.ttft_breach) and (
+        first_tokens_lost(ctx) or (cut_closed(ctx) and relax_closed(ctx)))
 
 
 def cut_closed(ctx: Context) -> bool:
@@ -113,9 +120,12 @@ def relax_closed(ctx: Context) -> bool:
 
 
 def in_overload(ctx: Context) -> Decision:
-    """Hold the budget the cost model picks for overload (moving there first), or the limits
-    that served this demand best when the model leaves the choice open."""
+    """Drain a backlog that holds every first token past its SLO at the budget that prefills
+    fastest; otherwise hold the budget the cost model picks for overload (moving there first),
+    or the limits that served this demand best when the model leaves the choice open."""
     since = ctx.now - (ctx.state.overload_since or ctx.now)
+    if backlog_decides(ctx):
+        return _drain(ctx, since)
     planned = planned_budget(ctx)
     if planned is not None:
         return _to_planned(ctx, planned, since)
@@ -136,6 +146,63 @@ def in_overload(ctx: Context) -> Decision:
     return ctx.hold(Reason.OVERLOAD, f"overloaded for {since:.0f}s: the queue grows, a cut "
                     "would starve prefill and a relaxation would stretch decode; holding the "
                     "limits that serve the most goodput until the backlog drains")
+
+
+# -- a backlog past the first-token SLO -------------------------------------------------------
+#
+# A request is good only if its first token meets the TTFT SLO. Once the backlog holds every
+# first token past it, no request starting now can be good, whatever the budget does to decode:
+# the requests decoding now are already lost, and those waiting are lost until the backlog is
+# gone. The only thing the limits still change is how soon that is, so the budget that prefills
+# fastest serves the most goodput. A larger budget never prefills slower (a step of ``b`` prompt
+# tokens takes ``d + cost * b``, so ``b / (d + cost * b)`` tokens a second grows with ``b``; on
+# the H200 time to first token falls as the budget grows, docs/h200-measurements.md): the
+# ceiling. The law holds it while the backlog drains, until the overload ends: once the backlog
+# is gone, steps carry prefill only as prompts arrive, the median is a plain decode step again,
+# and the inter-token rules cut from there with the spike model. (Handing the budget back
+# earlier, at the cost model's budget, cut prefill by a third for the drain's last minute: the
+# tail of a saturated ceiling is a chunk step under the heaviest decode load of the episode.)
+
+
+def first_tokens_lost(ctx: Context) -> bool:
+    """Fewer than ``backlog_ttft_share`` of first tokens meet the TTFT SLO (never without a
+    TTFT SLO, or without first tokens to judge by)."""
+    share = ctx.ttft_share
+    return share is not None and share < ctx.tuning.backlog_ttft_share
+
+
+def drain_seconds(ctx: Context) -> float:
+    """How long the backlog takes to drain at the queue's present slope (inf: not shrinking)."""
+    growth, waiting = finite(ctx.obs.waiting_growth_per_second), ctx.waiting
+    if growth is None or waiting is None or growth >= 0:
+        return math.inf
+    return waiting / -growth
+
+
+def backlog_decides(ctx: Context) -> bool:
+    """The backlog, not decode, decides goodput: first tokens are lost to it, or the budget is
+    already the one that drains it fastest and the queue shrinks.
+
+    Below the ceiling the law moves to it only while the queue grows and first tokens are lost;
+    at the ceiling it stays while they are lost or the backlog drains, so the first requests
+    served in time again do not send the budget down before the backlog is gone.
+    """
+    if ctx.limits.max_num_batched_tokens >= ctx.target.ceiling.max_num_batched_tokens:
+        return first_tokens_lost(ctx) or drain_seconds(ctx) < math.inf
+    return first_tokens_lost(ctx) and ctx.queue_growing
+
+
+def _drain(ctx: Context, since: float) -> Decision:
+    top, budget = ctx.target.ceiling.max_num_batched_tokens, ctx.limits.max_num_batched_tokens
+    why = (f"overloaded for {since:.0f}s with {ctx.ttft_share or 0.0:.0%} of first tokens within "
+           "the TTFT SLO: the backlog holds every request past it whatever decode does, and "
+           "only its drain brings goodput back; the largest budget prefills fastest")
+    if budget < top:
+        # Ranges avoided for the inter-token tail do not bind: no request here can meet it.
+        return ctx.change(Action.RELAX, Reason.BACKLOG, BUDGET, top, why, kind=ChangeKind.UNDO)
+    eta = drain_seconds(ctx)
+    left = "the queue grows" if math.isinf(eta) else f"~{eta:.0f}s of backlog left"
+    return ctx.hold(Reason.BACKLOG, f"{why}; held until the backlog is gone ({left})")
 
 
 # -- the cost model's budget under overload -------------------------------------------------------

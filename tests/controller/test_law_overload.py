@@ -1,0 +1,184 @@
+"""The law where one replica cannot serve the load: a backlog past the first-token SLO, the TTFT
+guard where no decode passes, and verdicts while the load grows (table-driven, fake clock)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from governor.controller.law_config import LawConfig, LawConfigError
+from governor.controller.model import (
+    Action,
+    ChangeKind,
+    Decision,
+    Limits,
+    Observation,
+    Param,
+    Probe,
+    Reason,
+    TargetLimits,
+    TargetState,
+)
+from tests.controller.test_law import (
+    CEILING,
+    LAW,
+    T0,
+    calm,
+    cut_probe,
+    overloaded,
+    run,
+    spiky,
+    target,
+)
+
+
+def lost(**overrides: float | None) -> Observation:
+    """Overloaded, and the backlog holds every first token past its SLO (8 first tokens a
+    second, none within it)."""
+    return overloaded(**{"ttft_good_per_second": 0.0, **overrides})
+
+
+def walk(obs: Observation, limits: TargetLimits, steps: int, *,
+         state: TargetState | None = None, start: float = T0) -> list[Decision]:
+    """Reconcile every 15 s on the same observation, the limits following the decisions."""
+    decisions, state = [], state or TargetState()
+    for k in range(steps):
+        decision = run(obs, state=state, now=start + 15 * k, limits=limits)
+        decisions.append(decision)
+        state, limits = decision.state, replace(limits, current=decision.after)
+    return decisions
+
+
+# -- a backlog past the first-token SLO --------------------------------------------------------
+def test_a_backlog_that_holds_every_first_token_past_its_slo_is_drained_at_the_ceiling() -> None:
+    decisions = walk(lost(), target(budget=2048), 12)
+    moved = [d for d in decisions if d.changes]
+    assert len(moved) == 1
+    (drain,) = moved
+    # Overload needs the queue to have grown for overload_seconds first.
+    assert drain.state.overload_since is not None
+    assert drain.state.overload_since - T0 >= LAW.overload_seconds
+    assert (drain.action, drain.reason, drain.after) == (Action.RELAX, Reason.BACKLOG, CEILING)
+    assert "0% of first tokens within the TTFT SLO" in drain.explanation
+    assert "the largest budget prefills fastest" in drain.explanation
+    # The move is not judged by the inter-token verdicts: no request here can meet that SLO.
+    assert drain.state.probe is not None and drain.state.probe.kind is ChangeKind.UNDO
+    # The scale-out signal is the same as under any overload: ceil(demand 10 / served 8) = 2.
+    assert (drain.scale.replicas, drain.scale.reason) == (2, "overload")
+
+
+def test_at_the_ceiling_the_drain_holds_until_the_backlog_is_gone() -> None:
+    since = TargetState(overload_since=T0 - 300, queue_growing_since=T0 - 600,
+                        last_change_at=T0 - 200)
+    growing = run(lost(), state=since, limits=target())
+    assert (growing.action, growing.reason) == (Action.HOLD, Reason.BACKLOG)
+    assert "held until the backlog is gone (the queue grows)" in growing.explanation
+    # Draining: first tokens come back in time before the queue is empty; the budget stays up,
+    # or the backlog's last minutes would prefill slower.
+    draining = lost(waiting_growth_per_second=-2.0, ttft_good_per_second=6.0)
+    held = run(draining, state=since, limits=target())
+    assert (held.action, held.reason) == (Action.HOLD, Reason.BACKLOG)
+    assert "~200s of backlog left" in held.explanation
+    # Gone: the overload ends and the inter-token rules take over from the ceiling.
+    gone = run(spiky(0.2, ttft_good_per_second=8.0, ttft_per_second=8.0, requests_waiting=1.0,
+                     waiting_growth_per_second=-1.0), state=since, limits=target())
+    assert gone.state.overload_since is None
+    assert (gone.action, gone.reason) == (Action.TIGHTEN, Reason.ITL_BREACH)
+
+
+def test_with_first_tokens_in_time_the_cost_model_keeps_the_budget() -> None:
+    # Half the first tokens meet their SLO: those requests must decode in time, so the law keeps
+    # the chunk step under the SLO (tests/controller/test_law.py holds the cost model's moves).
+    since = TargetState(overload_since=T0 - 300, queue_growing_since=T0 - 600,
+                        last_change_at=T0 - 200)
+    decision = run(overloaded(), state=since, limits=target(budget=2048))
+    assert (decision.action, decision.reason) == (Action.HOLD, Reason.OVERLOAD)
+    # Below the ceiling a shrinking backlog is not sent back up, even with first tokens lost.
+    shrinking = run(lost(waiting_growth_per_second=-2.0), state=since,
+                    limits=target(budget=2048))
+    assert shrinking.reason is not Reason.BACKLOG
+
+
+def test_overload_is_recognised_when_first_tokens_are_lost_though_a_cut_is_still_open() -> None:
+    # A budget of 4096 with a decode tail of 60 ms: a cut is open by the usual rules (prefill
+    # keeps up with the prompts at a lower budget by the model), but the backlog already holds
+    # every first token past its SLO.
+    obs = lost(itl_tail_seconds=0.06, itl_tail_long_seconds=0.06,
+               prompt_tokens_per_second=20000.0)
+    decisions = walk(obs, target(budget=4096), 10)
+    assert decisions[-1].state.overload_since is not None
+    with_some_in_time = walk(replace(obs, ttft_good_per_second=4.0), target(budget=4096), 10)
+    assert all(d.state.overload_since is None for d in with_some_in_time)
+
+
+def test_the_backlog_share_is_validated() -> None:
+    with pytest.raises(LawConfigError, match=r"backlog_ttft_share: must be in \(0, 1\)"):
+        LawConfig(backlog_ttft_share=0.0)
+
+
+# -- the TTFT guard where no decode passes ------------------------------------------------------
+def test_the_ttft_guard_yields_where_no_request_decodes_within_the_slo() -> None:
+    # Prompts at 33k tokens/s, the median inflated by 8192's chunks: the guard's capacity model
+    # wants 5888 tokens to keep prefill 10% ahead, where the spikes would still be 184 ms.
+    obs = spiky(0.25, itl_median_seconds=0.015, prompt_tokens_per_second=33000.0)
+    held = run(obs)
+    assert held.after.max_num_batched_tokens == 5888
+    assert "held up by the TTFT guard" in held.explanation
+    # 15% of gaps slow: no request's own P99 meets the SLO, so no first token the guard keeps
+    # can become a good request. The cut goes where the spikes meet the aim.
+    failing = run(replace(obs, itl_good_ratio=0.85, ttft_per_second=10.0,
+                          ttft_good_per_second=4.0))
+    assert (failing.action, failing.reason) == (Action.TIGHTEN, Reason.ITL_BREACH)
+    # cost max(tail bound (250 - 15) ms / 8192 = 28.7 µs, prior): (90 - 15) ms / 28.7 µs → 2560.
+    assert failing.after.max_num_batched_tokens == 2560
+    assert "the TTFT guard yields" in failing.explanation
+    # Some requests still pass (1.5% slow gaps): the guard holds as before.
+    passing = run(replace(obs, itl_good_ratio=0.985))
+    assert passing.after.max_num_batched_tokens == 5888
+
+
+def test_a_breach_cut_plans_with_the_learnt_cost_not_the_tallest_steps() -> None:
+    # The long window's P99.9 (380 ms) holds a burst's steps, taken with the most sequences
+    # decoding: (380 - 6) ms / 8192 = 45.7 µs a token. The breach's own tail (210 ms) bounds the
+    # cost at 24.9 µs, the prior at 25: the cut aims with 25.
+    decision = run(spiky(0.21, itl_spike_seconds=0.38))
+    assert (decision.reason, decision.after.max_num_batched_tokens) == (Reason.ITL_BREACH, 3328)
+
+
+# -- verdicts while the load grows ----------------------------------------------------------------
+def test_a_tail_that_rose_with_the_queue_is_the_loads_not_the_cuts() -> None:
+    state = cut_probe(good_share=0.5, waiting=0.0, prompt_rate=14000.0)
+    later = T0 + LAW.cooldown_seconds
+    steady = spiky(0.25, prompt_tokens_per_second=14000.0)
+    worse = run(steady, state=state, now=later, limits=target(budget=3328))
+    assert worse.reason in (Reason.NON_MONOTONIC, Reason.CUT_MADE_WORSE)
+    # The queue grew by 200 while prefill kept its pace: more work arrived. Not undone.
+    grown = run(replace(steady, requests_waiting=200.0, waiting_growth_per_second=2.0,
+                        prompt_tokens_per_second=15000.0),
+                state=state, now=later, limits=target(budget=3328))
+    assert grown.reason not in (Reason.NON_MONOTONIC, Reason.CUT_MADE_WORSE)
+    assert grown.after.max_num_batched_tokens <= 3328
+
+
+def test_preemptions_in_the_long_window_with_room_in_the_cache_cut_nothing() -> None:
+    # A backlog preempted requests minutes ago; it has drained and the cache is a third full.
+    # A cut relative to the 10 requests running now would hold the next ones back.
+    obs = calm(preemptions_per_second=0.2, kv_cache_usage_ratio=0.3, requests_running=10.0)
+    decision = run(obs, limits=target(seqs=1024, budget=2048))
+    assert decision.reason is not Reason.PREEMPTIONS
+    assert decision.after.max_num_seqs == 1024
+    full = run(replace(obs, kv_cache_usage_ratio=0.9), limits=target(seqs=1024, budget=2048))
+    assert (full.reason, full.after.max_num_seqs) == (Reason.PREEMPTIONS, 8)  # the floor
+
+
+def test_a_probe_of_the_drain_is_never_undone_for_the_tail_it_brings() -> None:
+    # The drain raised the budget to the ceiling; a cooldown later decode is slow, first tokens
+    # are still lost: the law holds (the drain is judged by the backlog, not the tail).
+    probe = Probe(ChangeKind.UNDO, Param.MAX_NUM_BATCHED_TOKENS, Limits(1024, 2048), CEILING,
+                  T0, itl_tail_before=0.09, ttft_tail_before=40.0)
+    state = TargetState(limits=CEILING, last_change_at=T0, probe=probe,
+                        overload_since=T0 - 10, queue_growing_since=T0 - 200)
+    decision = run(lost(itl_tail_seconds=0.25, itl_tail_long_seconds=0.25), state=state,
+                   now=T0 + LAW.cooldown_seconds, limits=target())
+    assert (decision.action, decision.reason) == (Action.HOLD, Reason.BACKLOG)
