@@ -389,15 +389,13 @@ def _seqs_cut(ctx: Context, reason: Reason, text: str, *, spare_ttft: bool = Tru
 
 
 def _on_memory_pressure(ctx: Context) -> Decision | None:
-    preemptions = finite(ctx.obs.preemptions_per_second)
-    kv = finite(ctx.obs.kv_cache_usage_ratio)
-    # The rate is the long window's: with room in the cache now, the engine is not preempting,
-    # and a cut relative to the few requests left running would only hold the next ones back.
-    full = kv is None or kv > ctx.tuning.kv_relax_max_ratio
-    if preemptions is not None and preemptions > ctx.tuning.preemptions_per_second_max and full:
+    # Preemptions read over the long window count only while the cache is still full: a cut
+    # relative to the few requests left running after a backlog would hold the next ones back.
+    if ctx.preempting:
         return _seqs_cut(ctx, Reason.PREEMPTIONS,
-                         f"{preemptions:.2f} preemptions/s: the KV cache cannot hold every "
-                         "sequence", spare_ttft=False)
+                         f"{ctx.obs.preemptions_per_second:.2f} preemptions/s: the KV cache "
+                         "cannot hold every sequence", spare_ttft=False)
+    kv = finite(ctx.obs.kv_cache_usage_ratio)
     if kv is not None and kv > ctx.tuning.kv_high_ratio:
         return _seqs_cut(ctx, Reason.KV_PRESSURE, f"KV cache {kv:.0%} full", spare_ttft=False)
     return None

@@ -86,6 +86,15 @@ class Context:
         return self.itl_breach or self.itl_at_risk
 
     @property
+    def preempting(self) -> bool:
+        """The engine preempts requests and its KV cache is still full. The rate is the long
+        window's: with room in the cache now, it is not preempting any more."""
+        preemptions, kv = finite(self.obs.preemptions_per_second), \
+            finite(self.obs.kv_cache_usage_ratio)
+        return preemptions is not None and preemptions > self.tuning.preemptions_per_second_max \
+            and (kv is None or kv > self.tuning.kv_relax_max_ratio)
+
+    @property
     def ttft_breach(self) -> bool:
         return (self.slo.ttft_seconds is not None and self.ttft is not None
                 and self.ttft > self.slo.ttft_seconds)

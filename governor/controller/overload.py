@@ -27,12 +27,13 @@ import math
 from dataclasses import replace
 
 from governor.controller import spike
-from governor.controller.law_context import BUDGET, Context, ms, quantize
+from governor.controller.law_context import BUDGET, Context, below_avoided, ms, quantize
 from governor.controller.model import (
     NOT_OVERLOADED,
     OVERLOADED,
     WITHIN_TOLERANCE,
     Action,
+    Avoid,
     ChangeKind,
     Decision,
     LimitsScore,
@@ -183,22 +184,33 @@ def backlog_decides(ctx: Context) -> bool:
     """The backlog, not decode, decides goodput: first tokens are lost to it, or the budget is
     already the one that drains it fastest and the queue shrinks.
 
-    Below the ceiling the law moves to it only while the queue grows and first tokens are lost;
-    at the ceiling it stays while they are lost or the backlog drains, so the first requests
-    served in time again do not send the budget down before the backlog is gone.
+    Below the largest open budget the law moves up only while the queue grows and first tokens
+    are lost; at it, it stays while they are lost or the backlog drains, so the first requests
+    served in time again do not send the budget down before the backlog is gone. Not while the
+    engine preempts: a full cache bounds the drain, not prefill, and a larger budget admits
+    more prompts into it, whose prefill is done again when they are preempted to make room.
     """
-    if ctx.limits.max_num_batched_tokens >= ctx.target.ceiling.max_num_batched_tokens:
+    if ctx.preempting:
+        return False
+    if drain_budget(ctx) is None:
         return first_tokens_lost(ctx) or drain_seconds(ctx) < math.inf
     return first_tokens_lost(ctx) and ctx.queue_growing
 
 
+def drain_budget(ctx: Context) -> int | None:
+    """The largest budget above the one in force that no avoided range blocks (``None``:
+    none; the ceiling unless the cache preempted there at this load)."""
+    budget = ctx.limits.max_num_batched_tokens
+    found = below_avoided(ctx, BUDGET, ctx.target.ceiling.max_num_batched_tokens, budget + 1)
+    return found if found is not None and found > budget else None
+
+
 def _drain(ctx: Context, since: float) -> Decision:
-    top, budget = ctx.target.ceiling.max_num_batched_tokens, ctx.limits.max_num_batched_tokens
     why = (f"overloaded for {since:.0f}s with {ctx.ttft_share or 0.0:.0%} of first tokens within "
            "the TTFT SLO: the backlog holds every request past it whatever decode does, and "
            "only its drain brings goodput back; the largest budget prefills fastest")
-    if budget < top:
-        # Ranges avoided for the inter-token tail do not bind: no request here can meet it.
+    top = drain_budget(ctx)
+    if top is not None:
         return ctx.change(Action.RELAX, Reason.BACKLOG, BUDGET, top, why, kind=ChangeKind.UNDO)
     eta = drain_seconds(ctx)
     left = "the queue grows" if math.isinf(eta) else f"~{eta:.0f}s of backlog left"
@@ -263,12 +275,18 @@ def _to_planned(ctx: Context, planned: int, since: float) -> Decision:
     budget, cost, tail = ctx.limits.max_num_batched_tokens, overload_cost(ctx), ctx.tail or 0.0
     after = ms(tail + cost * (planned - budget))
     action = Action.TIGHTEN if planned < budget else Action.RELAX
-    return ctx.change(
-        action, Reason.OVERLOAD, BUDGET, planned,
-        f"overloaded for {since:.0f}s (the queue grows whatever the limits); prefill runs in "
-        f"every step, so the tail is a chunk step: ~{ms(tail)} at {budget}, ~{after} at "
-        f"{planned} ({cost * 1e6:.1f} µs/token), the largest budget that keeps decode within "
-        "the SLO and so serves the most goodput", kind=ChangeKind.UNDO)
+    text = (f"overloaded for {since:.0f}s (the queue grows whatever the limits); prefill runs in "
+            f"every step, so the tail is a chunk step: ~{ms(tail)} at {budget}, ~{after} at "
+            f"{planned} ({cost * 1e6:.1f} µs/token), the largest budget that keeps decode within "
+            "the SLO and so serves the most goodput")
+    avoid: tuple[Avoid, ...] = ()
+    if ctx.preempting and first_tokens_lost(ctx) and planned < budget:
+        # Down from a drain the full cache turned into recomputation: not back up at this load.
+        avoid = ctx.avoid(BUDGET, planned + 1, ctx.target.ceiling.max_num_batched_tokens)
+        text += ("; the KV cache is full and preempts, so a larger budget drains no faster: "
+                 "no higher while the load stays")
+    return ctx.change(action, Reason.OVERLOAD, BUDGET, planned, text, kind=ChangeKind.UNDO,
+                      avoid=avoid)
 
 
 def best_score(ctx: Context) -> LimitsScore | None:

@@ -182,3 +182,24 @@ def test_a_probe_of_the_drain_is_never_undone_for_the_tail_it_brings() -> None:
     decision = run(lost(itl_tail_seconds=0.25, itl_tail_long_seconds=0.25), state=state,
                    now=T0 + LAW.cooldown_seconds, limits=target())
     assert (decision.action, decision.reason) == (Action.HOLD, Reason.BACKLOG)
+
+
+def test_a_drain_that_fills_the_cache_and_preempts_goes_back_to_the_cost_model_for_good() -> None:
+    # At the ceiling the cache is full and the engine preempts: the prefill of every request
+    # preempted to make room is done again, so a larger budget drains no faster.
+    since = TargetState(overload_since=T0 - 300, queue_growing_since=T0 - 600,
+                        last_change_at=T0 - 200)
+    thrashing = lost(itl_tail_seconds=0.25, itl_tail_long_seconds=0.25, kv_cache_usage_ratio=0.99,
+                     preemptions_per_second=1.0)
+    down = run(thrashing, state=since, limits=target())
+    assert (down.action, down.reason) == (Action.TIGHTEN, Reason.OVERLOAD)
+    budget = down.after.max_num_batched_tokens
+    assert budget < CEILING.max_num_batched_tokens
+    assert "the KV cache is full and preempts" in down.explanation
+    (avoid,) = down.state.avoid
+    assert (avoid.low, avoid.high) == (budget + 1, CEILING.max_num_batched_tokens)
+    # With the cache no longer preempting at the lower budget, the backlog does not send the
+    # budget back up while the load stays: the law holds.
+    calmer = run(lost(), state=replace(down.state, probe=None, last_change_at=T0 - 200),
+                 now=T0 + 100, limits=target(budget=budget))
+    assert (calmer.action, calmer.reason) == (Action.HOLD, Reason.BACKLOG)
