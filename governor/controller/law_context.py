@@ -320,8 +320,8 @@ def forget(
     """Drop what no longer holds: a probe someone else's change made moot, expired avoids."""
     if state.limits is not None and state.limits != limits:
         # The limits moved under us (an operator, a restarted engine): the last change's verdict
-        # and the values it avoided no longer describe this engine.
-        state = replace(state, limits=limits, probe=None)
+        # and the budget a drain would hand back no longer describe this engine.
+        state = replace(state, limits=limits, probe=None, drain_from=None)
     kept = tuple(a for a in state.avoid if a.until > now and not load_fell(a, obs, law))
     return replace(state, avoid=kept) if kept != state.avoid else state
 

@@ -215,6 +215,9 @@ class TargetState:
     queue_growing_since: float | None = None
     # Since when the law judges the target overloaded (no limits meet both SLOs).
     overload_since: float | None = None
+    # The budget in force before the law raised it to drain a backlog (``None``: no drain), so
+    # that it hands that budget back as the backlog ends.
+    drain_from: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,9 @@ _WEIGHT = 0.3
 # Under overload a budget under the SLO is raised to the aim only when this share of it is
 # missing: less changes the prefill capacity by too little to be worth a change.
 _RAISE_SHARE = 0.1
+# A drain ends once this share of first tokens meets the TTFT SLO again: the backlog is then
+# about the SLO's length, and the requests now served in time must decode in time.
+_BACK_IN_TIME = 0.5
 
 
 def scoring(ctx: Context) -> Context:
@@ -76,13 +79,13 @@ def tracking(ctx: Context) -> Context:
     """``ctx`` with the queue's growth and the overload verdict brought up to date."""
     state = ctx.state
     growing_since = (state.queue_growing_since or ctx.now) if ctx.queue_growing else None
-    overload_since = state.overload_since
+    overload_since, drain_from = state.overload_since, state.drain_from
     if overload_since is not None and _drained(ctx):
-        overload_since = None
+        overload_since = drain_from = None
     elif overload_since is None and _overloaded(ctx, growing_since):
         overload_since = ctx.now
     return replace(ctx, state=replace(state, queue_growing_since=growing_since,
-                                      overload_since=overload_since))
+                                      overload_since=overload_since, drain_from=drain_from))
 
 
 def _drained(ctx: Context) -> bool:
@@ -127,6 +130,13 @@ def in_overload(ctx: Context) -> Decision:
     since = ctx.now - (ctx.state.overload_since or ctx.now)
     if backlog_decides(ctx):
         return _drain(ctx, since)
+    if ctx.state.drain_from is not None:
+        return _hand_back(ctx, ctx.state.drain_from)
+    if first_tokens_lost(ctx):
+        # Decode cannot make a request good here, so the cost model has nothing to keep.
+        return ctx.hold(Reason.BACKLOG, f"{_lost(ctx, since)}; a larger budget drains it no "
+                        "faster here (tried in this overload, or the KV cache is full and "
+                        "preempts) and a smaller one prefills slower: holding until it is gone")
     planned = planned_budget(ctx)
     if planned is not None:
         return _to_planned(ctx, planned, since)
@@ -158,11 +168,14 @@ def in_overload(ctx: Context) -> Decision:
 # fastest serves the most goodput. A larger budget never prefills slower (a step of ``b`` prompt
 # tokens takes ``d + cost * b``, so ``b / (d + cost * b)`` tokens a second grows with ``b``; on
 # the H200 time to first token falls as the budget grows, docs/h200-measurements.md): the
-# ceiling. The law holds it while the backlog drains, until the overload ends: once the backlog
-# is gone, steps carry prefill only as prompts arrive, the median is a plain decode step again,
-# and the inter-token rules cut from there with the spike model. (Handing the budget back
-# earlier, at the cost model's budget, cut prefill by a third for the drain's last minute: the
-# tail of a saturated ceiling is a chunk step under the heaviest decode load of the episode.)
+# ceiling. The law holds it while the backlog drains. As it ends, the first requests are served
+# in time again, and they must decode in time: when the backlog's slope says it is gone within a
+# cooldown, or half the first tokens meet their SLO again, the law hands back the budget it held
+# before the drain. (Not the cost model's budget: the tail of a saturated ceiling is a chunk step
+# under the heaviest decode load of the episode, and its budget cut prefill by a third for the
+# drain's last minute.) Not while the engine preempts: then a full cache bounds the drain, not
+# prefill, and a larger budget admits more prompts into it whose prefill is done again when they
+# are preempted to make room; the law goes back to the cost model and stays below.
 
 
 def first_tokens_lost(ctx: Context) -> bool:
@@ -181,20 +194,28 @@ def drain_seconds(ctx: Context) -> float:
 
 
 def backlog_decides(ctx: Context) -> bool:
-    """The backlog, not decode, decides goodput: first tokens are lost to it, or the budget is
-    already the one that drains it fastest and the queue shrinks.
+    """A drain to start or to go on with: the backlog, not decode, decides goodput.
 
-    Below the largest open budget the law moves up only while the queue grows and first tokens
-    are lost; at it, it stays while they are lost or the backlog drains, so the first requests
-    served in time again do not send the budget down before the backlog is gone. Not while the
-    engine preempts: a full cache bounds the drain, not prefill, and a larger budget admits
-    more prompts into it, whose prefill is done again when they are preempted to make room.
+    One drain per overload, as its first move, while the queue grows and first tokens are lost;
+    once started it goes on until the backlog's end is near, whether first tokens flicker over
+    the threshold or the queue's slope with them, so it does not swing. Never while the engine
+    preempts.
     """
     if ctx.preempting:
         return False
-    if drain_budget(ctx) is None:
-        return first_tokens_lost(ctx) or drain_seconds(ctx) < math.inf
-    return first_tokens_lost(ctx) and ctx.queue_growing
+    if ctx.state.drain_from is not None:
+        return not drain_ending(ctx)
+    first_move = (ctx.state.last_change_at or -math.inf) < (ctx.state.overload_since or ctx.now)
+    return first_move and first_tokens_lost(ctx) and ctx.queue_growing and \
+        drain_budget(ctx) is not None
+
+
+def drain_ending(ctx: Context) -> bool:
+    """The backlog is gone within a cooldown at its present slope, or half the first tokens
+    meet their SLO again."""
+    share = ctx.ttft_share
+    return drain_seconds(ctx) <= ctx.tuning.cooldown_seconds or \
+        (share is not None and share >= _BACK_IN_TIME)
 
 
 def drain_budget(ctx: Context) -> int | None:
@@ -205,16 +226,46 @@ def drain_budget(ctx: Context) -> int | None:
     return found if found is not None and found > budget else None
 
 
+def _lost(ctx: Context, since: float) -> str:
+    return (f"overloaded for {since:.0f}s with {ctx.ttft_share or 0.0:.0%} of first tokens within "
+            "the TTFT SLO: the backlog holds every request past it whatever decode does, and "
+            "only its drain brings goodput back")
+
+
 def _drain(ctx: Context, since: float) -> Decision:
-    why = (f"overloaded for {since:.0f}s with {ctx.ttft_share or 0.0:.0%} of first tokens within "
-           "the TTFT SLO: the backlog holds every request past it whatever decode does, and "
-           "only its drain brings goodput back; the largest budget prefills fastest")
+    why = f"{_lost(ctx, since)}; the largest budget prefills fastest"
     top = drain_budget(ctx)
-    if top is not None:
-        return ctx.change(Action.RELAX, Reason.BACKLOG, BUDGET, top, why, kind=ChangeKind.UNDO)
+    if top is not None and ctx.state.drain_from is None:
+        state = replace(ctx.state, drain_from=ctx.limits.max_num_batched_tokens)
+        return ctx.change(Action.RELAX, Reason.BACKLOG, BUDGET, top, why, kind=ChangeKind.UNDO,
+                          state=state)
     eta = drain_seconds(ctx)
     left = "the queue grows" if math.isinf(eta) else f"~{eta:.0f}s of backlog left"
     return ctx.hold(Reason.BACKLOG, f"{why}; held until the backlog is gone ({left})")
+
+
+def _hand_back(ctx: Context, budget: int) -> Decision:
+    """End a drain: the budget held before it, for the first requests served in time again;
+    or, where the full cache preempts, because a larger budget drains no faster."""
+    eta, share = drain_seconds(ctx), ctx.ttft_share or 0.0
+    ctx = replace(ctx, state=replace(ctx.state, drain_from=None))
+    avoid: tuple[Avoid, ...] = ()
+    if ctx.preempting:
+        why = ("the KV cache is full and preempts, so a larger budget drains no faster (the "
+               "prefill of every request preempted is done again); no higher while the load "
+               "stays")
+        avoid = ctx.avoid(BUDGET, budget + 1, ctx.target.ceiling.max_num_batched_tokens)
+    elif eta <= ctx.tuning.cooldown_seconds:
+        why = f"~{eta:.0f}s of backlog left"
+    else:
+        why = f"{share:.0%} of first tokens within the TTFT SLO again"
+    if budget == ctx.limits.max_num_batched_tokens:
+        return ctx.hold(Reason.BACKLOG, f"the drain ends ({why})")
+    action = Action.TIGHTEN if budget < ctx.limits.max_num_batched_tokens else Action.RELAX
+    return ctx.change(action, Reason.BACKLOG, BUDGET, budget,
+                      f"the drain ends ({why}): back to {budget}, the budget before it, so the "
+                      "first requests served in time decode in time", kind=ChangeKind.UNDO,
+                      avoid=avoid)
 
 
 # -- the cost model's budget under overload -------------------------------------------------------
@@ -279,14 +330,7 @@ def _to_planned(ctx: Context, planned: int, since: float) -> Decision:
             f"every step, so the tail is a chunk step: ~{ms(tail)} at {budget}, ~{after} at "
             f"{planned} ({cost * 1e6:.1f} µs/token), the largest budget that keeps decode within "
             "the SLO and so serves the most goodput")
-    avoid: tuple[Avoid, ...] = ()
-    if ctx.preempting and first_tokens_lost(ctx) and planned < budget:
-        # Down from a drain the full cache turned into recomputation: not back up at this load.
-        avoid = ctx.avoid(BUDGET, planned + 1, ctx.target.ceiling.max_num_batched_tokens)
-        text += ("; the KV cache is full and preempts, so a larger budget drains no faster: "
-                 "no higher while the load stays")
-    return ctx.change(action, Reason.OVERLOAD, BUDGET, planned, text, kind=ChangeKind.UNDO,
-                      avoid=avoid)
+    return ctx.change(action, Reason.OVERLOAD, BUDGET, planned, text, kind=ChangeKind.UNDO)
 
 
 def best_score(ctx: Context) -> LimitsScore | None:

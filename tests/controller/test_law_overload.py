@@ -64,25 +64,26 @@ def test_a_backlog_that_holds_every_first_token_past_its_slo_is_drained_at_the_c
     assert "the largest budget prefills fastest" in drain.explanation
     # The move is not judged by the inter-token verdicts: no request here can meet that SLO.
     assert drain.state.probe is not None and drain.state.probe.kind is ChangeKind.UNDO
+    assert drain.state.drain_from == 2048  # handed back as the backlog ends
     # The scale-out signal is the same as under any overload: ceil(demand 10 / served 8) = 2.
     assert (drain.scale.replicas, drain.scale.reason) == (2, "overload")
 
 
 def test_at_the_ceiling_the_drain_holds_until_the_backlog_is_gone() -> None:
-    since = TargetState(overload_since=T0 - 300, queue_growing_since=T0 - 600,
-                        last_change_at=T0 - 200)
-    growing = run(lost(), state=since, limits=target())
+    draining = TargetState(overload_since=T0 - 300, queue_growing_since=T0 - 600,
+                           last_change_at=T0 - 200, drain_from=2048)
+    growing = run(lost(), state=draining, limits=target())
     assert (growing.action, growing.reason) == (Action.HOLD, Reason.BACKLOG)
     assert "held until the backlog is gone (the queue grows)" in growing.explanation
-    # Draining: first tokens come back in time before the queue is empty; the budget stays up,
-    # or the backlog's last minutes would prefill slower.
-    draining = lost(waiting_growth_per_second=-2.0, ttft_good_per_second=6.0)
-    held = run(draining, state=since, limits=target())
-    assert (held.action, held.reason) == (Action.HOLD, Reason.BACKLOG)
-    assert "~200s of backlog left" in held.explanation
+    # Draining, a few first tokens in time again (a quarter, over the threshold that started
+    # the drain): the budget stays up, or the backlog's last minutes would prefill slower.
+    flicker = run(lost(waiting_growth_per_second=-2.0, ttft_good_per_second=2.0),
+                  state=draining, limits=target())
+    assert (flicker.action, flicker.reason) == (Action.HOLD, Reason.BACKLOG)
+    assert "~200s of backlog left" in flicker.explanation
     # Gone: the overload ends and the inter-token rules take over from the ceiling.
     gone = run(spiky(0.2, ttft_good_per_second=8.0, ttft_per_second=8.0, requests_waiting=1.0,
-                     waiting_growth_per_second=-1.0), state=since, limits=target())
+                     waiting_growth_per_second=-1.0), state=draining, limits=target())
     assert gone.state.overload_since is None
     assert (gone.action, gone.reason) == (Action.TIGHTEN, Reason.ITL_BREACH)
 
@@ -94,10 +95,12 @@ def test_with_first_tokens_in_time_the_cost_model_keeps_the_budget() -> None:
                         last_change_at=T0 - 200)
     decision = run(overloaded(), state=since, limits=target(budget=2048))
     assert (decision.action, decision.reason) == (Action.HOLD, Reason.OVERLOAD)
-    # Below the ceiling a shrinking backlog is not sent back up, even with first tokens lost.
+    # With none in time, decode cannot make a request good: the cost model has nothing to keep,
+    # and a shrinking backlog (or a drain already tried in this overload) is held as it is.
     shrinking = run(lost(waiting_growth_per_second=-2.0), state=since,
                     limits=target(budget=2048))
-    assert shrinking.reason is not Reason.BACKLOG
+    assert (shrinking.action, shrinking.reason) == (Action.HOLD, Reason.BACKLOG)
+    assert "a smaller one prefills slower: holding until it is gone" in shrinking.explanation
 
 
 def test_overload_is_recognised_when_first_tokens_are_lost_though_a_cut_is_still_open() -> None:
@@ -184,22 +187,66 @@ def test_a_probe_of_the_drain_is_never_undone_for_the_tail_it_brings() -> None:
     assert (decision.action, decision.reason) == (Action.HOLD, Reason.BACKLOG)
 
 
-def test_a_drain_that_fills_the_cache_and_preempts_goes_back_to_the_cost_model_for_good() -> None:
-    # At the ceiling the cache is full and the engine preempts: the prefill of every request
-    # preempted to make room is done again, so a larger budget drains no faster.
-    since = TargetState(overload_since=T0 - 300, queue_growing_since=T0 - 600,
-                        last_change_at=T0 - 200)
-    thrashing = lost(itl_tail_seconds=0.25, itl_tail_long_seconds=0.25, kv_cache_usage_ratio=0.99,
-                     preemptions_per_second=1.0)
-    down = run(thrashing, state=since, limits=target())
-    assert (down.action, down.reason) == (Action.TIGHTEN, Reason.OVERLOAD)
-    budget = down.after.max_num_batched_tokens
-    assert budget < CEILING.max_num_batched_tokens
-    assert "the KV cache is full and preempts" in down.explanation
-    (avoid,) = down.state.avoid
-    assert (avoid.low, avoid.high) == (budget + 1, CEILING.max_num_batched_tokens)
-    # With the cache no longer preempting at the lower budget, the backlog does not send the
-    # budget back up while the load stays: the law holds.
-    calmer = run(lost(), state=replace(down.state, probe=None, last_change_at=T0 - 200),
-                 now=T0 + 100, limits=target(budget=budget))
-    assert (calmer.action, calmer.reason) == (Action.HOLD, Reason.BACKLOG)
+def test_no_drain_starts_where_the_cache_is_full_and_preempts() -> None:
+    # The cache is full and the engine preempts: the prefill of every request preempted to make
+    # room is done again, so a larger budget would drain no faster. Below the ceiling as at it,
+    # the law holds.
+    thrashing = lost(kv_cache_usage_ratio=0.99, preemptions_per_second=1.0)
+    below = walk(thrashing, target(budget=2048), 16)
+    assert all(d.after.max_num_batched_tokens <= 2048 for d in below)
+    assert (below[-1].action, below[-1].reason) == (Action.HOLD, Reason.BACKLOG)
+    assert below[-1].state.overload_since is not None
+    assert "the KV cache is full and preempts" in below[-1].explanation
+    at_top = walk(thrashing, target(), 16)
+    assert (at_top[-1].action, at_top[-1].reason) == (Action.HOLD, Reason.BACKLOG)
+
+
+@pytest.mark.parametrize(
+    ("obs", "why"),
+    [(lost(requests_waiting=100.0, waiting_growth_per_second=-2.0), "~50s of backlog left"),
+     (lost(waiting_growth_per_second=-0.5, ttft_good_per_second=5.0),
+      "62% of first tokens within the TTFT SLO again")],
+    ids=["gone within a cooldown", "half the first tokens in time again"],
+)
+def test_as_the_backlog_ends_the_drain_hands_back_the_budget_before_it(
+        obs: Observation, why: str) -> None:
+    draining = TargetState(overload_since=T0 - 600, queue_growing_since=T0 - 900,
+                           last_change_at=T0 - 300, drain_from=2048)
+    # Mid-drain the law holds, first tokens still lost and the end not near.
+    mid = run(lost(waiting_growth_per_second=-2.0), state=draining, limits=target())
+    assert (mid.action, mid.reason, mid.state.drain_from) == (Action.HOLD, Reason.BACKLOG, 2048)
+    back = run(obs, state=draining, limits=target())
+    assert (back.action, back.reason, back.after.max_num_batched_tokens) == (
+        Action.TIGHTEN, Reason.BACKLOG, 2048)
+    assert f"the drain ends ({why}): back to 2048, the budget before it" in back.explanation
+    assert back.state.drain_from is None
+    # Once handed back, a shrinking backlog does not start another drain.
+    after = run(replace(obs, ttft_good_per_second=0.0), state=replace(back.state, probe=None),
+                now=T0 + 100, limits=target(budget=2048))
+    assert after.action is Action.HOLD
+
+
+def test_a_drain_the_full_cache_preempts_is_handed_back_and_not_tried_again() -> None:
+    draining = TargetState(overload_since=T0 - 600, queue_growing_since=T0 - 900,
+                           last_change_at=T0 - 300, drain_from=2048)
+    thrashing = lost(kv_cache_usage_ratio=0.99, preemptions_per_second=1.0)
+    back = run(thrashing, state=draining, limits=target())
+    assert (back.action, back.reason, back.after.max_num_batched_tokens) == (
+        Action.TIGHTEN, Reason.BACKLOG, 2048)
+    assert "the KV cache is full and preempts" in back.explanation
+    (avoid,) = back.state.avoid
+    assert (avoid.low, avoid.high) == (2049, CEILING.max_num_batched_tokens)
+
+
+def test_the_end_of_an_overload_or_someone_elses_change_forgets_the_drain() -> None:
+    draining = TargetState(limits=CEILING, overload_since=T0 - 600,
+                           queue_growing_since=T0 - 900, last_change_at=T0 - 300,
+                           drain_from=2048)
+    drained = run(spiky(0.2, ttft_good_per_second=8.0, ttft_per_second=8.0,
+                        requests_waiting=1.0, waiting_growth_per_second=-1.0),
+                  state=draining, limits=target())
+    assert (drained.state.overload_since, drained.state.drain_from) == (None, None)
+    # An operator set 4096 mid-drain: 2048 no longer describes this engine, and no second drain
+    # starts in the same overload.
+    moved = run(lost(), state=draining, limits=target(budget=4096))
+    assert (moved.action, moved.state.drain_from) == (Action.HOLD, None)
