@@ -101,10 +101,11 @@ def _decide(ctx: Context) -> Decision:
 # -- verification -------------------------------------------------------------------------------
 def _early_undo(ctx: Context) -> Decision | None:
     """A relaxation followed by a breach needs no full cooldown to be judged: it started from a
-    tail under the relax margin, so the breach in the window can only come from after it."""
+    tail under the relax margin, so the breach in the window can only come from after it. Nor
+    does the end of a drain (``overload.early_hand_back``)."""
     probe = ctx.state.probe
     if probe is None or probe.kind is not ChangeKind.RELAX or not ctx.itl_trouble:
-        return None
+        return overload.early_hand_back(ctx)
     return _undo_relax(ctx, probe)
 
 
@@ -366,9 +367,10 @@ def _ttft_min_budget(ctx: Context, cost: float) -> float:
 
 def _guard_yields(ctx: Context) -> bool:
     """No request decodes within the ITL SLO at the budget in force (the goodput estimate's
-    pass share is nil): first tokens kept by holding the budget up would feed decodes that fail
-    anyway, so the guard protects nothing a cut could cost."""
-    return ctx.itl_pass_share == 0.0
+    pass share is nil) and most first tokens still meet theirs: the first tokens the guard would
+    keep feed decodes that fail anyway. Not where the median first token is late: a backlog past
+    the SLO holds them, and a slower prefill keeps them late for longer than the cut saves."""
+    return ctx.itl_pass_share == 0.0 and not ctx.first_tokens_late
 
 
 def _seqs_cut(ctx: Context, reason: Reason, text: str, *, spare_ttft: bool = True

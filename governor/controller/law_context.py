@@ -31,6 +31,7 @@ from governor.controller.model import (
 
 BUDGET = Param.MAX_NUM_BATCHED_TOKENS
 SEQS = Param.MAX_NUM_SEQS
+_MEDIAN = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +139,13 @@ class Context:
         if self.slo.ttft_seconds is None or good is None or not served:
             return None
         return min(1.0, good / served)
+
+    @property
+    def first_tokens_late(self) -> bool:
+        """The median first token misses the TTFT SLO (fewer than half meet it): a backlog past
+        the SLO, where how fast prefill runs decides when first tokens are in time again."""
+        share = self.ttft_share
+        return share is not None and share < _MEDIAN
 
     @property
     def waiting(self) -> float | None:

@@ -48,9 +48,6 @@ _WEIGHT = 0.3
 # Under overload a budget under the SLO is raised to the aim only when this share of it is
 # missing: less changes the prefill capacity by too little to be worth a change.
 _RAISE_SHARE = 0.1
-# A drain ends once this share of first tokens meets the TTFT SLO again: the backlog is then
-# about the SLO's length, and the requests now served in time must decode in time.
-_BACK_IN_TIME = 0.5
 
 
 def scoring(ctx: Context) -> Context:
@@ -79,13 +76,15 @@ def tracking(ctx: Context) -> Context:
     """``ctx`` with the queue's growth and the overload verdict brought up to date."""
     state = ctx.state
     growing_since = (state.queue_growing_since or ctx.now) if ctx.queue_growing else None
-    overload_since, drain_from = state.overload_since, state.drain_from
-    if overload_since is not None and _drained(ctx):
-        overload_since = drain_from = None
+    overload_since = state.overload_since
+    # A drain outlives its overload until it has handed its budget back: a burst's backlog can
+    # be gone before the next pass, and the inter-token rules would start from the ceiling.
+    if overload_since is not None and _drained(ctx) and state.drain_from is None:
+        overload_since = None
     elif overload_since is None and _overloaded(ctx, growing_since):
         overload_since = ctx.now
     return replace(ctx, state=replace(state, queue_growing_since=growing_since,
-                                      overload_since=overload_since, drain_from=drain_from))
+                                      overload_since=overload_since))
 
 
 def _drained(ctx: Context) -> bool:
@@ -210,12 +209,20 @@ def backlog_decides(ctx: Context) -> bool:
         drain_budget(ctx) is not None
 
 
+def early_hand_back(ctx: Context) -> Decision | None:
+    """A drain whose end is near hands its budget back inside its cooldown: the move it undoes
+    is not verified, and each pass at the ceiling costs the requests now served in time their
+    decode (a burst's backlog can be gone within the cooldown of the drain itself)."""
+    if ctx.state.drain_from is None or ctx.preempting or not drain_ending(ctx):
+        return None
+    return _hand_back(ctx, ctx.state.drain_from)
+
+
 def drain_ending(ctx: Context) -> bool:
     """The backlog is gone within a cooldown at its present slope, or half the first tokens
     meet their SLO again."""
-    share = ctx.ttft_share
     return drain_seconds(ctx) <= ctx.tuning.cooldown_seconds or \
-        (share is not None and share >= _BACK_IN_TIME)
+        (ctx.ttft_share is not None and not ctx.first_tokens_late)
 
 
 def drain_budget(ctx: Context) -> int | None:
