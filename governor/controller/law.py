@@ -167,6 +167,10 @@ def _goodput_cost(ctx: Context, probe: Probe) -> str | None:
     # every request missing the ITL SLO, must rise, not merely not fall).
     if before is None or after is None or _bought_goodput(ctx, probe):
         return None
+    if max(before, after) < _NIL_SHARE and ctx.itl_pass_share == 0.0:
+        # Nil before and after, and decode still fails everyone: the cut has not bought decode
+        # yet, so there is no trade to judge; the inter-token verdict deepens it or undoes it.
+        return None
     if _prefill_kept_pace(ctx, probe):
         return None  # the load's doing, not the cut's; the inter-token verdict still applies
     why = []
@@ -311,7 +315,12 @@ def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
         return Reason.AT_FLOOR
     if quantize_up(ctx, guard) >= budget:
         return Reason.TTFT_GUARD
-    value = max(quantize(ctx, max(wanted, quantize_up(ctx, guard))), lowest)
+    # Stopped where its spikes still pass the SLO (by the guard's own cost, not a breach's
+    # upper reading), a cut would cost prefill and buy no decode.
+    held = quantize_up(ctx, guard)
+    plausible = min(cost, ctx.tuning.prefill_seconds_per_token_prior)
+    short = guard > wanted and spike.spike_seconds(median, plausible, held) > ctx.slo.itl_seconds
+    value = max(quantize(ctx, wanted if short else max(wanted, held)), lowest)
     # A range undone for what it cost in first tokens reaches down to the floor: stop above it.
     above = _above_costly(ctx, value)
     if above is not None and above >= budget:
@@ -323,7 +332,10 @@ def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
     text = (f"prefill spikes of ~{ms(spike.spike_seconds(median, cost, budget))} at "
             f"{cost * 1e6:.1f} µs/token; {found} puts them at "
             f"~{ms(spike.spike_seconds(median, cost, found))}")
-    if guard > wanted:
+    if short:
+        text += (f" (the TTFT guard would stop it at {held}, where the spikes stay over the SLO: "
+                 "a cut there costs prefill and buys no decode)")
+    elif guard > wanted:
         text += (f" (held up by the TTFT guard: prefill must keep up with "
                  f"{ctx.prompt_rate or 0.0:.0f} prompt tokens/s)")
     elif _guard_yields(ctx):

@@ -15,7 +15,7 @@ Private to the decision law. Three pieces:
   SLO at (or, where the model leaves the choice open, to the limits its ledger saw serve the
   most goodput) and holds it. Once none do, no request starting now can be good whatever decode
   does: goodput comes back only when the backlog is gone, so the law takes the budget that
-  prefills fastest (the ceiling) and holds it until the backlog has drained.
+  prefills fastest (the ceiling) and hands back the one it held as the backlog ends.
 * **Scale-out advice**: in overload, HPA's ``desired = ceil(current * metric / target)`` with one
   replica per target, the demand (first tokens served plus the queue's growth) as the metric and
   what this replica served as the target, and no advice within ``scale_tolerance`` of 1.

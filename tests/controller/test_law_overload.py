@@ -128,11 +128,11 @@ def test_the_backlog_share_is_validated() -> None:
 
 # -- the TTFT guard where no decode passes ------------------------------------------------------
 def test_the_ttft_guard_yields_where_no_request_decodes_within_the_slo() -> None:
-    # Prompts at 33k tokens/s, the median inflated by 8192's chunks: the guard's capacity model
-    # wants 5888 tokens to keep prefill 10% ahead, where the spikes would still be 184 ms.
-    obs = spiky(0.25, itl_median_seconds=0.015, prompt_tokens_per_second=33000.0)
+    # Prompts at 31k tokens/s, the median inflated by 8192's chunks: the guard's capacity model
+    # wants 3520 tokens to keep prefill 10% ahead, spikes of ~103 ms by its cost.
+    obs = spiky(0.25, itl_median_seconds=0.015, prompt_tokens_per_second=31000.0)
     held = run(obs)
-    assert held.after.max_num_batched_tokens == 5888
+    assert held.after.max_num_batched_tokens == 3520
     assert "held up by the TTFT guard" in held.explanation
     # 15% of gaps slow: no request's own P99 meets the SLO, so no first token the guard keeps
     # (six in ten are in time) can become a good request. The cut goes where the spikes meet
@@ -144,11 +144,23 @@ def test_the_ttft_guard_yields_where_no_request_decodes_within_the_slo() -> None
     assert cut.after.max_num_batched_tokens == 2560
     assert "the TTFT guard yields" in cut.explanation
     # Some requests still pass (1.5% slow gaps): the guard holds as before.
-    assert run(replace(obs, itl_good_ratio=0.985)).after.max_num_batched_tokens == 5888
+    assert run(replace(obs, itl_good_ratio=0.985)).after.max_num_batched_tokens == 3520
     # The median first token is late (three in ten in time): a backlog past the SLO holds them,
     # and a slower prefill would keep them late longer than the cut saves. The guard stands.
     late = run(replace(failing, ttft_good_per_second=3.0))
-    assert late.after.max_num_batched_tokens == 5888
+    assert late.after.max_num_batched_tokens == 3520
+
+
+def test_a_cut_the_guard_would_stop_above_the_slo_goes_to_the_aim() -> None:
+    # At 33k prompt tokens/s the guard wants 5888 tokens, where a chunk step is still
+    # 15 + 25 µs * 5888 = 162 ms: stopped there the cut costs prefill and buys no decode.
+    decision = run(spiky(0.25, itl_median_seconds=0.015, prompt_tokens_per_second=33000.0))
+    assert (decision.reason, decision.after.max_num_batched_tokens) == (Reason.ITL_BREACH, 2560)
+    assert "the TTFT guard would stop it at 5888, where the spikes stay over the SLO" in \
+        decision.explanation
+    # No budget keeps prefill up at all: the guard holds, as before.
+    saturated = run(spiky(0.25, itl_median_seconds=0.015, prompt_tokens_per_second=45000.0))
+    assert (saturated.action, saturated.reason) == (Action.HOLD, Reason.TTFT_GUARD)
 
 
 def test_a_breach_cut_plans_with_the_learnt_cost_not_the_tallest_steps() -> None:
@@ -262,3 +274,17 @@ def test_the_end_of_an_overload_or_someone_elses_change_forgets_the_drain() -> N
     # starts in the same overload.
     moved = run(lost(), state=draining, limits=target(budget=4096))
     assert (moved.action, moved.state.drain_from) == (Action.HOLD, None)
+
+
+def test_a_drain_ending_within_its_own_cooldown_hands_back_at_once() -> None:
+    # A burst's backlog is gone 30 s after the drain started: waiting out the cooldown at the
+    # ceiling would cost the requests now served in time their decode.
+    draining = TargetState(overload_since=T0 - 40, queue_growing_since=T0 - 300,
+                           last_change_at=T0 - 30, drain_from=3264)
+    not_yet = run(lost(waiting_growth_per_second=-2.0), state=draining, limits=target())
+    assert (not_yet.action, not_yet.reason) == (Action.HOLD, Reason.COOLDOWN)
+    back = run(lost(waiting_growth_per_second=-0.5, ttft_good_per_second=6.0), state=draining,
+               limits=target())
+    assert (back.action, back.reason, back.after.max_num_batched_tokens) == (
+        Action.TIGHTEN, Reason.BACKLOG, 3264)
+    assert "75% of first tokens within the TTFT SLO again" in back.explanation
