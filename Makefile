@@ -6,16 +6,26 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 # Debian's Prometheus and Alertmanager binaries (the integration tests start them).
 SYSTEM_BINARIES := prometheus promtool prometheus-alertmanager amtool
+SYSTEM_PACKAGES := prometheus prometheus-alertmanager
+# The compose test's Docker engine and the tool that builds its local Debian base.
+COMPOSE_BINARIES := dockerd mmdebstrap
+COMPOSE_PACKAGES := docker.io mmdebstrap
 
-.PHONY: up test lint unit system-deps venv venv-test venv-vllm secrets clean
+.PHONY: up test test-compose lint unit system-deps test-system-deps compose-machine venv venv-test \
+	venv-vllm secrets clean
 
 up: system-deps venv
 	$(VENV)/bin/governor up --load
 
-test: system-deps venv-vllm lint
+# What the tests need is prepared side by side (Debian's packages, the virtualenv and vLLM, the
+# images compose runs, the linters once vLLM is in), then the whole suite runs.
+test:
+	@$(MAKE) --no-print-directory -j3 --output-sync=target test-system-deps venv-vllm \
+	  compose-machine lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
-lint: venv-test
+# After vLLM's install: mypy reads torch's types, which must not be half-written.
+lint: venv-vllm
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
@@ -23,13 +33,32 @@ lint: venv-test
 unit: venv-test
 	$(PY) -m pytest -q -p no:cacheprovider -m "not integration and not vllm"
 
+# `docker compose up` for real (make test runs it too): as root it installs Docker, Compose and
+# the images no registry gives here (tests/compose/machine.py); a second run is warm.
+test-compose: venv-test
+	$(PY) -m pytest -q -p no:cacheprovider -m compose
+
 system-deps:
-	@missing=0; for b in $(SYSTEM_BINARIES); do command -v $$b >/dev/null || missing=1; done; \
-	if [ $$missing = 1 ]; then \
-	  echo "installing Debian's prometheus and prometheus-alertmanager"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	    prometheus prometheus-alertmanager >/dev/null; \
-	fi
+	@$(call apt-install,$(SYSTEM_BINARIES),$(SYSTEM_PACKAGES))
+
+# The compose test's too, in the same apt run (two at once would fight over dpkg's lock).
+test-system-deps:
+	@$(call apt-install,$(SYSTEM_BINARIES) $(COMPOSE_BINARIES),$(SYSTEM_PACKAGES) $(COMPOSE_PACKAGES))
+
+# Docker, Compose and the images no registry gives here (tests/compose/machine.py); make test
+# builds them beside vLLM's install, and the compose test finds them warm.
+compose-machine: test-system-deps venv-test
+	$(PY) -m tests.compose.machine
+
+# $(call apt-install,BINARIES,PACKAGES): the packages, when a binary is missing.
+define apt-install
+missing=0; for b in $(1); do command -v $$b >/dev/null || missing=1; done; \
+if [ $$missing = 1 ]; then \
+  echo "installing Debian's $(2)"; \
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    $(2) >/dev/null; \
+fi
+endef
 
 venv: $(VENV)/.stamp-base
 venv-test: $(VENV)/.stamp-test

@@ -6,13 +6,15 @@ provisioning) render into one map of files, and one call writes or checks it aga
 of owned folders, so a stale generated file goes wherever it is and a hand-made one stays.
 
     governor generate --slo slo.yaml --out deploy          # what compose mounts
-    governor generate --check                              # exit 1 if deploy/ is stale
+    governor generate --compose compose.yaml               # and the compose file that mounts it
+    governor generate --check --compose compose.yaml       # exit 1 if either is stale
     governor generate --local --out /tmp/stack             # localhost targets, for `governor up`
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,10 +22,13 @@ from pathlib import Path
 from typing import Final
 
 from governor.alerts import render as rules
+from governor.alerts.alertmanager import alertmanager_args
+from governor.alerts.prometheus import prometheus_args
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds
 from governor.contracts.promql import format_duration
 from governor.dashboards import render as boards
-from governor.dashboards.provisioning import GrafanaParams
+from governor.dashboards.provisioning import DASHBOARDS_PATH, GrafanaParams
+from governor.manifests import compose
 from governor.manifests import render as manifests
 from governor.render.artifacts import Artifacts
 from governor.render.catalog import load_checked_spec
@@ -35,7 +40,7 @@ DESCRIPTION: Final = (
     "Write everything derived from the SLO spec: Prometheus rules and their promtool tests, "
     "alertmanager.yml, prometheus.yml, Grafana dashboards with their provisioning, and "
     "Kubernetes manifests (the components, their monitors, a PrometheusRule, an "
-    "AlertmanagerConfig).")
+    "AlertmanagerConfig), and with --compose the compose file that runs the stack.")
 SPEC_ERROR: Final = 2
 # Every folder whose generated files a run may delete: the rules side's, Grafana's, Kubernetes'.
 ARTIFACTS: Final[Artifacts] = rules.ARTIFACTS + boards.ARTIFACTS + manifests.ARTIFACTS
@@ -93,11 +98,17 @@ def build_parser() -> EnvArgumentParser:
     parser.add_argument("--controller-token-file", default=defaults.controller_token_file,
                         metavar="PATH",
                         help="where Alertmanager reads the controller's bearer token")
+    parser.add_argument("--compose", type=Path, default=None, metavar="PATH",
+                        help="also write the compose file here (the repository's: "
+                             "compose.yaml), mounting --slo and --out relative to it")
     return parser
 
 
 def settings(args: argparse.Namespace) -> Settings:
     """Raises ValueError for values each option accepts alone but not together."""
+    if args.compose is not None and args.local:
+        raise ValueError("--compose and --local contradict each other: the compose file's "
+                         "services reach each other by their compose names")
     endpoints = Endpoints.local() if args.local else Endpoints(
         args.inference, args.exporter, args.controller, args.alertmanager)
     params = RenderParams(controller_token_file=args.controller_token_file,
@@ -105,6 +116,8 @@ def settings(args: argparse.Namespace) -> Settings:
     scrape = params.scrape_interval_seconds
     grafana = GrafanaParams.local(scrape) if args.local else GrafanaParams(
         scrape_interval_seconds=scrape)
+    if args.compose is not None:
+        compose.check_params(params)
     return Settings(endpoints, params, grafana)
 
 
@@ -117,25 +130,64 @@ def render_all(spec: SloSpec, settings: Settings, *, source: str) -> dict[str, s
     return dict(sorted(files.items()))
 
 
-def check(files: Mapping[str, str], out: Path, slo: Path) -> int:
-    stale = ARTIFACTS.differences(files, out)
-    for relative in stale:
-        print(f"stale: {out / relative}", file=sys.stderr)
+def compose_file(spec: SloSpec, settings: Settings, *, slo: Path, out: Path, path: Path,
+                 source: str) -> str:
+    """The compose file at ``path``: the other generators' programs, the spec and --out
+    mounted relative to it."""
+    programs = compose.Programs(
+        prometheus=tuple(prometheus_args(
+            spec, settings.params, config_file=compose.in_container(rules.PROMETHEUS_CONFIG),
+            storage_path=compose.PROMETHEUS_DATA)),
+        alertmanager=tuple(alertmanager_args(
+            config_file=compose.in_container(rules.ALERTMANAGER_CONFIG),
+            storage_path=compose.ALERTMANAGER_DATA)),
+        dashboards_path=DASHBOARDS_PATH, dashboards_dir=boards.DASHBOARDS_DIR)
+    layout = compose.Layout(_relative(slo, path.parent), _relative(out, path.parent))
+    return compose.render(spec, settings.params, programs, layout, source=source)
+
+
+def _relative(target: Path, start: Path) -> str:
+    """``./deploy``, ``../slo.yaml``: a path compose resolves from the file's folder."""
+    relative = Path(os.path.relpath(target.resolve(), start.resolve())).as_posix()
+    return relative if relative.startswith("../") else f"./{relative}"
+
+
+def check(files: Mapping[str, str], out: Path, slo: Path,
+          composed: tuple[Path, str] | None = None) -> int:
+    stale = [str(out / relative) for relative in ARTIFACTS.differences(files, out)]
+    if composed is not None and _differs(*composed):
+        stale.append(str(composed[0]))
+    for path in stale:
+        print(f"stale: {path}", file=sys.stderr)
     if stale:
+        also = f" --compose {composed[0]}" if composed is not None else ""
         print(f"{PROG}: {len(stale)} file(s) under {out} differ from {slo}; "
-              f"run: {PROG} --slo {slo} --out {out}", file=sys.stderr)
+              f"run: {PROG} --slo {slo} --out {out}{also}", file=sys.stderr)
     return 1 if stale else 0
 
 
-def write(files: Mapping[str, str], out: Path) -> int:
+def _differs(path: Path, text: str) -> bool:
+    return not path.is_file() or path.read_text(encoding="utf-8") != text
+
+
+def write(files: Mapping[str, str], out: Path,
+          composed: tuple[Path, str] | None = None) -> int:
     try:
         changed = ARTIFACTS.write_all(files, out)
     except OSError as exc:
         print(f"{PROG}: cannot write under {out}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+    if composed is not None and _differs(*composed):
+        try:
+            composed[0].write_text(composed[1], encoding="utf-8")
+        except OSError as exc:
+            print(f"{PROG}: cannot write {composed[0]}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        changed.append(composed[0])
     for path in changed:
         print(f"{'removed' if not path.exists() else 'wrote'} {path}")
-    print(f"{len(files)} files under {out}, {len(changed)} changed")
+    also = f" and {composed[0]}" if composed is not None else ""
+    print(f"{len(files)} files under {out}{also}, {len(changed)} changed")
     return 0
 
 
@@ -152,7 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return SPEC_ERROR
     files = render_all(spec, chosen, source=args.slo.name)
-    return check(files, args.out, args.slo) if args.check else write(files, args.out)
+    composed = None if args.compose is None else (args.compose, compose_file(
+        spec, chosen, slo=args.slo, out=args.out, path=args.compose, source=args.slo.name))
+    if args.check:
+        return check(files, args.out, args.slo, composed)
+    return write(files, args.out, composed)
 
 
 if __name__ == "__main__":

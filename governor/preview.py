@@ -110,6 +110,23 @@ def thresholds(panel: Mapping[str, Any]) -> list[tuple[float, str]]:
             if s.get("value") is not None]
 
 
+def stacked(panel: Mapping[str, Any]) -> bool:
+    """Whether Grafana stacks the panel's series (``stacking.mode`` ``normal``)."""
+    custom = panel.get("fieldConfig", {}).get("defaults", {}).get("custom", {})
+    return (custom.get("stacking") or {}).get("mode") == "normal"
+
+
+def stack(series: Sequence[Series]) -> tuple[list[float], list[list[float]]]:
+    """The series on one time axis (every time any of them has), as Grafana stacks them: a
+    series without a value at a time adds nothing there."""
+    times = sorted({t for s in series for t in s.times})
+    rows = []
+    for s in series:
+        at = dict(zip(s.times, s.values, strict=True))
+        rows.append([v if math.isfinite(v := at.get(t, 0.0)) else 0.0 for t in times])
+    return times, rows
+
+
 def _colour(name: str) -> str:
     return "grey" if name in THRESHOLD_GREYS else name
 
@@ -203,9 +220,15 @@ def _draw_timeseries(ax: Any, panel: Mapping[str, Any], series: list[Series],
     unit = panel.get("fieldConfig", {}).get("defaults", {}).get("unit", "")
     factor, label = scale_for(unit, [v for s in series for v in s.values])
     start = window[0]
-    for s in series[:MAX_SERIES]:
-        ax.plot([(t - start) / 60 for t in s.times], [v * factor for v in s.values],
-                linewidth=1.0, label=s.name or "value")
+    shown = series[:MAX_SERIES]
+    if stacked(panel) and shown:
+        times, rows = stack(shown)
+        ax.stackplot([(t - start) / 60 for t in times], [[v * factor for v in row] for row in rows],
+                     labels=[s.name or "value" for s in shown], alpha=0.8)
+    else:
+        for s in shown:
+            ax.plot([(t - start) / 60 for t in s.times], [v * factor for v in s.values],
+                    linewidth=1.0, label=s.name or "value")
     for limit, name in thresholds(panel):
         ax.axhline(limit * factor, color=_colour(name), linestyle="--", linewidth=1.0)
     if not series:

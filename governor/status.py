@@ -1,8 +1,10 @@
 """``governor status``: how the SLOs are doing, on one screen.
 
 It asks the three places that know — Prometheus for each SLO's error budget and burn rates (the
-generated recording rules), Alertmanager for what is firing, the controller for the limits in
-force on every target and the decisions it took, with their reasons::
+generated recording rules), and for a latency SLO that burns, the stage of the requests that grew
+most (five minutes against the hour: the tokenizer, the client's reading, the engine's prefill…);
+Alertmanager for what is firing; the controller for the limits in force on every target and the
+decisions it took, with their reasons::
 
     governor status                       # the stack of `governor up`, on localhost
     governor status --watch 5             # redraw every 5 s until Ctrl-C
@@ -28,8 +30,10 @@ from typing import Any
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds
 from governor.common.prometheus import PrometheusHTTP
 from governor.contracts.endpoints import ALERTMANAGER, CONTROLLER, LOCAL_HOST, PROMETHEUS
+from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import slo as n
 from governor.contracts.promql import format_duration
+from governor.contracts.stages import shift
 from governor.slo.burn import SLI_WINDOWS
 
 # Burn-rate windows shown: a short and a long one of each alert tier.
@@ -37,6 +41,10 @@ SHOWN_WINDOWS = tuple(w for w in SLI_WINDOWS if w in (300, 3600, 21600, 259200))
 RECENT_DECISIONS = 5
 MAX_RESPONSE_BYTES = 8 * 2**20
 EXIT_INTERRUPTED = 130
+# A latency SLO burns when its shortest window spends the budget faster than it lasts; then its
+# stages are compared, five minutes against the hour (the stage means stages.yml records).
+BURNING = 1.0
+STAGE_WINDOWS = (300, 3600)
 
 
 @dataclass
@@ -45,6 +53,8 @@ class SloStatus:
     objective: float | None = None
     budget_remaining: float | None = None
     burn_rates: dict[str, float | None] = field(default_factory=dict)
+    # For a burning latency SLO on the service's histograms: where its time went.
+    stages: dict[str, Any] | None = None
 
 
 @dataclass
@@ -73,14 +83,50 @@ def _by_slo(samples: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def slos(prometheus: str, timeout: float) -> list[SloStatus]:
-    """Every SLO the recording rules know, with its budget left and its burn rates."""
+    """Every SLO the recording rules know, with its budget left and its burn rates, and for a
+    latency SLO that burns, where its time went."""
     objectives = _by_slo(_instant(prometheus, n.OBJECTIVE.name, timeout))
     remaining = _by_slo(_instant(prometheus, n.ERROR_BUDGET_REMAINING.name, timeout))
     burns = {format_duration(w): _by_slo(_instant(prometheus, n.BURN_RATE.at(w).name, timeout))
              for w in SHOWN_WINDOWS}
     names = sorted(set(objectives) | set(remaining))
-    return [SloStatus(name, objectives.get(name), remaining.get(name),
-                      {w: values.get(name) for w, values in burns.items()}) for name in names]
+    found = [SloStatus(name, objectives.get(name), remaining.get(name),
+                       {w: values.get(name) for w, values in burns.items()}) for name in names]
+    burning = [s for s in found if (_first(s.burn_rates) or 0.0) > BURNING]
+    if burning:
+        metrics = {s["metric"].get(n.LABEL_SLO, "?"): s["metric"].get("metric", "")
+                   for s in _instant(prometheus, n.INFO.name, timeout)}
+        short, long = (_by_stage(_instant(prometheus, n.STAGE_MEAN.at(w).name, timeout))
+                       for w in STAGE_WINDOWS)
+        for status in burning:
+            status.stages = where_it_went(metrics.get(status.name, ""), short, long)
+    return found
+
+
+def _first(burn_rates: dict[str, float | None]) -> float | None:
+    return next(iter(burn_rates.values()), None)
+
+
+def _by_stage(samples: list[dict[str, Any]]) -> dict[str, float]:
+    return {s["metric"].get(svc.LABEL_STAGE, "?"): float(s["value"][1]) for s in samples}
+
+
+def where_it_went(metric: str, short: dict[str, float], long: dict[str, float]
+                  ) -> dict[str, Any] | None:
+    """For a latency SLO on ``metric``: the stage on its path that grew most from ``long`` to
+    ``short`` (mean seconds per request by stage), and whether the growth sits outside the
+    engine; ``None`` for a histogram without stages (a ratio SLO, stock vLLM's)."""
+    path = svc.STAGE_PATHS.get(metric)
+    if path is None:
+        return None
+    moved = shift(path, short, long)
+    if moved is None:
+        return {"stage": None, "note": "no stage series (are the rules of stages.yml loaded?)"}
+    return {"stage": moved.stage.value if moved.stage else None,
+            "stage_growth_seconds": moved.stage_growth_seconds,
+            "engine_growth_seconds": moved.engine_growth_seconds,
+            "service_growth_seconds": moved.service_growth_seconds,
+            "outside_engine": moved.outside_engine}
 
 
 def alerts(alertmanager: str, timeout: float) -> list[dict[str, Any]]:
@@ -172,6 +218,8 @@ def render(report: Report, sources: dict[str, str]) -> str:
         rows += [[s.name, _pct(s.objective, 2), _pct(s.budget_remaining),
                   *[_burn(s.burn_rates.get(w)) for w in windows]] for s in report.slos]
         lines += _table(rows)
+        lines += [line for s in report.slos if s.stages is not None
+                  for line in _stages_lines(s.name, s.stages)]
     lines += ["", "Firing alerts"]
     if "alertmanager" in report.errors:
         lines.append(f"  Alertmanager {sources['alertmanager']}: {report.errors['alertmanager']}")
@@ -196,6 +244,27 @@ def render(report: Report, sources: dict[str, str]) -> str:
         if not target["decisions"]:
             lines.append("    no decision has changed anything yet")
     return "\n".join(lines)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:+.0f} ms"
+
+
+def _stages_lines(name: str, stages: dict[str, Any]) -> list[str]:
+    """Where a burning SLO's time went, in a line or two under the table."""
+    short, long = (format_duration(w) for w in STAGE_WINDOWS)
+    if "note" in stages:
+        return [f"  {name} burns; where its time went: {stages['note']}"]
+    if stages["stage"] is None:
+        return [f"  {name} burns, and none of its stages grew ({short} against {long})"]
+    head = (f"  {name} burns: {stages['stage']} grew most ({_ms(stages['stage_growth_seconds'])}"
+            f" per request, {short} against {long}); the engine's stages "
+            f"{_ms(stages['engine_growth_seconds'])}, the service's "
+            f"{_ms(stages['service_growth_seconds'])}")
+    verdict = ("the time went outside the engine: the fix is not batching, and the controller "
+               "holds" if stages["outside_engine"] else "the engine's share grew: the "
+               "controller's batching limits apply")
+    return [head, f"    {verdict}"]
 
 
 def _short(text: str | None, width: int = 110) -> str:

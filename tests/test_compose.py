@@ -1,22 +1,100 @@
-"""compose.yaml: valid against the Compose specification, and every file it mounts exists."""
+"""compose.yaml: what ``governor generate --compose`` writes, valid against the Compose
+specification, every file it mounts there, every command one its program accepts, and the
+Dockerfiles it builds laid out as the images need. ``tests/compose/`` runs it for real."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 import yaml
+
+from governor.controller.cli import build_config
+from governor.controller.cli import build_parser as controller_parser
+from governor.exporters.cli import build_parser as exporter_parser
+from governor.generate import main as generate
+from governor.inference.cli import build_parser as serve_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 # The Compose specification's JSON schema, pinned (compose-spec/compose-spec, schema/).
 VENDORED_SCHEMA = ROOT / "tests" / "data" / "compose-spec.json"
+SLO = str(ROOT / "slo.yaml")
+# ${NAME:-default}, as compose interpolates a variable the shell leaves unset.
+VARIABLE = re.compile(r"\$\{[A-Z_]+:-([^}]*)\}")
 
 
 def compose() -> dict[str, Any]:
     loaded: dict[str, Any] = yaml.safe_load((ROOT / "compose.yaml").read_text())
     return loaded
+
+
+def unset(text: str) -> str:
+    """``text`` as compose reads it when no variable is set in the shell."""
+    return VARIABLE.sub(lambda m: m.group(1), text)
+
+
+def test_compose_yaml_is_what_governor_generate_writes() -> None:
+    """Regenerate with `governor generate --slo slo.yaml --out deploy --compose compose.yaml`."""
+    assert generate(["--slo", SLO, "--out", str(ROOT / "deploy"), "--compose",
+                     str(ROOT / "compose.yaml"), "--check"]) == 0
+
+
+def test_the_mounts_are_relative_to_the_compose_file(tmp_path: Path) -> None:
+    assert generate(["--slo", SLO, "--out", str(tmp_path / "gen" / "deploy"), "--compose",
+                     str(tmp_path / "gen" / "compose.yaml")]) == 0
+    text = (tmp_path / "gen" / "compose.yaml").read_text(encoding="utf-8")
+    volumes = yaml.safe_load(text)["services"]["prometheus"]["volumes"]
+    assert unset(volumes[0]) == "./deploy/prometheus:/etc/prometheus:ro"
+    spec = Path(tmp_path / "gen" / unset(compose_spec_mount(text)))
+    assert spec.resolve() == Path(SLO).resolve()
+    assert generate(["--slo", SLO, "--out", str(tmp_path / "gen" / "deploy"), "--compose",
+                     str(tmp_path / "gen" / "compose.yaml"), "--check"]) == 0
+
+
+def compose_spec_mount(text: str) -> str:
+    return str(yaml.safe_load(text)["services"]["controller"]["volumes"][1]).split(":")[0]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--local"], "--compose and --local contradict each other"),
+     (["--controller-token-file", "/elsewhere/token"],
+      "mounts the controller's token at /run/secrets/controller_token")],
+    ids=["with --local", "with a token file compose does not mount"])
+def test_compose_refuses_options_its_services_cannot_follow(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        generate(["--slo", SLO, "--out", str(tmp_path), "--compose",
+                  str(tmp_path / "compose.yaml"), *extra])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "compose.yaml").exists()
+
+
+def test_each_command_is_one_its_program_accepts(tmp_path: Path) -> None:
+    """The real parsers read each service's command, so a renamed option fails here."""
+    services = compose()["services"]
+    for name in ("inference", "inference-vllm"):
+        command = [unset(part) for part in services[name]["command"]]
+        assert command[0] == "serve"
+        serve_parser(env={}).parse_args(command[1:])
+    for name in ("exporter", "exporter-nvml"):
+        assert services[name]["command"][0] == "exporter"
+        exporter_parser().parse_args(services[name]["command"][1:])
+    command = services["controller"]["command"]
+    assert command[0] == "controller"
+    token = tmp_path / "token"
+    token.write_text("a-token\n", encoding="utf-8")
+    mounted = {"/app/slo.yaml": SLO, "/run/secrets/admin_token": str(token),
+               "/run/secrets/controller_token": str(token)}
+    config = build_config(controller_parser().parse_args(
+        [mounted.get(part, part) for part in command[1:]]))
+    assert [t.url for t in config.static_targets] == ["http://inference:8000"]
 
 
 def test_compose_validates_against_the_compose_specification() -> None:
@@ -27,7 +105,7 @@ def test_compose_validates_against_the_compose_specification() -> None:
 def test_every_bind_mount_and_build_file_exists() -> None:
     for name, service in compose()["services"].items():
         for volume in service.get("volumes", []):
-            source = volume.split(":")[0]
+            source = unset(volume).split(":")[0]
             if source.startswith("."):
                 assert (ROOT / source).exists(), f"{name} mounts missing {source}"
         build = service.get("build")
@@ -97,11 +175,20 @@ def test_vllms_slow_start_is_a_start_period_not_retries() -> None:
     assert health["retries"] <= 5
 
 
+def test_no_probe_sets_start_interval_which_docker_before_25_refuses() -> None:
+    """Compose stops at a service with healthcheck.start_interval on Docker Engine < 25
+    ("can't set healthcheck.start_interval"), and Debian 12 ships Docker 20.10."""
+    for name, service in compose()["services"].items():
+        assert "start_interval" not in service["healthcheck"], name
+
+
 def test_ports_are_published_on_loopback_only_and_alertmanager_not_at_all() -> None:
     services = compose()["services"]
     for name, service in services.items():
         for port in service.get("ports", []):
             assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} on every address"
+            _, published, target = unset(port).split(":")
+            assert published == target, f"{name}: {port} moves the port by default"
     assert "ports" not in services["alertmanager"]
 
 
@@ -129,6 +216,30 @@ def test_the_dependency_layer_comes_before_the_sources() -> None:
         assert first_install < sources, dockerfile
 
 
+@pytest.mark.parametrize(("dockerfile", "argument", "default"), [
+    ("Dockerfile", "PYTHON_IMAGE", "python:3.11-slim"),
+    ("Dockerfile.vllm", "VLLM_IMAGE", "vllm/vllm-openai:v0.25.0")])
+def test_each_dockerfile_takes_its_base_as_an_argument_and_runs_as_governor(
+    dockerfile: str, argument: str, default: str
+) -> None:
+    lines = (ROOT / dockerfile).read_text(encoding="utf-8").splitlines()
+    instructions = [line for line in lines if line and not line.startswith(("#", " "))]
+    assert instructions[:2] == [f"ARG {argument}={default}", f"FROM ${{{argument}}}"]
+    assert [line for line in instructions if line.startswith("USER")] == ["USER governor"]
+    build = next(s["build"] for s in compose()["services"].values()
+                 if s.get("build", {}).get("dockerfile") == dockerfile)
+    assert build["args"] == [argument]  # from the shell when set there, else the default
+
+
+def test_the_build_context_holds_no_secret_and_no_run_directory() -> None:
+    """.dockerignore lets in only what the images copy."""
+    lines = [line for line in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+             if line and not line.startswith("#")]
+    assert lines[0] == "*"
+    let_in = {line[1:] for line in lines if line.startswith("!")}
+    assert let_in == {"pyproject.toml", "README.md", "LICENSE", "governor", "slo.yaml"}
+
+
 def test_the_vllm_image_installs_what_serve_imports_and_smoke_imports_it() -> None:
     text = (ROOT / "Dockerfile.vllm").read_text()
     deps_step = next(line for line in text.splitlines() if "-c /tmp/vllm-image.txt" in line)
@@ -136,3 +247,4 @@ def test_the_vllm_image_installs_what_serve_imports_and_smoke_imports_it() -> No
     assert "import governor.inference.app" in text
     assert "opentelemetry.exporter.otlp.proto.http" in text
     assert "vllm.general_plugins" in text
+    assert "vllm.endpoint_plugins" in text

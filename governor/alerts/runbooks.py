@@ -22,7 +22,8 @@ from governor.slo.fleet import SEVERITIES, Alerting
 
 RUNBOOK_ANNOTATION: Final = "runbook_url"
 # Alerts made per SLO share one section: their name's suffix names it.
-_SHARED_SECTIONS: Final = ("ClassErrorBudgetBurn", "ErrorBudgetBurn", "P99High")
+_SHARED_SECTIONS: Final = ("ClassErrorBudgetBurn", "ErrorBudgetBurn", "P99High",
+                            n.NOT_IN_ENGINE_ALERT_SUFFIX)
 
 
 def section(alert: str) -> str:

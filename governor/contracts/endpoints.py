@@ -38,6 +38,8 @@ CONTROLLER: Final = Endpoint("controller", 9500)
 PROMETHEUS: Final = Endpoint("prometheus", 9090)
 ALERTMANAGER: Final = Endpoint("alertmanager", 9093)
 JAEGER_UI: Final = Endpoint("jaeger", 16686)
+JAEGER_OTLP: Final = Endpoint("jaeger", 4318)  # OTLP over HTTP: the service's --otlp-endpoint
+GRAFANA: Final = Endpoint("grafana", 3000)
 
 # Scrape job names in the generated prometheus.yml; boards, rules and the controller select on them.
 JOB_INFERENCE: Final = "inference"

@@ -6,7 +6,7 @@
 replayed against the controller and the static limits. A record holds when the request arrived,
 where it went, how long it was and how it was served; never a prompt, a completion, a header or
 an address. A new field is one line in :class:`RequestRecord` (a reader of an older version
-finds it absent)::
+finds it absent), as ``stages`` was::
 
     >>> record = RequestRecord(at=1700000000.25, route="/v1/chat/completions", request_class="chat",
     ...                        prompt_tokens=812, output_tokens=301, ttft_seconds=0.182,
@@ -29,6 +29,8 @@ from typing import Any, Final
 VERSION: Final = "governor/request-log/v1"
 # The key that carries the version on every line: a reader tells the log by it.
 VERSION_KEY: Final = "v"
+# The most stages a record may name (the service names a dozen).
+MAX_STAGES: Final = 32
 
 
 class RecordError(ValueError):
@@ -60,8 +62,21 @@ def _label(raw: object) -> object:
     return raw if isinstance(raw, str) and len(raw) <= 200 else _BAD
 
 
-def _field(parse: Callable[[object], object]) -> Any:
-    return field(metadata={"parse": parse})
+def _stages(raw: object) -> object:
+    # Absent (an older log, or a request the service never timed): None.
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or len(raw) > MAX_STAGES:
+        return _BAD
+    parsed = {key: _number(value) for key, value in raw.items()
+              if isinstance(key, str) and 0 < len(key) <= 40}
+    if len(parsed) != len(raw) or _BAD in parsed.values():
+        return _BAD
+    return parsed
+
+
+def _field(parse: Callable[[object], object], **default: Any) -> Any:
+    return field(metadata={"parse": parse}, **default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +94,9 @@ class RequestRecord:
     # Its own inter-token P99 (None: fewer than two tokens).
     itl_p99_seconds: float | None = _field(_optional_number)
     status: str = _field(_text)  # the status it was counted under ("200", "429", "499", …)
+    # Seconds in each stage of the request, by the stage label's values (governor.contracts.
+    # stages), which add up to its duration; None where the service did not time it.
+    stages: Mapping[str, float] | None = _field(_stages, default=None)
 
     def to_json(self) -> str:
         data = {VERSION_KEY: VERSION, **{key: _rounded(value)
@@ -102,4 +120,6 @@ class RequestRecord:
 
 def _rounded(value: object) -> object:
     # Microseconds are all any reader can use; shorter lines keep a bounded log longer.
+    if isinstance(value, Mapping):
+        return {key: _rounded(item) for key, item in value.items()}
     return round(value, 6) if isinstance(value, float) else value

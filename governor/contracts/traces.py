@@ -36,6 +36,16 @@ DECODE_SPAN: Final = "governor.decode"
 FIRST_TOKEN_EVENT: Final = "governor.first_token"
 ENGINE_QUEUED_SECONDS: Final = "governor.engine.queued_seconds"
 REQUEST_CLASS: Final = "governor.request.class"
+PROMPT_BYTES: Final = "governor.request.prompt_bytes"
+# At the request's end, one event with the seconds of every stage (governor.contracts.stages),
+# which add up to the span's duration, and that duration.
+STAGES_EVENT: Final = "governor.stages"
+STAGES_DURATION: Final = "governor.stage.total_seconds"
+
+
+def stage_attribute(stage: str) -> str:
+    """The stages event's attribute for one stage: ``governor.stage.tokenize_seconds``."""
+    return f"governor.stage.{stage}_seconds"
 
 
 def inference_span_name(operation: str, model: str) -> str:

@@ -213,6 +213,7 @@ def _target_status(rt: TargetRuntime) -> dict[str, Any]:
             **limits.current.as_dict(), "floor": limits.floor.as_dict(),
             "ceiling": limits.ceiling.as_dict()},
         "observation": None if rt.observation is None else rt.observation.as_inputs(),
+        "ranks": None if rt.observation is None else rt.observation.ranks(),
         "state": encode_state(rt.state),
         "last_decision": rt.last_decision,
         "last_result": rt.last_result,

@@ -1,10 +1,12 @@
 """The audit trail: one JSON line per decision that changed something (or changed its reason).
 
 Each line explains itself: what was decided and why, the inputs it saw, the limits before and
-after, and whether the change reached the engine::
+after, whether the change reached the engine, and on a server with several data-parallel ranks
+which rank the law judged::
 
     {"at": "2026-11-29T10:00:15.000Z", "target": "a:8000", "action": "tighten",
-     "reason": "itl_breach", "before": {...}, "after": {...}, "applied": true, ...}
+     "reason": "itl_breach", "before": {...}, "after": {...}, "applied": true, ...,
+     "ranks": {"judged": "1", "of": 2, "itl_tail_seconds": {"0": 0.041, "1": 0.18}}}
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +24,10 @@ log = logging.getLogger(__name__)
 
 
 def record(target: str, decision: Decision, *, at: float, applied: bool, dry_run: bool,
-           error: str | None = None) -> dict[str, Any]:
-    """The audit line of one decision (pure)."""
+           error: str | None = None, ranks: Mapping[str, object] | None = None
+           ) -> dict[str, Any]:
+    """The audit line of one decision (pure); ``ranks``: under data parallelism, the rank the
+    law judged and every rank's tail (:meth:`Observation.ranks`), else ``None``."""
     return {
         "at": iso(at),
         "target": target,
@@ -36,7 +41,9 @@ def record(target: str, decision: Decision, *, at: float, applied: bool, dry_run
         "explanation": decision.explanation,
         "inputs": dict(decision.inputs),
         "desired_replicas": {"replicas": decision.scale.replicas,
+                             "needed": round(decision.scale.replicas_needed, 3),
                              "reason": decision.scale.reason},
+        "ranks": None if ranks is None else dict(ranks),
     }
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from governor.controller import overload, spike, timestamps
+from governor.controller import overload, spike, stage_guard, timestamps
 from governor.controller.law_config import LawConfig
 from governor.controller.law_context import (
     BUDGET,
@@ -73,7 +73,7 @@ def decide(
     if ctx.tail is None or ctx.median is None:
         return ctx.hold(Reason.MISSING_DATA, "no inter-token latency tail or median in the window")
     ctx = overload.tracking(overload.scoring(ctx.noting_breach().learning()))
-    decision = _decide(ctx)
+    decision = stage_guard.held_outside_engine(ctx) or _decide(ctx)
     return replace(decision, scale=overload.advice(replace(ctx, state=decision.state)))
 
 

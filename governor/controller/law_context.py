@@ -232,6 +232,8 @@ class Context:
         q = pct(self.slo.itl_quantile)
         text = (f"ITL {q} {ms(self.tail)} (SLO {ms(self.slo.itl_seconds)}), "
                 f"median {ms(self.median)}")
+        if self.obs.rank is not None:  # data parallelism: the numbers are the worst rank's
+            text = f"rank {self.obs.rank} of {len(self.obs.rank_itl_tails)}: {text}"
         if self.slo.ttft_seconds is not None:
             text += f", TTFT {pct(self.slo.ttft_quantile)} {ms(self.ttft)} " \
                     f"(SLO {ms(self.slo.ttft_seconds)})"

@@ -60,10 +60,11 @@ class ControllerMetrics:
             self.observed.labels(target, quantity).set(math.nan if value is None else value)
 
     def scale(self, target: str, advice: ScaleAdvice) -> None:
-        """One series per target, labelled with the current reason (the others removed, so
-        ``sum`` over targets is the fleet's desired size)."""
+        """One series per target, labelled with the current reason (the others removed), worth
+        the replicas its demand needs, unrounded: ``sum`` over targets, rounded up once, is the
+        fleet's desired size."""
         for reason in names.SCALE_REASONS:
             if reason != advice.reason:
                 with contextlib.suppress(KeyError):  # never set for this target
                     self.desired_replicas.remove(target, reason)
-        self.desired_replicas.labels(target, advice.reason).set(advice.replicas)
+        self.desired_replicas.labels(target, advice.reason).set(advice.replicas_needed)

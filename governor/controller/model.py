@@ -43,6 +43,8 @@ class Reason(enum.StrEnum):
     ITL_AT_RISK = "itl_at_risk"  # under the SLO's quantile, but spikes over the SLO already
     # cost requests their own quantile: cut the budget to bring the spikes under it
     DECODE_SLOW = "decode_slow"  # the median step is slow without prefill pressure: cut seqs
+    NOT_IN_ENGINE = "not_in_engine"  # the breach sits in the service's own stages (the
+    # tokenizer, a slow reader), which no batching limit moves: hold
     NON_MONOTONIC = "non_monotonic"  # a cut made the tail worse; a deeper cut clears the spikes
     CUT_MADE_WORSE = "cut_made_worse"  # a cut made the tail worse and cannot be deepened: undo
     RELAX_BREACHED = "relax_breached"  # a relaxation brought the breach back: undo it
@@ -121,10 +123,45 @@ class Observation:
     ttft_good_per_second: float | None = None
     ttft_per_second: float | None = None
     itl_good_ratio: float | None = None
+    # Where the service's requests spend their time: mean seconds per request in each stage
+    # (governor.contracts.stages, by label value) over the short window and the long one.
+    stage_seconds: Mapping[str, float] = field(default_factory=dict)
+    stage_seconds_long: Mapping[str, float] = field(default_factory=dict)
+    # Under data parallelism (two ranks or more, by vLLM's ``engine`` label): the rank whose
+    # numbers these are, the worst one (governor.controller.ranks), and each rank's inter-token
+    # tail. ``None`` and empty with one engine, or series that name no rank.
+    rank: str | None = None
+    rank_itl_tails: Mapping[str, float | None] = field(default_factory=dict)
 
     def as_inputs(self) -> dict[str, float | None]:
-        """The observation as the audit log prints it (NaN shown as ``None``)."""
-        return {f.name: _finite(getattr(self, f.name)) for f in fields(self)}
+        """The observation as the audit log prints it (NaN shown as ``None``); the stages as
+        each one's growth from the long window to the short one; each rank's tail."""
+        inputs = {f.name: _finite(getattr(self, f.name)) for f in fields(self)
+                  if f.name not in MAPPED_FIELDS}
+        for stage, seconds in sorted(self.stage_seconds.items()):
+            before = self.stage_seconds_long.get(stage)
+            inputs[f"{STAGE_GROWTH_INPUT}.{stage}"] = \
+                None if before is None else _finite(seconds - before)
+        for rank, tail in self.rank_itl_tails.items():
+            inputs[f"{RANK_TAIL_INPUT}.{rank}"] = _finite(tail)
+        return inputs
+
+    def ranks(self) -> dict[str, object] | None:
+        """The judged rank and every rank's tail, as the audit line and /status show them
+        (``None``: one engine)."""
+        if self.rank is None:
+            return None
+        return {"judged": self.rank, "of": len(self.rank_itl_tails),
+                "itl_tail_seconds": {r: _finite(t) for r, t in self.rank_itl_tails.items()}}
+
+
+# The observation's fields that map stages to seconds (the others are single numbers).
+STAGE_FIELDS = frozenset(("stage_seconds", "stage_seconds_long"))
+STAGE_GROWTH_INPUT = "stage_growth_seconds"
+# The fields that say which data-parallel rank the numbers are, and each rank's tail.
+RANK_FIELDS = frozenset(("rank", "rank_itl_tails"))
+RANK_TAIL_INPUT = "itl_tail_seconds.rank"
+MAPPED_FIELDS = STAGE_FIELDS | RANK_FIELDS
 
 
 def _finite(value: float | None) -> float | None:
@@ -178,6 +215,18 @@ class ScaleAdvice:
     reason: str
     demand_per_second: float | None = None
     served_per_second: float | None = None
+
+    @property
+    def replicas_needed(self) -> float:
+        """The demand in replicas' worth, not rounded: ``demand / served`` while overloaded,
+        else ``replicas``. The scale-out gauge carries it, so that the sum over the targets,
+        rounded up once by the autoscaler (HPA's ``ceil(current * metric / target)`` over the
+        whole fleet), counts every replica's capacity: two replicas overloaded by half ask for
+        three, where each rounded up alone would ask for four."""
+        served, demand = self.served_per_second, self.demand_per_second
+        if self.reason != OVERLOADED or not served or demand is None:
+            return float(self.replicas)
+        return demand / served
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,13 @@
 ...     {"metric": {"instance": "a:8000"}, "value": [1.0, "0.25"]},
 ...     {"metric": {"instance": "b:8000"}, "value": [1.0, "NaN"]}]}})
 {'a:8000': 0.25, 'b:8000': nan}
+>>> parse_vector_by({"status": "success", "data": {"resultType": "vector", "result": [
+...     {"metric": {"instance": "a:8000", "stage": "decode"}, "value": [1.0, "0.5"]}]}}, "stage")
+{'a:8000': {'decode': 0.5}}
+>>> parse_vector_by_rank({"status": "success", "data": {"resultType": "vector", "result": [
+...     {"metric": {"instance": "a:8000", "engine": "1"}, "value": [1.0, "0.18"]},
+...     {"metric": {"instance": "b:8000"}, "value": [1.0, "0.05"]}]}})
+{'a:8000': {'1': 0.18}, 'b:8000': {'': 0.05}}
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import asyncio
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import aiohttp
@@ -20,10 +27,16 @@ import aiohttp
 from governor.common.prometheus import MAX_ANSWER_BYTES, QUERY_PATH, result
 from governor.common.prometheus import PrometheusError as PrometheusError  # the controller's
 from governor.contracts.metrics.prometheus import LABEL_INSTANCE
-from governor.controller.model import Observation
+from governor.contracts.metrics.service import LABEL_STAGE
+from governor.contracts.metrics.vllm import LABEL_ENGINE
+from governor.controller import ranks
+from governor.controller.model import MAPPED_FIELDS, Observation
 from governor.controller.queries import QuerySet
 
-_OBSERVATION_FIELDS = frozenset(f.name for f in fields(Observation))
+_OBSERVATION_FIELDS = frozenset(f.name for f in fields(Observation)) - MAPPED_FIELDS
+_NOTHING = Observation(itl_tail_seconds=None, itl_median_seconds=None)
+# Per field, per instance: the values of one label (a stage, a rank) and their samples.
+ByLabel = Mapping[str, Mapping[str, Mapping[str, float]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +57,30 @@ def parse_vector(body: Any) -> dict[str, float]:
     return out
 
 
+def parse_vector_by(body: Any, label: str) -> dict[str, dict[str, float]]:
+    """An instant-vector answer → ``{instance: {value of label: value}}``; finite values only
+    (a stage without requests in the window has no mean)."""
+    out: dict[str, dict[str, float]] = {}
+    for sample in result(body, "vector"):
+        instance, value = _sample(sample)
+        key = sample["metric"].get(label)
+        if instance is not None and isinstance(key, str) and math.isfinite(value):
+            out.setdefault(instance, {})[key] = value
+    return out
+
+
+def parse_vector_by_rank(body: Any) -> dict[str, dict[str, float]]:
+    """An instant-vector answer → ``{instance: {rank: value}}``, the rank from vLLM's
+    ``engine`` label (``""`` for a series without one); NaN kept, as :func:`parse_vector`."""
+    out: dict[str, dict[str, float]] = {}
+    for sample in result(body, "vector"):
+        instance, value = _sample(sample)
+        rank = sample["metric"].get(LABEL_ENGINE, ranks.NO_RANK)
+        if instance is not None and isinstance(rank, str):
+            out.setdefault(instance, {})[rank] = value
+    return out
+
+
 def _sample(sample: Any) -> tuple[str | None, float]:
     try:
         instance = sample["metric"].get(LABEL_INSTANCE)
@@ -53,21 +90,22 @@ def _sample(sample: Any) -> tuple[str | None, float]:
     return (instance if isinstance(instance, str) else None), value
 
 
-def assemble(values: Mapping[str, Mapping[str, float]], instances: Iterable[str]) -> dict[
-        str, Observation]:
-    """``{field: {instance: value}}`` → ``{instance: Observation}``; absent values are ``None``."""
+def assemble(values: ByLabel, instances: Iterable[str],
+             by_stage: ByLabel | None = None) -> dict[str, Observation]:
+    """``{field: {instance: {rank: value}}}`` (and ``{field: {instance: {stage: value}}}``) →
+    ``{instance: Observation}``, the worst rank's where a server has several
+    (:mod:`governor.controller.ranks`); absent values are ``None`` (an absent stage: no entry)."""
     out = {}
+    stages = by_stage or {}
     for instance in instances:
-        kwargs: dict[str, float | None] = {}
-        for name, per_instance in values.items():
-            if name in _OBSERVATION_FIELDS:
-                kwargs[name] = _clean(per_instance.get(instance))
-        out[instance] = Observation(**kwargs)
+        judged = ranks.judge({name: per_instance.get(instance, {})
+                              for name, per_instance in values.items()
+                              if name in _OBSERVATION_FIELDS})
+        out[instance] = replace(
+            _NOTHING, **judged.values, rank=judged.rank, rank_itl_tails=judged.tails,
+            stage_seconds=dict(stages.get("stage_seconds", {}).get(instance, {})),
+            stage_seconds_long=dict(stages.get("stage_seconds_long", {}).get(instance, {})))
     return out
-
-
-def _clean(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
 
 
 class PrometheusClient:
@@ -81,6 +119,15 @@ class PrometheusClient:
         self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
 
     async def query(self, expr: str) -> dict[str, float]:
+        return parse_vector(await self._answer(expr))
+
+    async def query_by(self, expr: str, label: str) -> dict[str, dict[str, float]]:
+        return parse_vector_by(await self._answer(expr), label)
+
+    async def query_by_rank(self, expr: str) -> dict[str, dict[str, float]]:
+        return parse_vector_by_rank(await self._answer(expr))
+
+    async def _answer(self, expr: str) -> Any:
         try:
             async with self._session.get(self._url, params={"query": expr},
                                          timeout=self._timeout) as response:
@@ -92,17 +139,20 @@ class PrometheusClient:
                 body = _json(raw)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise PrometheusError(f"{type(exc).__name__}: {exc}") from exc
-        return parse_vector(body)
+        return body
 
     async def snapshot(self, instances: Iterable[str]) -> Snapshot:
         """Observations for ``instances`` plus every instance Prometheus scrapes for the job."""
-        exprs = self._queries.expressions()
-        names = list(exprs)
-        results = await asyncio.gather(self.query(self._queries.targets()),
-                                       *(self.query(exprs[n]) for n in names))
-        scraped = frozenset(results[0])
-        wanted = set(instances) | scraped
-        return Snapshot(assemble(dict(zip(names, results[1:], strict=True)), wanted), scraped)
+        exprs, staged = self._queries.expressions(), self._queries.stage_expressions()
+        names, stage_names = list(exprs), list(staged)
+        scraped, by_rank, by_stage = await asyncio.gather(
+            self.query(self._queries.targets()),
+            asyncio.gather(*(self.query_by_rank(exprs[n]) for n in names)),
+            asyncio.gather(*(self.query_by(staged[n], LABEL_STAGE) for n in stage_names)))
+        wanted = set(instances) | set(scraped)
+        return Snapshot(assemble(dict(zip(names, by_rank, strict=True)), wanted,
+                                 dict(zip(stage_names, by_stage, strict=True))),
+                        frozenset(scraped))
 
 
 def _json(raw: bytes) -> Any:

@@ -4,11 +4,14 @@ The engine series are vLLM's, declared in :mod:`governor.contracts.metrics.vllm`
 sim engine expose them); the two latency histograms come from ``slo.yaml`` (the SLI of each SLO)
 and default to the service's own. Every selector is narrowed to the inference target of the spec
 (``targets.inference``: its scrape job and extra selector), and every expression aggregates
-``by (instance)``: one query answers for all targets at once.
+``by (instance, engine)``: one query answers for all targets at once, with one sample per
+data-parallel rank where vLLM's series name it (``engine``) and one per instance where they do
+not (the service's own histograms); :mod:`governor.controller.ranks` says which rank the law
+judges.
 
 >>> q = QuerySet.default()
 >>> q.expressions()["prompt_tokens_per_second"]
-'sum by (instance) (rate(vllm:prompt_tokens_total{job="inference"}[30s]))'
+'sum by (instance, engine) (rate(vllm:prompt_tokens_total{job="inference"}[30s]))'
 >>> q.targets()
 'up{job="inference"}'
 """
@@ -22,9 +25,11 @@ from typing import Final
 from governor.contracts import promql
 from governor.contracts.metrics import service, vllm
 from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_LE, UP
+from governor.contracts.metrics.service import LABEL_STAGE
 from governor.slo.fleet import Target, Targets
 
-BY_INSTANCE: Final = (LABEL_INSTANCE,)
+BY_RANK: Final = (LABEL_INSTANCE, vllm.LABEL_ENGINE)
+BY_STAGE: Final = (LABEL_INSTANCE, LABEL_STAGE)
 # The quantile that shows prefill spikes while they are too rare for the SLO's P99.
 SPIKE_QUANTILE: Final = 0.999
 
@@ -84,7 +89,7 @@ class QuerySet:
                    HistogramSli(service.TIME_TO_FIRST_TOKEN.name, threshold_seconds=1.0), 0.99)
 
     def expressions(self) -> dict[str, str]:
-        """Observation field name → PromQL returning one sample per ``instance``."""
+        """Observation field name → PromQL returning one sample per ``instance`` and rank."""
         short = promql.format_seconds(self.short_window_seconds)
         long = promql.format_seconds(self.long_window_seconds)
         itl = self._sli(self.itl)
@@ -93,25 +98,25 @@ class QuerySet:
             "itl_tail_seconds": _quantile(self.itl_quantile, itl, short),
             "itl_median_seconds": _quantile(0.5, itl, short),
             "itl_tail_long_seconds": _quantile(self.itl_quantile, itl, long),
-            "itl_mean_seconds": promql.mean(itl.metric, itl.matchers, short, BY_INSTANCE),
+            "itl_mean_seconds": promql.mean(itl.metric, itl.matchers, short, BY_RANK),
             "itl_spike_seconds": _quantile(SPIKE_QUANTILE, itl, long),
             "prompt_tokens_per_second": _sum_rate(self._on(vllm.PROMPT_TOKENS.total), short),
             "generation_tokens_per_second":
                 _sum_rate(self._on(vllm.GENERATION_TOKENS.total), short),
             "requests_running":
-                promql.sum_by(BY_INSTANCE, self._on(vllm.NUM_REQUESTS_RUNNING.name)),
-            "requests_waiting": promql.sum_by(BY_INSTANCE, waiting),
+                promql.sum_by(BY_RANK, self._on(vllm.NUM_REQUESTS_RUNNING.name)),
+            "requests_waiting": promql.sum_by(BY_RANK, waiting),
             "waiting_growth_per_second":
-                promql.sum_by(BY_INSTANCE, promql.deriv(waiting, long)),
+                promql.sum_by(BY_RANK, promql.deriv(waiting, long)),
             "kv_cache_usage_ratio":
-                promql.max_by(BY_INSTANCE, self._on(vllm.KV_CACHE_USAGE.name)),
+                promql.max_by(BY_RANK, self._on(vllm.KV_CACHE_USAGE.name)),
             "preemptions_per_second": _sum_rate(self._on(vllm.NUM_PREEMPTIONS.total), long),
         }
         if itl.threshold_seconds is not None:
             exprs["itl_good_ratio"] = promql.ratio_of_rates(
                 promql.Selector(itl.metric + "_bucket", itl.good_matchers()),
                 promql.Selector(itl.metric + "_count", itl.matchers), short,
-                BY_INSTANCE)
+                BY_RANK)
         if self.ttft is not None:
             ttft = self._sli(self.ttft)
             exprs["ttft_tail_seconds"] = _quantile(self.ttft_quantile, ttft, short)
@@ -122,16 +127,28 @@ class QuerySet:
                     promql.Selector(ttft.metric + "_bucket", ttft.good_matchers()), short)
         return exprs
 
+    def stage_expressions(self) -> dict[str, str]:
+        """Observation field → PromQL returning one sample per ``instance`` and ``stage``: each
+        stage's mean seconds per request over the short window and over the long one."""
+        return {
+            "stage_seconds": promql.mean(service.REQUEST_STAGE.name, self.scope,
+                                         promql.format_seconds(self.short_window_seconds),
+                                         BY_STAGE),
+            "stage_seconds_long": promql.mean(service.REQUEST_STAGE.name, self.scope,
+                                              promql.format_seconds(self.long_window_seconds),
+                                              BY_STAGE),
+        }
+
     def targets(self) -> str:
         """The inference instances Prometheus scrapes (the only ones the controller will touch)."""
         return self._on(UP.name).render()
 
 
 def _quantile(quantile: float, sli: HistogramSli, window: str) -> str:
-    # Grouped by instance, then le: the order these queries have always been sent in.
+    # Grouped by instance and rank, then le.
     return promql.histogram_quantile(quantile, sli.metric, sli.matchers, window,
-                                by=(LABEL_INSTANCE, LABEL_LE))
+                                     by=(*BY_RANK, LABEL_LE))
 
 
 def _sum_rate(counter: promql.Vector, window: str) -> str:
-    return promql.sum_by(BY_INSTANCE, promql.rate(counter, window))
+    return promql.sum_by(BY_RANK, promql.rate(counter, window))

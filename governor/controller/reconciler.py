@@ -265,8 +265,9 @@ class Reconciler:
 
     def _note(self, rt: TargetRuntime, decision: Decision, now: float, *, applied: bool,
               error: str | None = None) -> None:
-        line = audit_lines.record(rt.target.name, decision, at=now, applied=applied,
-                                  dry_run=self.config.dry_run, error=error)
+        line = audit_lines.record(
+            rt.target.name, decision, at=now, applied=applied, dry_run=self.config.dry_run,
+            error=error, ranks=None if rt.observation is None else rt.observation.ranks())
         previous = rt.last_decision
         rt.last_decision = line
         # Holds repeat every pass; the trail keeps changes, errors and changes of reason.

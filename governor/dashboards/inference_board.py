@@ -31,12 +31,14 @@ from governor.contracts.promql import (
     format_number,
     histogram_quantile,
     mean,
+    one_of,
     parse_selector,
     rate,
     ratio_of_rates,
     regex,
     sum_by,
 )
+from governor.contracts.stages import FIRST_TOKEN, Stage
 from governor.dashboards import controller_events
 from governor.dashboards.board import Board, BoardInfo, fleet_variables, label_variable
 from governor.dashboards.panels import Line, Query, Spec, text, timeseries
@@ -155,6 +157,88 @@ def _latency_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
          Query(mean(vllm.REQUEST_DECODE_TIME.name, LABELS, RATE_INTERVAL), "decode"),
          Query(mean(vllm.E2E_REQUEST_LATENCY.name, LABELS, RATE_INTERVAL), "end to end")],
         stacked=False))
+
+
+def request_slo_lines(spec: SloSpec) -> list[Line]:
+    """The thresholds of the latency SLOs on a whole request's time (its first token, its
+    duration): what a stack of one request's stages is compared with."""
+    per_request = (m.TIME_TO_FIRST_TOKEN.name, m.REQUEST_DURATION.name)
+    return [Line(t) for t in sorted({t for name in per_request for _, t in slo_lines(spec, name)})]
+
+
+def _stage_panel(title: str, about: str, quantile: float | None, spec: SloSpec,
+                 ) -> ts_builder.Panel:
+    """Each stage's quantile (or mean) per request, stacked in the order a request passes
+    them (a query each, so the stack keeps that order), with the per-request SLOs dashed."""
+    queries = []
+    for stage in Stage:
+        if quantile is None:
+            expr = _stage_mean(stage)
+        else:
+            expr = histogram_quantile(quantile, m.REQUEST_STAGE.name,
+                                      (*LABELS, eq(m.LABEL_STAGE, stage.value)), RATE_INTERVAL)
+        queries.append(Query(expr, stage.value))
+    return timeseries(Spec(title, about, "s", width=8), queries, lines=request_slo_lines(spec),
+                      stacked=True)
+
+
+def _stages_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
+    board.row("Where the time goes")
+    if series.stock_vllm:
+        board.panel(text(f"Where the time goes: {NOT_ON_STOCK_VLLM.lower()}", (
+            f"**{NOT_ON_STOCK_VLLM}.**\n\nThe stages of a request before and after the engine "
+            "(reading, decoding, the chat template,\ntokenizing, admission, writing the stream) "
+            "are measured by `governor serve`.\nOn stock vLLM, see **Where engine time goes** "
+            "above."), height=6))
+        return
+    stages = ", ".join(stage.value for stage in Stage)
+    about = (f"Each stage of a request that reached the engine ({stages}), stacked in that "
+             "order. Stages are contiguous from the first byte read to the last byte written, "
+             "so a request's stages add up to its duration; other is what no stage explains. "
+             "Dashed: the per-request latency SLOs.")
+    board.panel(_stage_panel("Where the time goes (p50 per stage)", about, 0.5, spec))
+    board.panel(_stage_panel("Where the time goes (p99 per stage)", about + " A sum of p99s "
+                             "is not the p99 of the sum: it bounds it from above.", 0.99, spec))
+    board.panel(_stage_panel("Where the time goes (mean per stage)", about + " The means add "
+                             "up to the mean request duration exactly.", None, spec))
+    board.panel(_text_threads_panel())
+    board.panel(_prompt_panel())
+
+
+def _stage_mean(*stages: Stage) -> str:
+    """Mean seconds per request in ``stages`` together (every stage counts every request)."""
+    return ratio_of_rates(Selector(m.REQUEST_STAGE.sum, (*LABELS, _stages(*stages))),
+                          Selector(m.REQUEST_STAGE.count, (*LABELS, _stages(Stage.OTHER))),
+                          RATE_INTERVAL)
+
+
+def _stages(*stages: Stage) -> Matcher:
+    return one_of(m.LABEL_STAGE, [stage.value for stage in stages])
+
+
+def _text_threads_panel() -> ts_builder.Panel:
+    return timeseries(
+        Spec("Tokenizer and text threads", "Mean seconds per request tokenizing, and waiting "
+             "for a text thread (--tokenizer-threads): when the tokenizer is the bottleneck, "
+             "the wait grows with it. Before the engine: everything before the admission "
+             "queue (reading, parsing, rendering, tokenizing and those waits).", "s"),
+        [Query(_stage_mean(Stage.TOKENIZE), Stage.TOKENIZE.value),
+         Query(_stage_mean(Stage.TEXT_QUEUE), Stage.TEXT_QUEUE.value),
+         Query(_stage_mean(*FIRST_TOKEN.service), "before the engine")])
+
+
+def _prompt_panel() -> ts_builder.Panel:
+    per_byte = ratio_of_rates(Selector(m.REQUEST_STAGE.sum, (*LABELS, _stages(Stage.TOKENIZE))),
+                              Selector(m.REQUEST_PROMPT_BYTES.sum, LABELS), RATE_INTERVAL)
+    return timeseries(
+        Spec("Prompt size and tokenizer cost", "Median prompt bytes and tokens of the "
+             "requests that reached the engine, and what tokenizing cost per prompt byte, in "
+             "nanoseconds (governor bench tokenize measures it by language).", "short"),
+        [Query(histogram_quantile(0.5, m.REQUEST_PROMPT_BYTES.name, LABELS, RATE_INTERVAL),
+               "bytes p50"),
+         Query(histogram_quantile(0.5, m.REQUEST_PROMPT_TOKENS.name, LABELS, RATE_INTERVAL),
+               "tokens p50"),
+         Query(f"1e9 * ({per_byte})", "tokenize ns per byte")])
 
 
 def counted_against(spec: SloSpec, requests: Metric = m.REQUESTS) -> str:
@@ -284,6 +368,7 @@ def inference_board(spec: SloSpec, source: str) -> Board:
     board.annotation(controller_events.limit_changes(controller))
     board.annotation(controller_events.controller_posts())
     _latency_row(spec, series, board)
+    _stages_row(spec, series, board)
     _throughput_row(spec, series, board)
     _scheduler_row(series, board)
     _limits_row(spec, series, board)

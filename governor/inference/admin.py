@@ -5,11 +5,15 @@ names either limit or both; values outside ``[floor, ceiling]`` get 422 and chan
 
     PUT /admin/batching  {"max_num_batched_tokens": 2048}
     200 {"max_num_seqs": 256, "max_num_batched_tokens": 2048, "floor": {…}, "ceiling": {…}}
+
+Over vLLM, the answer adds ``ranks``: each data-parallel engine's own report (its ``dp_rank``,
+pid and limits in force), as stock ``vllm serve`` with Governor's route answers.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from aiohttp import web
 
@@ -50,9 +54,25 @@ def requested_limits(body: object, engine: Engine) -> BatchingLimits:
         raise APIError(exc.status, exc.message, param=exc.param, code=exc.code) from exc
 
 
+async def answer(engine: Engine, retry_after: int) -> dict[str, Any]:
+    """The report, with each data-parallel rank's own where the engine has ranks (vLLM's
+    engines: one ``PUT`` moves them all, and each says what it has in force)."""
+    body = report(engine).as_dict()
+    try:
+        ranks = await engine.ranks()
+    except EngineError as exc:
+        raise APIError(503, exc.message, type_=UNAVAILABLE, code=exc.kind.value,
+                       retry_after_seconds=retry_after) from exc
+    if ranks is not None:
+        body["ranks"] = ranks
+    return body
+
+
 async def get_batching(request: web.Request) -> web.Response:
     _authorize(request)
-    return web.json_response(report(request.app[keys.ENGINE]).as_dict())
+    app = request.app
+    return web.json_response(await answer(app[keys.ENGINE],
+                                          app[keys.CONFIG].admission.retry_after_seconds))
 
 
 async def put_batching(request: web.Request) -> web.Response:
@@ -84,4 +104,4 @@ async def put_batching(request: web.Request) -> web.Response:
         metrics.set_limits(metrics.limit, applied)
         metrics.limit_changes.labels(RESULT_APPLIED).inc()
     log.info("batching limits %s -> %s", before.as_dict(), applied.as_dict())
-    return web.json_response(report(engine).as_dict())
+    return web.json_response(await answer(engine, retry_after))

@@ -32,6 +32,7 @@ from governor.contracts.endpoints import (
     METRICS_PATH,
 )
 from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID, UNCLASSIFIED
+from governor.contracts.stages import Stage
 from governor.inference import admin, generation, keys
 from governor.inference.admission import AdmissionQueue
 from governor.inference.admission_policy import AdmissionPolicy
@@ -47,12 +48,13 @@ from governor.inference.errors import (
     SERVER,
     APIError,
 )
-from governor.inference.listener import serving
+from governor.inference.listener import first_byte_at, serving
 from governor.inference.metrics import ServiceMetrics
 from governor.inference.prompts import text_work_ctx
 from governor.inference.request_log import RequestFacts, RequestLogWriter
+from governor.inference.stages import RequestStages, StageClock
 from governor.inference.timeouts import ClientTooSlow, ClientWriter
-from governor.inference.tracing import extract_context, setup_tracing
+from governor.inference.tracing import add_stages_event, extract_context, setup_tracing
 
 log = logging.getLogger(__name__)
 
@@ -190,14 +192,25 @@ def _from_http_exception(exc: web.HTTPException) -> APIError:
     return APIError(exc.status, exc.reason, type_=INVALID_REQUEST if exc.status < 500 else SERVER)
 
 
+def _clock(request: web.Request) -> StageClock:
+    """The request's stage clock, from its first byte (from now when that is unknown); the
+    time up to now was reading its headers."""
+    now = time.perf_counter()
+    arrived = first_byte_at(request)
+    clock = StageClock(now if arrived is None or arrived > now else arrived)
+    clock.reach(Stage.READ, now)
+    return clock
+
+
 @web.middleware
 async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Status, duration and span of every request; OpenAI error bodies for every failure; and
-    every response the handler did not send itself sent within the write timeout."""
+    """Status, duration, stages and span of every request, from its first byte; OpenAI error
+    bodies for every failure; and every response the handler did not send itself sent within
+    the write timeout."""
     app = request.app
     route = _route(request)
-    start = time.perf_counter()
-    span = _start_span(request, route)
+    request[keys.STAGES] = clock = _clock(request)
+    span = _start_span(request, route, clock.start)
     code = "500"
     writer = app.get(keys.REQUEST_LOG)
     if writer is not None and route in GENERATION_ROUTES:
@@ -219,9 +232,12 @@ async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse
             raise
         finally:
             request_class = request.get(keys.CLASS, UNCLASSIFIED)
-            _record(app, route, code, request_class, time.perf_counter() - start, span)
+            stages = clock.finish()
+            _record(app, route, code, request_class, stages, span)
             if writer is not None and keys.FACTS in request:
-                writer.submit(request[keys.FACTS], route, request_class, code)
+                facts: RequestFacts = request[keys.FACTS]
+                facts.stages = stages
+                writer.submit(facts, route, request_class, code)
 
 
 async def _respond(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -255,15 +271,20 @@ async def _deliver(request: web.Request, response: web.StreamResponse, code: str
         return CLIENT_TOO_SLOW
     except ConnectionError:
         return CLIENT_GONE
+    finally:
+        request[keys.STAGES].reach(Stage.STREAM_WRITE)
     return code
 
 
-def _start_span(request: web.Request, route: str) -> trace.Span | None:
+def _start_span(request: web.Request, route: str, arrived: float) -> trace.Span | None:
+    """The SERVER span of a request under :data:`TRACED_PREFIXES`, from its first byte
+    (``arrived``, ``time.perf_counter``)."""
     if not route.startswith(TRACED_PREFIXES):
         return None
+    start_ns = time.time_ns() - int((time.perf_counter() - arrived) * 1e9)
     span = request.app[keys.TRACING].tracer.start_span(
         f"{request.method} {route}", context=extract_context(request.headers),
-        kind=SpanKind.SERVER,
+        kind=SpanKind.SERVER, start_time=start_ns,
         attributes={"http.request.method": request.method, "http.route": route,
                     "url.path": request.path},
     )
@@ -279,16 +300,22 @@ def _current(span: trace.Span | None) -> contextlib.AbstractContextManager[objec
 
 
 def _record(
-    app: web.Application, route: str, code: str, request_class: str, seconds: float,
+    app: web.Application, route: str, code: str, request_class: str, stages: RequestStages,
     span: trace.Span | None,
 ) -> None:
     metrics = app.get(keys.METRICS)
+    generation = route in GENERATION_ROUTES
     if metrics is not None:
         metrics.requests.labels(route, code, request_class).inc()
         if span is not None:
             exemplar = {EXEMPLAR_TRACE_ID: format(span.get_span_context().trace_id, "032x")}
-            metrics.duration.labels(route, request_class).observe(seconds, exemplar)
+            metrics.duration.labels(route, request_class).observe(stages.duration_seconds,
+                                                                  exemplar)
+        if generation and stages.reached_engine:
+            metrics.observe_stages(stages)
     if span is not None:
+        if generation and app[keys.TRACING].traces_endpoint is not None:
+            add_stages_event(span, stages)  # only for spans that go somewhere: it costs µs
         span.set_attribute("http.response.status_code", int(code))
         if code.startswith("5"):
             span.set_status(StatusCode.ERROR)

@@ -128,8 +128,8 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    help="service.name of the spans (OTEL_SERVICE_NAME wins)")
     p.add_argument("--request-log", type=Path, default=None, metavar="FILE",
                    help="write one JSON line per generation request to FILE (arrival, route, "
-                        "class, token counts, TTFT, its own ITL P99, status; never its text), "
-                        "for governor bench controller --workload FILE")
+                        "class, token counts, TTFT, its own ITL P99, status, stages; never its "
+                        "text), for governor bench controller --workload FILE")
     p.add_argument("--request-log-max-bytes", type=positive_int, default=request_log.max_bytes,
                    help="rotate the request log past this size")
     p.add_argument("--request-log-backups", type=non_negative_int, default=request_log.backups,

@@ -24,6 +24,7 @@ from governor.contracts.metrics.service import (
     REASON_QUEUE_TIMEOUT,
     REASON_SHED,
 )
+from governor.contracts.stages import Stage
 from governor.inference import keys
 from governor.inference.admission import QueueFull, QueueTimeout, Shed
 from governor.inference.config import ServiceConfig
@@ -68,6 +69,7 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
     deadline = asyncio.get_running_loop().time() + config.connections.request_timeout_seconds
     prepared = await prepare_request(request, kind, deadline)
     params, token_ids = prepared.params, prepared.token_ids
+    metrics = app[keys.METRICS]
     route = CHAT_COMPLETIONS_PATH if kind == "chat" else COMPLETIONS_PATH
     request_class = config.classes.classify(route, request.headers, len(token_ids))
     request[keys.CLASS] = name = request_class.name
@@ -78,22 +80,25 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
     request_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex}"
     _request_attributes(span, engine, params, request_id, max_tokens, len(token_ids))
     span.set_attribute(tr.REQUEST_CLASS, name)
-    metrics = app[keys.METRICS]
+    if app[keys.TRACING].traces_endpoint is not None:  # µs each, for spans that go somewhere
+        span.set_attribute(tr.PROMPT_BYTES, prepared.prompt_bytes)
     retry_after = config.admission.retry_after_seconds
     run = Generation(
         kind, params, engine, metrics, metrics.latency(name), app[keys.TRACING].tracer, span,
         GenerateRequest(request_id, prepared.prompt, token_ids, max_tokens, params.sampling,
                         trace_headers=inject_headers(span), priority=request_class.priority),
-        retry_after, deadline, config.connections.write_timeout_seconds, facts=facts,
+        retry_after, deadline, config.connections.write_timeout_seconds, request[keys.STAGES],
+        facts=facts,
     )
     await _admit(request, run, retry_after, name)
+    metrics.observe_prompt(prepared.prompt_bytes, len(token_ids))
     try:
         if params.stream:
             return await run.stream(request)
         return await run.complete()
     finally:
         app[keys.ADMISSION].release(name)
-        run.finish_span()
+        run.finish()
 
 
 async def _admit(request: web.Request, run: Generation, retry_after: int,
@@ -102,6 +107,8 @@ async def _admit(request: web.Request, run: Generation, retry_after: int,
     metrics = request.app[keys.METRICS]
     # The wait is bounded by the queue timeout, and by what is left of the request's deadline.
     left = run.deadline - asyncio.get_running_loop().time()
+    clock = run.clock
+    clock.reach(Stage.OTHER)  # classifying, the engine request
     try:
         await request.app[keys.ADMISSION].acquire(
             min(config.admission.queue_timeout_seconds, left), request_class)
@@ -124,6 +131,8 @@ async def _admit(request: web.Request, run: Generation, retry_after: int,
             503, "no engine slot became free in time; retry later",
             type_=UNAVAILABLE, code="queue_timeout", retry_after_seconds=retry_after,
         ) from None
+    finally:
+        clock.reach(Stage.ADMISSION)
     run.admitted()
 
 

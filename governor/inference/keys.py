@@ -13,6 +13,7 @@ from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
 from governor.inference.metrics import ServiceMetrics
 from governor.inference.request_log import RequestFacts, RequestLogWriter
+from governor.inference.stages import StageClock
 from governor.inference.textwork import TextWork
 from governor.inference.tracing import Tracing
 
@@ -30,6 +31,8 @@ REQUEST_LOG = web.AppKey("request_log", RequestLogWriter)
 
 # Per request: the SERVER span the middleware opened (absent for /metrics and /health).
 SPAN = web.RequestKey("span", trace.Span)
+# Per request: the clock of its stages, started at its first byte (governor.inference.stages).
+STAGES = web.RequestKey("stages", StageClock)
 # Per request: set once the SSE status line is sent.
 STREAMING = web.RequestKey("streaming", bool)
 # Per request: the code it is counted under when its status line does not tell how it ended (a

@@ -36,6 +36,7 @@ import json
 import logging
 import signal
 import socket
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -130,6 +131,8 @@ class Gate(asyncio.Protocol):
         self._refusal = ""  # why it had no regular place
         self._deadline: asyncio.TimerHandle | None = None  # for the headers awaited
         self._busy = False  # a request's headers are in, and it is being served
+        # When the first byte of the request being read or served arrived (perf_counter).
+        self.first_byte_at: float | None = None
 
     @property
     def reserved(self) -> bool:
@@ -153,6 +156,8 @@ class Gate(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._inner is not None:
+            if not self._busy and self.first_byte_at is None:
+                self.first_byte_at = time.perf_counter()
             if not self._busy and self._deadline is None:
                 # The first byte of the next request. (Or the rest of a body that the last
                 # answer did not read, which aiohttp drains: a connection then left idle is
@@ -188,6 +193,7 @@ class Gate(asyncio.Protocol):
 
     def request_ended(self) -> None:
         self._busy = False
+        self.first_byte_at = None
 
     def _serve(self) -> None:
         assert self._transport is not None
@@ -256,6 +262,15 @@ def serving(request: web.Request) -> Iterator[bool]:
         yield gate.reserved
     finally:
         gate.request_ended()
+
+
+def first_byte_at(request: web.Request) -> float | None:
+    """When the first byte of ``request`` arrived (``time.perf_counter``), as its connection's
+    gate saw it; ``None`` when unknown: no gate (a test server), a request served past a limit,
+    or one whose bytes came while the one before it was still served (pipelining)."""
+    transport = request.transport
+    gate = transport.get_protocol() if transport is not None else None
+    return gate.first_byte_at if isinstance(gate, Gate) else None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,10 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from governor.contracts.instruments import counter, gauge, histogram, info
 from governor.contracts.metrics import service as m
+from governor.contracts.stages import Stage
+from governor.inference.counted import CountedHistogram
 from governor.inference.engines.base import BatchingLimits
+from governor.inference.stages import RequestStages
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,11 @@ class ServiceMetrics:
         self._latency = {name: ClassLatency(ttft.labels(model, name), itl.labels(model, name))
                          for name in classes}
         self.duration = histogram(m.REQUEST_DURATION, registry)
+        # Observed for every request, a dozen values at once: plain counts, no lock each.
+        self._stages = CountedHistogram(m.REQUEST_STAGE, [[stage.value] for stage in Stage],
+                                        registry)
+        self._prompt_bytes = CountedHistogram(m.REQUEST_PROMPT_BYTES, [[]], registry)
+        self._prompt_tokens = CountedHistogram(m.REQUEST_PROMPT_TOKENS, [[]], registry)
         self.requests = counter(m.REQUESTS, registry)
         self.in_flight = gauge(m.REQUESTS_IN_FLIGHT, registry)
         self.queue_depth = gauge(m.QUEUE_DEPTH, registry)
@@ -60,6 +68,15 @@ class ServiceMetrics:
 
     def latency(self, request_class: str) -> ClassLatency:
         return self._latency[request_class]
+
+    def observe_stages(self, stages: RequestStages) -> None:
+        """Every stage of a request that reached the engine, zeros included: each stage then
+        counts every such request, and the stages' means add up to the mean duration."""
+        self._stages.observe_rows(stages.seconds.values())  # in the order of Stage
+
+    def observe_prompt(self, prompt_bytes: int, prompt_tokens: int) -> None:
+        self._prompt_bytes.observe(0, prompt_bytes)
+        self._prompt_tokens.observe(0, prompt_tokens)
 
     def set_info(self, engine: str, model: str, version: str) -> None:
         self.info.info({m.LABEL_ENGINE: engine, m.LABEL_MODEL: model, m.LABEL_VERSION: version})

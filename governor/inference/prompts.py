@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from aiohttp import web
 
+from governor.contracts.stages import Stage
 from governor.inference import keys
 from governor.inference.body import body_allowance_seconds, body_too_late, decode_json, read_body
 from governor.inference.config import ServiceConfig
@@ -40,11 +42,14 @@ Kind = Literal["chat", "completion"]
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """A validated request and its prompt, tokenized."""
+    """A validated request and its prompt, tokenized; ``stages``: when each of the text
+    thread's stages ended (``time.perf_counter``), in order, the first the wait for the thread."""
 
     params: GenerationParams
     prompt: str
     token_ids: tuple[int, ...]
+    prompt_bytes: int = 0
+    stages: tuple[tuple[Stage, float], ...] = ()
 
 
 async def text_work_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -61,16 +66,21 @@ async def prepare_request(request: web.Request, kind: Kind, deadline: float) -> 
     nothing more."""
     app = request.app
     text, size = app[keys.TEXT_WORK], request.content_length
+    clock = request[keys.STAGES]
     reading = False
     try:
         async with asyncio.timeout_at(deadline), text.turn(size, request.remote):
+            clock.reach(Stage.TEXT_QUEUE)  # a large body's turn (a small one has none)
             reading = True
             raw = await read_body(request, _read_by(request, deadline))
             reading = False
+            clock.reach(Stage.READ)
             # Read on the loop: ready is the engine's own state, not meant for threads.
             engine = app[keys.ENGINE]
-            return await text.run(functools.partial(
+            prepared = await text.run(functools.partial(
                 prepare, raw, kind, engine, app[keys.CONFIG], engine_ready=engine.ready))
+            clock.reach_all(prepared.stages)
+            return prepared
     except TimeoutError:
         if reading:  # the deadline passed while the body was still coming
             raise body_too_late() from None
@@ -89,13 +99,16 @@ def _read_by(request: web.Request, deadline: float) -> float:
 
 
 def prepare(
-    raw: bytes, kind: Kind, engine: Engine, config: ServiceConfig, *, engine_ready: bool
+    raw: bytes, kind: Kind, engine: Engine, config: ServiceConfig, *, engine_ready: bool,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Prepared:
-    """Decode, validate, render and tokenize one request (CPU only; run in a text thread).
+    """Decode, validate, render and tokenize one request (CPU only; run in a text thread),
+    stamping when each stage ends.
 
     Errors come in the order a client fixes them: the body (400), the model (404), the engine
     (503), the prompt's length (400 ``context_length_exceeded``).
     """
+    started = clock()
     parse = parse_chat_request if kind == "chat" else parse_completion_request
     params = parse(decode_json(raw), max_tokens_limit=config.max_tokens_limit)
     if params.model != engine.model_name:
@@ -107,9 +120,15 @@ def prepare(
         raise APIError(503, "the engine is not ready", type_=UNAVAILABLE,
                        code="engine_not_ready",
                        retry_after_seconds=config.admission.retry_after_seconds)
+    parsed = clock()
     prompt = _render(params, engine)
     check_prompt_bytes(prompt, engine, "messages" if kind == "chat" else "prompt")
-    return Prepared(params, prompt, tuple(engine.tokenize(prompt)))
+    size = utf8_size(prompt)
+    rendered = clock()
+    token_ids = tuple(engine.tokenize(prompt))
+    return Prepared(params, prompt, token_ids, size, (
+        (Stage.TEXT_QUEUE, started), (Stage.PARSE, parsed), (Stage.RENDER, rendered),
+        (Stage.TOKENIZE, clock())))
 
 
 def _render(params: GenerationParams, engine: Engine) -> str:
@@ -125,6 +144,11 @@ def check_prompt_bytes(prompt: str, engine: Engine, param: str) -> None:
     size = bytes_over(prompt, limit)
     if size is not None:
         raise prompt_too_many_bytes(engine.max_model_len, engine.max_token_bytes, size, param)
+
+
+def utf8_size(text: str) -> int:
+    """The bytes of ``text`` in UTF-8; counted without encoding when it is ASCII."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def bytes_over(text: str, limit: int) -> int | None:

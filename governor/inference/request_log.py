@@ -2,7 +2,8 @@
 
 The record (:mod:`governor.contracts.request_log`) holds when a request arrived, its route and
 class, its prompt and output token counts, its time to first token, its own inter-token P99 and
-the status it was counted under; never a prompt, a completion, a header or an address. Replayed by
+the status it was counted under, and the seconds it spent in each stage; never a prompt, a
+completion, a header or an address. Replayed by
 ``governor bench controller --workload FILE``, it answers "which limits, and what would the
 controller have done, on my traffic?".
 
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import IO, Final
 
 from governor.contracts.request_log import RequestRecord
+from governor.inference.stages import RequestStages
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,7 @@ class RequestFacts:
     output_tokens: int = 0
     ttft_seconds: float | None = None
     gaps: array[float] = field(default_factory=lambda: array("f"))
+    stages: RequestStages | None = None  # set as the request ends
 
     def first_token(self, ttft_seconds: float, tokens: int) -> None:
         self.ttft_seconds = ttft_seconds
@@ -82,7 +85,8 @@ class RequestFacts:
         tail = quantile(sorted(self.gaps), ITL_QUANTILE) if self.gaps else None
         return RequestRecord(at=self.arrived_unix, route=route, request_class=request_class,
                              prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens,
-                             ttft_seconds=self.ttft_seconds, itl_p99_seconds=tail, status=status)
+                             ttft_seconds=self.ttft_seconds, itl_p99_seconds=tail, status=status,
+                             stages=None if self.stages is None else self.stages.as_dict())
 
 
 def quantile(ordered: list[float], q: float) -> float:

@@ -3,12 +3,15 @@
 A run streams (server-sent events) or gathers its response within the request's deadline,
 writing through a :class:`~governor.inference.timeouts.ClientWriter`, so that a client that
 stops reading ends its own request; it records time to first token, inter-token latency and
-the tokens, with the trace id as exemplar, and the span tree (queue → prefill → decode)::
+the tokens, with the trace id as exemplar, the span tree (queue → prefill → decode), and
+the request's engine and writing stages on its :class:`~governor.inference.stages.StageClock`.
+A streamed token costs the stages one clock reading (the end of its write) and no call: the
+writes' time is summed as they end and placed on the clock when the response ends::
 
     run = Generation(kind, params, engine, metrics, latency, tracer, span, request, retry_after,
-              deadline, write_timeout_seconds)
+              deadline, write_timeout_seconds, clock)
     response = await (run.stream(http) if params.stream else run.complete())
-    run.finish_span()
+    run.finish()
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from math import inf
 from typing import Literal
 
 from aiohttp import web
@@ -24,11 +28,13 @@ from opentelemetry import trace
 
 from governor.contracts import traces as tr
 from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID
+from governor.contracts.stages import Stage
 from governor.inference import keys
 from governor.inference.engines.base import (
     Engine,
     EngineError,
     EngineErrorKind,
+    EngineTimes,
     FinishReason,
     GenerateRequest,
     TokenDelta,
@@ -45,6 +51,7 @@ from governor.inference.metrics import ClassLatency, ServiceMetrics
 from governor.inference.protocol import GenerationParams
 from governor.inference.request_log import RequestFacts
 from governor.inference.sse import DONE, ChunkEncoder, Usage, error_event, full_response
+from governor.inference.stages import StageClock
 from governor.inference.timeouts import ClientTooSlow, ClientWriter
 from governor.inference.tracing import trace_id_hex
 
@@ -80,10 +87,11 @@ class Generation:
     def __init__(
         self, kind: Kind, params: GenerationParams, engine: Engine, metrics: ServiceMetrics,
         latency: ClassLatency, tracer: trace.Tracer, span: trace.Span, request: GenerateRequest,
-        retry_after: int, deadline: float, write_timeout_seconds: float, *,
+        retry_after: int, deadline: float, write_timeout_seconds: float, clock: StageClock, *,
         facts: RequestFacts | None = None,
     ) -> None:
         self.deadline = deadline  # loop time
+        self.clock = clock
         self.write_timeout_seconds = write_timeout_seconds
         self.latency = latency
         self.tracer = tracer
@@ -96,18 +104,25 @@ class Generation:
         self.request = request
         self.created = int(time.time())
         self.exemplar = {EXEMPLAR_TRACE_ID: trace_id_hex(span)}
-        # Wall-clock nanoseconds for the child spans; perf_counter for the latencies.
+        # Wall-clock nanoseconds for the child spans; perf_counter for the latencies, which
+        # start at the request's first byte.
         self.start_ns = time.time_ns()
-        self.start = time.perf_counter()
+        self.arrived_ns = self.start_ns - int((time.perf_counter() - clock.start) * 1e9)
         self.admitted_ns = self.first_ns = self.last_ns = 0
         self.last = 0.0
         self.engine_queued_seconds: float | None = None
+        # The engine's own decode time, reported with its last token (None: not reported).
+        self.engine_decode_seconds: float | None = None
+        # Seconds spent encoding and writing the response since the first token (and the time
+        # the client made the writes wait): the stream_write stage, placed at the end.
+        self.written = 0.0
         self.completion_tokens = 0
         self.finish_reason: str | None = None
         self.facts = facts  # --request-log's record, or None
 
     def admitted(self) -> None:
         self.admitted_ns = time.time_ns()
+        self.clock.reached_engine = True
         self.metrics.prompt_tokens.inc(len(self.request.prompt_token_ids))
 
     def usage(self) -> Usage:
@@ -118,14 +133,15 @@ class Generation:
         self.last_ns = time.time_ns()
         if self.first_ns == 0:
             self.first_ns = self.last_ns
-            self.latency.ttft.observe(now - self.start, self.exemplar)
-            self.engine_queued_seconds = delta.queued_seconds
+            self.latency.ttft.observe(now - self.clock.start, self.exemplar)
             if self.facts is not None:
-                self.facts.first_token(now - self.start, delta.num_tokens)
+                self.facts.first_token(now - self.clock.start, delta.num_tokens)
         else:
             self.latency.itl.observe(now - self.last, self.exemplar)
             if self.facts is not None:
                 self.facts.next_token(now - self.last, delta.num_tokens)
+        if delta.times is not None and delta.times.decode_seconds is not None:
+            self.engine_decode_seconds = delta.times.decode_seconds
         self.last = now
         self.completion_tokens += delta.num_tokens
 
@@ -141,12 +157,27 @@ class Generation:
             await stream.aclose()  # type: ignore[attr-defined]
 
     async def _first(self, deltas: AsyncIterator[TokenDelta]) -> TokenDelta | None:
+        """The first delta; the wait for it split by the engine's own queue and prefill times
+        (what they do not cover, the hops to and from the engine, is ``other``)."""
         try:
-            return await anext(deltas)
+            first = await anext(deltas)
         except StopAsyncIteration:
             return None
         except EngineError as exc:
             raise engine_error(exc, self.retry_after) from exc
+        times = first.times or EngineTimes()
+        self.engine_queued_seconds = times.queued_seconds
+        self.clock.split(((Stage.ENGINE_QUEUE, times.queued_seconds),
+                          (Stage.PREFILL, times.prefill_seconds)))
+        return first
+
+    async def _timed(self, writing: Awaitable[object]) -> None:
+        """A write of the response (not a token's), counted as stream_write."""
+        started = time.perf_counter()
+        try:
+            await writing
+        finally:
+            self.written += time.perf_counter() - started
 
     async def stream(self, http: web.Request) -> web.StreamResponse:
         """The response as server-sent events. Ends early when the client goes away (499),
@@ -182,9 +213,18 @@ class Generation:
                 # The first delta before the status line: an engine refusal still gets its
                 # 4xx/503 (and a request out of time its 504).
                 first = await self._first(deltas)
-                await writer.prepare()
-                http[keys.STREAMING] = True
-                await self._stream_deltas(writer, first, deltas)
+                encoder = ChunkEncoder(self.kind, self.request.request_id, self.created,
+                                       self.params.model, include_usage=self.params.include_usage)
+                started = time.perf_counter()  # the status line, and the chat's role event
+                try:
+                    await writer.prepare()
+                    http[keys.STREAMING] = True
+                    role = encoder.role()
+                    if role is not None:
+                        await writer.write(role)
+                finally:
+                    self.written += time.perf_counter() - started
+                await self._stream_deltas(writer, encoder, first, deltas)
         except TimeoutError:
             if not deadline.expired():
                 raise
@@ -199,7 +239,16 @@ class Generation:
             log.warning("request %s failed mid-stream: %s", self.request.request_id, exc)
             await self._end_with_error(http, writer, engine_error(exc, self.retry_after))
             return
-        await writer.write(DONE)
+        started = time.perf_counter()
+        try:
+            await writer.write(DONE)
+            await writer.write_eof()
+        finally:
+            self.written += time.perf_counter() - started
+
+    async def _end(self, writer: ClientWriter, *events: bytes) -> None:
+        for event in events:
+            await writer.write(event)
         await writer.write_eof()
 
     async def _end_with_error(
@@ -207,31 +256,28 @@ class Generation:
     ) -> None:
         """End a started stream with OpenAI's error event, counted under the error's status."""
         self.outcome(http, str(error.status))
-        await writer.write(error_event(error.body()))
-        await writer.write(DONE)
-        await writer.write_eof()
+        await self._timed(self._end(writer, error_event(error.body()), DONE))
 
     async def _stream_deltas(
-        self, writer: ClientWriter, first: TokenDelta | None, deltas: AsyncIterator[TokenDelta]
+        self, writer: ClientWriter, encoder: ChunkEncoder, first: TokenDelta | None,
+        deltas: AsyncIterator[TokenDelta],
     ) -> None:
-        encoder = ChunkEncoder(self.kind, self.request.request_id, self.created,
-                               self.params.model, include_usage=self.params.include_usage)
-        role = encoder.role()
-        if role is not None:
-            await writer.write(role)
         delta = first
         while delta is not None:
-            self._observe(delta)
+            self._observe(delta)  # self.last: when it arrived
             self.metrics.generation_tokens.inc(delta.num_tokens)
-            if delta.finish_reason is not None:
-                self.finish_reason = delta.finish_reason.value
-                await writer.write(encoder.finish(self.finish_reason, delta.text))
-                break
-            if delta.text:
-                await writer.write(encoder.text(delta.text))
+            try:
+                if delta.finish_reason is not None:
+                    self.finish_reason = delta.finish_reason.value
+                    await writer.write(encoder.finish(self.finish_reason, delta.text))
+                    break
+                if delta.text:
+                    await writer.write(encoder.text(delta.text))
+            finally:  # a write the client made wait, or never took, counts too
+                self.written += time.perf_counter() - self.last
             delta = await anext(deltas, None)
         if self.params.include_usage:
-            await writer.write(encoder.usage(self.usage()))
+            await self._timed(writer.write(encoder.usage(self.usage())))
 
     async def complete(self) -> web.Response:
         """The whole response, built here and sent by the middleware (write timeout and all)."""
@@ -249,8 +295,10 @@ class Generation:
         finally:
             await deltas.aclose()  # type: ignore[attr-defined]
         self.metrics.generation_tokens.inc(self.completion_tokens)
+        encoding = time.perf_counter()
         body = full_response(self.kind, self.request.request_id, self.created, self.params.model,
                              text, self.finish_reason or "stop", self.usage())
+        self.written += time.perf_counter() - encoding  # the middleware times the sending
         return web.Response(body=body, content_type="application/json")
 
     async def _gather(self, deltas: AsyncIterator[TokenDelta]) -> str:
@@ -265,8 +313,16 @@ class Generation:
             delta = await anext(deltas, None)
         return "".join(parts)
 
-    def finish_span(self) -> None:
-        """Attributes of the outcome and the queue → prefill → decode child spans."""
+    def finish(self) -> None:
+        """The stages since the first token: the writes' time, then the wait for the engine's
+        later tokens as decode, at most the engine's own decode time when it reported one (the
+        rest is ``other``); the span's outcome and its queue → prefill → decode children."""
+        if self.first_ns:
+            decode = inf if self.engine_decode_seconds is None else self.engine_decode_seconds
+            self.clock.split(((Stage.STREAM_WRITE, self.written), (Stage.DECODE, decode)))
+        self._finish_span()
+
+    def _finish_span(self) -> None:
         span = self.span
         span.set_attribute(tr.USAGE_OUTPUT_TOKENS, self.completion_tokens)
         if self.finish_reason is not None:
@@ -282,7 +338,7 @@ class Generation:
         self._child(tr.QUEUE_SPAN, self.start_ns, queue_end,
                     {tr.ENGINE_QUEUED_SECONDS: self.engine_queued_seconds or 0.0})
         if self.first_ns:
-            span.set_attribute(tr.TIME_TO_FIRST_TOKEN, (self.first_ns - self.start_ns) / 1e9)
+            span.set_attribute(tr.TIME_TO_FIRST_TOKEN, (self.first_ns - self.arrived_ns) / 1e9)
             self._child(tr.PREFILL_SPAN, queue_end, self.first_ns, {})
             span.add_event(tr.FIRST_TOKEN_EVENT, timestamp=self.first_ns)
             self._child(tr.DECODE_SPAN, self.first_ns, self.last_ns,

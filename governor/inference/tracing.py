@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -21,9 +23,16 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from governor.contracts import traces as tr
+from governor.contracts.stages import Stage
 from governor.inference.config import TracingSettings
+from governor.inference.stages import RequestStages
 
 log = logging.getLogger(__name__)
+
+# How long stopping waits for the last spans to leave: an exporter whose collector does not
+# answer retries for its own 10 s timeout, longer than compose or Kubernetes wait after SIGTERM.
+FLUSH_SECONDS: Final = 2.0
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 TRACES_PATH = "/v1/traces"
@@ -36,8 +45,22 @@ class Tracing:
     # The full OTLP/HTTP traces URL spans go to, or None when nothing is exported.
     traces_endpoint: str | None
 
-    def shutdown(self) -> None:
-        self.provider.shutdown()
+    def shutdown(self, timeout_seconds: float = FLUSH_SECONDS) -> bool:
+        """Flush the pending spans and stop, within ``timeout_seconds`` (blocks: call it off the
+        event loop). False when the spans were still leaving then: they are dropped with the
+        process, which is not held up by a collector that does not answer."""
+        done = threading.Event()
+
+        def stop() -> None:
+            self.provider.shutdown()
+            done.set()
+
+        threading.Thread(target=stop, name="tracing-shutdown", daemon=True).start()
+        if done.wait(timeout_seconds):
+            return True
+        log.warning("tracing: the last spans did not reach %s within %.0f s; dropped",
+                    self.traces_endpoint, timeout_seconds)
+        return False
 
 
 def traces_endpoint(settings: TracingSettings, env: Mapping[str, str]) -> str | None:
@@ -90,3 +113,13 @@ def inject_headers(span: trace.Span) -> dict[str, str]:
 
 def trace_id_hex(span: trace.Span) -> str:
     return format(span.get_span_context().trace_id, "032x")
+
+
+_STAGE_ATTRIBUTES: Final = {stage: tr.stage_attribute(stage) for stage in Stage}
+
+
+def add_stages_event(span: trace.Span, stages: RequestStages) -> None:
+    """The request's stages as one event at its end: each stage's seconds and their total."""
+    attributes = {_STAGE_ATTRIBUTES[stage]: seconds for stage, seconds in stages.seconds.items()}
+    attributes[tr.STAGES_DURATION] = stages.duration_seconds
+    span.add_event(tr.STAGES_EVENT, attributes)

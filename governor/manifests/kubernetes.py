@@ -47,7 +47,10 @@ WEBHOOK_TOKEN_KEY: Final = "controller_token"
 SPEC_DIR: Final = "/etc/governor"
 TOKENS_DIR: Final = "/run/secrets/governor"
 STATE_DIR: Final = "/var/lib/governor"
-GOVERNOR_UID: Final = 10001  # the Dockerfile's user
+GOVERNOR_UID: Final = 10001  # the Dockerfiles' user
+# Where weights go: Dockerfile.vllm's HF_HOME (its user is not root), vLLM's image's default.
+HF_HOME: Final = "/home/governor/.cache/huggingface"
+STOCK_HF_HOME: Final = "/root/.cache/huggingface"
 # AsyncEngineArgs' field behind vllm serve --custom-histogram-buckets (vLLM >= 0.32).
 BUCKETS_ENGINE_ARG: Final = "custom_histogram_buckets"
 SCRAPE_INTERVAL: Final = "15s"
@@ -193,7 +196,8 @@ def inference_deployment(spec: SloSpec) -> Object:
                                failures=INFERENCE_START_SECONDS // PROBE_PERIOD_SECONDS),
         "resources": {"limits": {GPU_RESOURCE: k8s.gpus_per_replica}},
         "volumeMounts": [*_mounts(), {"name": "shm", "mountPath": "/dev/shm"},  # noqa: S108
-                         {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"}],
+                         {"name": "hf-cache",
+                          "mountPath": STOCK_HF_HOME if spec.stock_vllm else HF_HOME}],
     })
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",

@@ -34,6 +34,7 @@ from governor.contracts.batching import (
     BodyError,
     Param,
     changes,
+    rank_report,
 )
 from governor.contracts.errors import (
     AUTHENTICATION,
@@ -143,7 +144,7 @@ class AdminRoute:
                       ) -> dict[str, Any]:
         ranks = answers if answers is not None else await call_every_engine(engine_client,
                                                                             UTILITY_REPORT)
-        return self._shape(ranks).as_dict() | {"ranks": [_rank(r) for r in ranks]}
+        return self._shape(ranks).as_dict() | {"ranks": [rank_report(r) for r in ranks]}
 
     def _shape(self, ranks: list[Any]) -> BatchingReport:
         first = ranks[0] if ranks and isinstance(ranks[0], Mapping) else {}
@@ -191,12 +192,3 @@ class AdminRoute:
                       retry_after=RETRY_AFTER_SECONDS)
 
 
-_RANK_FIELDS = ("dp_rank", "pid", "strategy", "max_num_seqs", "max_num_batched_tokens",
-                "admission_cap", "num_running")
-
-
-def _rank(answer: Any) -> dict[str, Any]:
-    """One engine's part of the report: which rank, and what it has in force."""
-    if not isinstance(answer, Mapping):
-        return {"error": "no report"}
-    return {name: answer[name] for name in _RANK_FIELDS if name in answer}

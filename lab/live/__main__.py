@@ -11,6 +11,10 @@ any machine with the simulated engine in real time), in steps that each fit a sh
     python -m lab.live stop --state /tmp/live
     python -m lab.live report OUT --out lab/results   # here, any time
 
+``start --replicas 2`` runs two servers, one per GPU, and every later step drives both: the runs
+split the same arrivals between them round-robin, set a static policy's limits on both, and
+start one controller with both as its targets.
+
 Each step is a module: :mod:`lab.live.stack` (start, stop), :mod:`lab.live.table`,
 :mod:`lab.live.runs` and :mod:`lab.live.report`; :mod:`lab.live.state` is what they share.
 """
@@ -22,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from governor.common.cli import EnvArgumentParser, positive_int
+from governor.common.cli import EnvArgumentParser, non_negative_int, positive_int
 from lab.live.runs import _policies
 
 
@@ -55,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alertmanager-bin", default="prometheus-alertmanager")
     p.add_argument("--alertmanager-templates", type=Path, default=None, metavar="DIR",
                    help="copy DIR/*.tmpl where Debian's Alertmanager binary looks for them")
+    p.add_argument("--replicas", type=positive_int, default=1,
+                   help="servers side by side, replica i on GPU i (CUDA_VISIBLE_DEVICES) at the "
+                        "inference port plus i; the runs split the arrivals between them")
+    p.add_argument("--port-offset", type=non_negative_int, default=0,
+                   help="added to every part's default port (a rehearsal beside another stack)")
     p.add_argument("--no-wait", action="store_true", help="return once everything is launched")
     p.add_argument("--parts", type=lambda s: tuple(s.split(",")),
                    default=("inference", "alertmanager", "prometheus"),
@@ -95,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=float, default=20.0, help="attainment window (s)")
     p.add_argument("--predict", default="llama-3-8b@h200", metavar="PRESET",
                    help="replay each run on this sim preset for its prediction ('none': skip)")
-    p.add_argument("--slo", type=Path, default=Path("slo.yaml"), help="the SLO spec")
+    p.add_argument("--slo", type=Path, default=Path("slo.yaml"),
+                   help="the spec the stack ran on (start --slo): its thresholds score the runs")
     return parser
 
 

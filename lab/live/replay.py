@@ -43,6 +43,12 @@ def words_of(vocab: Iterable[str]) -> list[str]:
                    and len(token) - 1 in WORD_LENGTHS})
 
 
+def replica_of(index: int, replicas: int) -> int:
+    """The replica the ``index``-th arrival goes to: round-robin, as a balancer in front of the
+    replicas would send them (written for the harness; the product ships no balancer)."""
+    return index % replicas
+
+
 SIM_WORDS = tuple(f"{a}{b}{c}" for a in "bdfgklmnprstvz" for b in "aeiou" for c in "bdgklmnprst")
 
 
@@ -125,14 +131,16 @@ async def _stream(session: aiohttp.ClientSession, url: str, body: dict[str, Any]
         trace.error = repr(exc)
 
 
-async def replay(url: str, model: str, arrivals: Sequence[Arrival], prompts: PromptBook, *,
-                 seed: int = 0, headers: dict[str, str] | None = None,
+async def replay(url: str | Sequence[str], model: str, arrivals: Sequence[Arrival],
+                 prompts: PromptBook, *, seed: int = 0, headers: dict[str, str] | None = None,
                  drain_seconds: float = 120.0) -> list[Trace]:
     """Send every arrival at its time; returns one :class:`Trace` per arrival, in order.
 
-    Requests still streaming ``drain_seconds`` after the last arrival are cut off (their trace
-    says so: not finished)."""
-    endpoint = url.rstrip("/") + "/v1/completions"
+    ``url`` may name several replicas: the ``i``-th arrival goes to replica ``i mod n``, the
+    round-robin a balancer in front of them would do. Requests still streaming
+    ``drain_seconds`` after the last arrival are cut off (their trace says so: not finished)."""
+    urls = [url] if isinstance(url, str) else list(url)
+    endpoints = [u.rstrip("/") + "/v1/completions" for u in urls]
     traces = [Trace(a.kind, a.at) for a in arrivals]
     bodies = [{"model": model, "prompt": prompts.prompt(a.prompt_tokens, seed * 1_000_003 + i),
                "max_tokens": a.output_tokens, "ignore_eos": True, "stream": True,
@@ -144,10 +152,12 @@ async def replay(url: str, model: str, arrivals: Sequence[Arrival], prompts: Pro
                                      headers=headers) as session:
         t0 = time.perf_counter()
         tasks = []
-        for arrival, body, trace in zip(arrivals, bodies, traces, strict=True):
+        for index, (arrival, body, trace) in enumerate(zip(arrivals, bodies, traces,
+                                                           strict=True)):
             delay = arrival.at - (time.perf_counter() - t0)
             if delay > 0:
                 await asyncio.sleep(delay)
+            endpoint = endpoints[replica_of(index, len(endpoints))]
             tasks.append(asyncio.create_task(_stream(session, endpoint, body, trace, t0)))
         end = (arrivals[-1].at if arrivals else 0.0) + drain_seconds
         _, pending = await asyncio.wait(tasks, timeout=max(0.0, end - (time.perf_counter() - t0)))

@@ -8,13 +8,20 @@ and streamed-event times, the controller's audit lines and what Prometheus saw. 
   use);
 * **goodput**: requests per second that met the TTFT SLO and whose own ITL tail met its SLO;
 * **worst recovery**: the longest stretch in which the controller's own ITL query (as
-  Prometheus answered it during the run) stayed above the SLO;
+  Prometheus answered it during the run, for the worst replica at each step) stayed above the
+  SLO;
 * **changes**: limit changes the controller applied, and **reversals**: consecutive changes of
   the token budget in opposite directions (a tighten undone, then tightened again) — the
   oscillation the law must never show under steady load.
 
-``python -m lab.live report RESULTS --out DIR`` writes ``controller-<gpu>.json``,
-one PNG per run and a comparison plot.
+A run with several replicas (``start --replicas N``) is scored over every request, as a client
+of the fleet sees it, and per replica (the requests :func:`lab.live.replay.replica_of` sent
+there); each decision names its target.
+
+``python -m lab.live report RESULTS --out DIR [--slo SPEC]`` scores at the thresholds of the
+spec the stack ran on (``start --slo``) and writes ``controller-<gpu>.json`` (over stock ``vllm
+serve`` ``controller-<gpu>-stock-vllm.json``, with several replicas ``…-x<N>.json``, with
+data-parallel ranks ``…-dp<N>.json``) and a comparison plot.
 """
 
 from __future__ import annotations
@@ -32,18 +39,28 @@ from pathlib import Path
 from typing import Any
 
 from governor.bench.controller.scoring import (
+    WindowScore,
     attainment,
     goodput,
     series_episodes,
     windows_from_times,
     worst_recovery,
 )
-from lab.live.replay import Trace
+from governor.controller.slo import objectives
+from governor.render.catalog import load_checked_spec
+from lab.live.replay import Trace, replica_of
+from lab.live.stack import STOCK_SERVER
 
 TARGETS = {"attainment": 0.95, "goodput_vs_best_static": 0.95, "goodput_vs_default": 1.3,
            "recovery_seconds": 60.0}
-DEFAULT_SLO = {"itl_seconds": 0.12, "itl_quantile": 0.99, "ttft_seconds": 1.0,
-               "ttft_quantile": 0.99}
+
+
+def scoring_slo(path: Path) -> dict[str, Any]:
+    """The thresholds the runs are scored at: the controller's SLOs in the spec the stack ran
+    on (``slo.yaml``: 120 ms / 1 s; a spec on stock vLLM's histograms sits at vLLM's edges)."""
+    targets = objectives(load_checked_spec(path)).slo
+    return {"itl_seconds": targets.itl_seconds, "itl_quantile": targets.itl_quantile,
+            "ttft_seconds": targets.ttft_seconds, "ttft_quantile": targets.ttft_quantile}
 
 
 @dataclass(frozen=True)
@@ -67,14 +84,21 @@ class LiveRun:
     def duration(self) -> float:
         return float(self.data["duration_seconds"])
 
+    @property
+    def replicas(self) -> int:
+        return int(self.data.get("replicas", 1))
+
     def series(self, name: str) -> list[tuple[float, float]]:
-        """A Prometheus range result as (seconds since the run started, value); the first
-        series when there are several (one target)."""
-        result = self.data["prometheus"].get(name) or []
-        if not result:
-            return []
+        """A Prometheus range result as (seconds since the run started, value); with several
+        series (replicas, or data-parallel ranks) the highest at each step, the worst one."""
         start = float(self.data["started_unix"])
-        return [(float(t) - start, float(v)) for t, v in result[0]["values"]]
+        worst: dict[float, float] = {}
+        for one in self.data["prometheus"].get(name) or []:
+            for t, v in one["values"]:
+                at, value = float(t) - start, float(v)
+                if at not in worst or math.isnan(worst[at]) or value > worst[at]:
+                    worst[at] = value
+        return sorted(worst.items())
 
     def limit_series(self, param: str) -> list[tuple[float, float]]:
         start = float(self.data["started_unix"])
@@ -106,19 +130,35 @@ def reversals(changes: Sequence[dict[str, Any]]) -> int:
     return sum(a != b for a, b in itertools.pairwise(signs))
 
 
-def score(run: LiveRun, slo: dict[str, float], window: float) -> dict[str, Any]:
+def _attainment_and_goodput(traces: Sequence[Trace], slo: dict[str, float], window: float,
+                            duration: float) -> tuple[list[WindowScore], dict[str, float]]:
     itl_slo, ttft_slo = slo["itl_seconds"], slo["ttft_seconds"]
-    windows = windows_from_times(((t.arrival, t.token_times) for t in run.traces), width=window,
-                                 end=run.duration, itl_q=slo["itl_quantile"],
+    windows = windows_from_times(((t.arrival, t.token_times) for t in traces), width=window,
+                                 end=duration, itl_q=slo["itl_quantile"],
                                  ttft_q=slo["ttft_quantile"])
-    outcomes = [t.outcome(slo["itl_quantile"]) for t in run.traces]
+    outcomes = [t.outcome(slo["itl_quantile"]) for t in traces]
+    return windows, {
+        "attainment": round(attainment(windows, itl_slo=itl_slo, ttft_slo=ttft_slo), 4),
+        "goodput_rps": round(goodput(outcomes, start=0.0, end=duration, itl_slo=itl_slo,
+                                     ttft_slo=ttft_slo), 3)}
+
+
+def score(run: LiveRun, slo: dict[str, float], window: float) -> dict[str, Any]:
+    itl_slo = slo["itl_seconds"]
+    windows, scored = _attainment_and_goodput(run.traces, slo, window, run.duration)
     episodes = series_episodes(run.series("itl_tail"), itl_slo)
     changes = run.changes()
+    per_replica = {}
+    if run.replicas > 1:
+        for replica in range(run.replicas):
+            mine = [t for i, t in enumerate(run.traces)
+                    if replica_of(i, run.replicas) == replica]
+            per_replica[str(replica)] = _attainment_and_goodput(mine, slo, window,
+                                                                run.duration)[1]
     return {
         "policy": run.data["policy"], "label": run.label, "limits": run.data["limits"],
-        "attainment": round(attainment(windows, itl_slo=itl_slo, ttft_slo=ttft_slo), 4),
-        "goodput_rps": round(goodput(outcomes, start=0.0, end=run.duration, itl_slo=itl_slo,
-                                     ttft_slo=ttft_slo), 3),
+        **scored,
+        **({"replicas": per_replica} if per_replica else {}),
         "worst_recovery_seconds": _round(worst_recovery(episodes, run.duration)),
         "breach_episodes": len(episodes),
         "changes": len(changes),
@@ -127,6 +167,7 @@ def score(run: LiveRun, slo: dict[str, float], window: float) -> dict[str, Any]:
         "finished": sum(t.finished for t in run.traces),
         "errors": sum(t.status not in (0, 200) for t in run.traces),
         "decisions": [{"at_s": c["at_s"], "action": c["action"], "reason": c["reason"],
+                       **({"target": c["target"]} if run.replicas > 1 else {}),
                        **c["after"]} for c in changes],
         "windows": [{"start": w.start, "itl_tail_ms": _ms(w.itl_tail),
                      "ttft_tail_ms": _ms(w.ttft_tail)} for w in windows],
@@ -140,6 +181,20 @@ def _label_repeats(runs: Sequence[LiveRun], scores: Sequence[dict[str, Any]]) ->
     for run, s in zip(runs, scores, strict=True):
         if counts[s["label"]] > 1:
             s["label"] = f"{s['label']} ({run.name.rsplit('-', 1)[0]})"
+
+
+def data_parallel_size(environment: dict[str, str]) -> int:
+    """The ``data-parallel-size`` the engine was started with (``start --engine-arg``), 1 if
+    none.
+
+    >>> data_parallel_size({"engine_args": "gpu_memory_utilization=0.85 data-parallel-size=2"})
+    2
+    """
+    for pair in environment.get("engine_args", "").split():
+        key, _, value = pair.partition("=")
+        if key.replace("-", "_") == "data_parallel_size" and value.isdecimal():
+            return int(value)
+    return 1
 
 
 def _ms(value: float) -> float | None:
@@ -221,13 +276,15 @@ def report(args: argparse.Namespace) -> int:
         print("python -m lab.live report: no run-*.json.gz found", flush=True)
         return 2
     runs = [LiveRun.load(p) for p in paths]
-    slo = dict(DEFAULT_SLO)
+    slo = scoring_slo(args.slo)
     scores = [score(run, slo, args.window) for run in runs]
     _label_repeats(runs, scores)
     if args.predict != "none":
         from lab.live.predict import predict
 
         for run, s in zip(runs, scores, strict=True):
+            if run.replicas > 1:
+                continue  # the benchmark's simulator models one engine behind one controller
             s["simulated"] = {"preset": args.predict, **predict(
                 run, slo=args.slo, preset=args.predict, window=args.window)}
     summary = summarise(scores)
@@ -236,6 +293,13 @@ def report(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     gpu = (first["environment"].get("gpu") or first["environment"].get("engine", "live"))
     name = "h200" if "H200" in gpu else first["environment"].get("engine", "live")
+    if first["environment"].get("server") == STOCK_SERVER:
+        name += "-stock-vllm"
+    if runs[0].replicas > 1:
+        name += f"-x{runs[0].replicas}"
+    ranks = data_parallel_size(first["environment"])
+    if ranks > 1:
+        name += f"-dp{ranks}"
     result = {
         "bench": "controller (live)", "slo": slo, "window_seconds": args.window,
         "workload": {**first["workload"], "seed": first["seed"]},

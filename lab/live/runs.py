@@ -28,7 +28,7 @@ from governor.render.catalog import load_checked_spec
 from governor.slo.spec import camel_case
 from lab.live.replay import SIM_WORDS, PromptBook, replay, words_of
 from lab.live.stack import wait_ready
-from lab.live.state import PARTS, SERVED, State, prometheus_range, set_limits, wait_idle
+from lab.live.state import SERVED, State, prometheus_range, set_limits, wait_idle
 
 CONTROLLER_RESYNC_SECONDS = 10
 
@@ -61,9 +61,11 @@ def _policies(text: str) -> tuple[Policy, ...]:
 
 
 def _controller(state: State, run_dir: Path) -> Child:
+    """One controller for every replica: each is a target of its own."""
     folder = state.folder
-    argv = Controller(slo=str(state.slo), host=LOCAL_HOST, port=PARTS["controller"].port,
-                      prometheus=state.url("prometheus"), targets=state.url("inference"),
+    argv = Controller(slo=str(state.slo), host=LOCAL_HOST, port=state.port("controller"),
+                      prometheus=state.url("prometheus"),
+                      targets=",".join(state.inference_urls()),
                       scrape_interval="5s", resync=f"{CONTROLLER_RESYNC_SECONDS}s",
                       admin_token_file=str(folder / "admin_token"),
                       webhook_token_file=str(folder / "controller_token"),
@@ -82,7 +84,8 @@ def _prompts(state: State) -> PromptBook:
 
 def _series(state: State, started: float, duration: float) -> dict[str, Any]:
     """What Prometheus saw during the run: the controller's own ITL query, the fast alert, the
-    limits in force, the queue."""
+    limits in force, the queue; one series per replica (and per data-parallel rank where the
+    engine's series name it)."""
     spec = objectives(load_checked_spec(state.slo))
     queries = spec.queries.expressions()
     alert = camel_case(spec.itl_slo_name) + "P99High"
@@ -114,8 +117,8 @@ def one_run(state: State, policy: Policy, workload: Traffic, seed: int, index: i
     arrivals = workload.arrivals(seed)
     started = time.time()
     try:
-        traces = asyncio.run(replay(state.url("inference"), SERVED, arrivals, _prompts(state),
-                                    seed=seed))
+        traces = asyncio.run(replay(state.inference_urls(), SERVED, arrivals,
+                                    _prompts(state), seed=seed))
     finally:
         if controller is not None:
             controller.stop()
@@ -132,6 +135,8 @@ def one_run(state: State, policy: Policy, workload: Traffic, seed: int, index: i
         # The run's own arrivals: what the simulator's prediction replays.
         "arrivals": [arrival_row(a) for a in arrivals],
         "started_unix": started, "duration_seconds": workload.duration_seconds,
+        # Arrival i went to replica i mod replicas (lab.live.replay.replica_of).
+        "replicas": state.replicas, "split": "round-robin",
         "environment": state.environment, "audit": audit,
         "prometheus": _series(state, started, workload.duration_seconds + 10),
         "traces": [t.as_row() for t in traces],

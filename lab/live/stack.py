@@ -5,6 +5,10 @@ with Governor's admin middleware), Alertmanager and Prometheus (Debian's
 binaries, or ``--prometheus-bin``/``--alertmanager-bin``), so they outlive the command that started
 them, with the configuration ``governor generate`` renders at the short intervals ``governor up``
 uses; ``stop`` ends them. :func:`wait_ready` is how every later step waits for them.
+
+``--replicas N`` starts N servers side by side, replica ``i`` on GPU ``i``
+(``CUDA_VISIBLE_DEVICES=i``) at the inference port plus ``i``, all scraped by the one Prometheus;
+the runs split the arrivals between them (:func:`lab.live.replay.replica_of`).
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ from governor.render.catalog import load_checked_spec
 from governor.render.params import Endpoints, RenderParams
 from governor.vllm import MIDDLEWARE
 from governor.vllm.admin import TOKEN_FILE_ENV
-from lab.live.state import PARTS, SERVED, State
+from lab.live.state import MAX_REPLICAS, SERVED, State, replica_name
 
 ENGINE_START_SECONDS = 600.0
+STOCK_SERVER = "vllm serve (stock)"  # the environment's "server" when start --server vllm
 MONITORING_START_SECONDS = 60.0
 DEBIAN_TEMPLATES = Path("/usr/share/prometheus/alertmanager")
 READY_PATH = "/-/ready"  # Prometheus's and Alertmanager's own readiness endpoint
@@ -61,16 +66,16 @@ def _environment(engine: str) -> dict[str, str]:
     return found
 
 
-def _service_argv(args: argparse.Namespace, model: str, token: Path) -> list[str]:
+def _service_argv(args: argparse.Namespace, model: str, token: Path, port: int) -> list[str]:
     if args.server == "vllm":
         # Stock vLLM with Governor's admin middleware; the token comes from the environment.
-        return VllmServe(model=model, host=LOCAL_HOST, port=PARTS["inference"].port,
+        return VllmServe(model=model, host=LOCAL_HOST, port=port,
                          served_model_name=SERVED, middleware=(MIDDLEWARE,),
                          max_num_seqs=args.max_num_seqs,
                          max_num_batched_tokens=args.max_num_batched_tokens,
                          max_model_len=args.max_model_len,
                          extra=tuple(vllm_cli_args(args.engine_arg))).python()
-    serve = Serve(engine=args.engine, host=LOCAL_HOST, port=PARTS["inference"].port,
+    serve = Serve(engine=args.engine, host=LOCAL_HOST, port=port,
                   served_model_name=SERVED, admin_token_file=str(token),
                   max_num_seqs=args.max_num_seqs,
                   max_num_batched_tokens=args.max_num_batched_tokens, min_num_seqs=1,
@@ -82,11 +87,29 @@ def _service_argv(args: argparse.Namespace, model: str, token: Path) -> list[str
                    engine_arg=tuple(args.engine_arg)).python()
 
 
+def _replicas(args: argparse.Namespace, state: State, model: str, token: Path,
+              logs: Path) -> list[Child]:
+    """One server per replica; with several, each sees only its own GPU."""
+    children = []
+    for index in range(state.replicas):
+        env = {**os.environ, TOKEN_FILE_ENV: str(token)}
+        if state.replicas > 1:
+            env["CUDA_VISIBLE_DEVICES"] = str(index)
+        name = replica_name(index, state.replicas)
+        children.append(Child(name, _service_argv(args, model, token,
+                                                  state.port("inference", index)),
+                              f"http://{state.address('inference', index)}{HEALTH_PATH}",
+                              logs / f"{name}.log", env=env))
+    return children
+
+
 def start(args: argparse.Namespace) -> int:
     folder: Path = args.state
     folder.mkdir(parents=True, exist_ok=True)
     if args.server == "vllm" and args.engine != "vllm":
         raise SystemExit("--server vllm runs stock vllm serve: it needs --engine vllm")
+    if not 1 <= args.replicas <= MAX_REPLICAS:
+        raise SystemExit(f"--replicas must be between 1 and {MAX_REPLICAS}: got {args.replicas}")
     model = args.preset
     if args.engine == "vllm":
         from lab.gpu.vllm_proof import full_vocab_model
@@ -96,42 +119,41 @@ def start(args: argparse.Namespace) -> int:
     for path in tokens.values():
         if not path.exists():
             write_private(path, os.urandom(24).hex() + "\n")
+    known = (folder / "state.json").exists()
+    environment = State.load(folder).environment if known else _environment(args.engine)
+    environment["server"] = STOCK_SERVER if args.server == "vllm" else "governor serve"
+    environment["replicas"] = str(args.replicas)
+    environment["engine_args"] = " ".join(args.engine_arg)
+    state = State(folder, args.engine, model, args.slo.resolve(),
+                  {"max_num_seqs": args.max_num_seqs,
+                   "max_num_batched_tokens": args.max_num_batched_tokens}, environment,
+                  args.max_model_len, args.replicas, args.port_offset)
     spec = load_checked_spec(args.slo)
     params = RenderParams.fast(str(tokens["controller_token"]))
-    endpoints = Endpoints((PARTS["inference"].address(LOCAL_HOST),), (),
-                          (PARTS["controller"].address(LOCAL_HOST),),
-                          (PARTS["alertmanager"].address(LOCAL_HOST),))
+    endpoints = Endpoints(tuple(state.address("inference", i) for i in range(state.replicas)),
+                          (), (state.address("controller"),), (state.address("alertmanager"),))
     deploy = folder / "deploy"
     write_all(render_all(spec, endpoints, params, source=str(args.slo)), deploy)
     logs = folder / "logs"
     children = [
-        Child("inference", _service_argv(args, model, tokens["admin_token"]),
-              PARTS["inference"].url(LOCAL_HOST) + HEALTH_PATH, logs / "inference.log",
-              env={**os.environ, TOKEN_FILE_ENV: str(tokens["admin_token"])}),
+        *_replicas(args, state, model, tokens["admin_token"], logs),
         Child("alertmanager", [args.alertmanager_bin, *alertmanager_args(
             config_file=str(deploy / ALERTMANAGER_CONFIG),
             storage_path=str(folder / "alertmanager-data"),
-            listen_address=PARTS["alertmanager"].address(LOCAL_HOST))],
-              PARTS["alertmanager"].url(LOCAL_HOST) + READY_PATH, logs / "alertmanager.log"),
+            listen_address=state.address("alertmanager"))],
+              state.url("alertmanager") + READY_PATH, logs / "alertmanager.log"),
         Child("prometheus", [args.prometheus_bin, *prometheus_args(
             spec, params, config_file=str(deploy / PROMETHEUS_CONFIG),
             storage_path=str(folder / "prometheus-data"),
-            listen_address=PARTS["prometheus"].address(LOCAL_HOST))],
-              PARTS["prometheus"].url(LOCAL_HOST) + READY_PATH, logs / "prometheus.log"),
+            listen_address=state.address("prometheus"))],
+              state.url("prometheus") + READY_PATH, logs / "prometheus.log"),
     ]
-    children = [c for c in children if c.name in args.parts]
+    children = [c for c in children if _part(c.name) in args.parts]
     if args.alertmanager_templates is not None:
         install_templates(args.alertmanager_templates)
     for child in children:
         child.start()  # a session of its own: it outlives this command
         (folder / f"{child.name}.pid").write_text(str(child.pid))
-    known = (folder / "state.json").exists()
-    environment = State.load(folder).environment if known else _environment(args.engine)
-    environment["server"] = "vllm serve (stock)" if args.server == "vllm" else "governor serve"
-    state = State(folder, args.engine, model, args.slo.resolve(),
-                  {"max_num_seqs": args.max_num_seqs,
-                   "max_num_batched_tokens": args.max_num_batched_tokens}, environment,
-                  args.max_model_len)
     state.save()
     print(json.dumps({"started": [c.name for c in children], "state": str(folder),
                       "environment": state.environment}), flush=True)
@@ -141,6 +163,11 @@ def start(args: argparse.Namespace) -> int:
         seconds = child.wait_healthy(ENGINE_START_SECONDS)
         print(f"{child.name} healthy after {seconds:.0f} s", flush=True)
     return 0
+
+
+def _part(name: str) -> str:
+    """``inference-1`` is a replica of the part ``inference``."""
+    return name.split("-", 1)[0]
 
 
 def stop(args: argparse.Namespace) -> int:
@@ -160,9 +187,10 @@ def wait_ready(state: State, limit_seconds: float = ENGINE_START_SECONDS) -> flo
     the part's log: a device session is too short to wait out a part that will never come up.
     """
     started = time.monotonic()
-    parts = {"inference": (state.url("inference") + HEALTH_PATH, limit_seconds),
-             "prometheus": (state.url("prometheus") + READY_PATH, MONITORING_START_SECONDS),
-             "alertmanager": (state.url("alertmanager") + READY_PATH, MONITORING_START_SECONDS)}
+    parts = {replica_name(i, state.replicas): (url + HEALTH_PATH, limit_seconds)
+             for i, url in enumerate(state.inference_urls())}
+    parts["prometheus"] = (state.url("prometheus") + READY_PATH, MONITORING_START_SECONDS)
+    parts["alertmanager"] = (state.url("alertmanager") + READY_PATH, MONITORING_START_SECONDS)
     waiting = dict(parts)
     while waiting:
         for name, (url, limit) in list(waiting.items()):

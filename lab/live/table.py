@@ -1,5 +1,6 @@
 """``table``: vLLM's own benchmark client (``vllm bench serve``) in closed loop at each
-concurrency, against the running service, with the limits set live for the whole table."""
+concurrency, against the running service (its first replica, when there are several), with the
+limits set live for the whole table."""
 
 from __future__ import annotations
 

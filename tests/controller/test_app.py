@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,22 @@ async def test_status_explains_each_target(aiohttp_client: ClientFactory, tmp_pa
     assert target["observation"]["itl_tail_seconds"] == 0.21
     assert status["alerts"][0]["labels"]["alertname"] == "InterTokenLatencyP99High"
     assert status["slo"]["itl_seconds"] == 0.12
+    assert target["ranks"] is None  # one engine
+
+
+async def test_status_names_the_data_parallel_rank_the_law_judged(
+        aiohttp_client: ClientFactory, tmp_path: Path) -> None:
+    stack = Stack(tmp_path)
+    stack.observer.observations[A.name] = replace(
+        BREACH, rank="1", rank_itl_tails={"0": 0.03, "1": 0.21})
+    client = await aiohttp_client(stack.app)
+    await stack.app[RECONCILER].reconcile_once()
+    target = (await (await client.get("/status")).json())["targets"][A.name]
+    assert target["ranks"] == {"judged": "1", "of": 2,
+                               "itl_tail_seconds": {"0": 0.03, "1": 0.21}}
+    assert target["observation"]["itl_tail_seconds.rank.0"] == 0.03
+    assert "; rank 1 of 2: ITL p99 210 ms" in target["last_decision"]["explanation"]
+    assert target["last_decision"]["ranks"] == target["ranks"]
 
 
 async def test_metrics_are_exposed_and_count_webhook_answers(

@@ -14,7 +14,14 @@ from aiohttp.test_utils import TestServer
 from governor.common.secrets import Secret
 from governor.controller.audit import AuditLog, record
 from governor.controller.grafana import TAG, GrafanaAnnotator
-from governor.controller.model import Action, Decision, Limits, Reason, TargetState
+from governor.controller.model import (
+    Action,
+    Decision,
+    Limits,
+    Observation,
+    Reason,
+    TargetState,
+)
 
 DECISION = Decision(Action.TIGHTEN, Reason.ITL_BREACH, Limits(64, 8192), Limits(64, 3328),
                     "tighten max_num_batched_tokens 8192 → 3328: spikes", TargetState(),
@@ -33,9 +40,20 @@ def test_an_audit_line_holds_reason_inputs_before_and_after(tmp_path: Path) -> N
         "after": {"max_num_seqs": 64, "max_num_batched_tokens": 3328}, "applied": True,
         "dry_run": False, "error": None, "explanation": DECISION.explanation,
         "inputs": {"itl_tail_seconds": 0.21, "ttft_tail_seconds": None},
-        "desired_replicas": {"replicas": 1, "reason": "not_overloaded"},
+        "desired_replicas": {"replicas": 1, "needed": 1.0, "reason": "not_overloaded"},
+        "ranks": None,
     }
     assert lines[1]["error"] == "HTTP 503"
+
+
+def test_under_data_parallelism_the_audit_line_names_the_judged_rank_and_every_ranks_tail(
+) -> None:
+    observed = Observation(0.18, 0.01, rank="1", rank_itl_tails={"0": 0.041, "1": 0.18})
+    line = record("a:8000", DECISION, at=0.0, applied=True, dry_run=False,
+                  ranks=observed.ranks())
+    assert line["ranks"] == {"judged": "1", "of": 2,
+                             "itl_tail_seconds": {"0": 0.041, "1": 0.18}}
+    json.dumps(line, allow_nan=False)  # as AuditLog writes it
 
 
 def test_an_unwritable_audit_log_does_not_stop_the_decision(tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ import pytest
 
 MODULES = [
     "governor.controller.actuator", "governor.controller.intake",
-    "governor.controller.observe", "governor.controller.queries", "governor.controller.slo",
+    "governor.controller.observe", "governor.controller.queries", "governor.controller.ranks",
+    "governor.controller.slo",
     "governor.controller.spike", "governor.controller.state", "governor.controller.goodput",
     "governor.controller.timestamps",
     "governor.bench.controller.pipeline", "governor.bench.controller.prometheus",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -47,7 +48,8 @@ def calm(**overrides: float | None) -> Observation:
         generation_tokens_per_second=9000.0, requests_running=64.0, requests_waiting=0.0,
         waiting_growth_per_second=0.0, kv_cache_usage_ratio=0.2, preemptions_per_second=0.0,
     )
-    return replace(base, **overrides)
+    changes: dict[str, Any] = dict(overrides)  # the single numbers (the stage maps aside)
+    return replace(base, **changes)
 
 
 def spiky(tail: float = 0.21, **overrides: float | None) -> Observation:

@@ -11,6 +11,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from governor.controller.model import Observation
 from governor.controller.observe import PrometheusClient, PrometheusError, assemble, parse_vector
 from governor.controller.queries import QuerySet
 
@@ -49,11 +50,23 @@ def test_parse_vector_rejects_what_is_not_an_instant_vector(body: Any) -> None:
 
 
 def test_assemble_fills_absent_and_non_finite_values_with_none() -> None:
-    obs = assemble({"itl_tail_seconds": {"a": 0.2, "b": math.nan},
-                    "itl_median_seconds": {"a": 0.01}}, ["a", "b", "c"])
+    obs = assemble({"itl_tail_seconds": {"a": {"": 0.2}, "b": {"": math.nan}},
+                    "itl_median_seconds": {"a": {"": 0.01}}}, ["a", "b", "c"])
     assert obs["a"].itl_tail_seconds == 0.2
     assert obs["b"].itl_tail_seconds is None
     assert obs["c"].itl_median_seconds is None
+
+
+def test_series_without_ranks_and_a_single_engine_read_as_they_always_did() -> None:
+    """The service's own histograms name no rank and the sim's one engine is ``engine="0"``:
+    the observation is the one the queries summed by instance before ranks were kept."""
+    plain = Observation(0.2, 0.01, kv_cache_usage_ratio=0.4, requests_running=12.0)
+    obs = assemble({"itl_tail_seconds": {"a": {"": 0.2}}, "itl_median_seconds": {"a": {"": 0.01}},
+                    "kv_cache_usage_ratio": {"a": {"0": 0.4}},
+                    "requests_running": {"a": {"0": 12.0}}}, ["a"])
+    assert obs["a"] == plain
+    assert obs["a"].ranks() is None
+    assert not any(".rank." in name for name in obs["a"].as_inputs())
 
 
 def prometheus_app(answers: dict[str, dict[str, Any]], status: int = 200) -> web.Application:
@@ -87,6 +100,36 @@ async def test_snapshot_queries_every_expression_and_discovers_scraped_instances
     assert (a.itl_tail_seconds, a.itl_median_seconds, a.kv_cache_usage_ratio) == (0.21, 0.007,
                                                                                    0.3)
     assert snap.observations["static:9000"].itl_tail_seconds is None
+
+
+async def test_the_stage_means_reach_each_instances_observation(
+    aiohttp_server: ServerFactory,
+) -> None:
+    queries = QuerySet.default()
+    staged = queries.stage_expressions()
+
+    def by_stage(*samples: tuple[str, str, str]) -> dict[str, Any]:
+        return {"status": "success", "data": {"resultType": "vector", "result": [
+            {"metric": {"instance": i, "stage": s}, "value": [0, v]} for i, s, v in samples]}}
+
+    answers = {
+        queries.targets(): vector(("a:8000", "1"), ("b:8000", "1")),
+        staged["stage_seconds"]: by_stage(("a:8000", "tokenize", "0.9"),
+                                          ("a:8000", "decode", "2"), ("b:8000", "decode", "NaN")),
+        staged["stage_seconds_long"]: by_stage(("a:8000", "tokenize", "0.01")),
+    }
+    server = await aiohttp_server(prometheus_app(answers))
+    async with aiohttp.ClientSession() as session:
+        client = PrometheusClient(session, str(server.make_url("/")), queries)
+        snap = await client.snapshot([])
+    a, b = snap.observations["a:8000"], snap.observations["b:8000"]
+    assert a.stage_seconds == {"tokenize": 0.9, "decode": 2.0}
+    assert a.stage_seconds_long == {"tokenize": 0.01}
+    assert b.stage_seconds == {}  # a stage without requests in the window has no mean
+    inputs = a.as_inputs()
+    assert inputs["stage_growth_seconds.tokenize"] == pytest.approx(0.89)
+    assert inputs["stage_growth_seconds.decode"] is None  # no long-window reading
+    assert "stage_seconds" not in inputs
 
 
 @pytest.mark.parametrize("status", [500, 503, 429])

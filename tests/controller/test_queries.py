@@ -17,7 +17,7 @@ def test_the_tails_use_the_slo_quantile_and_both_windows() -> None:
     exprs = QuerySet(HistogramSli("m_itl"), 0.995, HistogramSli("m_ttft"), 0.9,
                      short_window_seconds=20, long_window_seconds=600).expressions()
     assert exprs["itl_tail_seconds"] == (
-        "histogram_quantile(0.995, sum by (instance, le) "
+        "histogram_quantile(0.995, sum by (instance, engine, le) "
         '(rate(m_itl_bucket{job="inference"}[20s])))')
     assert "[600s]" in exprs["itl_tail_long_seconds"]
     assert exprs["itl_median_seconds"].startswith("histogram_quantile(0.5,")
@@ -40,12 +40,13 @@ def test_good_event_rates_read_the_buckets_at_the_slo_thresholds() -> None:
                      HistogramSli("m_ttft", {}, 1.0), 0.99).expressions()
     # 1 s as prometheus_client writes it (1.0) or as Prometheus 3 stores it (1).
     assert exprs["ttft_good_per_second"] == (
-        'sum by (instance) (rate(m_ttft_bucket{job="inference", le=~"1|1\\\\.0"}[30s]))')
+        'sum by (instance, engine) (rate(m_ttft_bucket{job="inference", le=~"1|1\\\\.0"}[30s]))')
     assert exprs["ttft_per_second"] == \
-        'sum by (instance) (rate(m_ttft_count{job="inference"}[30s]))'
+        'sum by (instance, engine) (rate(m_ttft_count{job="inference"}[30s]))'
     assert exprs["itl_good_ratio"] == (
-        'sum by (instance) (rate(m_itl_bucket{job="inference", model="x", le="0.12"}[30s]))\n/\n'
-        'sum by (instance) (rate(m_itl_count{job="inference", model="x"}[30s]))')
+        'sum by (instance, engine) (rate(m_itl_bucket{job="inference", model="x", le="0.12"}'
+        '[30s]))\n/\nsum by (instance, engine) (rate(m_itl_count{job="inference", model="x"}'
+        '[30s]))')
     # Without thresholds (a QuerySet built by hand) there is nothing to count good events by.
     plain = QuerySet(HistogramSli("m_itl"), 0.99, HistogramSli("m_ttft"), 0.99).expressions()
     assert "itl_good_ratio" not in plain and "ttft_good_per_second" not in plain
@@ -72,3 +73,15 @@ def test_with_request_classes_the_latency_queries_read_the_classes_at_the_slos_t
                  "ttft_good_per_second"):
         assert 'class!~"doc"' in exprs[name], name
     assert "class" not in exprs["prompt_tokens_per_second"]  # the engine's: every class
+
+
+def test_the_stage_means_are_per_instance_and_stage_over_both_windows_of_the_target() -> None:
+    queries = QuerySet(HistogramSli("m_itl"), 0.99, None, 0.99,
+                       target=Target("vllm", {"namespace": "llm"}))
+    stages = queries.stage_expressions()
+    assert stages["stage_seconds"] == (
+        'sum by (instance, stage) (rate(governor_request_stage_seconds_sum{job="vllm", '
+        'namespace="llm"}[30s]))\n/\n'
+        'sum by (instance, stage) (rate(governor_request_stage_seconds_count{job="vllm", '
+        'namespace="llm"}[30s]))')
+    assert "[300s]" in stages["stage_seconds_long"]

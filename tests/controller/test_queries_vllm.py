@@ -3,10 +3,12 @@
 Each expression of :class:`governor.controller.queries.QuerySet`, built from a spec whose SLIs
 are vLLM's histograms (its default buckets, or custom ones), becomes a recording rule that
 ``promtool test rules`` evaluates over synthetic vLLM series: one instance with two data-parallel
-engines (``engine="0"``, ``engine="1"``) whose samples differ, so every input of the law must sum
-across the ``engine`` label to one value per instance, and the good-event queries must find the
-``le`` bucket at the threshold as vLLM writes it. The expected quantiles come from the
-benchmark's model of ``histogram_quantile``, which is thereby checked against Prometheus's.
+engines (``engine="0"``, ``engine="1"``) whose samples differ, so every input of the law must
+answer one value per engine (the law judges the worst rank, :mod:`governor.controller.ranks`),
+and the good-event queries must find the ``le`` bucket at the threshold as vLLM writes it.
+Engine 1 alone breaches the inter-token SLO, by a tail that the two engines' merged histogram
+would hide. The expected quantiles come from the benchmark's model of ``histogram_quantile``,
+which is thereby checked against Prometheus's.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from governor.contracts.metrics import vllm
 from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB, LABEL_LE
 from governor.contracts.promql import Selector, eq, equal_to, exposition_float, format_number
 from governor.controller.queries import SPIKE_QUANTILE
+from governor.controller.ranks import judge
 from governor.controller.slo import objectives
 from governor.render.catalog import histogram_edges, load_checked_spec, parse_checked_spec
 from governor.slo.spec import SloSpec
@@ -38,13 +41,15 @@ INSTANCE = "vllm-0:8000"
 STEP = 15  # seconds between samples; every counter grows by the same amount each step
 STEPS = 40
 EVAL = "10m"
+ENGINES = ("0", "1")
 # Per engine and per step: inter-token gaps and first tokens (seconds), and the engine's counters
-# and gauges. Engine 1 holds the slow gaps and the slow first token, so a query that does not
-# sum the engines, or reads one of them, answers something else.
-ITL = {"0": [0.02] * 100, "1": [0.02] * 96 + [0.12] * 4}
+# and gauges. Engine 1 holds the slow gaps (1.5% of its own, 0.75% of both engines': its P99
+# breaches, the merged one does not) and the slow first token, so a query that sums the engines,
+# or reads one of them for both, answers something else.
+ITL = {"0": [0.02] * 200, "1": [0.02] * 197 + [0.18] * 3}
 TTFT = {"0": [0.3] * 9, "1": [2.0]}
-PROMPT = {"0": 1500, "1": 1500}
-GENERATION = {"0": 150, "1": 150}
+PROMPT = {"0": 1500, "1": 4500}
+GENERATION = {"0": 150, "1": 250}
 PREEMPTIONS = {"0": 0, "1": 3}
 RUNNING = {"0": 5, "1": 7}
 KV = {"0": 0.3, "1": 0.6}
@@ -99,7 +104,7 @@ def histogram(spec: SloSpec, metric: str, samples: dict[str, list[float]], *,
 def input_series(spec: SloSpec, *, normalised: bool = False) -> list[dict[str, str]]:
     series = [*histogram(spec, vllm.INTER_TOKEN_LATENCY.name, ITL, normalised=normalised),
               *histogram(spec, vllm.TIME_TO_FIRST_TOKEN.name, TTFT, normalised=normalised)]
-    for engine in ("0", "1"):
+    for engine in ENGINES:
         at = labels(spec, engine)
         series += [counter(vllm.PROMPT_TOKENS.total, at, PROMPT[engine]),
                    counter(vllm.GENERATION_TOKENS.total, at, GENERATION[engine]),
@@ -111,36 +116,35 @@ def input_series(spec: SloSpec, *, normalised: bool = False) -> list[dict[str, s
     return series
 
 
-def quantile(spec: SloSpec, metric: str, samples: dict[str, list[float]], q: float) -> float:
+def quantile(spec: SloSpec, metric: str, samples: list[float], q: float) -> float:
     edges = histogram_edges(spec)[metric]
-    values = np.asarray([v for vs in samples.values() for v in vs])
+    values = np.asarray(samples)
     counts = np.asarray([np.sum(values <= e) for e in (*edges, np.inf)], dtype=float)
     return histogram_quantile(q, edges, counts)
 
 
-def expected(spec: SloSpec) -> dict[str, float]:
+def expected(spec: SloSpec, engine: str) -> dict[str, float]:
+    """Every input of the law as one engine's series alone give it."""
     itl_threshold, ttft_threshold = (slo.sli.threshold_seconds for slo in spec.slos[:2])  # type: ignore[union-attr]
-    gaps = [v for vs in ITL.values() for v in vs]
-    firsts = [v for vs in TTFT.values() for v in vs]
-    itl = vllm.INTER_TOKEN_LATENCY.name
+    gaps, firsts = ITL[engine], TTFT[engine]
+    itl, ttft = vllm.INTER_TOKEN_LATENCY.name, vllm.TIME_TO_FIRST_TOKEN.name
     return {
-        "itl_tail_seconds": quantile(spec, itl, ITL, 0.99),
-        "itl_median_seconds": quantile(spec, itl, ITL, 0.5),
-        "itl_tail_long_seconds": quantile(spec, itl, ITL, 0.99),
-        "itl_spike_seconds": quantile(spec, itl, ITL, SPIKE_QUANTILE),
+        "itl_tail_seconds": quantile(spec, itl, gaps, 0.99),
+        "itl_median_seconds": quantile(spec, itl, gaps, 0.5),
+        "itl_tail_long_seconds": quantile(spec, itl, gaps, 0.99),
+        "itl_spike_seconds": quantile(spec, itl, gaps, SPIKE_QUANTILE),
         "itl_mean_seconds": sum(gaps) / len(gaps),
         "itl_good_ratio": sum(1 for v in gaps if v <= itl_threshold) / len(gaps),
-        "ttft_tail_seconds": quantile(spec, vllm.TIME_TO_FIRST_TOKEN.name, TTFT, 0.99),
+        "ttft_tail_seconds": quantile(spec, ttft, firsts, 0.99),
         "ttft_per_second": len(firsts) / STEP,
         "ttft_good_per_second": sum(1 for v in firsts if v <= ttft_threshold) / STEP,
-        "prompt_tokens_per_second": sum(PROMPT.values()) / STEP,
-        "generation_tokens_per_second": sum(GENERATION.values()) / STEP,
-        "preemptions_per_second": sum(PREEMPTIONS.values()) / STEP,
-        "requests_running": sum(RUNNING.values()),
-        "requests_waiting": sum(WAITING_START.values())
-        + sum(WAITING_GROWTH.values()) * 600 // STEP,
-        "waiting_growth_per_second": sum(WAITING_GROWTH.values()) / STEP,
-        "kv_cache_usage_ratio": max(KV.values()),
+        "prompt_tokens_per_second": PROMPT[engine] / STEP,
+        "generation_tokens_per_second": GENERATION[engine] / STEP,
+        "preemptions_per_second": PREEMPTIONS[engine] / STEP,
+        "requests_running": RUNNING[engine],
+        "requests_waiting": WAITING_START[engine] + WAITING_GROWTH[engine] * 600 // STEP,
+        "waiting_growth_per_second": WAITING_GROWTH[engine] / STEP,
+        "kv_cache_usage_ratio": KV[engine],
     }
 
 
@@ -153,15 +157,19 @@ def promtool() -> str:
 
 
 def run_promtool(promtool: str, folder: Path, exprs: dict[str, str],
-                 series: Sequence[dict[str, str]], want: dict[str, float]) -> str:
+                 series: Sequence[dict[str, str]], want: dict[str, dict[str, float]]) -> str:
+    """``want``: per expression, the value each engine's sample must hold."""
     (folder / "rules.yml").write_text(yaml.safe_dump({"groups": [{"name": "controller", "rules": [
         {"record": f"q:{name}", "expr": expr} for name, expr in sorted(exprs.items())]}]}))
     # promtool compares exactly; the float noise of rate() arithmetic is not what is tested. An
-    # answer with more than one series (engines not summed) or another label set still fails.
-    checks = [{"expr": f"abs(q:{name} - {value!r}) < bool {TOLERANCE * max(abs(value), 1)!r}",
+    # answer with another number of series (engines summed) or another label set still fails.
+    checks = [{"expr": f'abs(q:{name}{{{vllm.LABEL_ENGINE}="{engine}"}} - {value!r}) '
+                       f"< bool {TOLERANCE * max(abs(value), 1)!r}",
                "eval_time": EVAL, "exp_samples": [
-                   {"labels": Selector("", (eq(LABEL_INSTANCE, INSTANCE),)).render(),
-                    "value": 1}]} for name, value in sorted(want.items())]
+                   {"labels": Selector("", (eq(LABEL_INSTANCE, INSTANCE),
+                                            eq(vllm.LABEL_ENGINE, engine))).render(),
+                    "value": 1}]}
+              for name, values in sorted(want.items()) for engine, value in sorted(values.items())]
     (folder / "test.yml").write_text(yaml.safe_dump({
         "rule_files": ["rules.yml"], "evaluation_interval": f"{STEP}s",
         "tests": [{"interval": f"{STEP}s", "input_series": list(series),
@@ -174,14 +182,34 @@ def run_promtool(promtool: str, folder: Path, exprs: dict[str, str],
 @pytest.mark.parametrize("normalised", [False, True],
                          ids=["le as vLLM writes it", "le as Prometheus 3 stores it"])
 @pytest.mark.parametrize("name", sorted(SPECS))
-def test_every_input_of_the_law_is_one_value_per_instance_across_vllms_engines(
+def test_every_input_of_the_law_is_one_value_per_engine_of_vllm(
         promtool: str, tmp_path: Path, name: str, normalised: bool) -> None:
     spec = SPECS[name]()
     exprs = objectives(spec).queries.expressions()
-    want = expected(spec)
+    per_engine = {engine: expected(spec, engine) for engine in ENGINES}
+    want = {field: {engine: per_engine[engine][field] for engine in ENGINES}
+            for field in per_engine["0"]}
     assert set(exprs) == set(want)  # every query the controller sends is checked
     assert run_promtool(promtool, tmp_path, exprs, input_series(spec, normalised=normalised),
                         want) == ""
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_a_breach_on_rank_1_alone_is_seen_where_both_ranks_merged_would_hide_it(
+        name: str) -> None:
+    """What the promtool test above confirms Prometheus answers, against the SLO: the law
+    judges rank 1 over it, where one histogram of both ranks sits far under it."""
+    spec = SPECS[name]()
+    goals = objectives(spec)
+    itl = vllm.INTER_TOKEN_LATENCY.name
+    merged = quantile(spec, itl, [v for gaps in ITL.values() for v in gaps], 0.99)
+    by_rank = {field: {engine: expected(spec, engine)[field] for engine in ENGINES}
+               for field in expected(spec, "0")}
+    judged = judge(by_rank)
+    assert merged < goals.slo.itl_seconds < judged.values["itl_tail_seconds"]  # type: ignore[operator]
+    assert judged.rank == "1"
+    assert judged.values["prompt_tokens_per_second"] == PROMPT["1"] / STEP
+    assert judged.values["kv_cache_usage_ratio"] == max(KV.values())
 
 
 def test_the_good_event_queries_read_vllms_own_le_at_the_threshold() -> None:

@@ -96,7 +96,9 @@ def test_the_slo_board_reads_each_slos_recorded_series(name: str) -> None:
 def test_the_slo_board_lists_the_classes_and_burns_each_latency_slo_by_class() -> None:
     board = boards()["governor-slo"]
     summary = next(p for p in panels(board) if p["type"] == "text")["options"]["content"]
-    assert "| doc | prompt ≥ 3000 tokens, or x-governor-class: doc | 10 | 4 | 16 |" in summary
+    doc = next(c for c in SPEC.classes.classes if c.name == "doc")
+    assert (f"| doc | prompt ≥ 3000 tokens, or x-governor-class: doc | 10 | "
+            f"{doc.max_in_flight} | {doc.max_queue} |") in summary
     assert "| chat | every other request | 0 | — | — | — |" in summary
     by_class = [p for p in panels(board) if p["title"] == "Burn rate by request class"]
     assert len(by_class) == 2  # the two latency SLOs; availability has no per-class rules

@@ -224,3 +224,30 @@ async def test_a_driver_without_gpus_is_degraded(aiohttp_client: ClientFactory, 
     response = await client.get("/health")
     assert response.status == 200
     assert await response.text() == "degraded: NVML is up but reports no GPU\n"
+
+
+async def test_two_servers_one_per_gpu_each_show_their_own_memory(
+        aiohttp_client: ClientFactory, clock: FakeClock, tmp_path: Path) -> None:
+    """Two replicas, one per GPU (``CUDA_VISIBLE_DEVICES``), each in its container: a scrape
+    holds both GPUs, and each server's process memory under the GPU it runs on and its
+    container, so a board can tell the replicas apart."""
+    containers = {4242: "ab" * 32, 4343: "cd" * 32}
+    for pid, cid in containers.items():
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "cgroup").write_text(
+            f"0::/kubepods/pod1/cri-containerd-{cid}.scope\n")
+    gib = 1024**3
+    nvml = FakeNvml(2, clock=clock, processes={0: [(4242, 120 * gib)], 1: [(4343, 118 * gib)]})
+    sampler = make_sampler(nvml, clock, tmp_path)
+    sampler.tick()
+    client = await app_client(aiohttp_client, sampler, clock)
+    body = await (await client.get("/metrics")).text()
+    assert gpu_up(body) == [1.0, 1.0]
+    families = {f.name: f for f in text_string_to_metric_families(body)}
+    by_process = {(s.labels[m.LABEL_GPU], s.labels[m.LABEL_PID], s.labels[m.LABEL_CONTAINER]):
+                  s.value for s in families[m.PROCESS_MEMORY_USED.name].samples}
+    assert by_process == {("0", "4242", containers[4242]): 120.0 * gib,
+                          ("1", "4343", containers[4343]): 118.0 * gib}
+    uuids = {s.labels[m.LABEL_GPU]: s.labels[m.LABEL_UUID]
+             for s in families[m.PROCESS_MEMORY_USED.name].samples}
+    assert len(set(uuids.values())) == 2  # each process names its own device

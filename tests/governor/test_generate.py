@@ -22,9 +22,9 @@ from governor.slo.spec import SloSpec
 from tests.alerts.cases import DEPLOY, EXAMPLES, ROOT
 
 SLO = str(ROOT / "slo.yaml")
-FILES = 31  # 20 on the rules side (the inference targets, 2 per-class rule files and their
-# tests, the scale family and its test), 6 for Grafana, 5 Kubernetes manifests (the two
-# autoscalers among them)
+FILES = 33  # 22 on the rules side (the inference targets, 2 per-class rule files and their
+# tests, the scale family and its test, the stages family and its test), 6 for Grafana, 5
+# Kubernetes manifests (the two autoscalers among them)
 
 
 def test_generate_writes_rules_and_boards_then_reports_nothing_changed(

@@ -114,3 +114,16 @@ def test_thresholds_skip_the_base_step() -> None:
     panel = {"fieldConfig": {"defaults": {"thresholds": {"steps": [
         {"color": "text", "value": None}, {"color": "red", "value": 0.12}]}}}}
     assert thresholds(panel) == [(0.12, "red")]
+
+
+def test_a_stacked_panel_is_drawn_stacked_on_one_time_axis() -> None:
+    from governor.preview import Series, stack, stacked
+
+    assert stacked({"fieldConfig": {"defaults": {"custom": {"stacking": {"mode": "normal"}}}}})
+    assert not stacked({"fieldConfig": {"defaults": {"custom": {"stacking": {"mode": "none"}}}}})
+    assert not stacked({"type": "text"})
+    times, rows = stack([Series("read", [0.0, 10.0], [1.0, 2.0]),
+                         Series("decode", [10.0, 20.0], [5.0, float("nan")])])
+    # A stage without a value at a moment adds nothing to the stack there.
+    assert times == [0.0, 10.0, 20.0]
+    assert rows == [[1.0, 2.0, 0.0], [0.0, 5.0, 0.0]]

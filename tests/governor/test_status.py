@@ -20,6 +20,10 @@ PROMETHEUS = {
     "slo:burn_rate:ratio_rate5m": [("inter-token-latency", 3.5)],
     "slo:burn_rate:ratio_rate1h": [("inter-token-latency", 1.2)],
 }
+# The stage means stages.yml records (5m, 1h), and the SLOs' info series.
+STAGE_MEANS: dict[str, dict[str, float]] = {}
+INFO = [{"slo": "inter-token-latency", "metric": "governor_inter_token_latency_seconds"},
+        {"slo": "availability"}]
 ALERTS = [{"labels": {"alertname": "InterTokenLatencyP99High", "severity": "control",
                       "slo": "inter-token-latency", "instance": "a:8000"},
            "startsAt": "2026-12-01T10:00:00Z"}]
@@ -41,6 +45,10 @@ class Fake(BaseHTTPRequestHandler):
             query = parse_qs(url.query)["query"][0]
             result = [{"metric": {"slo": slo}, "value": [0, str(v)]}
                       for slo, v in PROMETHEUS.get(query, [])]
+            if query == "slo:info":
+                result = [{"metric": labels, "value": [0, "1"]} for labels in INFO]
+            result += [{"metric": {"stage": stage}, "value": [0, str(v)]}
+                       for stage, v in STAGE_MEANS.get(query, {}).items()]
             self._send({"status": "success", "data": {"resultType": "vector",
                                                       "result": result}})
         elif url.path == "/api/v2/alerts":
@@ -135,3 +143,39 @@ def test_watch_needs_a_positive_interval(bad: str, capsys: pytest.CaptureFixture
         main(["--watch", bad])
     assert exc.value.code == 2
     assert "--watch" in capsys.readouterr().err
+
+
+STEADY = {"decode": 1.0, "stream_write": 0.02}
+
+
+@pytest.mark.parametrize(("grown", "verdict"), [
+    ({"stream_write": 0.32}, "the time went outside the engine: the fix is not batching"),
+    ({"decode": 1.5}, "the engine's share grew"),
+], ids=["a slow reader", "slower decode"])
+def test_a_burning_latency_slo_names_the_stage_that_grew_most(
+    apis: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    grown: dict[str, float], verdict: str,
+) -> None:
+    monkeypatch.setitem(STAGE_MEANS, "governor:request_stage_seconds:mean5m", STEADY | grown)
+    monkeypatch.setitem(STAGE_MEANS, "governor:request_stage_seconds:mean1h", STEADY)
+    assert main(argv(apis)) == 0
+    out = capsys.readouterr().out
+    (stage,) = grown
+    growth = round((grown[stage] - STEADY[stage]) * 1000)
+    assert f"inter-token-latency burns: {stage} grew most (+{growth} ms per request, 5m " \
+           "against 1h)" in out
+    assert verdict in out
+    assert "availability burns" not in out  # it does not burn, and has no stages
+    assert main(argv(apis, "--json")) == 0
+    itl = next(s for s in json.loads(capsys.readouterr().out)["slos"]
+               if s["name"] == "inter-token-latency")
+    assert itl["stages"]["stage"] == stage
+    assert itl["stages"]["outside_engine"] is (stage == "stream_write")
+
+
+def test_without_the_stage_rules_a_burning_slo_says_what_is_missing(
+    apis: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(argv(apis)) == 0
+    assert "inter-token-latency burns; where its time went: no stage series" in \
+        capsys.readouterr().out

@@ -12,6 +12,7 @@ import pytest
 
 from governor.bench.controller.request_logs import ReplayOptions, load_request_log, read_rows
 from governor.contracts import request_log as contract
+from governor.contracts.stages import Stage
 from governor.inference import keys
 from governor.inference.cli import build_parser, config_from_args
 from governor.inference.request_log import RequestFacts, RequestLogSettings, RequestLogWriter
@@ -48,7 +49,11 @@ def test_a_record_carries_counts_times_and_its_own_p99_and_reads_back() -> None:
     ({"status": ""}, "status: ''"),
     ({"ttft_seconds": float("nan")}, "ttft_seconds: nan"),
     ({"route": None}, "route: None"),
-], ids=["a negative time", "a count as text", "an empty status", "a NaN", "no route"])
+    ({"stages": {"tokenize": -0.1}}, "stages: {'tokenize': -0.1}"),
+    ({"stages": ["read", 0.1]}, r"stages: \['read', 0.1\]"),
+    ({"stages": {str(k): 0.0 for k in range(40)}}, "stages: {'0': 0.0"),
+], ids=["a negative time", "a count as text", "an empty status", "a NaN", "no route",
+        "a negative stage", "stages not a mapping", "too many stages"])
 def test_a_malformed_record_says_which_field(line: dict[str, object], problem: str) -> None:
     good = json.loads(facts().record("/v1/chat/completions", "chat", "200").to_json())
     with pytest.raises(contract.RecordError, match=problem.replace("(", r"\(")):
@@ -134,6 +139,15 @@ async def test_served_requests_are_logged_without_their_text_and_replay_as_a_wor
     assert chat.prompt_tokens > 0 and chat.request_class == "default"
     assert completion.route == "/v1/completions" and 1 <= completion.output_tokens <= 5
     assert (invalid.status, invalid.output_tokens) == ("400", 0)
+    # Each served request's stages, by the stage label's values; the first token comes after
+    # every stage before the engine's decode.
+    for served in (chat, completion):
+        assert served.stages is not None and set(served.stages) == {s.value for s in Stage}
+        order = list(Stage)
+        before_decode = sum(served.stages[s.value]
+                            for s in order[:order.index(Stage.PREFILL) + 1])
+        assert served.ttft_seconds is not None
+        assert before_decode <= served.ttft_seconds + 1e-3
     # The round trip: the log is a workload; the request that was refused is not replayed.
     schema, _, tally = read_rows(path)
     assert schema == "governor" and tally.rows == 3

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import itertools
 import logging
+import socket
+import time
 
 import aiohttp
 import pytest
 
+from governor.contracts.stages import Stage
 from governor.inference.config import TracingSettings
+from governor.inference.tracing import setup_tracing
 from tests.inference.conftest import ServiceFactory
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
 
@@ -73,6 +77,15 @@ async def test_the_span_tree_attributes_and_propagated_trace_id(
         "gen_ai.latency.time_to_first_token"]
     assert 0 <= queue <= first <= (server.end_ns - server.start_ns) / 1e9
     assert "governor.first_token" in server.events
+    # Where its time went: every stage, adding up to the span's duration.
+    stages = server.event_attributes["governor.stages"]
+    named = {key for key in stages if key != "governor.stage.total_seconds"}
+    assert named == {f"governor.stage.{stage.value}_seconds" for stage in Stage}
+    total = stages["governor.stage.total_seconds"]
+    assert abs(sum(stages[key] for key in named) - total) <= 1e-6
+    assert 0 < total <= (server.end_ns - server.start_ns) / 1e9
+    assert stages["governor.stage.decode_seconds"] > 0
+    assert attributes["governor.request.prompt_bytes"] > len("trace this request")
     # Nothing of ours is invented inside the reserved gen_ai namespace.
     assert {k for k in attributes if k.startswith("gen_ai.")} <= GENAI_AND_VLLM_NAMES
 
@@ -112,3 +125,26 @@ async def test_without_an_endpoint_nothing_is_exported_and_one_line_says_so(
         model=service.engine.model_name, prompt="hello", max_tokens=2)
     lines = [r.getMessage() for r in caplog.records if "OTLP" in r.getMessage()]
     assert lines == ["tracing: no OTLP endpoint configured, spans are not exported"]
+
+
+def test_stopping_waits_for_a_collector_that_never_answers_no_longer_than_its_bound() -> None:
+    """A collector that takes the connection and never answers (an absent Jaeger behind a
+    proxy, a firewall that drops): the exporter would retry for its own 10 s, longer than
+    compose waits after SIGTERM; stopping gives up after its bound and says so."""
+    with socket.socket() as hole:
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(8)  # accepted by the kernel, never read, never answered
+        port = hole.getsockname()[1]
+        tracing = setup_tracing(TracingSettings(otlp_endpoint=f"http://127.0.0.1:{port}"), {})
+        tracing.tracer.start_span("a request").end()
+        started = time.monotonic()
+        delivered = tracing.shutdown(timeout_seconds=0.5)
+        took = time.monotonic() - started
+    assert not delivered
+    assert 0.5 <= took < 2.0
+
+
+def test_stopping_with_nothing_exported_returns_at_once() -> None:
+    tracing = setup_tracing(TracingSettings(otlp_endpoint=None), {})
+    tracing.tracer.start_span("a request").end()
+    assert tracing.shutdown(timeout_seconds=5.0)

@@ -37,6 +37,8 @@ class ReceivedSpan:
     attributes: dict[str, Any]
     events: tuple[str, ...]
     resource: dict[str, Any] = field(default_factory=dict)
+    # Each event's attributes, by the event's name (the last of a name that repeats).
+    event_attributes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _value(value: AnyValue) -> Any:
@@ -67,6 +69,8 @@ def decode(body: bytes) -> list[ReceivedSpan]:
                     start_ns=span.start_time_unix_nano, end_ns=span.end_time_unix_nano,
                     attributes=_attributes(span.attributes),
                     events=tuple(event.name for event in span.events), resource=resource,
+                    event_attributes={event.name: _attributes(event.attributes)
+                                      for event in span.events},
                 ))
     return spans
 

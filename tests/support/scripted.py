@@ -11,12 +11,14 @@ import asyncio
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from governor.inference.engines.base import (
     BatchingLimits,
     EngineError,
     EngineErrorKind,
     EngineStats,
+    EngineTimes,
     FinishReason,
     GenerateRequest,
     TokenDelta,
@@ -95,7 +97,7 @@ class ScriptedEngine:
                 await asyncio.sleep(self.script.token_delay_seconds)
                 last = index == request.max_tokens - 1
                 yield TokenDelta(f" w{index}", 1, FinishReason.LENGTH if last else None,
-                                 queued_seconds=0.0 if index == 0 else None)
+                                 times=EngineTimes(queued_seconds=0.0) if index == 0 else None)
         except GeneratorExit:
             self.aborted.append(request.request_id)
             raise
@@ -113,6 +115,9 @@ class ScriptedEngine:
             raise self.script.retune_error
         self._limits = limits
         return limits
+
+    async def ranks(self) -> list[dict[str, Any]] | None:
+        return None
 
     def stats(self) -> EngineStats:
         return EngineStats(self.running, 0, 0.0)

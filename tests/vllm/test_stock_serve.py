@@ -41,8 +41,11 @@ def call(server: StockVllm, method: str = "GET", body: Any = None, *, token: str
 
 
 def stream(server: StockVllm, *, key: str | None) -> int:
+    """Tokens streamed back (the usage vLLM reports at the end of the stream), or minus the HTTP
+    status of a refusal. Not the count of events: vLLM sends the tokens its API process finds
+    ready at once in one event, which on a busy machine is often more than one."""
     body = {"model": server.model, "prompt": "hello", "max_tokens": 8, "stream": True,
-            "ignore_eos": True}
+            "ignore_eos": True, "stream_options": {"include_usage": True}}
     request = urllib.request.Request(server.url + "/v1/completions",
                                      data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
@@ -50,11 +53,14 @@ def stream(server: StockVllm, *, key: str | None) -> int:
         request.add_header("Authorization", f"Bearer {key}")
     try:
         with urllib.request.urlopen(request, timeout=120) as answer:
-            events = [line for line in answer.read().decode().splitlines()
+            events = [json.loads(line.removeprefix("data: "))
+                      for line in answer.read().decode().splitlines()
                       if line.startswith("data: ") and line != "data: [DONE]"]
-            return len(events)
     except urllib.error.HTTPError as error:
         return -error.code
+    assert events and all(e["choices"] for e in events[:-1]), events
+    tokens: int = events[-1]["usage"]["completion_tokens"]
+    return tokens
 
 
 @pytest.fixture(scope="module")

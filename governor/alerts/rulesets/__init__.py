@@ -5,7 +5,8 @@ for what ``RULESET`` holds); nothing else lists it. :func:`rulesets` returns the
 whatever the file system lists first: per-SLO rule sets, then the others, each by name, so the
 PrometheusRule's groups never move::
 
-    [ruleset.name for ruleset in rulesets()]   # ['classes', 'slo', 'control', 'health', 'scale']
+    [ruleset.name for ruleset in rulesets()]
+    # ['classes', 'slo', 'control', 'health', 'scale', 'stages']
 """
 
 from __future__ import annotations

@@ -282,7 +282,8 @@ def _limits(sim: VirtualSim) -> Limits:
 
 def observe(scenario: Scenario, scrapes: Scrapes, at: float) -> Observation:
     """What ``governor.controller.queries`` would return at ``at`` — the same windows and
-    aggregations."""
+    aggregations. The simulated engine is one engine (``engine="0"``, as the sim labels its
+    series), so the observation names no data-parallel rank (``governor.controller.ranks``)."""
     slo, short, long = scenario.slo, scenario.short_window_seconds, scenario.long_window_seconds
     return Observation(
         itl_tail_seconds=scrapes.quantile(slo.itl_quantile, "itl", at, short),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from governor.contracts.declaration import Metric
+from governor.contracts.stages import BETWEEN_TOKENS, FIRST_TOKEN, WHOLE_REQUEST, Path
 
 # ---- label names and values ----------------------------------------------------------------------
 LABEL_MODEL: Final = "model"
@@ -21,6 +22,7 @@ LABEL_REASON: Final = "reason"
 LABEL_RESULT: Final = "result"
 LABEL_ENGINE: Final = "engine"
 LABEL_VERSION: Final = "version"
+LABEL_STAGE: Final = "stage"  # a governor.contracts.stages.Stage
 # The request class (``classes`` of slo.yaml) a generation request was put in; without classes
 # every generation request is in DEFAULT_CLASS. Requests never classified (other routes, and
 # generation requests refused before their prompt was read) carry the empty value, which
@@ -59,7 +61,8 @@ PARAM_MAX_NUM_BATCHED_TOKENS: Final = "max_num_batched_tokens"
 # ---- latency, as the client sees it ------------------------------------------------------------
 TIME_TO_FIRST_TOKEN: Final = Metric(
     "governor_time_to_first_token_seconds", "histogram",
-    "Time from request arrival to the first streamed token, as seen by the client.", "seconds",
+    "Time from the request's first byte to the first streamed token, as seen by the client.",
+    "seconds",
     (LABEL_MODEL, LABEL_CLASS),
     (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5, 2.0,
      2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0),
@@ -73,10 +76,38 @@ INTER_TOKEN_LATENCY: Final = Metric(
 )
 REQUEST_DURATION: Final = Metric(
     "governor_request_duration_seconds", "histogram",
-    "Time from request arrival to the end of the response.", "seconds",
+    "Time from the request's first byte read to the last byte of its response written.", "seconds",
     (LABEL_ROUTE, LABEL_CLASS),
     (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0,
      60.0, 90.0, 120.0, 240.0, 480.0),
+)
+
+# ---- where a request's time goes ---------------------------------------------------------------
+# One bucket set for every stage, so 1-2-5 steps from 50 µs (decoding a small body, rendering a
+# short chat) to 60 s (the admission queue's default timeout; the engine's stages of a long
+# generation may pass it, and their mean stays exact in _sum): a quantile read between two
+# edges is off by at most the step, 2.5x, across six decades.
+STAGE_BUCKETS: Final = (0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
+                        0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 60.0)
+REQUEST_STAGE: Final = Metric(
+    "governor_request_stage_seconds", "histogram",
+    "Time a generation request that reached the engine spent in each stage, from its first "
+    "byte read to its last byte written; a request's stages add up to its duration (other: "
+    "the time inside no named stage; parse: decoding and validating the body).", "seconds",
+    (LABEL_STAGE,), STAGE_BUCKETS,
+)
+# Powers of four: a chat turn (a few hundred bytes) to the largest body accepted (4 MiB).
+PROMPT_SIZE_BUCKETS: Final = (64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0,
+                              1048576.0, 4194304.0)
+REQUEST_PROMPT_BYTES: Final = Metric(
+    "governor_request_prompt_bytes", "histogram",
+    "UTF-8 bytes of each admitted generation request's prompt, as rendered for the engine.",
+    "bytes",
+    (), PROMPT_SIZE_BUCKETS,
+)
+REQUEST_PROMPT_TOKENS: Final = Metric(
+    "governor_request_prompt_tokens", "histogram",
+    "Tokens of each admitted generation request's prompt.", "tokens", (), PROMPT_SIZE_BUCKETS,
 )
 
 # ---- requests and tokens ---------------------------------------------------------------------
@@ -128,3 +159,9 @@ SERVICE_INFO: Final = Metric(
 
 # The histograms a latency SLI of slo.yaml may count (its threshold must be one of their edges).
 LATENCY_HISTOGRAMS: Final = (INTER_TOKEN_LATENCY, TIME_TO_FIRST_TOKEN, REQUEST_DURATION)
+# The stages each of them lies on (governor.contracts.stages).
+STAGE_PATHS: Final[dict[str, Path]] = {
+    TIME_TO_FIRST_TOKEN.name: FIRST_TOKEN,
+    INTER_TOKEN_LATENCY.name: BETWEEN_TOKENS,
+    REQUEST_DURATION.name: WHOLE_REQUEST,
+}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from governor.contracts.declaration import Metric
-from governor.contracts.metrics.service import LABEL_CLASS
+from governor.contracts.metrics.service import LABEL_CLASS, LABEL_STAGE
 from governor.contracts.promql import format_duration
 
 LABEL_SLO: Final = "slo"
@@ -33,6 +33,8 @@ CLASS_LABELS: Final = (LABEL_SLO, LABEL_SERVICE, LABEL_CLASS)
 BURN_ALERT_SUFFIX: Final = "ErrorBudgetBurn"  # severity page or ticket
 CLASS_BURN_ALERT_SUFFIX: Final = "ClassErrorBudgetBurn"  # the same, per request class
 FAST_ALERT_SUFFIX: Final = "P99High"  # severity control, per instance
+# Severity page, beside the burn alert: it burns, and the time went outside the engine.
+NOT_IN_ENGINE_ALERT_SUFFIX: Final = "BurnNotInEngine"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,3 +98,8 @@ CLASS_SLI_ERROR_RATIO_PERIOD: Final = _recorded(
 CLASS_ERROR_BUDGET_REMAINING: Final = _recorded(
     "slo_class:error_budget_remaining:ratio", "Share of the period's error budget one class has "
     "left.", labels=CLASS_LABELS)
+
+# ---- where a request's time goes (governor_request_stage_seconds), per stage -------------------
+STAGE_MEAN: Final = Windowed(
+    "governor:request_stage_seconds:mean", "Mean seconds per request in each stage over the "
+    "window, over the inference target.", "seconds", (LABEL_STAGE,))

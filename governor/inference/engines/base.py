@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from governor.contracts.batching import BatchingLimits
 
@@ -65,14 +65,26 @@ class FinishReason(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class EngineTimes:
+    """One request's phases as the engine measured them, on its own clock (``None``: not
+    known): its queue (scheduled - queued), prefill (first token - scheduled) and decode (last
+    token - first token)."""
+
+    queued_seconds: float | None = None
+    prefill_seconds: float | None = None
+    decode_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TokenDelta:
     """New output since the previous delta (one or more tokens)."""
 
     text: str
     num_tokens: int
     finish_reason: FinishReason | None = None
-    # Engine-side queue time of this request, reported once (on the first delta) when known.
-    queued_seconds: float | None = None
+    # The engine's own times for this request: on the first delta its queue and prefill, on
+    # the last its decode, when the engine knows them (one field: a delta is made per token).
+    times: EngineTimes | None = None
     # Prompt tokens served from the prefix cache, reported on the final delta when known.
     cached_prompt_tokens: int | None = None
 
@@ -168,5 +180,10 @@ class Engine(Protocol):
         The caller has validated ``floor <= limits <= ceiling``. Raises :class:`EngineError`
         (``UNSUPPORTED``) where the engine cannot be retuned live.
         """
+
+    async def ranks(self) -> list[dict[str, Any]] | None:
+        """Each data-parallel rank's report of itself (``governor.contracts.batching.
+        rank_report``), for the admin API's answer; None for an engine without ranks. Raises
+        :class:`EngineError` when the engine does not answer."""
 
     def stats(self) -> EngineStats: ...

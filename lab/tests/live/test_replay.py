@@ -5,16 +5,19 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 
+import aiohttp
 from aiohttp.test_utils import TestServer
+from prometheus_client.parser import text_string_to_metric_families
 
 from governor.bench.controller.workload import Arrival
 from governor.common.process import wait_http_ok
 from governor.common.secrets import Secret
+from governor.contracts.metrics import vllm
 from governor.inference.app import create_app
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.engines.sim.tokenizer import pieces
-from lab.live.replay import SIM_WORDS, PromptBook, Trace, replay, words_of
+from lab.live.replay import SIM_WORDS, PromptBook, Trace, replay, replica_of, words_of
 
 
 def test_words_of_keeps_whole_lowercase_words_of_three_to_six_letters() -> None:
@@ -70,3 +73,29 @@ async def test_a_refused_request_is_a_trace_with_its_status(
     traces = await replay(url, "no-such-model", [Arrival(0.0, 4, 2, "chat")],
                           PromptBook.from_words(SIM_WORDS))
     assert traces[0].status == 404 and not traces[0].finished and traces[0].error
+
+
+async def test_a_replay_to_two_replicas_sends_them_alternate_arrivals(
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+) -> None:
+    urls = []
+    for seed in (1, 2):
+        config = ServiceConfig(engine=EngineSettings(kind="sim", preset="tiny", seed=seed),
+                               admin_token=Secret("t"))
+        server = await aiohttp_server(create_app(config, env={}))
+        urls.append(str(server.make_url("")).rstrip("/"))
+        await wait_http_ok(f"{urls[-1]}/health", limit_seconds=30, poll_seconds=0.05)
+    arrivals = [Arrival(0.0, 40, 3, "chat"), Arrival(0.02, 120, 3, "doc"),
+                Arrival(0.04, 10, 3, "chat"), Arrival(0.06, 7, 3, "chat")]
+    traces = await replay(urls, "tiny", arrivals, PromptBook.from_words(SIM_WORDS), seed=4)
+    assert all(t.finished for t in traces)
+    assert [replica_of(i, 2) for i in range(4)] == [0, 1, 0, 1]
+    assert [await prompt_tokens(url) for url in urls] == [40 + 10, 120 + 7]
+
+
+async def prompt_tokens(url: str) -> float:
+    async with aiohttp.ClientSession() as session, session.get(f"{url}/metrics") as response:
+        text = await response.text()
+    return sum(s.value for f in text_string_to_metric_families(text)
+               if f.name == vllm.PROMPT_TOKENS.name for s in f.samples
+               if s.name == vllm.PROMPT_TOKENS.total)

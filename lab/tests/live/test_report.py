@@ -13,6 +13,7 @@ import pytest
 
 from lab.live.report import LiveRun, report, reversals, score, summarise
 from lab.live.runs import Policy
+from lab.live.stack import STOCK_SERVER
 
 SLO = {"itl_seconds": 0.12, "itl_quantile": 0.99, "ttft_seconds": 1.0, "ttft_quantile": 0.99}
 START = 1_700_000_000.0
@@ -59,6 +60,30 @@ def test_a_run_that_breaches_half_way_scores_like_the_simulated_benchmark(
     assert s["goodput_rps"] == pytest.approx(30 / 60)  # the fast half
     assert s["breach_episodes"] == 1 and s["worst_recovery_seconds"] == pytest.approx(25.0)
     assert s["changes"] == 0 and s["requests"] == 60
+
+
+def test_two_replicas_are_scored_as_a_fleet_and_each_on_its_own(tmp_path: Path) -> None:
+    """Arrival i went to replica i mod 2; replica 1's requests decode slowly from 30 s, and
+    only its series of the controller's query breaches."""
+    path = write_run(tmp_path, "controller", "controller", slow_from=None,
+                     audit=[{**_audit(40, 8192, 4096), "target": "b:8000"}])
+    with gzip.open(path, "rt") as handle:
+        data = json.load(handle)
+    data["replicas"] = 2
+    data["traces"] = [_request(float(t), 0.2 if t % 2 and t >= 30 else 0.01) for t in range(60)]
+    calm = data["prometheus"]["itl_tail"][0]["values"]
+    slow = [[t, "0.2" if t - START >= 35 else "0.01"] for t, _ in calm]
+    data["prometheus"]["itl_tail"] = [{"metric": {"instance": "a:8000"}, "values": calm},
+                                      {"metric": {"instance": "b:8000"}, "values": slow}]
+    with gzip.open(path, "wt") as handle:
+        json.dump(data, handle)
+    s = score(LiveRun.load(path), SLO, window=20.0)
+    assert s["goodput_rps"] == pytest.approx(45 / 60)  # all but replica 1's last 15
+    assert s["replicas"]["0"]["goodput_rps"] == pytest.approx(30 / 60)
+    assert s["replicas"]["1"]["goodput_rps"] == pytest.approx(15 / 60)
+    assert s["replicas"]["0"]["attainment"] == 1.0 > s["replicas"]["1"]["attainment"]
+    assert s["worst_recovery_seconds"] == pytest.approx(25.0)  # the worst replica's breach
+    assert s["decisions"][0]["target"] == "b:8000"
 
 
 def test_reversals_count_a_budget_that_goes_down_up_and_down_again() -> None:
@@ -154,3 +179,47 @@ def test_the_simulator_predicts_a_live_run_from_its_workload_and_policy(tmp_path
                          window=20.0)
     assert prediction["attainment"] == 1.0  # a quarter of the headline load never breaches
     assert prediction["goodput_rps"] > 0 and prediction["changes"] == 0
+
+
+@pytest.mark.parametrize(("replicas", "engine_args", "name"), [
+    (1, "", "controller-sim.json"),
+    (2, "", "controller-sim-x2.json"),
+    (1, "gpu_memory_utilization=0.85 data-parallel-size=2", "controller-sim-dp2.json"),
+])
+def test_several_gpus_report_beside_the_single_gpu_results_not_over_them(
+        tmp_path: Path, replicas: int, engine_args: str, name: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_run(tmp_path, "default", "default", slow_from=None)
+    with gzip.open(path, "rt") as handle:
+        data = json.load(handle)
+    data["replicas"] = replicas
+    data["environment"]["engine_args"] = engine_args
+    with gzip.open(path, "wt") as handle:
+        json.dump(data, handle)
+    out = tmp_path / "out"
+    assert report(argparse.Namespace(results=[tmp_path], out=out, window=20.0, predict="none",
+                                     slo=Path("slo.yaml"))) == 0
+    assert (out / name).exists()
+    capsys.readouterr()
+
+
+def test_runs_on_stock_vllm_are_scored_at_their_specs_thresholds_and_named_apart(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Decode at 110 ms a token meets slo.yaml's 120 ms and misses the 100 ms of a spec on vLLM's
+    own histograms, whose edges have no 120 ms; stock servers' results are a file of their own."""
+    path = write_run(tmp_path, "default", "default", slow_from=None)
+    with gzip.open(path, "rt") as handle:
+        data = json.load(handle)
+    data["traces"] = [_request(float(t), 0.11) for t in range(60)]
+    data["environment"]["server"] = STOCK_SERVER
+    with gzip.open(path, "wt") as handle:
+        json.dump(data, handle)
+    goodput = {}
+    for spec in ("slo.yaml", "benchmarks/histograms/vllm.yaml"):
+        out = tmp_path / Path(spec).stem
+        assert report(argparse.Namespace(results=[tmp_path], out=out, window=20.0,
+                                         predict="none", slo=Path(spec))) == 0
+        result = json.loads((out / "controller-sim-stock-vllm.json").read_text())
+        goodput[result["slo"]["itl_seconds"]] = result["runs"][0]["goodput_rps"]
+    assert goodput == {0.12: pytest.approx(1.0), 0.1: 0.0}
+    capsys.readouterr()

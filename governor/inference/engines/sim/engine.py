@@ -24,7 +24,7 @@ import contextlib
 import logging
 import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry
 
@@ -33,6 +33,7 @@ from governor.inference.engines.base import (
     EngineError,
     EngineErrorKind,
     EngineStats,
+    EngineTimes,
     FinishReason,
     GenerateRequest,
     TokenDelta,
@@ -195,14 +196,11 @@ class SimEngine:
                 text = plan.text(stream.sent, produced)
                 if plan.text_limit is not None and stream.chars + len(text) > plan.text_limit:
                     text = text[: max(plan.text_limit - stream.chars, 0)]
-                queued = None
-                if first and not math.isnan(sim_request.scheduled_time):
-                    queued = sim_request.scheduled_time - sim_request.queued_time
                 delta = TokenDelta(
                     text=text,
                     num_tokens=produced - stream.sent,
                     finish_reason=sim_request.finish_reason if finished else None,
-                    queued_seconds=queued,
+                    times=_times(sim_request, first, finished) if first or finished else None,
                     cached_prompt_tokens=sim_request.num_cached_tokens if finished else None,
                 )
                 stream.sent = produced
@@ -288,6 +286,9 @@ class SimEngine:
         self._core.limits = limits  # read by the next step's scheduling
         return limits
 
+    async def ranks(self) -> list[dict[str, Any]] | None:
+        return None  # one simulated engine, no data parallelism
+
     def stats(self) -> EngineStats:
         scheduler = self._core.scheduler
         return EngineStats(
@@ -354,6 +355,19 @@ class SimEngine:
                 stream = request.sink
                 if isinstance(stream, _Stream) and stream.waiter is not None:
                     stream.wake()
+
+
+def _times(request: SimRequest, first: bool, finished: bool) -> EngineTimes:
+    """The request's queue and prefill (for its first delta) and decode (for its last)."""
+    return EngineTimes(
+        _known(request.scheduled_time - request.queued_time) if first else None,
+        _known(request.first_token_time - request.scheduled_time) if first else None,
+        _known(request.last_token_time - request.first_token_time) if finished else None)
+
+
+def _known(seconds: float) -> float | None:
+    """An interval between two of the engine's timestamps; ``None`` while one is unset (NaN)."""
+    return None if math.isnan(seconds) else seconds
 
 
 def create_sim_engine(settings: EngineSettings, registry: CollectorRegistry) -> SimEngine:

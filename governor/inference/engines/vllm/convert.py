@@ -14,6 +14,7 @@ from typing import Any
 from governor.inference.engines.base import (
     EngineError,
     EngineErrorKind,
+    EngineTimes,
     FinishReason,
     GenerateRequest,
     TokenDelta,
@@ -125,13 +126,29 @@ class RequestTiming:
     num_generation_tokens: int
 
 
+def _between(metrics: Any, earlier: str, later: str) -> float | None:
+    """``later - earlier`` of two engine-core timestamps of a ``RequestStateStats`` (``None``
+    while either is unset, or without stats)."""
+    start = getattr(metrics, earlier, 0.0) or 0.0
+    end = getattr(metrics, later, 0.0) or 0.0
+    if start <= 0.0 or end <= 0.0:
+        return None
+    return max(0.0, end - start)
+
+
 def queued_seconds(metrics: Any) -> float | None:
     """Engine-side queue time from a ``RequestStateStats`` (``None`` while unknown)."""
-    queued = getattr(metrics, "queued_ts", 0.0) or 0.0
-    scheduled = getattr(metrics, "scheduled_ts", 0.0) or 0.0
-    if queued <= 0.0 or scheduled <= 0.0:
-        return None
-    return max(0.0, scheduled - queued)
+    return _between(metrics, "queued_ts", "scheduled_ts")
+
+
+def prefill_seconds(metrics: Any) -> float | None:
+    """Scheduled to first token; set once the first token is out (preemptions included)."""
+    return _between(metrics, "scheduled_ts", "first_token_ts")
+
+
+def decode_seconds(metrics: Any) -> float | None:
+    """First token to last token; final once the request has finished."""
+    return _between(metrics, "first_token_ts", "last_token_ts")
 
 
 def request_timing(request_id: str, metrics: Any) -> RequestTiming | None:
@@ -161,9 +178,18 @@ def delta(output: Any, *, first: bool) -> TokenDelta:
         text=text,
         num_tokens=num_tokens,
         finish_reason=reason,
-        queued_seconds=queued_seconds(output.metrics) if first else None,
+        times=times(output.metrics, first=first, last=output.finished)
+        if first or output.finished else None,
         cached_prompt_tokens=cached,
     )
+
+
+def times(metrics: Any, *, first: bool, last: bool) -> EngineTimes:
+    """What a ``RequestStateStats`` says of a request: its queue and prefill (for the first
+    delta), its decode (for the last)."""
+    return EngineTimes(queued_seconds(metrics) if first else None,
+                       prefill_seconds(metrics) if first else None,
+                       decode_seconds(metrics) if last else None)
 
 
 def _message(error: BaseException) -> str:

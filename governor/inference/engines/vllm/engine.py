@@ -302,6 +302,11 @@ class VllmEngine:
     async def set_limits(self, limits: BatchingLimits) -> BatchingLimits:
         return await self._require_retuner().set_limits(limits)
 
+    async def ranks(self) -> list[dict[str, Any]] | None:
+        if self._retuner is None or self._retuner.problem is not None:
+            return None  # not started, or not retunable: the answer has no ranks to show
+        return await self._retuner.ranks()
+
     async def batching_report(self) -> dict[str, Any]:
         """What the engine core reports now: strategy, limits, admission cap, number running."""
         return await self._require_retuner().report()

@@ -15,6 +15,7 @@ import asyncio
 import logging
 from typing import Any
 
+from governor.contracts.batching import rank_report
 from governor.inference.engines.base import BatchingLimits, EngineError, EngineErrorKind
 from governor.inference.engines.vllm.args import EngineArgsError
 from governor.vllm.plugin import UTILITY_REPORT, UTILITY_SET
@@ -84,6 +85,17 @@ class Retuner:
                 report.get("num_running"),
             )
         return self.limits
+
+    async def ranks(self) -> list[dict[str, Any]]:
+        """Each data-parallel rank's report of itself, as the admin API shows it (every rank
+        where vLLM's client returns each answer, ``call_utility_all_async``; the first one's
+        elsewhere)."""
+        try:
+            answers = await call_every_engine(self._llm, UTILITY_REPORT)
+        except UtilityError as error:
+            raise EngineError(_KINDS.get(error.failure, EngineErrorKind.UNSUPPORTED),
+                              error.message) from error
+        return [rank_report(answer) for answer in answers]
 
     async def report(self) -> dict[str, Any]:
         """What the engine core reports now: strategy, limits, admission cap, number running."""

@@ -89,10 +89,17 @@ async def test_the_stream_retokenizes_to_the_tokens_it_reports(engine: SimEngine
     assert sum(d.num_tokens for d in deltas) == len(engine.tokenize(text))
     assert [d.finish_reason for d in deltas][-1] is FinishReason.STOP
     assert all(d.finish_reason is None for d in deltas[:-1])
-    assert deltas[0].queued_seconds is not None
-    assert deltas[0].queued_seconds >= 0
-    assert all(d.queued_seconds is None for d in deltas[1:])
     assert deltas[-1].cached_prompt_tokens == 0
+    # The engine's own queue and prefill on the first delta, its decode on the last (steps take
+    # time), nothing on the others.
+    first, last = deltas[0].times, deltas[-1].times
+    assert first is not None and last is not None
+    assert first.queued_seconds is not None and first.queued_seconds >= 0
+    assert first.prefill_seconds is not None and first.prefill_seconds > 0
+    assert first.decode_seconds is None
+    assert (last.queued_seconds, last.prefill_seconds) == (None, None)
+    assert last.decode_seconds is not None and last.decode_seconds > 0
+    assert all(d.times is None for d in deltas[1:-1])
 
 
 async def test_max_tokens_ends_with_length(engine: SimEngine) -> None:
@@ -384,7 +391,8 @@ async def test_a_late_event_loop_never_makes_latencies_negative() -> None:
     finally:
         hog.cancel()
         await sim.close()
-    queued = [deltas[0].queued_seconds for deltas in results]
+    queued = [deltas[0].times.queued_seconds if deltas[0].times else None
+              for deltas in results]
     assert all(q is not None and q >= 0 for q in queued)
     assert value(registry, vllm.REQUEST_QUEUE_TIME.sum) >= 0
     assert value(registry, vllm.TIME_TO_FIRST_TOKEN.sum) >= 0

@@ -10,6 +10,7 @@ import pytest
 from governor.inference.engines.base import (
     EngineError,
     EngineErrorKind,
+    EngineTimes,
     FinishReason,
     GenerateRequest,
     SamplingOptions,
@@ -55,14 +56,28 @@ def test_sampling_options_map_to_vllm_keywords_and_defaults_stay_vllms() -> None
     assert tuned["presence_penalty"] == 0.5 and tuned["ignore_eos"] is True
 
 
-def test_the_first_delta_carries_the_queue_time_and_the_last_the_cached_tokens() -> None:
+def test_the_first_delta_carries_queue_and_prefill_and_the_last_decode_and_cached_tokens(
+) -> None:
     first = convert.delta(Output([Completion("Hel", [5, 6])]), first=True)
     assert (first.text, first.num_tokens, first.finish_reason) == ("Hel", 2, None)
-    assert first.queued_seconds == pytest.approx(0.25)
-    assert first.cached_prompt_tokens is None
+    assert first.times is not None and first.cached_prompt_tokens is None
+    assert first.times.queued_seconds == pytest.approx(0.25)
+    assert first.times.prefill_seconds == pytest.approx(0.25)
+    assert first.times.decode_seconds is None
+    middle = convert.delta(Output([Completion("l", [7])]), first=False)
+    assert middle.times is None
     last = convert.delta(Output([Completion("lo", [7], "length")], finished=True), first=False)
-    assert last.finish_reason is FinishReason.LENGTH
-    assert last.queued_seconds is None and last.cached_prompt_tokens == 16
+    assert last.finish_reason is FinishReason.LENGTH and last.times is not None
+    assert last.times.queued_seconds is None and last.times.prefill_seconds is None
+    assert last.times.decode_seconds == pytest.approx(0.5) and last.cached_prompt_tokens == 16
+
+
+def test_an_engine_time_is_unknown_while_either_of_its_timestamps_is_unset() -> None:
+    first = convert.delta(Output([Completion("a", [1])], metrics=Metrics(first_token_ts=0.0)),
+                          first=True)
+    assert first.times is not None
+    assert first.times.queued_seconds == pytest.approx(0.25)
+    assert first.times.prefill_seconds is None
 
 
 @pytest.mark.parametrize(
@@ -77,7 +92,7 @@ def test_finish_reasons(reason: str | None, expected: FinishReason | None) -> No
 def test_a_finished_output_without_a_reason_still_ends_the_stream() -> None:
     delta = convert.delta(Output([], finished=True, metrics=None), first=True)
     assert delta.finish_reason is FinishReason.ABORT and delta.num_tokens == 0
-    assert delta.queued_seconds is None
+    assert delta.times == EngineTimes()  # no stats: nothing known
 
 
 def test_timings_need_stat_logging() -> None:

@@ -86,8 +86,12 @@ async def test_a_request_streams_deltas_until_its_length(vllm_engine: VllmEngine
     assert deltas[-1].finish_reason is FinishReason.LENGTH
     # Delta mode: each piece is new output, not the text so far.
     assert len(deltas) > 1
-    assert deltas[0].queued_seconds is not None and deltas[0].queued_seconds >= 0.0
-    assert all(d.queued_seconds is None for d in deltas[1:])
+    first, last = deltas[0].times, deltas[-1].times
+    assert first is not None and first.queued_seconds is not None
+    assert first.queued_seconds >= 0.0
+    assert first.prefill_seconds is not None and first.prefill_seconds > 0.0
+    assert last is not None and last.decode_seconds is not None and last.decode_seconds > 0.0
+    assert all(d.times is None for d in deltas[1:-1])
     assert deltas[-1].cached_prompt_tokens is not None
 
 

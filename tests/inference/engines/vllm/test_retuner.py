@@ -113,3 +113,28 @@ async def test_data_parallel_engines_move_together() -> None:
     assert (await retuning.call_utility(llm(older, data_parallel_size=2), UTILITY_REPORT))[
         "supported"]
     assert older.calls == [(UTILITY_REPORT,)]
+
+
+class EveryRank(Core):
+    """vLLM's client with ``call_utility_all_async``: one answer per data-parallel engine."""
+
+    async def call_utility_all_async(self, name: str, *args: Any) -> list[Any]:
+        self.calls.append((name, *args))
+        return [{**SUPPORTED, "dp_rank": rank, "pid": 100 + rank, "num_running": 3,
+                 "secret_field": "not shown"} for rank in (0, 1)]
+
+
+async def test_each_data_parallel_rank_reports_itself_in_the_fields_of_the_contract() -> None:
+    retuner = await Retuner.probe(llm(EveryRank(SUPPORTED), data_parallel_size=2), FLOOR)
+    ranks = await retuner.ranks()
+    assert [r["dp_rank"] for r in ranks] == [0, 1]
+    assert ranks[1] == {"dp_rank": 1, "pid": 101, "strategy": "running", "max_num_seqs": 64,
+                        "max_num_batched_tokens": 2048, "num_running": 3}
+
+
+async def test_ranks_of_an_engine_that_does_not_answer_are_an_engine_error() -> None:
+    core = Core(SUPPORTED)
+    retuner = await Retuner.probe(llm(core), FLOOR)
+    core.error = Exception("boom")
+    with pytest.raises(EngineError):
+        await retuner.ranks()

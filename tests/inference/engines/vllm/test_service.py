@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from governor.common.secrets import Secret
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import vllm
+from governor.contracts.stages import Stage
 from governor.inference import keys
 from governor.inference.app import create_app
 from governor.inference.config import ServiceConfig, TracingSettings
@@ -202,10 +203,11 @@ async def test_a_client_gone_mid_stream_has_its_vllm_request_aborted(service: Se
     assert service.registry.get_sample_value(vllm.NUM_REQUESTS_RUNNING.name, LABELS) == 0.0
 
 
-async def stream_one(session: aiohttp.ClientSession, url: str) -> str:
+async def stream_one(session: aiohttp.ClientSession, url: str, max_tokens: int) -> str:
     """Stream one chat completion; returns the response id (the engine's request id)."""
     response_id = ""
-    async with session.post(f"{url}/v1/chat/completions", json=chat_body(max_tokens=24)) as r:
+    body = chat_body(max_tokens=max_tokens)
+    async with session.post(f"{url}/v1/chat/completions", json=body) as r:
         assert r.status == 200, await r.text()
         async for raw in r.content:
             line = raw.strip()
@@ -227,13 +229,17 @@ async def scrape_peak(session: aiohttp.ClientSession, url: str, stop: asyncio.Ev
     return peak
 
 
-async def eight_streams(service: Service, session: aiohttp.ClientSession) -> tuple[int, float]:
+async def eight_streams(
+    service: Service, session: aiohttp.ClientSession, max_tokens: int = 24
+) -> tuple[int, float]:
     """Eight concurrent streams: the most running at once (scheduling timestamps) and the peak
-    of the running gauge on ``/metrics``."""
+    of the running gauge on ``/metrics``. The gauge is sampled, so a stream must outlast a few
+    scrapes for the peak to be seen: the longer ``max_tokens``, the wider that window."""
     stop = asyncio.Event()
     scraper = asyncio.create_task(scrape_peak(session, service.url, stop))
     try:
-        ids = await asyncio.gather(*(stream_one(session, service.url) for _ in range(8)))
+        streams = (stream_one(session, service.url, max_tokens) for _ in range(8))
+        ids = await asyncio.gather(*streams)
     finally:
         stop.set()
     peak = await scraper
@@ -250,13 +256,18 @@ async def test_put_admin_batching_retunes_the_running_engine_without_a_restart(
         body = await service.put_limits(session, max_num_seqs=2)
         assert body["max_num_seqs"] == 2
         assert body["ceiling"] == {"max_num_seqs": 8, "max_num_batched_tokens": 512}
+        # Each data-parallel rank says what it has in force (here the one engine, rank 0).
+        (rank,) = body["ranks"]
+        assert (rank["dp_rank"], rank["pid"], rank["max_num_seqs"]) == (0, engine_pid, 2)
         overlap, peak = await eight_streams(service, session)
         assert overlap == 2
         assert peak <= 2
 
         body = await service.put_limits(session, max_num_seqs=8)
         assert body["max_num_seqs"] == 8
-        overlap, peak = await eight_streams(service, session)
+        # Eight at once is a short window under a busy CPU; longer streams keep it open for the
+        # scraper (a soak beside a CPU hog once sampled the gauge at 2 throughout).
+        overlap, peak = await eight_streams(service, session, max_tokens=128)
         assert overlap == 8
         assert peak > 2
 
@@ -352,3 +363,45 @@ async def test_openmetrics_keeps_vllms_colon_names_consistent(service: Service) 
     text = await scrape(service, "application/openmetrics-text")
     parse: Any = openmetrics_parser.text_string_to_metric_families  # untyped in 0.26
     assert_both_kinds_once(family_names(parse(text)))
+
+
+def stage_sums(registry: CollectorRegistry) -> tuple[dict[Stage, float], float, float]:
+    """The stage histogram's sums, its request count and the chat route's duration sum."""
+    sums = {stage: registry.get_sample_value(svc.REQUEST_STAGE.sum,
+                                             {svc.LABEL_STAGE: stage.value}) or 0.0
+            for stage in Stage}
+    count = registry.get_sample_value(svc.REQUEST_STAGE.count,
+                                      {svc.LABEL_STAGE: Stage.OTHER.value}) or 0.0
+    duration = registry.get_sample_value(svc.REQUEST_DURATION.sum, {
+        svc.LABEL_ROUTE: "/v1/chat/completions", svc.LABEL_CLASS: svc.DEFAULT_CLASS}) or 0.0
+    return sums, count, duration
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+async def test_the_stages_over_vllm_add_up_and_the_engines_come_from_its_own_timestamps(
+    service: Service, stream: bool,
+) -> None:
+    before, count_before, duration_before = stage_sums(service.registry)
+    async with aiohttp.ClientSession() as session, session.post(
+        f"{service.url}/v1/chat/completions", json=chat_body(max_tokens=16, stream=stream,
+                                                              content="where does it go? " * 20)
+    ) as response:
+        assert response.status == 200
+        text = await response.text()
+    response_id = json.loads(text.split("data: ", 2)[1] if stream else text)["id"]
+    after, count, duration = stage_sums(service.registry)
+    assert count == count_before + 1
+    stages = {stage: after[stage] - before[stage] for stage in Stage}
+    duration -= duration_before
+    assert abs(sum(stages.values()) - duration) <= 1e-6
+    assert all(seconds >= 0 for seconds in stages.values())
+    (timing,) = [t for t in service.engine.recent_timings() if t.request_id == response_id]
+    # The wait for the first token holds vLLM's queue and prefill exactly (its timestamps, on
+    # the engine core's monotonic clock); later waits hold at most its decode.
+    assert stages[Stage.ENGINE_QUEUE] == pytest.approx(timing.scheduled_ts - timing.queued_ts,
+                                                       abs=1e-6)
+    assert stages[Stage.PREFILL] == pytest.approx(timing.first_token_ts - timing.scheduled_ts,
+                                                  abs=1e-6)
+    assert 0 < stages[Stage.DECODE] <= timing.last_token_ts - timing.first_token_ts + 1e-6
+    for stage in (Stage.READ, Stage.PARSE, Stage.RENDER, Stage.TOKENIZE, Stage.STREAM_WRITE):
+        assert stages[stage] > 0, stage
