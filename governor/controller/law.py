@@ -381,8 +381,10 @@ def _guard_yields(ctx: Context) -> bool:
     """No request decodes within the ITL SLO at the budget in force (the goodput estimate's
     pass share is nil) and most first tokens still meet theirs: the first tokens the guard would
     keep feed decodes that fail anyway. Not where the median first token is late: a backlog past
-    the SLO holds them, and a slower prefill keeps them late for longer than the cut saves."""
-    return ctx.itl_pass_share == 0.0 and not ctx.first_tokens_late
+    the SLO holds them, and a slower prefill keeps them late for longer than the cut saves. Nor
+    while the queue grows: prefill is already behind, and a cut would soon make every first
+    token late."""
+    return ctx.itl_pass_share == 0.0 and not ctx.first_tokens_late and not ctx.queue_growing
 
 
 def _seqs_cut(ctx: Context, reason: Reason, text: str, *, spare_ttft: bool = True

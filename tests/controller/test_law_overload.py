@@ -151,6 +151,44 @@ def test_the_ttft_guard_yields_where_no_request_decodes_within_the_slo() -> None
     assert late.after.max_num_batched_tokens == 3520
 
 
+
+def test_the_ttft_guard_stands_while_the_queue_grows() -> None:
+    # As where the guard yields (15% of gaps slow, six first tokens in ten in time), but a
+    # backlog builds: prefill already falls behind the prompts, and a cut would make the queue
+    # grow faster until every first token is late (deep overload's ramp: 3264 cut to 1152).
+    obs = spiky(0.25, itl_median_seconds=0.015, prompt_tokens_per_second=31000.0,
+                itl_good_ratio=0.85, ttft_per_second=10.0, ttft_good_per_second=6.0,
+                requests_waiting=100.0, waiting_growth_per_second=3.0)
+    held = run(obs)
+    assert held.after.max_num_batched_tokens == 3520
+    assert "held up by the TTFT guard" in held.explanation
+
+
+def test_with_most_first_tokens_late_a_ttft_breach_raises_by_the_present_tails_room() -> None:
+    # 100 s after a cut from 3264 to 1664, a burst of long prompts: time to first token breaches,
+    # decode has margin now (87 ms), the long window still holds the 142 ms steps of before the
+    # cut, and the spikes fill the budget (46 ms + 25 µs * 1664).
+    obs = calm(itl_tail_seconds=0.087, itl_tail_long_seconds=0.142, itl_median_seconds=0.046,
+               itl_spike_seconds=0.046 + 25e-6 * 1664, ttft_tail_seconds=20.0,
+               prompt_tokens_per_second=14000.0, requests_waiting=300.0,
+               waiting_growth_per_second=3.0, ttft_per_second=10.0, ttft_good_per_second=8.0)
+    state = TargetState(last_change_at=T0 - 100)
+    # Most first tokens in time: the long window's tail leaves no room, and one chunk step may
+    # not pass the relax margin; the law holds, as before.
+    held = run(obs, state=state, limits=target(budget=1664))
+    assert (held.action, held.reason) == (Action.HOLD, Reason.TTFT_BREACH)
+    # Eight in ten late: a backlog past the SLO, which only prefill shortens. The room is the
+    # present tail's: (120 - 87) ms / 25 µs = 1320 tokens, more than the step of half the budget.
+    late = run(replace(obs, ttft_good_per_second=2.0), state=state, limits=target(budget=1664))
+    assert (late.action, late.reason) == (Action.RELAX, Reason.TTFT_BREACH)
+    assert late.after.max_num_batched_tokens == 1664 + 832
+    assert "most first tokens are late" in late.explanation
+    # Once the long window holds only this budget's steps its tail counts again.
+    settled = run(replace(obs, ttft_good_per_second=2.0),
+                  state=TargetState(last_change_at=T0 - LAW.long_window_seconds),
+                  limits=target(budget=1664))
+    assert settled.action is Action.HOLD
+
 def test_a_cut_the_guard_would_stop_above_the_slo_goes_to_the_aim() -> None:
     # At 33k prompt tokens/s the guard wants 5888 tokens, where a chunk step is still
     # 15 + 25 µs * 5888 = 162 ms: stopped there the cut costs prefill and buys no decode.
