@@ -310,7 +310,7 @@ def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
     tuning = ctx.tuning
     wanted = min(max(wanted, budget * tuning.min_cut_factor), budget * tuning.max_cut_factor)
     lowest = _lowest_budget(ctx)
-    guard = _ttft_min_budget(ctx, cost)
+    guard = _ttft_min_budget(ctx, cost, wanted)
     if lowest >= budget:
         return Reason.AT_FLOOR
     if quantize_up(ctx, guard) >= budget:
@@ -338,7 +338,7 @@ def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
     elif guard > wanted:
         text += (f" (held up by the TTFT guard: prefill must keep up with "
                  f"{ctx.prompt_rate or 0.0:.0f} prompt tokens/s)")
-    elif _guard_yields(ctx):
+    elif _guard_yields(ctx, cost, wanted):
         text += (" (the TTFT guard yields: no request decodes within the SLO here, so the first "
                  "tokens it would keep could not become good requests)")
     return ctx.change(Action.TIGHTEN, reason, BUDGET, found, text, kind=ChangeKind.TIGHTEN,
@@ -363,28 +363,35 @@ def _lowest_budget(ctx: Context) -> int:
     return max(ctx.target.floor.max_num_batched_tokens, min(decodes, budget))
 
 
-def _ttft_min_budget(ctx: Context, cost: float) -> float:
+def _ttft_min_budget(ctx: Context, cost: float, wanted: float) -> float:
     """The budget under which prefill would fall behind the prompts (0: no TTFT SLO).
 
     The learnt cost is a lower bound read off a tail that something else (preemption, a stalled
     host) may have inflated; the guard takes the smaller of it and the prior so that one odd
     tail cannot forbid every cut. The TTFT verdict on the next observation is the real net.
     """
-    if ctx.slo.ttft_seconds is None or ctx.prompt_rate is None or _guard_yields(ctx):
+    if ctx.slo.ttft_seconds is None or ctx.prompt_rate is None or \
+            _guard_yields(ctx, cost, wanted):
         return 0.0
     plausible = min(cost, ctx.tuning.prefill_seconds_per_token_prior)
     return spike.min_budget_for_prefill(ctx.prompt_rate, ctx.median or 0.0, plausible,
                                         ctx.tuning.ttft_headroom)
 
 
-def _guard_yields(ctx: Context) -> bool:
+def _guard_yields(ctx: Context, cost: float, wanted: float) -> bool:
     """No request decodes within the ITL SLO at the budget in force (the goodput estimate's
     pass share is nil) and most first tokens still meet theirs: the first tokens the guard would
     keep feed decodes that fail anyway. Not where the median first token is late: a backlog past
     the SLO holds them, and a slower prefill keeps them late for longer than the cut saves. Nor
-    while the queue grows: prefill is already behind, and a cut would soon make every first
-    token late."""
-    return ctx.itl_pass_share == 0.0 and not ctx.first_tokens_late and not ctx.queue_growing
+    where the queue grows and the ``wanted`` budget could not prefill the prompts arriving now
+    (no headroom): the backlog would grow faster until every first token is late."""
+    if ctx.itl_pass_share != 0.0 or ctx.first_tokens_late:
+        return False
+    if not ctx.queue_growing or ctx.prompt_rate is None:
+        return True
+    plausible = min(cost, ctx.tuning.prefill_seconds_per_token_prior)
+    return spike.min_budget_for_prefill(ctx.prompt_rate, ctx.median or 0.0, plausible,
+                                        1.0) <= wanted
 
 
 def _seqs_cut(ctx: Context, reason: Reason, text: str, *, spare_ttft: bool = True

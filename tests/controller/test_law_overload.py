@@ -152,16 +152,25 @@ def test_the_ttft_guard_yields_where_no_request_decodes_within_the_slo() -> None
 
 
 
-def test_the_ttft_guard_stands_while_the_queue_grows() -> None:
-    # As where the guard yields (15% of gaps slow, six first tokens in ten in time), but a
-    # backlog builds: prefill already falls behind the prompts, and a cut would make the queue
-    # grow faster until every first token is late (deep overload's ramp: 3264 cut to 1152).
-    obs = spiky(0.25, itl_median_seconds=0.015, prompt_tokens_per_second=31000.0,
-                itl_good_ratio=0.85, ttft_per_second=10.0, ttft_good_per_second=6.0,
-                requests_waiting=100.0, waiting_growth_per_second=3.0)
-    held = run(obs)
-    assert held.after.max_num_batched_tokens == 3520
-    assert "held up by the TTFT guard" in held.explanation
+def test_the_ttft_guard_stands_where_a_growing_queue_meets_a_cut_that_cannot_catch_up() -> None:
+    # As where the guard yields (15% of gaps slow, six first tokens in ten in time), with a
+    # backlog building. At 31k prompt tokens/s the aim (2560) still prefills them all
+    # (15 ms + 25 µs a token: 2067 tokens suffice), so the queue is a passing one: the cut goes.
+    failing = spiky(0.25, itl_median_seconds=0.015, itl_good_ratio=0.85, ttft_per_second=10.0,
+                    ttft_good_per_second=6.0, requests_waiting=100.0,
+                    waiting_growth_per_second=3.0)
+    passing = run(replace(failing, prompt_tokens_per_second=31000.0))
+    assert passing.after.max_num_batched_tokens == 2560
+    assert "the TTFT guard yields" in passing.explanation
+    # At 34k the aim prefills fewer than arrive (3400 tokens would be needed): the backlog would
+    # grow faster until every first token is late (deep overload's ramp: 3264 cut to 1152). No
+    # budget keeps prefill 10% ahead, so the guard holds.
+    behind = run(replace(failing, prompt_tokens_per_second=34000.0))
+    assert (behind.action, behind.reason) == (Action.HOLD, Reason.TTFT_GUARD)
+    # The same prompts without a growing queue: the guard yields, as before.
+    steady = run(replace(failing, prompt_tokens_per_second=34000.0, requests_waiting=0.0,
+                         waiting_growth_per_second=0.0))
+    assert steady.after.max_num_batched_tokens == 2560
 
 
 def test_with_most_first_tokens_late_a_ttft_breach_raises_by_the_present_tails_room() -> None:
