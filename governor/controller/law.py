@@ -54,6 +54,9 @@ from governor.controller.model import (
 )
 from governor.controller.relax import maybe_relax, on_ttft_breach
 
+# A good share of demand under this is nil, and a rise by less is no rise.
+_NIL_SHARE = 0.02
+
 
 def decide(
     slo: SloTargets,
@@ -98,10 +101,11 @@ def _decide(ctx: Context) -> Decision:
 # -- verification -------------------------------------------------------------------------------
 def _early_undo(ctx: Context) -> Decision | None:
     """A relaxation followed by a breach needs no full cooldown to be judged: it started from a
-    tail under the relax margin, so the breach in the window can only come from after it."""
+    tail under the relax margin, so the breach in the window can only come from after it. Nor
+    does the end of a drain (``overload.early_hand_back``)."""
     probe = ctx.state.probe
     if probe is None or probe.kind is not ChangeKind.RELAX or not ctx.itl_trouble:
-        return None
+        return overload.early_hand_back(ctx)
     return _undo_relax(ctx, probe)
 
 
@@ -118,7 +122,7 @@ def _verify(ctx: Context, probe: Probe) -> Decision | None:
     costly = _goodput_cost(ctx, probe)
     if costly is not None:
         return _undo_costly_cut(ctx, probe, costly)
-    if ctx.itl_breach and worse:
+    if ctx.itl_breach and worse and not _load_outgrew(ctx, probe):
         return _cut_made_worse(ctx, probe)
     if ctx.ttft_breach and not ctx.itl_breach and not _was_breach(ctx, probe.ttft_tail_before) \
             and not _bought_goodput(ctx, probe) and not _prefill_kept_pace(ctx, probe):
@@ -135,13 +139,21 @@ def _prefill_kept_pace(ctx: Context, probe: Probe) -> bool:
         rate >= before * (1 - ctx.tuning.goodput_tolerance / 2)
 
 
+def _load_outgrew(ctx: Context, probe: Probe) -> bool:
+    """The queue grew since the change while prefill kept its pace: more work arrived, and a
+    taller tail is the load's (a cut makes no step longer), not the cut's."""
+    waiting = ctx.waiting
+    return _prefill_kept_pace(ctx, probe) and ctx.queue_growing and waiting is not None and \
+        waiting > (probe.waiting_before or 0.0) + ctx.tuning.queue_min_waiting
+
+
 def _bought_goodput(ctx: Context, probe: Probe) -> bool:
     """The good share of demand rose clearly since the change: a TTFT tail over its SLO is then
     the price of more good requests, not a regression (near prefill capacity the TTFT P99
     crosses its SLO now and then whatever the budget)."""
     before, after = probe.good_share_before, ctx.good_share
     return before is not None and after is not None and \
-        after > before + max(ctx.tuning.goodput_tolerance * before, 0.02)
+        after > before + max(ctx.tuning.goodput_tolerance * before, _NIL_SHARE)
 
 
 def _goodput_cost(ctx: Context, probe: Probe) -> str | None:
@@ -154,6 +166,10 @@ def _goodput_cost(ctx: Context, probe: Probe) -> str | None:
     # Kept only if it bought clearly more goodput than before (a share that was already nil,
     # every request missing the ITL SLO, must rise, not merely not fall).
     if before is None or after is None or _bought_goodput(ctx, probe):
+        return None
+    if max(before, after) < _NIL_SHARE and ctx.itl_pass_share == 0.0:
+        # Nil before and after, and decode still fails everyone: the cut has not bought decode
+        # yet, so there is no trade to judge; the inter-token verdict deepens it or undoes it.
         return None
     if _prefill_kept_pace(ctx, probe):
         return None  # the load's doing, not the cut's; the inter-token verdict still applies
@@ -168,6 +184,9 @@ def _goodput_cost(ctx: Context, probe: Probe) -> str | None:
         why.append(f"the queue grew from {waiting_before or 0.0:.0f} to {waiting:.0f}")
     if not why:
         return None
+    if max(before, after) < _NIL_SHARE:
+        # Nothing good was there to lose: the verdict is what it cost, for no gain.
+        return f"{' and '.join(why)}, and it bought no goodput (none before or after)"
     return (f"{' and '.join(why)}; the good share of demand fell from {before:.0%} to "
             f"{after:.0%}")
 
@@ -279,21 +298,29 @@ def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
     # The tail of a breach bounds the cost from below: the spikes are at least that tall. Short
     # of a breach, the P99.9 that put the spikes at risk does (a step carrying at most a
     # budget's worth of prefill is at most median + cost * budget long), once its long window
-    # holds only this budget's steps: ``ctx.cost`` counts it then (``spike_cost``).
+    # holds only this budget's steps: ``ctx.cost`` counts it then (``spike_cost``). A breach
+    # does not take it too: the P99.9's steps are the tallest of the long window, those taken
+    # with the most sequences decoding, and charging their decode to the budget overstates the
+    # cost (a burst's 380 ms steps read 45 µs a token at 8192 where prefill costs 25).
     height = ctx.tail if ctx.itl_breach else None
     bound = spike.learn_cost(height, median, budget) if height else None
-    cost = max(bound or 0.0, ctx.cost)
+    cost = max(bound or 0.0, ctx.learnt_cost if ctx.itl_breach else ctx.cost)
     model = spike.budget_for_spike(ctx.tuning.aim_fraction * ctx.slo.itl_seconds, median, cost)
     wanted = model if model is not None else budget * ctx.tuning.default_cut_factor
     tuning = ctx.tuning
     wanted = min(max(wanted, budget * tuning.min_cut_factor), budget * tuning.max_cut_factor)
     lowest = _lowest_budget(ctx)
-    guard = _ttft_min_budget(ctx, cost)
+    guard = _ttft_min_budget(ctx, cost, wanted)
     if lowest >= budget:
         return Reason.AT_FLOOR
     if quantize_up(ctx, guard) >= budget:
         return Reason.TTFT_GUARD
-    value = max(quantize(ctx, max(wanted, quantize_up(ctx, guard))), lowest)
+    # Stopped where its spikes still pass the SLO (by the guard's own cost, not a breach's
+    # upper reading), a cut would cost prefill and buy no decode.
+    held = quantize_up(ctx, guard)
+    plausible = min(cost, ctx.tuning.prefill_seconds_per_token_prior)
+    short = guard > wanted and spike.spike_seconds(median, plausible, held) > ctx.slo.itl_seconds
+    value = max(quantize(ctx, wanted if short else max(wanted, held)), lowest)
     # A range undone for what it cost in first tokens reaches down to the floor: stop above it.
     above = _above_costly(ctx, value)
     if above is not None and above >= budget:
@@ -305,9 +332,15 @@ def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
     text = (f"prefill spikes of ~{ms(spike.spike_seconds(median, cost, budget))} at "
             f"{cost * 1e6:.1f} µs/token; {found} puts them at "
             f"~{ms(spike.spike_seconds(median, cost, found))}")
-    if guard > wanted:
+    if short:
+        text += (f" (the TTFT guard would stop it at {held}, where the spikes stay over the SLO: "
+                 "a cut there costs prefill and buys no decode)")
+    elif guard > wanted:
         text += (f" (held up by the TTFT guard: prefill must keep up with "
                  f"{ctx.prompt_rate or 0.0:.0f} prompt tokens/s)")
+    elif _guard_yields(ctx, cost, wanted):
+        text += (" (the TTFT guard yields: no request decodes within the SLO here, so the first "
+                 "tokens it would keep could not become good requests)")
     return ctx.change(Action.TIGHTEN, reason, BUDGET, found, text, kind=ChangeKind.TIGHTEN,
                       state=state)
 
@@ -330,18 +363,35 @@ def _lowest_budget(ctx: Context) -> int:
     return max(ctx.target.floor.max_num_batched_tokens, min(decodes, budget))
 
 
-def _ttft_min_budget(ctx: Context, cost: float) -> float:
+def _ttft_min_budget(ctx: Context, cost: float, wanted: float) -> float:
     """The budget under which prefill would fall behind the prompts (0: no TTFT SLO).
 
     The learnt cost is a lower bound read off a tail that something else (preemption, a stalled
     host) may have inflated; the guard takes the smaller of it and the prior so that one odd
     tail cannot forbid every cut. The TTFT verdict on the next observation is the real net.
     """
-    if ctx.slo.ttft_seconds is None or ctx.prompt_rate is None:
+    if ctx.slo.ttft_seconds is None or ctx.prompt_rate is None or \
+            _guard_yields(ctx, cost, wanted):
         return 0.0
     plausible = min(cost, ctx.tuning.prefill_seconds_per_token_prior)
     return spike.min_budget_for_prefill(ctx.prompt_rate, ctx.median or 0.0, plausible,
                                         ctx.tuning.ttft_headroom)
+
+
+def _guard_yields(ctx: Context, cost: float, wanted: float) -> bool:
+    """No request decodes within the ITL SLO at the budget in force (the goodput estimate's
+    pass share is nil) and most first tokens still meet theirs: the first tokens the guard would
+    keep feed decodes that fail anyway. Not where the median first token is late: a backlog past
+    the SLO holds them, and a slower prefill keeps them late for longer than the cut saves. Nor
+    where the queue grows and the ``wanted`` budget could not prefill the prompts arriving now
+    (no headroom): the backlog would grow faster until every first token is late."""
+    if ctx.itl_pass_share != 0.0 or ctx.first_tokens_late:
+        return False
+    if not ctx.queue_growing or ctx.prompt_rate is None:
+        return True
+    plausible = min(cost, ctx.tuning.prefill_seconds_per_token_prior)
+    return spike.min_budget_for_prefill(ctx.prompt_rate, ctx.median or 0.0, plausible,
+                                        1.0) <= wanted
 
 
 def _seqs_cut(ctx: Context, reason: Reason, text: str, *, spare_ttft: bool = True
@@ -362,11 +412,12 @@ def _seqs_cut(ctx: Context, reason: Reason, text: str, *, spare_ttft: bool = Tru
 
 
 def _on_memory_pressure(ctx: Context) -> Decision | None:
-    preemptions = finite(ctx.obs.preemptions_per_second)
-    if preemptions is not None and preemptions > ctx.tuning.preemptions_per_second_max:
+    # Preemptions read over the long window count only while the cache is still full: a cut
+    # relative to the few requests left running after a backlog would hold the next ones back.
+    if ctx.preempting:
         return _seqs_cut(ctx, Reason.PREEMPTIONS,
-                         f"{preemptions:.2f} preemptions/s: the KV cache cannot hold every "
-                         "sequence", spare_ttft=False)
+                         f"{ctx.obs.preemptions_per_second:.2f} preemptions/s: the KV cache "
+                         "cannot hold every sequence", spare_ttft=False)
     kv = finite(ctx.obs.kv_cache_usage_ratio)
     if kv is not None and kv > ctx.tuning.kv_high_ratio:
         return _seqs_cut(ctx, Reason.KV_PRESSURE, f"KV cache {kv:.0%} full", spare_ttft=False)

@@ -84,6 +84,10 @@ class LawConfig:
     # Overload: the queue has grown this long at the limits in force, an SLO is missed, and
     # neither a cut nor a relaxation is open (see governor.controller.overload).
     overload_seconds: float = 120.0
+    # Under overload, a backlog holds every request past its first-token SLO once fewer than
+    # this share of first tokens meet it: no request starting now can be good whatever decode
+    # does, and only how fast the backlog drains brings goodput back.
+    backlog_ttft_share: float = 0.1
     # Per-limits goodput remembered (the most recent), and how close the demand must be for
     # two of them to compare.
     ledger_size: int = 8
@@ -135,5 +139,5 @@ _FRACTIONS = frozenset({
     "relax_margin", "aim_fraction", "min_cut_factor", "max_cut_factor", "default_cut_factor",
     "seqs_cut_factor", "verify_tolerance", "decode_slow_fraction", "prefill_pressure_fraction",
     "kv_high_ratio", "kv_relax_max_ratio", "avoid_load_drop", "goodput_tolerance",
-    "ledger_demand_band", "scale_tolerance",
+    "ledger_demand_band", "scale_tolerance", "backlog_ttft_share",
 })

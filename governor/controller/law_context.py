@@ -31,6 +31,7 @@ from governor.controller.model import (
 
 BUDGET = Param.MAX_NUM_BATCHED_TOKENS
 SEQS = Param.MAX_NUM_SEQS
+_MEDIAN = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +87,15 @@ class Context:
         return self.itl_breach or self.itl_at_risk
 
     @property
+    def preempting(self) -> bool:
+        """The engine preempts requests and its KV cache is still full. The rate is the long
+        window's: with room in the cache now, it is not preempting any more."""
+        preemptions, kv = finite(self.obs.preemptions_per_second), \
+            finite(self.obs.kv_cache_usage_ratio)
+        return preemptions is not None and preemptions > self.tuning.preemptions_per_second_max \
+            and (kv is None or kv > self.tuning.kv_relax_max_ratio)
+
+    @property
     def ttft_breach(self) -> bool:
         return (self.slo.ttft_seconds is not None and self.ttft is not None
                 and self.ttft > self.slo.ttft_seconds)
@@ -100,6 +110,13 @@ class Context:
             return None
         return goodput.good_per_second(ttft_good=first, itl_good_ratio=finite(
             obs.itl_good_ratio), quantile=self.slo.itl_quantile)
+
+    @property
+    def itl_pass_share(self) -> float | None:
+        """Estimated share of requests whose own inter-token quantile meets the SLO (``None``:
+        no reading of the share of gaps within it)."""
+        good = finite(self.obs.itl_good_ratio)
+        return None if good is None else goodput.itl_pass_share(good, self.slo.itl_quantile)
 
     @property
     def demand(self) -> float | None:
@@ -122,6 +139,13 @@ class Context:
         if self.slo.ttft_seconds is None or good is None or not served:
             return None
         return min(1.0, good / served)
+
+    @property
+    def first_tokens_late(self) -> bool:
+        """The median first token misses the TTFT SLO (fewer than half meet it): a backlog past
+        the SLO, where how fast prefill runs decides when first tokens are in time again."""
+        share = self.ttft_share
+        return share is not None and share < _MEDIAN
 
     @property
     def waiting(self) -> float | None:
@@ -150,9 +174,14 @@ class Context:
         them lands near the SLO instead of at the aim. The floor is the measured cost of the
         deployment's model and GPU; learning can only raise it.
         """
-        learnt = self.state.prefill_seconds_per_token
-        floor = self.tuning.prefill_seconds_per_token_prior
-        return max(floor, learnt or 0.0, self.spike_cost or 0.0)
+        return max(self.learnt_cost, self.spike_cost or 0.0)
+
+    @property
+    def learnt_cost(self) -> float:
+        """What was learnt from the mean against the median, never below the configured floor;
+        without the P99.9's reading, which the tallest steps' own decode load inflates."""
+        return max(self.tuning.prefill_seconds_per_token_prior,
+                   self.state.prefill_seconds_per_token or 0.0)
 
     @property
     def spike_cost(self) -> float | None:
@@ -301,8 +330,8 @@ def forget(
     """Drop what no longer holds: a probe someone else's change made moot, expired avoids."""
     if state.limits is not None and state.limits != limits:
         # The limits moved under us (an operator, a restarted engine): the last change's verdict
-        # and the values it avoided no longer describe this engine.
-        state = replace(state, limits=limits, probe=None)
+        # and the budget a drain would hand back no longer describe this engine.
+        state = replace(state, limits=limits, probe=None, drain_from=None)
     kept = tuple(a for a in state.avoid if a.until > now and not load_fell(a, obs, law))
     return replace(state, avoid=kept) if kept != state.avoid else state
 

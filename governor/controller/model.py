@@ -63,6 +63,8 @@ class Reason(enum.StrEnum):
     # bought on decode: undo it
     GOODPUT_GUARD = "goodput_guard"  # breaching, but a cut here was undone for costing goodput
     OVERLOAD = "overload"  # the queue grows whatever the limits: hold the best limits seen
+    BACKLOG = "backlog"  # overloaded, and the backlog holds every first token past its SLO:
+    # the budget that prefills fastest drains it soonest
 
 
 # ScaleAdvice reasons (values of the ``reason`` label of ``desired_replicas``).
@@ -262,6 +264,9 @@ class TargetState:
     queue_growing_since: float | None = None
     # Since when the law judges the target overloaded (no limits meet both SLOs).
     overload_since: float | None = None
+    # The budget in force before the law raised it to drain a backlog (``None``: no drain), so
+    # that it hands that budget back as the backlog ends.
+    drain_from: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

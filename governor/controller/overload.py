@@ -8,10 +8,14 @@ Private to the decision law. Three pieces:
 * **Overload**: the waiting queue has grown for ``overload_seconds`` at the limits in force while
   an SLO is missed, and neither direction is open: a budget cut is closed (at the floor, undone
   before for costing goodput, or prefill could not keep up with the prompts), and so is a
-  relaxation (at the ceiling, undone before, or decode has no margin for taller prefill steps).
-  No limits then meet both SLOs; chasing the inter-token tail would only trade one SLO for the
-  other. The law moves to the limits its ledger saw serve the most goodput at this demand and
-  holds them until the backlog has drained.
+  relaxation (at the ceiling, undone before, or decode has no margin for taller prefill steps);
+  or the backlog already holds every first token past its SLO. No limits then meet both SLOs;
+  chasing the inter-token tail would only trade one SLO for the other. While some first tokens
+  still meet their SLO, the law moves to the budget its cost model puts the chunk step under the
+  SLO at (or, where the model leaves the choice open, to the limits its ledger saw serve the
+  most goodput) and holds it. Once none do, no request starting now can be good whatever decode
+  does: goodput comes back only when the backlog is gone, so the law takes the budget that
+  prefills fastest (the ceiling) and hands back the one it held as the backlog ends.
 * **Scale-out advice**: in overload, HPA's ``desired = ceil(current * metric / target)`` with one
   replica per target, the demand (first tokens served plus the queue's growth) as the metric and
   what this replica served as the target, and no advice within ``scale_tolerance`` of 1.
@@ -23,12 +27,13 @@ import math
 from dataclasses import replace
 
 from governor.controller import spike
-from governor.controller.law_context import BUDGET, Context, ms, quantize
+from governor.controller.law_context import BUDGET, Context, below_avoided, ms, quantize
 from governor.controller.model import (
     NOT_OVERLOADED,
     OVERLOADED,
     WITHIN_TOLERANCE,
     Action,
+    Avoid,
     ChangeKind,
     Decision,
     LimitsScore,
@@ -72,7 +77,9 @@ def tracking(ctx: Context) -> Context:
     state = ctx.state
     growing_since = (state.queue_growing_since or ctx.now) if ctx.queue_growing else None
     overload_since = state.overload_since
-    if overload_since is not None and _drained(ctx):
+    # A drain outlives its overload until it has handed its budget back: a burst's backlog can
+    # be gone before the next pass, and the inter-token rules would start from the ceiling.
+    if overload_since is not None and _drained(ctx) and state.drain_from is None:
         overload_since = None
     elif overload_since is None and _overloaded(ctx, growing_since):
         overload_since = ctx.now
@@ -88,7 +95,10 @@ def _drained(ctx: Context) -> bool:
 def _overloaded(ctx: Context, growing_since: float | None) -> bool:
     if growing_since is None or ctx.now - growing_since < ctx.tuning.overload_seconds:
         return False
-    return (ctx.itl_breach or ctx.ttft_breach) and cut_closed(ctx) and relax_closed(ctx)
+    # A backlog that holds every first token past its SLO is overload whatever the other rules
+    # could still try: a cut only prefills slower, and the way out is the drain (``_drain``).
+    return (ctx.itl_breach or ctx.ttft_breach) and (
+        first_tokens_lost(ctx) or (cut_closed(ctx) and relax_closed(ctx)))
 
 
 def cut_closed(ctx: Context) -> bool:
@@ -113,9 +123,19 @@ def relax_closed(ctx: Context) -> bool:
 
 
 def in_overload(ctx: Context) -> Decision:
-    """Hold the budget the cost model picks for overload (moving there first), or the limits
-    that served this demand best when the model leaves the choice open."""
+    """Drain a backlog that holds every first token past its SLO at the budget that prefills
+    fastest; otherwise hold the budget the cost model picks for overload (moving there first),
+    or the limits that served this demand best when the model leaves the choice open."""
     since = ctx.now - (ctx.state.overload_since or ctx.now)
+    if backlog_decides(ctx):
+        return _drain(ctx, since)
+    if ctx.state.drain_from is not None:
+        return _hand_back(ctx, ctx.state.drain_from)
+    if first_tokens_lost(ctx):
+        # Decode cannot make a request good here, so the cost model has nothing to keep.
+        return ctx.hold(Reason.BACKLOG, f"{_lost(ctx, since)}; a larger budget drains it no "
+                        "faster here (tried in this overload, or the KV cache is full and "
+                        "preempts) and a smaller one prefills slower: holding until it is gone")
     planned = planned_budget(ctx)
     if planned is not None:
         return _to_planned(ctx, planned, since)
@@ -136,6 +156,123 @@ def in_overload(ctx: Context) -> Decision:
     return ctx.hold(Reason.OVERLOAD, f"overloaded for {since:.0f}s: the queue grows, a cut "
                     "would starve prefill and a relaxation would stretch decode; holding the "
                     "limits that serve the most goodput until the backlog drains")
+
+
+# -- a backlog past the first-token SLO -------------------------------------------------------
+#
+# A request is good only if its first token meets the TTFT SLO. Once the backlog holds every
+# first token past it, no request starting now can be good, whatever the budget does to decode:
+# the requests decoding now are already lost, and those waiting are lost until the backlog is
+# gone. The only thing the limits still change is how soon that is, so the budget that prefills
+# fastest serves the most goodput. A larger budget never prefills slower (a step of ``b`` prompt
+# tokens takes ``d + cost * b``, so ``b / (d + cost * b)`` tokens a second grows with ``b``; on
+# the H200 time to first token falls as the budget grows, docs/h200-measurements.md): the
+# ceiling. The law holds it while the backlog drains. As it ends, the first requests are served
+# in time again, and they must decode in time: when the backlog's slope says it is gone within a
+# cooldown, or half the first tokens meet their SLO again, the law hands back the budget it held
+# before the drain. (Not the cost model's budget: the tail of a saturated ceiling is a chunk step
+# under the heaviest decode load of the episode, and its budget cut prefill by a third for the
+# drain's last minute.) Not while the engine preempts: then a full cache bounds the drain, not
+# prefill, and a larger budget admits more prompts into it whose prefill is done again when they
+# are preempted to make room; the law goes back to the cost model and stays below.
+
+
+def first_tokens_lost(ctx: Context) -> bool:
+    """Fewer than ``backlog_ttft_share`` of first tokens meet the TTFT SLO (never without a
+    TTFT SLO, or without first tokens to judge by)."""
+    share = ctx.ttft_share
+    return share is not None and share < ctx.tuning.backlog_ttft_share
+
+
+def drain_seconds(ctx: Context) -> float:
+    """How long the backlog takes to drain at the queue's present slope (inf: not shrinking)."""
+    growth, waiting = finite(ctx.obs.waiting_growth_per_second), ctx.waiting
+    if growth is None or waiting is None or growth >= 0:
+        return math.inf
+    return waiting / -growth
+
+
+def backlog_decides(ctx: Context) -> bool:
+    """A drain to start or to go on with: the backlog, not decode, decides goodput.
+
+    One drain per overload, as its first move, while the queue grows and first tokens are lost;
+    once started it goes on until the backlog's end is near, whether first tokens flicker over
+    the threshold or the queue's slope with them, so it does not swing. Never while the engine
+    preempts.
+    """
+    if ctx.preempting:
+        return False
+    if ctx.state.drain_from is not None:
+        return not drain_ending(ctx)
+    first_move = (ctx.state.last_change_at or -math.inf) < (ctx.state.overload_since or ctx.now)
+    return first_move and first_tokens_lost(ctx) and ctx.queue_growing and \
+        drain_budget(ctx) is not None
+
+
+def early_hand_back(ctx: Context) -> Decision | None:
+    """A drain whose end is near hands its budget back inside its cooldown: the move it undoes
+    is not verified, and each pass at the ceiling costs the requests now served in time their
+    decode (a burst's backlog can be gone within the cooldown of the drain itself)."""
+    if ctx.state.drain_from is None or ctx.preempting or not drain_ending(ctx):
+        return None
+    return _hand_back(ctx, ctx.state.drain_from)
+
+
+def drain_ending(ctx: Context) -> bool:
+    """The backlog is gone within a cooldown at its present slope, or half the first tokens
+    meet their SLO again."""
+    return drain_seconds(ctx) <= ctx.tuning.cooldown_seconds or \
+        (ctx.ttft_share is not None and not ctx.first_tokens_late)
+
+
+def drain_budget(ctx: Context) -> int | None:
+    """The largest budget above the one in force that no avoided range blocks (``None``:
+    none; the ceiling unless the cache preempted there at this load)."""
+    budget = ctx.limits.max_num_batched_tokens
+    found = below_avoided(ctx, BUDGET, ctx.target.ceiling.max_num_batched_tokens, budget + 1)
+    return found if found is not None and found > budget else None
+
+
+def _lost(ctx: Context, since: float) -> str:
+    return (f"overloaded for {since:.0f}s with {ctx.ttft_share or 0.0:.0%} of first tokens within "
+            "the TTFT SLO: the backlog holds every request past it whatever decode does, and "
+            "only its drain brings goodput back")
+
+
+def _drain(ctx: Context, since: float) -> Decision:
+    why = f"{_lost(ctx, since)}; the largest budget prefills fastest"
+    top = drain_budget(ctx)
+    if top is not None and ctx.state.drain_from is None:
+        state = replace(ctx.state, drain_from=ctx.limits.max_num_batched_tokens)
+        return ctx.change(Action.RELAX, Reason.BACKLOG, BUDGET, top, why, kind=ChangeKind.UNDO,
+                          state=state)
+    eta = drain_seconds(ctx)
+    left = "the queue grows" if math.isinf(eta) else f"~{eta:.0f}s of backlog left"
+    return ctx.hold(Reason.BACKLOG, f"{why}; held until the backlog is gone ({left})")
+
+
+def _hand_back(ctx: Context, budget: int) -> Decision:
+    """End a drain: the budget held before it, for the first requests served in time again;
+    or, where the full cache preempts, because a larger budget drains no faster."""
+    eta, share = drain_seconds(ctx), ctx.ttft_share or 0.0
+    ctx = replace(ctx, state=replace(ctx.state, drain_from=None))
+    avoid: tuple[Avoid, ...] = ()
+    if ctx.preempting:
+        why = ("the KV cache is full and preempts, so a larger budget drains no faster (the "
+               "prefill of every request preempted is done again); no higher while the load "
+               "stays")
+        avoid = ctx.avoid(BUDGET, budget + 1, ctx.target.ceiling.max_num_batched_tokens)
+    elif eta <= ctx.tuning.cooldown_seconds:
+        why = f"~{eta:.0f}s of backlog left"
+    else:
+        why = f"{share:.0%} of first tokens within the TTFT SLO again"
+    if budget == ctx.limits.max_num_batched_tokens:
+        return ctx.hold(Reason.BACKLOG, f"the drain ends ({why})")
+    action = Action.TIGHTEN if budget < ctx.limits.max_num_batched_tokens else Action.RELAX
+    return ctx.change(action, Reason.BACKLOG, BUDGET, budget,
+                      f"the drain ends ({why}): back to {budget}, the budget before it, so the "
+                      "first requests served in time decode in time", kind=ChangeKind.UNDO,
+                      avoid=avoid)
 
 
 # -- the cost model's budget under overload -------------------------------------------------------
@@ -196,12 +333,11 @@ def _to_planned(ctx: Context, planned: int, since: float) -> Decision:
     budget, cost, tail = ctx.limits.max_num_batched_tokens, overload_cost(ctx), ctx.tail or 0.0
     after = ms(tail + cost * (planned - budget))
     action = Action.TIGHTEN if planned < budget else Action.RELAX
-    return ctx.change(
-        action, Reason.OVERLOAD, BUDGET, planned,
-        f"overloaded for {since:.0f}s (the queue grows whatever the limits); prefill runs in "
-        f"every step, so the tail is a chunk step: ~{ms(tail)} at {budget}, ~{after} at "
-        f"{planned} ({cost * 1e6:.1f} µs/token), the largest budget that keeps decode within "
-        "the SLO and so serves the most goodput", kind=ChangeKind.UNDO)
+    text = (f"overloaded for {since:.0f}s (the queue grows whatever the limits); prefill runs in "
+            f"every step, so the tail is a chunk step: ~{ms(tail)} at {budget}, ~{after} at "
+            f"{planned} ({cost * 1e6:.1f} µs/token), the largest budget that keeps decode within "
+            "the SLO and so serves the most goodput")
+    return ctx.change(action, Reason.OVERLOAD, BUDGET, planned, text, kind=ChangeKind.UNDO)
 
 
 def best_score(ctx: Context) -> LimitsScore | None:

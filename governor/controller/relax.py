@@ -3,7 +3,7 @@
 A relaxation needs the stabilisation window without a breach and margin under the SLO in both
 windows, never happens while the waiting queue grows, never enters a range an undo has marked, and
 never grows prefill spikes past what the tail can absorb. A time-to-first-token breach with decode
-margin raises the budget sooner.
+margin raises the budget sooner; with most first tokens late, as far as the present tail has room.
 """
 
 from __future__ import annotations
@@ -25,11 +25,19 @@ def on_ttft_breach(ctx: Context) -> Decision:
                         "margin to give a larger budget")
     budget = ctx.limits.max_num_batched_tokens
     step = max(ctx.tuning.budget_relax_step, budget // 2)
+    # With the median first token late, a backlog holds first tokens past the SLO, and only
+    # prefill brings them back: the present tail's room is the limit, not what the spikes
+    # might become under more load (which keeps a steady load's relaxations short of the SLO).
     raised = budget_relax(ctx, budget + step)
+    why = "time to first token breaches while decode has margin"
+    if ctx.first_tokens_late:
+        backlog = budget_relax(ctx, budget + step, backlog=True)
+        if backlog != raised:
+            raised, why = backlog, ("most first tokens are late, a backlog past the SLO, and "
+                                    "the tail has room under the SLO")
     if raised is not None:
         return ctx.change(Action.RELAX, Reason.TTFT_BREACH, BUDGET, raised,
-                          "time to first token breaches while decode has margin: a larger budget "
-                          "prefills faster", kind=ChangeKind.RELAX)
+                          f"{why}: a larger budget prefills faster", kind=ChangeKind.RELAX)
     seqs = seqs_relax(ctx, queue_bound=True)
     if seqs is not None:
         return ctx.change(Action.RELAX, Reason.TTFT_BREACH, SEQS, seqs,
@@ -77,14 +85,15 @@ def relax_step(ctx: Context) -> Decision:
                     "its prefill spikes would lift the tail over the SLO")
 
 
-def budget_relax(ctx: Context, wanted: int) -> int | None:
-    """The highest budget in (current, wanted] that no avoided range and no spike forbids."""
+def budget_relax(ctx: Context, wanted: int, *, backlog: bool = False) -> int | None:
+    """The highest budget in (current, wanted] that no avoided range and no spike forbids
+    (with ``backlog``, only the present tail's room under the SLO: see ``spike_room``)."""
     budget = ctx.limits.max_num_batched_tokens
     value = min(wanted, ctx.target.ceiling.max_num_batched_tokens)
     for avoid in ctx.state.avoid:
         if avoid.param is BUDGET and avoid.low <= value:
             value = min(value, avoid.low - 1)
-    value = min(value, spike_room(ctx, budget))
+    value = min(value, spike_room(ctx, budget, backlog=backlog))
     if value < ctx.target.ceiling.max_num_batched_tokens:
         value = quantize(ctx, value)
     # A step of a few dozen tokens changes nothing measurable; it only adds churn.
@@ -93,7 +102,7 @@ def budget_relax(ctx: Context, wanted: int) -> int | None:
     return value if value > budget and worth else None
 
 
-def spike_room(ctx: Context, budget: int) -> int:
+def spike_room(ctx: Context, budget: int, *, backlog: bool = False) -> int:
     """The largest budget whose prefill spikes cannot lift the tail over the SLO.
 
     A larger budget never makes prefill steps more frequent (a prompt needs fewer chunks), it
@@ -101,13 +110,19 @@ def spike_room(ctx: Context, budget: int) -> int:
     raising the budget by ``room`` tokens raises it by at most ``cost * room``. And while the
     spikes fill the budget (prompts longer than it keep arriving), a single chunk step may not
     outgrow the relax margin: those spikes are rare now, but a little more load makes them the
-    P99, and then their height is the tail.
+    P99, and then their height is the tail. With ``backlog`` (first tokens wait past their SLO)
+    the room is the present tail's alone: more load than now cannot be served in time anyway,
+    prefill is what is short, and a long window reaching back past the last change holds the
+    steps of other limits.
     """
     if not ctx.prompt_rate:
         return sys.maxsize
-    tail = max(ctx.tail or 0.0, finite(ctx.obs.itl_tail_long_seconds) or 0.0)
+    tail = ctx.tail or 0.0
+    last = ctx.state.last_change_at
+    if not backlog or last is None or ctx.now - last >= ctx.tuning.long_window_seconds:
+        tail = max(tail, finite(ctx.obs.itl_tail_long_seconds) or 0.0)
     room = budget + max(0, int((ctx.slo.itl_seconds - tail) / ctx.cost))
-    if spikes_fill(ctx, budget):
+    if spikes_fill(ctx, budget) and not backlog:
         height = ctx.tuning.relax_margin * ctx.slo.itl_seconds - (ctx.median or 0.0)
         room = min(room, max(budget, int(height / ctx.cost)))
     return room

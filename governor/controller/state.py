@@ -86,6 +86,7 @@ def encode_state(s: TargetState) -> dict[str, Any]:
                     "at": e.at, "samples": e.samples} for e in s.ledger],
         "queue_growing_since": s.queue_growing_since,
         "overload_since": s.overload_since,
+        "drain_from": s.drain_from,
     }
 
 
@@ -148,6 +149,7 @@ class _Reader:
                                               s.get("queue_growing_since")),
             overload_since=self.optional(self.moment, f"{where}.overload_since",
                                          s.get("overload_since")),
+            drain_from=self.optional(self.count, f"{where}.drain_from", s.get("drain_from")),
         )
 
     def probe(self, where: str, raw: Any) -> Probe:

@@ -164,7 +164,8 @@ def test_the_ttft_guard_keeps_prefill_capacity_above_the_prompt_rate() -> None:
 
 
 def test_preemptions_and_a_full_kv_cache_cut_max_num_seqs() -> None:
-    pre = run(calm(preemptions_per_second=0.5), limits=target(seqs=256))
+    pre = run(calm(preemptions_per_second=0.5, kv_cache_usage_ratio=0.9),
+              limits=target(seqs=256))
     assert (pre.action, pre.reason, pre.after.max_num_seqs) == (Action.TIGHTEN,
                                                                Reason.PREEMPTIONS, 48)
     kv = run(calm(kv_cache_usage_ratio=0.97, requests_running=200.0), limits=target(seqs=256))
@@ -272,7 +273,8 @@ def test_a_cut_of_max_num_seqs_spares_a_time_to_first_token_without_margin() -> 
     decision = run(obs, limits=target(budget=256))
     assert (decision.action, decision.reason) == (Action.HOLD, Reason.TTFT_GUARD)
     # Preemptions are cut regardless: they slow everyone, first tokens included.
-    forced = run(calm(preemptions_per_second=1.0, ttft_tail_seconds=0.9), limits=target(seqs=256))
+    forced = run(calm(preemptions_per_second=1.0, ttft_tail_seconds=0.9,
+                      kv_cache_usage_ratio=0.9), limits=target(seqs=256))
     assert forced.reason is Reason.PREEMPTIONS
 
 
@@ -527,6 +529,9 @@ def test_a_cut_that_starves_first_tokens_more_than_it_buys_on_decode_is_undone()
     assert decision.after == Limits(1024, 8192)
     assert "first tokens within the SLO fell from 100% to 0%" in decision.explanation
     assert "queue grew from 0 to 60" in decision.explanation
+    # Nil before and after: what it cost is the verdict, not a fall of the good share.
+    assert "bought no goodput (none before or after)" in decision.explanation
+    assert "good share of demand fell" not in decision.explanation
     (avoid,) = decision.state.avoid
     assert (avoid.low, avoid.high) == (FLOOR.max_num_batched_tokens, 8191)
     # The next breach at this load is not chased with another cut.
@@ -562,10 +567,11 @@ def test_no_sequence_cut_while_the_queue_grows() -> None:
 
 
 def overloaded(**overrides: float | None) -> Observation:
-    """Prefill saturated, a backlog growing by 2 req/s, first tokens late, decode at the SLO."""
+    """Prefill saturated, a backlog growing by 2 req/s, half the first tokens late, decode at
+    the SLO."""
     values: dict[str, float | None] = {
         "itl_tail_seconds": 0.118, "itl_tail_long_seconds": 0.118, "itl_median_seconds": 0.02,
-        "ttft_tail_seconds": 30.0, "ttft_good_per_second": 0.5, "ttft_per_second": 8.0,
+        "ttft_tail_seconds": 30.0, "ttft_good_per_second": 4.0, "ttft_per_second": 8.0,
         "itl_good_ratio": 0.99, "prompt_tokens_per_second": 36000.0, "requests_waiting": 400.0,
         "waiting_growth_per_second": 2.0}
     return calm(**{**values, **overrides})

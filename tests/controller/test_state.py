@@ -29,6 +29,7 @@ FULL = TargetState(
     ledger=(LimitsScore(Limits(64, 8192), 3.5, 0.4, 8.75, 95.0, 3),),
     queue_growing_since=80.0,
     overload_since=90.0,
+    drain_from=2048,
 )
 
 # A state file as the controller wrote it before it remembered goodput (same version).
@@ -121,6 +122,8 @@ DEEP = b'{"version": 1, "targets": {"a:8000": {"url": "u", "state": ' + b"[" * 5
         (_with({"state.ledger": [{}] * 2000}), "state.ledger: must be a list of at most 1000"),
         (_with({"url": None}), "targets['a:8000'].url: must be a URL"),
         (_with({"state.ledger.0.samples": "3"}), "state.ledger[0].samples"),
+        (_with({"state.drain_from": 0}),
+         "state.drain_from: must be an integer from 1 to 2147483647, got 0"),
         (b"\xff\xfe\x00garbage", "Expecting value"),
         (b" " * (65 * 2**20), "larger than 67108864 bytes"),
     ],
@@ -129,7 +132,8 @@ DEEP = b'{"version": 1, "targets": {"a:8000": {"url": "u", "state": ' + b"[" * 5
          "a NaN timestamp", "a change in the year 31 billion", "a breach an hour ahead",
          "a probe an hour ahead", "a negative timestamp", "an overload from the future",
          "an avoided range that never ends", "an unknown change kind",
-         "a ledger of 2000 entries", "no url", "a count written as text", "binary", "65 MiB"],
+         "a ledger of 2000 entries", "no url", "a count written as text",
+         "a drain from a zero budget", "binary", "65 MiB"],
 )
 def test_a_state_file_that_is_not_what_the_controller_wrote_is_moved_aside_with_its_reason(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes, message: str
@@ -181,5 +185,6 @@ def test_a_state_file_from_before_the_goodput_memory_still_loads(tmp_path: Path)
     state = StateStore(path).load()["a:8000"].state
     assert state.probe is not None
     assert (state.probe.good_share_before, state.probe.waiting_before) == (None, None)
-    assert (state.ledger, state.overload_since, state.queue_growing_since) == ((), None, None)
+    assert (state.ledger, state.overload_since, state.queue_growing_since, state.drain_from) == (
+        (), None, None, None)
     assert state.limits == Limits(64, 2048)

@@ -209,6 +209,9 @@ class _Loop:
                                      self.observed_classes)
         self.limits.append((0.0, _limits(self.sim)))
         end = self.scenario.workload.duration_seconds
+        # The stack is up before the first request: Prometheus holds a scrape of the idle
+        # engine, so the first scrape under load already gives a rate (as it would in service).
+        self._push(0.0, "scrape")
         self._every(p.scrape_interval_seconds, end, "scrape")
         self._every(p.evaluation_interval_seconds, end, "evaluate")
         self._every(p.resync_seconds, end, "observe")

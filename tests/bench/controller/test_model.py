@@ -180,3 +180,27 @@ def test_coarser_edges_change_the_tails_the_controller_reads() -> None:
                                            0.1 + 0.05 * (990 - 989) / 11))
     # Both say the P99 breaches 100 ms: at an edge, which side of it is exact on any buckets.
     assert min(tails(fine)[1], tails(coarse)[1]) > 0.1
+
+
+def test_prometheus_has_scraped_the_idle_engine_before_the_first_request() -> None:
+    """The stack runs before the load arrives: the first scrape under load already gives a
+    rate, so the first controller query after it reads the engine (15 s scrapes, queries every
+    10 s: at 20 s, not 30 s)."""
+    from dataclasses import replace
+
+    from governor.bench.controller import build_parser, build_scenario
+    from governor.bench.controller.loop import ceiling, run
+    from governor.bench.controller.workload import parse_workload
+
+    args = build_parser().parse_args(["--slo", str(REPO / "slo.yaml"),
+                                      "--deploy", str(REPO / "deploy")])
+    chats = parse_workload({
+        "version": "governor/workload/v1", "name": "chats", "duration": "1m",
+        "classes": {"chat": {"prompt_tokens": [200, 400], "output_tokens": [50, 100],
+                             "rate": [{"start": "0%", "end": "100%", "from": 2.0}]}}})
+    scenario = replace(build_scenario(args), workload=chats)
+    result = run(scenario, chats.arrivals(1), name="default", static=ceiling(scenario))
+    p = scenario.pipeline
+    first = next(at for at, tail in result.observed if not math.isnan(tail))
+    assert first == math.ceil(p.scrape_interval_seconds / p.resync_seconds) * p.resync_seconds
+    assert first < 2 * p.scrape_interval_seconds
