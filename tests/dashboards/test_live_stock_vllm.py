@@ -170,10 +170,13 @@ def test_every_panel_query_of_the_stock_boards_has_data_from_a_real_vllm_serve(
         lower_token_budget(stack)  # through Governor's middleware inside vllm serve
         notify_controller(stack)
         deadline = time.monotonic() + DEADLINE_SECONDS
-        missing = without_data(stack, queries)
-        while set(missing) != set(expected_empty) and time.monotonic() < deadline:
+        # A query counts once it has answered with data at any poll: the annotations look back
+        # a minute at the one change the controller makes, and on a busy machine vLLM's slower
+        # panels can first answer after that minute (a soak beside a CPU hog saw it).
+        missing = set(without_data(stack, queries))
+        while missing != set(expected_empty) and time.monotonic() < deadline:
             time.sleep(3)
-            missing = without_data(stack, queries)
+            missing &= set(without_data(stack, queries))
     assert load.done[0] > 0, f"no stream finished\n{stack.logs()}"
     unexpected = [q.where for q in missing if q not in expected_empty]
     assert unexpected == [], f"no data for {unexpected}\n{stack.logs()}"
