@@ -178,7 +178,6 @@ def stop(args: argparse.Namespace) -> int:
     return 0
 
 
-
 def wait_ready(state: State, limit_seconds: float = ENGINE_START_SECONDS) -> float:
     """Block until the service, Prometheus and Alertmanager answer; the seconds it took.
 
