@@ -19,7 +19,7 @@ Without classes every request is in the default class: the plain bounded FIFO.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from governor.contracts.metrics.service import DEFAULT_CLASS
@@ -48,11 +48,9 @@ class AdmissionQueue:
         max_queue: int,
         *,
         classes: Sequence[ClassLimit] = (ClassLimit(DEFAULT_CLASS),),
-        on_change: Callable[[int, int], None] | None = None,
     ) -> None:
         self._ledger: Ledger[Waiter] = Ledger(
             AdmissionPolicy(max_in_flight, max_queue, tuple(classes)))
-        self._on_change = on_change
 
     @property
     def in_flight(self) -> int:
@@ -81,7 +79,6 @@ class AdmissionQueue:
                 pushed_out.set_exception(Shed())
         if decision.verdict is Verdict.REJECT:
             raise QueueFull
-        self._changed()
         if decision.verdict is Verdict.RUN:
             return
         try:
@@ -98,8 +95,8 @@ class AdmissionQueue:
         if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
             # The slot was handed over just as we gave up: pass it on, not lose it.
             self.release(name)
-        elif self._ledger.withdraw(name, waiter):
-            self._changed()
+        else:
+            self._ledger.withdraw(name, waiter)
 
     def release(self, name: str = DEFAULT_CLASS) -> None:
         granted = self._ledger.release(name)
@@ -111,8 +108,3 @@ class AdmissionQueue:
                 granted += self._ledger.release(owner)
             else:
                 waiter.set_result(None)
-        self._changed()
-
-    def _changed(self) -> None:
-        if self._on_change is not None:
-            self._on_change(self._ledger.in_flight, self._ledger.waiting)

@@ -134,10 +134,9 @@ def _engine_ctx(
         app[keys.ENGINE], app[keys.METRICS] = engine, metrics
         policy = AdmissionPolicy.of(config.classes, config.admission.max_in_flight,
                                     config.admission.max_queue)
-        app[keys.ADMISSION] = AdmissionQueue(
-            policy.max_in_flight, policy.max_queue, classes=policy.classes,
-            on_change=metrics.set_queue,
-        )
+        app[keys.ADMISSION] = admission = AdmissionQueue(
+            policy.max_in_flight, policy.max_queue, classes=policy.classes)
+        metrics.read_queue(admission)
         # Start in the background: /health answers 503 until the engine is ready (vLLM takes
         # tens of seconds), and a failed start leaves the service up to say so.
         starting = asyncio.create_task(_start(engine, metrics, on_failure), name="engine-start")
@@ -197,9 +196,7 @@ def _clock(request: web.Request) -> StageClock:
     time up to now was reading its headers."""
     now = time.perf_counter()
     arrived = first_byte_at(request)
-    clock = StageClock(now if arrived is None or arrived > now else arrived)
-    clock.reach(Stage.READ, now)
-    return clock
+    return StageClock(now if arrived is None or arrived > now else arrived, read=now)
 
 
 @web.middleware

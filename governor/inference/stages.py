@@ -20,16 +20,15 @@ no mark each (:mod:`governor.inference.run` sums their writes and splits the str
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from math import inf
 from time import perf_counter
 from types import MappingProxyType
-from typing import Final
+from typing import Final, NamedTuple
 
 from governor.contracts.stages import Stage
 
 
-@dataclass(frozen=True, slots=True)
-class RequestStages:
+class RequestStages(NamedTuple):
     """One request's seconds in each stage (every stage, in order), which add up to
     ``duration_seconds``; ``reached_engine``: it was handed to the engine. The one record of
     a request's stages: metrics, the span and a request log all take it as it is."""
@@ -48,30 +47,34 @@ _ZERO: Final = dict.fromkeys(Stage, 0.0)
 
 
 class StageClock:
-    """The stages of one request, from ``start`` (``time.perf_counter`` seconds) onwards."""
+    """The stages of one request, from ``start`` (``time.perf_counter`` seconds) onwards; the
+    time up to ``read`` (default: none) was spent reading it."""
 
     __slots__ = ("_at", "_seconds", "reached_engine", "start")
 
-    def __init__(self, start: float) -> None:
-        self.start = start
-        self._at = start
+    def __init__(self, start: float, read: float | None = None) -> None:
+        self.start = self._at = start
         self._seconds = _ZERO.copy()
         self.reached_engine = False
+        if read is not None and read > start:
+            self._seconds[Stage.READ] = read - start
+            self._at = read
 
     @property
     def at(self) -> float:
-        """The last mark: everything before it has a stage."""
+        """The last mark: everything before it has a stage (infinite once finished)."""
         return self._at
 
     def reach(self, stage: Stage, at: float | None = None) -> float:
         """The time since the last mark, up to ``at`` (default now), was spent in ``stage``.
-        A mark earlier than the last (a thread's stamp read late) counts nothing. Returns the
-        mark."""
+        A mark earlier than the last (a thread's stamp read late) counts nothing, and so does
+        any mark once the clock has finished. Returns the last mark."""
         now = perf_counter() if at is None else at
-        if now > self._at:
-            self._seconds[stage] += now - self._at
-            self._at = now
-        return self._at
+        last = self._at
+        if now > last:
+            self._seconds[stage] += now - last
+            self._at = last = now
+        return last
 
     def reach_all(self, marks: Iterable[tuple[Stage, float]]) -> None:
         """Several marks in order, each ``(stage, when it ended)`` (as :meth:`reach`, inline:
@@ -100,8 +103,10 @@ class StageClock:
             self._at = now
 
     def finish(self, at: float | None = None) -> RequestStages:
-        """Close the last stage as ``other`` at ``at`` (default now) and return the record (a
-        copy of the counts: a mark after this, on some error path, cannot change it)."""
-        self.reach(Stage.OTHER, at)
-        return RequestStages(MappingProxyType(self._seconds.copy()), self._at - self.start,
+        """Close the last stage as ``other`` at ``at`` (default now) and return the record.
+        The clock stops there: a mark after this (on some error path) counts nothing, so the
+        record reads the clock's own counts, uncopied."""
+        end = self.reach(Stage.OTHER, at)
+        self._at = inf
+        return RequestStages(MappingProxyType(self._seconds), end - self.start,
                              self.reached_engine)
