@@ -78,10 +78,12 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
         facts.prompt_tokens = len(token_ids)
     max_tokens = resolve_max_tokens(params, len(token_ids), engine.max_model_len, config)
     request_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex}"
-    _request_attributes(span, engine, params, request_id, max_tokens, len(token_ids))
-    span.set_attribute(tr.REQUEST_CLASS, name)
+    attributes = _request_attributes(span, engine, params, request_id, max_tokens,
+                                     len(token_ids))
+    attributes[tr.REQUEST_CLASS] = name
     if app[keys.TRACING].traces_endpoint is not None:  # µs each, for spans that go somewhere
-        span.set_attribute(tr.PROMPT_BYTES, prepared.prompt_bytes)
+        attributes[tr.PROMPT_BYTES] = prepared.prompt_bytes
+    span.set_attributes(attributes)  # at once: each call takes the span's locks
     retry_after = config.admission.retry_after_seconds
     run = Generation(
         kind, params, engine, metrics, metrics.latency(name), app[keys.TRACING].tracer, span,
@@ -139,10 +141,11 @@ async def _admit(request: web.Request, run: Generation, retry_after: int,
 def _request_attributes(
     span: trace.Span, engine: Engine, params: GenerationParams, request_id: str,
     max_tokens: int, prompt_tokens: int,
-) -> None:
+) -> dict[str, str | int | float]:
+    """The span's name and the request's attributes, to be set with the others."""
     operation = tr.OPERATION_CHAT if params.kind == "chat" else tr.OPERATION_TEXT_COMPLETION
     span.update_name(tr.inference_span_name(operation, params.model))
-    span.set_attributes({
+    return {
         tr.PROVIDER_NAME: engine.system,
         tr.OPERATION_NAME: operation,
         tr.REQUEST_MODEL: params.model,
@@ -151,6 +154,6 @@ def _request_attributes(
         tr.REQUEST_TOP_P: params.sampling.top_p,
         tr.RESPONSE_ID: request_id,
         tr.USAGE_INPUT_TOKENS: prompt_tokens,
-    })
+    }
 
 

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable
 from math import inf
-from typing import Literal
+from typing import Final, Literal
 
 from aiohttp import web
 from opentelemetry import trace
@@ -63,6 +63,9 @@ SSE_HEADERS = {
     "Cache-Control": "no-cache",
     "X-Accel-Buffering": "no",
 }
+
+
+_NOTHING_KNOWN: Final = EngineTimes()
 
 
 def engine_error(exc: EngineError, retry_after_seconds: int) -> APIError:
@@ -165,7 +168,7 @@ class Generation:
             return None
         except EngineError as exc:
             raise engine_error(exc, self.retry_after) from exc
-        times = first.times or EngineTimes()
+        times = first.times or _NOTHING_KNOWN
         self.engine_queued_seconds = times.queued_seconds
         self.clock.split(((Stage.ENGINE_QUEUE, times.queued_seconds),
                           (Stage.PREFILL, times.prefill_seconds)))
@@ -324,25 +327,26 @@ class Generation:
 
     def _finish_span(self) -> None:
         span = self.span
-        span.set_attribute(tr.USAGE_OUTPUT_TOKENS, self.completion_tokens)
+        attributes: dict[str, int | float | list[str]] = {
+            tr.USAGE_OUTPUT_TOKENS: self.completion_tokens}
         if self.finish_reason is not None:
-            span.set_attribute(tr.RESPONSE_FINISH_REASONS, [self.finish_reason])
-        if not self.admitted_ns:
-            return
-        queue_end = self.admitted_ns
-        if self.engine_queued_seconds is not None:
-            queue_end += int(self.engine_queued_seconds * 1e9)
-        if self.first_ns:
-            queue_end = min(queue_end, self.first_ns)
-        span.set_attribute(tr.TIME_IN_QUEUE, (queue_end - self.start_ns) / 1e9)
-        self._child(tr.QUEUE_SPAN, self.start_ns, queue_end,
-                    {tr.ENGINE_QUEUED_SECONDS: self.engine_queued_seconds or 0.0})
-        if self.first_ns:
-            span.set_attribute(tr.TIME_TO_FIRST_TOKEN, (self.first_ns - self.arrived_ns) / 1e9)
-            self._child(tr.PREFILL_SPAN, queue_end, self.first_ns, {})
-            span.add_event(tr.FIRST_TOKEN_EVENT, timestamp=self.first_ns)
-            self._child(tr.DECODE_SPAN, self.first_ns, self.last_ns,
-                        {tr.USAGE_OUTPUT_TOKENS: self.completion_tokens})
+            attributes[tr.RESPONSE_FINISH_REASONS] = [self.finish_reason]
+        if self.admitted_ns:
+            queue_end = self.admitted_ns
+            if self.engine_queued_seconds is not None:
+                queue_end += int(self.engine_queued_seconds * 1e9)
+            if self.first_ns:
+                queue_end = min(queue_end, self.first_ns)
+            attributes[tr.TIME_IN_QUEUE] = (queue_end - self.start_ns) / 1e9
+            self._child(tr.QUEUE_SPAN, self.start_ns, queue_end,
+                        {tr.ENGINE_QUEUED_SECONDS: self.engine_queued_seconds or 0.0})
+            if self.first_ns:
+                attributes[tr.TIME_TO_FIRST_TOKEN] = (self.first_ns - self.arrived_ns) / 1e9
+                self._child(tr.PREFILL_SPAN, queue_end, self.first_ns, {})
+                span.add_event(tr.FIRST_TOKEN_EVENT, timestamp=self.first_ns)
+                self._child(tr.DECODE_SPAN, self.first_ns, self.last_ns,
+                            {tr.USAGE_OUTPUT_TOKENS: self.completion_tokens})
+        span.set_attributes(attributes)  # at once: each call takes the span's locks
 
     def _child(self, name: str, start_ns: int, end_ns: int, attributes: dict[str, float]) -> None:
         child = self.tracer.start_span(

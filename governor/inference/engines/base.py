@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from governor.contracts.batching import BatchingLimits
 
@@ -64,11 +64,10 @@ class FinishReason(enum.StrEnum):
     ABORT = "abort"
 
 
-@dataclass(frozen=True, slots=True)
-class EngineTimes:
+class EngineTimes(NamedTuple):
     """One request's phases as the engine measured them, on its own clock (``None``: not
     known): its queue (scheduled - queued), prefill (first token - scheduled) and decode (last
-    token - first token)."""
+    token - first token). A named tuple: one is made for every request."""
 
     queued_seconds: float | None = None
     prefill_seconds: float | None = None
