@@ -64,7 +64,7 @@ def count(root: Path, requests: int, tokens: int, concurrency: int,
         env = {**os.environ, "PYTHONPATH": str(root), "GOVERNOR_SERVE_LOG_LEVEL": "warning",
                "OPCODES_OUT": str(out)}
         if instructions:
-            argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+            argv = ["valgrind", "--quiet", "--tool=callgrind", "--instr-atstart=no",
                     f"--callgrind-out-file={out}.%p", sys.executable, "-m", "governor",
                     *serve_argv(port)]
         else:
@@ -75,7 +75,7 @@ def count(root: Path, requests: int, tokens: int, concurrency: int,
             load(url, 300, 8, concurrency)  # warm-up: imports, caches, connections
             if instructions:
                 control = ["callgrind_control", "--instr=on", str(child.pid)]
-                subprocess.run(control, check=True, stdout=subprocess.DEVNULL)
+                subprocess.run(control, check=True, capture_output=True)
             else:
                 os.kill(child.pid, signal.SIGUSR1)
                 time.sleep(SETTLE_SECONDS)
@@ -83,7 +83,7 @@ def count(root: Path, requests: int, tokens: int, concurrency: int,
             if instructions:
                 for action in ("--instr=off", "--dump"):
                     subprocess.run(["callgrind_control", action, str(child.pid)], check=True,
-                                   stdout=subprocess.DEVNULL)
+                                   capture_output=True)
             else:
                 os.kill(child.pid, signal.SIGUSR2)
             time.sleep(SETTLE_SECONDS)
