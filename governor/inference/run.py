@@ -25,6 +25,7 @@ from typing import Final, Literal
 
 from aiohttp import web
 from opentelemetry import trace
+from opentelemetry.context import Context
 
 from governor.contracts import traces as tr
 from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID
@@ -332,25 +333,25 @@ class Generation:
         if self.finish_reason is not None:
             attributes[tr.RESPONSE_FINISH_REASONS] = [self.finish_reason]
         if self.admitted_ns:
+            parent = trace.set_span_in_context(span)  # once for the three children
             queue_end = self.admitted_ns
             if self.engine_queued_seconds is not None:
                 queue_end += int(self.engine_queued_seconds * 1e9)
             if self.first_ns:
                 queue_end = min(queue_end, self.first_ns)
             attributes[tr.TIME_IN_QUEUE] = (queue_end - self.start_ns) / 1e9
-            self._child(tr.QUEUE_SPAN, self.start_ns, queue_end,
+            self._child(parent, tr.QUEUE_SPAN, self.start_ns, queue_end,
                         {tr.ENGINE_QUEUED_SECONDS: self.engine_queued_seconds or 0.0})
             if self.first_ns:
                 attributes[tr.TIME_TO_FIRST_TOKEN] = (self.first_ns - self.arrived_ns) / 1e9
-                self._child(tr.PREFILL_SPAN, queue_end, self.first_ns, {})
+                self._child(parent, tr.PREFILL_SPAN, queue_end, self.first_ns, {})
                 span.add_event(tr.FIRST_TOKEN_EVENT, timestamp=self.first_ns)
-                self._child(tr.DECODE_SPAN, self.first_ns, self.last_ns,
+                self._child(parent, tr.DECODE_SPAN, self.first_ns, self.last_ns,
                             {tr.USAGE_OUTPUT_TOKENS: self.completion_tokens})
         span.set_attributes(attributes)  # at once: each call takes the span's locks
 
-    def _child(self, name: str, start_ns: int, end_ns: int, attributes: dict[str, float]) -> None:
-        child = self.tracer.start_span(
-            name, context=trace.set_span_in_context(self.span), start_time=start_ns,
-            attributes=attributes,
-        )
+    def _child(self, parent: Context, name: str, start_ns: int, end_ns: int,
+               attributes: dict[str, float]) -> None:
+        child = self.tracer.start_span(name, context=parent, start_time=start_ns,
+                                       attributes=attributes)
         child.end(end_time=end_ns)
