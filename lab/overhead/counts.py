@@ -35,18 +35,12 @@ from pathlib import Path
 
 from governor.bench.load import LoadSpec, run_load
 from governor.common.cli import EnvArgumentParser, positive_int
-from governor.common.commands import Serve
 from governor.common.process import Child, free_port, running
 from governor.contracts.endpoints import LOCAL_HOST
+from lab.overhead.trees import MODEL, add_checkouts, checkouts, serve_argv
 
-MODEL = "bench"
 TRACER = Path(__file__).with_name("tracer.py")
 SETTLE_SECONDS = 1.0  # for a signal to land, or callgrind to write its dump
-
-
-def serve_argv(port: int) -> list[str]:
-    return Serve(engine="sim", preset="tiny", time_scale=0, port=port, host=LOCAL_HOST,
-                 served_model_name=MODEL, max_in_flight=4096).argv()
 
 
 def load(url: str, requests: int, tokens: int, concurrency: int) -> None:
@@ -132,8 +126,7 @@ def render(names: Sequence[str], totals: Sequence[float], by: Sequence[Counter[s
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = EnvArgumentParser(prog="python -m lab.overhead.counts", description=__doc__)
-    parser.add_argument("base", type=Path, help="the checkout to compare against")
-    parser.add_argument("tree", type=Path, help="the checkout measured")
+    add_checkouts(parser)
     parser.add_argument("--requests", type=positive_int, default=1000)
     parser.add_argument("--tokens", type=positive_int, default=1, help="tokens per request")
     parser.add_argument("--concurrency", type=positive_int, default=256)
@@ -142,12 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--top", type=positive_int, default=25,
                         help="functions listed by their difference (opcodes)")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    for root in (args.base, args.tree):
-        if not (root / "governor" / "__main__.py").is_file():
-            parser.error(f"{root}: not a checkout of this project (no governor/__main__.py)")
+    roots = checkouts(parser, args)
     if args.instructions and shutil.which("valgrind") is None:
         parser.error("--instructions needs valgrind (apt-get install valgrind)")
-    roots = [args.base.resolve(), args.tree.resolve()]
     counted = [count(root, args.requests, args.tokens, args.concurrency, args.instructions)
                for root in roots]
     unit = "instructions" if args.instructions else "opcodes"

@@ -15,6 +15,7 @@ and the medians are what the report gives::
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -54,10 +55,16 @@ class Turn:
     us_per_token: float
 
 
+def serve_argv(port: int) -> list[str]:
+    """``governor serve``'s arguments (after ``python -m governor``): the sim in zero-cost mode,
+    every CPU second of the server the service's own."""
+    return Serve(engine="sim", preset="tiny", time_scale=0, port=port, host=LOCAL_HOST,
+                 served_model_name=MODEL, max_in_flight=4096).argv()
+
+
 def server(side: str, root: Path, port: int) -> Child:
     """``governor serve`` run from the checkout ``root`` (its code on ``PYTHONPATH``)."""
-    argv = Serve(engine="sim", preset="tiny", time_scale=0, port=port, host=LOCAL_HOST,
-                 served_model_name=MODEL, max_in_flight=4096).python()
+    argv = [sys.executable, "-m", "governor", *serve_argv(port)]
     env = {**os.environ, "PYTHONPATH": str(root), "GOVERNOR_SERVE_LOG_LEVEL": "warning"}
     return Child(side, argv, f"http://{LOCAL_HOST}:{port}/health", Path(os.devnull), env=env,
                  cwd=root, log_stderr=False)
@@ -160,10 +167,22 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = EnvArgumentParser(prog="python -m lab.overhead.trees", description=__doc__)
+def add_checkouts(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("base", type=Path, help="the checkout to compare against")
     parser.add_argument("tree", type=Path, help="the checkout measured")
+
+
+def checkouts(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Path, Path]:
+    """The two checkouts named, resolved, or the parser's error for one that is not one."""
+    for root in (args.base, args.tree):
+        if not (root / "governor" / "__main__.py").is_file():
+            parser.error(f"{root}: not a checkout of this project (no governor/__main__.py)")
+    return args.base.resolve(), args.tree.resolve()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = EnvArgumentParser(prog="python -m lab.overhead.trees", description=__doc__)
+    add_checkouts(parser)
     parser.add_argument("--rounds", type=positive_int, default=12)
     parser.add_argument("--concurrency", type=positive_int, default=256)
     parser.add_argument("--requests", type=positive_int, default=2000,
@@ -173,10 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, metavar="FILE",
                         help="also write the report as JSON")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    for root in (args.base, args.tree):
-        if not (root / "governor" / "__main__.py").is_file():
-            parser.error(f"{root}: not a checkout of this project (no governor/__main__.py)")
-    report = measure(args.base.resolve(), args.tree.resolve(), args.rounds,
+    base, tree = checkouts(parser, args)
+    report = measure(base, tree, args.rounds,
                      Load(args.concurrency, args.requests, args.streams, args.tokens))
     print(render(report))
     if args.json is not None:
