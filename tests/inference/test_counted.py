@@ -83,7 +83,7 @@ def test_each_bucket_keeps_its_last_exemplar_in_openmetrics() -> None:
     ttft.observe(0.03, {EXEMPLAR_TRACE_ID: first})
     ttft.observe(0.04, {EXEMPLAR_TRACE_ID: last})  # the same bucket (0.03, 0.05]
     ttft.observe(3.0)  # no exemplar: its bucket has none
-    text = openmetrics_latest(registry).decode()
+    text = openmetrics_latest(registry).decode()  # type: ignore[no-untyped-call]
     families = list(text_string_to_metric_families(text))  # type: ignore[no-untyped-call]
     exemplars = {sample.labels["le"]: sample.exemplar for sample in families[0].samples
                  if sample.name.endswith("_bucket") and sample.exemplar is not None}
