@@ -89,7 +89,8 @@ def _service_argv(port: int, token_file: Path) -> list[str]:
             "--max-in-flight", "8", "--max-queue", "4"]
 
 
-def _controller_argv(spec: Path, ports: dict[str, int], workdir: Path) -> list[str]:
+def _controller_argv(spec: Path, ports: dict[str, int], workdir: Path, *,
+                     stabilisation: str = "5s") -> list[str]:
     # Short windows so that the controller decides within seconds, not minutes.
     return [sys.executable, "-m", "governor", "controller", "--slo", str(spec),
             "--host", LOOPBACK, "--port", str(ports["controller"]),
@@ -100,7 +101,7 @@ def _controller_argv(spec: Path, ports: dict[str, int], workdir: Path) -> list[s
             "--state-file", str(workdir / "state.json"),
             "--audit-log", str(workdir / "audit.jsonl"),
             "--resync", "1s", "--scrape-interval", f"{SCRAPE_SECONDS}s", "--short-window", "5s",
-            "--long-window", "10s", "--cooldown", "7s", "--stabilisation", "5s"]
+            "--long-window", "10s", "--cooldown", "7s", "--stabilisation", stabilisation]
 
 
 @pytest.fixture(scope="module", params=sorted(SPECS))

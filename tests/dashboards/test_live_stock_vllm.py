@@ -143,7 +143,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StockStack]:
         starts = (
             ("exporter", Exporter(fake_gpus=2, host=LOOPBACK, port=ports["exporter"]).python(),
              "/health"),
-            ("controller", _controller_argv(SPEC, ports, workdir), "/health"),
+            # The test's own cut must last past a scrape of the controller's limits (the
+            # annotation of limit changes reads them): on a quiet machine the tiny model meets
+            # the SLO, and after 5 s without a breach the controller gave the budget back
+            # within one scrape interval.
+            ("controller", _controller_argv(SPEC, ports, workdir, stabilisation="60s"),
+             "/health"),
             ("prometheus", ["prometheus", *prometheus_args(
                 spec, params, config_file=str(deploy / PROMETHEUS_CONFIG),
                 storage_path=str(workdir / "prometheus-data"),
