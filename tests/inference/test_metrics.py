@@ -8,13 +8,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
+from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import vllm
 from governor.contracts.promql import parse_selector
+from governor.inference.admission import AdmissionQueue
 from governor.inference.engines.base import EngineError, EngineErrorKind
+from governor.inference.metrics import ServiceMetrics
 from governor.slo.spec import RatioSLI, load_spec
 from tests.inference.conftest import ADMIN_TOKEN, Service
 from tests.support.scripted import Script
@@ -164,3 +167,19 @@ async def test_promtool_accepts_the_exposition(service: Service) -> None:
     own = "\n".join(line for line in text.splitlines() if "vllm:" not in line) + "\n"
     code, problems = promtool_check(own)
     assert code == 0, problems
+
+
+async def test_the_queue_gauges_read_the_admission_queue_when_scraped() -> None:
+    registry = CollectorRegistry()
+    metrics = ServiceMetrics(registry, "llama")
+    queue = AdmissionQueue(max_in_flight=1, max_queue=4)
+    metrics.read_queue(queue)
+    await queue.acquire(1)
+    waiting = asyncio.create_task(queue.acquire(5))
+    await asyncio.sleep(0)
+    assert registry.get_sample_value(svc.REQUESTS_IN_FLIGHT.name) == 1.0
+    assert registry.get_sample_value(svc.QUEUE_DEPTH.name) == 1.0
+    queue.release()  # the waiter takes the slot
+    await waiting
+    assert registry.get_sample_value(svc.REQUESTS_IN_FLIGHT.name) == 1.0
+    assert registry.get_sample_value(svc.QUEUE_DEPTH.name) == 0.0
