@@ -54,7 +54,12 @@ from governor.inference.prompts import text_work_ctx
 from governor.inference.request_log import RequestFacts, RequestLogWriter
 from governor.inference.stages import RequestStages, StageClock
 from governor.inference.timeouts import ClientTooSlow, ClientWriter
-from governor.inference.tracing import add_stages_event, extract_context, setup_tracing
+from governor.inference.tracing import (
+    add_stages_event,
+    extract_context,
+    setup_tracing,
+    trace_id_hex,
+)
 
 log = logging.getLogger(__name__)
 
@@ -305,7 +310,7 @@ def _record(
     if metrics is not None:
         metrics.requests.labels(route, code, request_class).inc()
         if span is not None:
-            exemplar = {EXEMPLAR_TRACE_ID: format(span.get_span_context().trace_id, "032x")}
+            exemplar = {EXEMPLAR_TRACE_ID: trace_id_hex(span)}
             metrics.duration.labels(route, request_class).observe(stages.duration_seconds,
                                                                   exemplar)
         if generation and stages.reached_engine:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from itertools import repeat
 from operator import add
 from time import time
@@ -44,10 +44,12 @@ Child = TypeVar("Child")
 
 
 class _Family(Generic[Child]):
-    """A declared family's children, one per label set, made on first use and kept."""
+    """A declared family's children, one per label set, made on first use (by ``make``, given
+    the child's row) and kept."""
 
-    def __init__(self, metric: Metric) -> None:
+    def __init__(self, metric: Metric, make: Callable[[int], Child]) -> None:
         self._metric = metric
+        self._make = make
         self._children: dict[tuple[str, ...], Child] = {}
         self._labels: list[list[str]] = []  # each child's label values, in the order made
 
@@ -62,9 +64,6 @@ class _Family(Generic[Child]):
             self._labels.append([str(value) for value in values])
             child = self._children[values] = self._make(len(self._labels) - 1)
         return child
-
-    def _make(self, row: int) -> Child:
-        raise NotImplementedError
 
 
 class Value:
@@ -85,12 +84,9 @@ class CountedCounter(_Family[Value]):
     """``metric`` (a declared counter); ``labels(...)`` gives its :class:`Value`."""
 
     def __init__(self, metric: Metric, registry: CollectorRegistry) -> None:
-        super().__init__(metric)
+        super().__init__(metric, lambda row: Value())
         counter_family(metric)  # a counter, or an error now rather than at the first scrape
         registry.register(self)
-
-    def _make(self, row: int) -> Value:
-        return Value()
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         family = counter_family(self._metric)
@@ -129,7 +125,7 @@ class CountedHistogram(_Family[HistogramChild]):
 
     def __init__(self, metric: Metric, registry: CollectorRegistry,
                  rows: Sequence[Sequence[str]] = ()) -> None:
-        super().__init__(metric)
+        super().__init__(metric, self._row)
         histogram_family(metric)  # a histogram, or an error now rather than at the first scrape
         self._edges = metric.buckets
         self._le = (*(exposition_float(edge) for edge in metric.buckets), "+Inf")
@@ -141,7 +137,7 @@ class CountedHistogram(_Family[HistogramChild]):
         self._offsets = tuple(range(0, len(self._le) * len(rows), len(self._le)))
         registry.register(self)
 
-    def _make(self, row: int) -> HistogramChild:
+    def _row(self, row: int) -> HistogramChild:
         self._sums.append(0.0)
         return HistogramChild(self, row)
 

@@ -101,6 +101,18 @@ def test_an_unbounded_part_takes_the_rest_and_the_record_reads_by_label() -> Non
     assert stages.as_dict()["decode"] == 1.5
 
 
+def test_the_record_is_final_once_the_clock_has_finished() -> None:
+    """What an error path marks after the request ended changes nothing recorded."""
+    clock = StageClock(0.0, read=0.25)
+    stages = clock.finish(1.0)
+    clock.reach(Stage.STREAM_WRITE, 5.0)
+    clock.reach_all(((Stage.PARSE, 6.0),))
+    clock.split(((Stage.DECODE, 1.0),), at=7.0)
+    assert stages.duration_seconds == 1.0
+    assert stages.seconds[Stage.READ] == 0.25 and stages.seconds[Stage.OTHER] == 0.75
+    assert sum(stages.seconds.values()) == 1.0
+
+
 # ---- the service ----------------------------------------------------------------------------
 
 class Served:
