@@ -17,7 +17,6 @@ import asyncio
 import enum
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, Final
 
 import aiohttp
@@ -26,7 +25,7 @@ from governor.common.secrets import Secret
 from governor.contracts.batching import BatchingReport
 from governor.contracts.endpoints import ADMIN_BATCHING_PATH
 from governor.controller.actuators import ActuatorEntry
-from governor.controller.model import Limits, TargetLimits
+from governor.controller.model import Limits, Target, TargetLimits
 
 _MAX_RESPONSE_BYTES = 64 * 1024
 
@@ -65,14 +64,6 @@ def classify(status: int) -> tuple[ErrorKind, bool]:
     if status >= 500:
         return ErrorKind.TEMPORARY, True
     return ErrorKind.PERMANENT, False
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """An inference instance: its Prometheus ``instance`` label and its base URL."""
-
-    name: str
-    url: str
 
 
 def parse_limits(body: Any) -> TargetLimits:

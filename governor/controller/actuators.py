@@ -16,15 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import Final, Protocol
 
 import aiohttp
 
 from governor.common.secrets import Secret
-from governor.controller.model import Limits, TargetLimits
-
-if TYPE_CHECKING:  # the admin API's actuator module declares its entry with this module's class
-    from governor.controller.actuator import Target
+from governor.controller.model import Limits, Target, TargetLimits
 
 GROUP: Final = "governor.actuators"
 DEFAULT: Final = "admin-api"

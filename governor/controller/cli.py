@@ -29,11 +29,11 @@ from governor.common.logs import add_logging_options, setup_logging
 from governor.common.secrets import Secret, TokenError, read_token
 from governor.contracts.metrics.latency import HISTOGRAM_BUCKETS
 from governor.contracts.tokens import ADMIN_TOKEN_ENV, GRAFANA_TOKEN_ENV, WEBHOOK_TOKEN_ENV
-from governor.controller.actuator import Target
 from governor.controller.actuators import actuator_names
 from governor.controller.app import Secrets, create_app
 from governor.controller.config import ControllerConfig, without_credentials
-from governor.controller.law_config import LawConfig, LawConfigError
+from governor.controller.law.tuning import LawConfig, LawConfigError
+from governor.controller.model import Target
 from governor.controller.queries import QuerySet
 from governor.controller.slo import DEFAULT_TTFT_SLO, ObjectiveError, objectives
 from governor.slo.spec import SpecError, load_spec

@@ -10,10 +10,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from governor.contracts.alerting import ALERT_EXPIRY_REPEATS, CONTROL_REPEAT_INTERVAL_SECONDS
 from governor.contracts.endpoints import CONTROLLER, LISTEN_HOST, PROMETHEUS_URL
-from governor.controller.actuator import Target
 from governor.controller.actuators import DEFAULT as DEFAULT_ACTUATOR
-from governor.controller.law_config import LawConfig
-from governor.controller.model import SloTargets
+from governor.controller.law.tuning import LawConfig
+from governor.controller.model import SloTargets, Target
 from governor.controller.queries import QuerySet
 
 

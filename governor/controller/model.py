@@ -1,7 +1,7 @@
 """The controller's plain data: limits, observations, per-target state and decisions.
 
-Everything here is a frozen dataclass or an enum; the law (:mod:`governor.controller.law`) is a pure
-function over them, and :mod:`governor.controller.state` turns them into JSON and back.
+Everything here is a frozen dataclass or an enum; the law (:mod:`governor.controller.law`) is a
+pure function over them, and :mod:`governor.controller.state` turns them into JSON and back.
 """
 
 from __future__ import annotations
@@ -80,6 +80,14 @@ class ChangeKind(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Target:
+    """An inference instance: its Prometheus ``instance`` label and its base URL."""
+
+    name: str
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
 class SloTargets:
     """The thresholds the law keeps, from ``slo.yaml``.
 
@@ -119,7 +127,7 @@ class Observation:
     # Good events at the SLO thresholds (the histograms have buckets there), short window:
     # first tokens per second within the TTFT threshold, first tokens per second in all (the
     # rate requests start being served), and the share of inter-token gaps within the ITL
-    # threshold. Together they estimate goodput (see :mod:`governor.controller.goodput`).
+    # threshold. Together they estimate goodput (see :mod:`governor.controller.law.goodput`).
     ttft_good_per_second: float | None = None
     ttft_per_second: float | None = None
     itl_good_ratio: float | None = None
@@ -256,7 +264,7 @@ class TargetState:
     last_breach_at: float | None = None
     probe: Probe | None = None
     avoid: tuple[Avoid, ...] = ()
-    # Seconds of step time per prefill token, learnt from breaches (controller/spike.py).
+    # Seconds of step time per prefill token, learnt from breaches (controller/law/spike.py).
     prefill_seconds_per_token: float | None = None
     # Goodput observed per limits (the few most recent), to hold the best under overload.
     ledger: tuple[LimitsScore, ...] = ()

@@ -23,14 +23,14 @@ from typing import Any, Protocol
 
 from governor.contracts.metrics import controller as names
 from governor.controller import audit as audit_lines
-from governor.controller.actuator import ActuationError, ErrorKind, Target
+from governor.controller.actuator import ActuationError, ErrorKind
 from governor.controller.actuators import Actuator as Actuator  # the reconciler's seam
 from governor.controller.audit import AuditLog
 from governor.controller.config import ControllerConfig, valid_instance
 from governor.controller.intake import AlertBook
-from governor.controller.law import decide
+from governor.controller.law.decide import decide
 from governor.controller.metrics import ControllerMetrics
-from governor.controller.model import Decision, Observation, TargetLimits, TargetState
+from governor.controller.model import Decision, Observation, Target, TargetLimits, TargetState
 from governor.controller.observe import PrometheusError, Snapshot
 from governor.controller.state import PersistedTarget, StateStore
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from governor.controller.law_config import LawConfig
+from governor.controller.law.tuning import LawConfig
 from governor.controller.model import (
     Avoid,
     ChangeKind,

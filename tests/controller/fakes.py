@@ -8,8 +8,8 @@ from typing import Any
 
 from aiohttp import web
 
-from governor.controller.actuator import ActuationError, ErrorKind, Target
-from governor.controller.model import Limits, Observation, TargetLimits
+from governor.controller.actuator import ActuationError, ErrorKind
+from governor.controller.model import Limits, Observation, Target, TargetLimits
 from governor.controller.observe import PrometheusError, Snapshot
 
 FLOOR = Limits(1, 256)

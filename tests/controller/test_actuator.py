@@ -14,10 +14,9 @@ from governor.controller.actuator import (
     ActuationError,
     BatchingClient,
     ErrorKind,
-    Target,
     parse_limits,
 )
-from governor.controller.model import Limits
+from governor.controller.model import Limits, Target
 from tests.controller.fakes import CEILING, AdminServer
 
 ServerFactory = Callable[[web.Application], Awaitable[TestServer]]

@@ -17,10 +17,9 @@ from prometheus_client import CollectorRegistry
 
 from governor.common.secrets import Secret
 from governor.contracts.metrics import controller as names
-from governor.controller.actuator import Target
 from governor.controller.app import BOOK, RECONCILER, Overrides, Secrets, create_app
 from governor.controller.config import ControllerConfig
-from governor.controller.model import Observation, SloTargets
+from governor.controller.model import Observation, SloTargets, Target
 from governor.controller.queries import QuerySet
 from tests.controller.fakes import FakeActuator, FakeClock, FakeObserver
 

@@ -12,8 +12,8 @@ MODULES = [
     "governor.controller.actuator", "governor.controller.intake",
     "governor.controller.observe", "governor.controller.queries", "governor.controller.ranks",
     "governor.controller.slo",
-    "governor.controller.spike", "governor.controller.state", "governor.controller.goodput",
-    "governor.controller.timestamps",
+    "governor.controller.law.spike", "governor.controller.state", "governor.controller.law.goodput",
+    "governor.controller.law.timestamps",
     "governor.bench.controller.pipeline", "governor.bench.controller.prometheus",
     "governor.bench.controller.scoring", "governor.bench.controller.workload",
 ]

@@ -20,11 +20,11 @@ from aiohttp.test_utils import TestServer
 from prometheus_client import CollectorRegistry
 
 from governor.contracts.metrics import controller as names
-from governor.controller.actuator import Target
 from governor.controller.audit import AuditLog
 from governor.controller.config import ControllerConfig
 from governor.controller.intake import AlertBook
 from governor.controller.metrics import ControllerMetrics
+from governor.controller.model import Target
 from governor.controller.observe import PrometheusClient
 from governor.controller.ranks import MAX_RANK_LENGTH, MAX_RANKS, judge, rank_order
 from governor.controller.reconciler import Reconciler

@@ -14,12 +14,18 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from governor.contracts.metrics import controller as names
-from governor.controller.actuator import Target
 from governor.controller.audit import AuditLog
 from governor.controller.config import ControllerConfig
 from governor.controller.intake import AlertBook, parse_webhook
 from governor.controller.metrics import ControllerMetrics
-from governor.controller.model import Decision, Limits, Observation, SloTargets, TargetLimits
+from governor.controller.model import (
+    Decision,
+    Limits,
+    Observation,
+    SloTargets,
+    Target,
+    TargetLimits,
+)
 from governor.controller.queries import QuerySet
 from governor.controller.reconciler import MAX_NOTED, Reconciler
 from governor.controller.state import StateStore

@@ -16,13 +16,12 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from governor.contracts.metrics import controller as names
-from governor.controller.actuator import Target
 from governor.controller.audit import AuditLog
 from governor.controller.config import ControllerConfig
 from governor.controller.intake import AlertBook
-from governor.controller.law_config import LawConfig
+from governor.controller.law.tuning import LawConfig
 from governor.controller.metrics import ControllerMetrics
-from governor.controller.model import Limits, Observation, SloTargets
+from governor.controller.model import Limits, Observation, SloTargets, Target
 from governor.controller.queries import QuerySet
 from governor.controller.reconciler import Reconciler
 from governor.controller.state import StateStore

@@ -22,7 +22,7 @@ SHADOWS = ("common", "slo", "alerts", "inference", "dashboards", "controller", "
            "bench", "lab")
 MODULES = (
     "governor.common.cli", "governor.alerts.render", "governor.inference.app",
-    "governor.dashboards.render", "governor.controller.law", "governor.exporters.server",
+    "governor.dashboards.render", "governor.controller.law.decide", "governor.exporters.server",
     "governor.bench.controller", "governor.cli",
 )
 

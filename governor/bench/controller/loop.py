@@ -1,9 +1,9 @@
 """One run of the benchmark in virtual time: the sim engine, Prometheus's view of it, and a policy.
 
 A policy is either static limits or the controller's own pure law
-(``governor.controller.law.decide``) fed what it would read from Prometheus at that moment: the
-scrapes up to then, through the same PromQL windows the controller queries, with the fast alert
-evaluated and delivered as Alertmanager would. Decisions take effect in the engine
+(``governor.controller.law.decide.decide``) fed what it would read from Prometheus at that
+moment: the scrapes up to then, through the same PromQL windows the controller queries, with the
+fast alert evaluated and delivered as Alertmanager would. Decisions take effect in the engine
 ``actuation_seconds`` later, like a ``PUT``. With request classes (``Scenario.classes``) the
 requests pass through the service's admission policy first and carry their class's vLLM
 priority (:mod:`governor.bench.controller.classes`), and the run is scored per class too.
@@ -43,8 +43,8 @@ from governor.bench.controller.scoring import (
 from governor.bench.controller.workload import Arrival
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import service
-from governor.controller.law import decide
-from governor.controller.law_config import LawConfig
+from governor.controller.law.decide import decide
+from governor.controller.law.tuning import LawConfig
 from governor.controller.model import (
     Decision,
     Limits,

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from governor.controller.law import decide
-from governor.controller.law_config import LawConfig, LawConfigError
+from governor.controller.law.decide import decide
+from governor.controller.law.tuning import LawConfig, LawConfigError
 from governor.controller.model import (
     Action,
     Avoid,
@@ -739,7 +739,7 @@ def test_the_spike_height_caps_a_relaxation_once_the_long_window_is_clean() -> N
 
 def cost_seen(obs: Observation, state: TargetState, budget: int) -> float:
     """The step time per prefill token the law plans with."""
-    from governor.controller.law_context import Context
+    from governor.controller.law.context import Context
     return Context(SLO, LAW, obs, target(budget=budget), state, T0).cost
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from governor.controller.law_config import LawConfig, LawConfigError
+from governor.controller.law.tuning import LawConfig, LawConfigError
 from governor.controller.model import (
     Action,
     ChangeKind,
@@ -20,7 +20,7 @@ from governor.controller.model import (
     TargetLimits,
     TargetState,
 )
-from tests.controller.test_law import (
+from tests.controller.law.test_decide import (
     CEILING,
     LAW,
     T0,
@@ -96,7 +96,7 @@ def test_at_the_ceiling_the_drain_holds_until_the_backlog_is_gone() -> None:
 
 def test_with_first_tokens_in_time_the_cost_model_keeps_the_budget() -> None:
     # Half the first tokens meet their SLO: those requests must decode in time, so the law keeps
-    # the chunk step under the SLO (tests/controller/test_law.py holds the cost model's moves).
+    # the chunk step under the SLO (test_decide.py beside this file holds the cost model's moves).
     since = TargetState(overload_since=T0 - 300, queue_growing_since=T0 - 600,
                         last_change_at=T0 - 200)
     decision = run(overloaded(), state=since, limits=target(budget=2048))

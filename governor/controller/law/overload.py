@@ -3,7 +3,7 @@
 Private to the decision law. Three pieces:
 
 * **The ledger**: while the observation window holds only data from the limits in force, the law
-  folds the estimated goodput (:mod:`governor.controller.goodput`) into a per-limits average, so
+  folds the estimated goodput (:mod:`governor.controller.law.goodput`) into a per-limits average, so
   it knows which limits served this demand best.
 * **Overload**: the waiting queue has grown for ``overload_seconds`` at the limits in force while
   an SLO is missed, and neither direction is open: a budget cut is closed (at the floor, undone
@@ -26,8 +26,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from governor.controller import spike
-from governor.controller.law_context import BUDGET, Context, below_avoided, ms, quantize
+from governor.controller.law import spike
+from governor.controller.law.context import BUDGET, Context, below_avoided, ms, quantize
 from governor.controller.model import (
     NOT_OVERLOADED,
     OVERLOADED,

@@ -28,9 +28,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from governor.controller import overload, spike, stage_guard, timestamps
-from governor.controller.law_config import LawConfig
-from governor.controller.law_context import (
+from governor.controller.law import overload, spike, stage_guard, timestamps
+from governor.controller.law.context import (
     BUDGET,
     SEQS,
     Context,
@@ -40,6 +39,8 @@ from governor.controller.law_context import (
     quantize,
     quantize_up,
 )
+from governor.controller.law.relax import maybe_relax, on_ttft_breach
+from governor.controller.law.tuning import LawConfig
 from governor.controller.model import (
     Action,
     ChangeKind,
@@ -52,7 +53,6 @@ from governor.controller.model import (
     TargetState,
     finite,
 )
-from governor.controller.relax import maybe_relax, on_ttft_breach
 
 # A good share of demand under this is nil, and a rise by less is no rise.
 _NIL_SHARE = 0.02

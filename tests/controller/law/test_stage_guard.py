@@ -8,7 +8,7 @@ import pytest
 
 from governor.contracts.stages import Stage
 from governor.controller.model import Action, Observation, Reason, TargetState
-from tests.controller.test_law import T0, calm, run, spiky, target
+from tests.controller.law.test_decide import T0, calm, run, spiky, target
 
 # A steady request's stages, mean seconds per request (a chat of a few hundred tokens).
 STEADY = {stage.value: 0.001 for stage in Stage} | {

@@ -1,6 +1,6 @@
 """The law's view of one target at one moment, and the arithmetic its rules share.
 
-Private to the decision law (``governor.controller.law`` and ``governor.controller.relax``): a
+Private to the decision law (:mod:`.decide`, :mod:`.relax` and the rules beside them): a
 :class:`Context` bundles the SLO, the tunables, the observation, the target's limits and state, and
 the time, and builds the law's verdicts (holds and changes) with their explanations.
 """
@@ -11,8 +11,8 @@ import math
 import sys
 from dataclasses import dataclass, replace
 
-from governor.controller import goodput, spike
-from governor.controller.law_config import LawConfig
+from governor.controller.law import goodput, spike
+from governor.controller.law.tuning import LawConfig
 from governor.controller.model import (
     Action,
     Avoid,
@@ -223,7 +223,7 @@ class Context:
         return last is not None and self.now - last < self.tuning.cooldown_seconds
 
     def cooldown_text(self) -> str:
-        # Never a negative age: a moment ahead of now was read as now (controller.timestamps).
+        # Never a negative age: a moment ahead of now was read as now (law/timestamps.py).
         age = max(0.0, self.now - (self.state.last_change_at or self.now))
         return f"last change {age:.0f}s ago; its effect is not fully in the window for " \
                f"another {self.tuning.cooldown_seconds - age:.0f}s"

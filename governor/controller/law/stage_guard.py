@@ -25,7 +25,7 @@ Without stage readings (stock vLLM, an older service), it lets the law decide as
 from __future__ import annotations
 
 from governor.contracts.stages import BETWEEN_TOKENS, FIRST_TOKEN, Path, Shift, shift
-from governor.controller.law_context import Context, ms
+from governor.controller.law.context import Context, ms
 from governor.controller.model import Decision, Reason
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from governor.controller.law_context import BUDGET, SEQS, Context, ms, quantize
+from governor.controller.law.context import BUDGET, SEQS, Context, ms, quantize
 from governor.controller.model import Action, ChangeKind, Decision, Reason, finite
 
 # A waiting queue that grows faster than this (requests per second) is growing.

@@ -15,7 +15,7 @@ class LawConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class LawConfig:
-    """How :func:`governor.controller.law.decide` moves the knobs.
+    """How :func:`governor.controller.law.decide.decide` moves the knobs.
 
     The defaults have the shape of feedback control on a shared resource (TCP's additive
     increase, multiplicative decrease; an autoscaler's stabilisation window): tighten at once
@@ -82,7 +82,7 @@ class LawConfig:
     queue_growth_per_second: float = 0.05
     queue_min_waiting: float = 4.0
     # Overload: the queue has grown this long at the limits in force, an SLO is missed, and
-    # neither a cut nor a relaxation is open (see governor.controller.overload).
+    # neither a cut nor a relaxation is open (see governor.controller.law.overload).
     overload_seconds: float = 120.0
     # Under overload, a backlog holds every request past its first-token SLO once fewer than
     # this share of first tokens meet it: no request starting now can be good whatever decode
