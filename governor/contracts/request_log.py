@@ -1,6 +1,6 @@
 """The request log: one JSON line per request the service answered, and nothing of its text.
 
-``governor serve --request-log FILE`` writes it (:mod:`governor.inference.request_log`);
+``governor serve --request-log FILE`` writes it (:mod:`governor.inference.telemetry.request_log`);
 ``governor bench controller --workload FILE`` reads it back as a workload
 (:mod:`governor.bench.controller.request_logs`), so that a deployment's own traffic can be
 replayed against the controller and the static limits. A record holds when the request arrived,

@@ -28,9 +28,9 @@ from governor.contracts.batching import (
 )
 from governor.contracts.metrics.service import RESULT_APPLIED, RESULT_FAILED, RESULT_REJECTED
 from governor.inference import keys
-from governor.inference.body import read_json
 from governor.inference.engines.base import Engine, EngineError, EngineErrorKind
-from governor.inference.errors import AUTHENTICATION, SERVER, UNAVAILABLE, APIError
+from governor.inference.http.body import read_json
+from governor.inference.http.errors import AUTHENTICATION, SERVER, UNAVAILABLE, APIError
 
 log = logging.getLogger(__name__)
 

@@ -33,14 +33,14 @@ from governor.contracts.endpoints import (
 )
 from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID, UNCLASSIFIED
 from governor.contracts.stages import Stage
-from governor.inference import admin, generation, keys
-from governor.inference.admission import AdmissionQueue
-from governor.inference.admission_policy import AdmissionPolicy
-from governor.inference.body import body_too_large, check_declared_size
+from governor.inference import admin, keys
+from governor.inference.admission.policy import AdmissionPolicy
+from governor.inference.admission.queue import AdmissionQueue
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
 from governor.inference.engines.registry import create_engine
-from governor.inference.errors import (
+from governor.inference.http.body import body_too_large, check_declared_size
+from governor.inference.http.errors import (
     CLIENT_GONE,
     CLIENT_TOO_SLOW,
     INVALID_REQUEST,
@@ -48,13 +48,14 @@ from governor.inference.errors import (
     SERVER,
     APIError,
 )
-from governor.inference.listener import first_byte_at, serving
-from governor.inference.metrics import ServiceMetrics
-from governor.inference.prompts import text_work_ctx
-from governor.inference.request_log import RequestFacts, RequestLogWriter
-from governor.inference.stages import RequestStages, StageClock
-from governor.inference.timeouts import ClientTooSlow, ClientWriter
-from governor.inference.tracing import (
+from governor.inference.http.listener import first_byte_at, serving
+from governor.inference.http.timeouts import ClientTooSlow, ClientWriter
+from governor.inference.openai import routes
+from governor.inference.openai.prompts import text_work_ctx
+from governor.inference.telemetry.metrics import ServiceMetrics
+from governor.inference.telemetry.request_log import RequestFacts, RequestLogWriter
+from governor.inference.telemetry.stages import RequestStages, StageClock
+from governor.inference.telemetry.tracing import (
     add_stages_event,
     extract_context,
     setup_tracing,
@@ -92,8 +93,8 @@ def create_app(
     app.cleanup_ctx.append(text_work_ctx)
     app.cleanup_ctx.append(_request_log_ctx)
     app.cleanup_ctx.append(_engine_ctx(engine_factory, on_engine_failure))
-    app.router.add_post(CHAT_COMPLETIONS_PATH, generation.chat_completions)
-    app.router.add_post(COMPLETIONS_PATH, generation.completions)
+    app.router.add_post(CHAT_COMPLETIONS_PATH, routes.chat_completions)
+    app.router.add_post(COMPLETIONS_PATH, routes.completions)
     app.router.add_get("/v1/models", _models)
     app.router.add_get(HEALTH_PATH, _health)
     app.router.add_get(METRICS_PATH, _metrics)

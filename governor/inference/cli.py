@@ -27,14 +27,13 @@ from governor.inference.config import (
     AdmissionSettings,
     ConnectionSettings,
     ServiceConfig,
-    TracingSettings,
 )
 from governor.inference.engines.registry import engine_names, load_engine
 from governor.inference.engines.settings import EngineSettings
-from governor.inference.listener import allow_open_files, listening, stopped
-from governor.inference.request_log import RequestLogSettings
+from governor.inference.http.listener import allow_open_files, listening, stopped
+from governor.inference.telemetry.request_log import RequestLogSettings
+from governor.inference.telemetry.tracing import TracingSettings, traces_endpoint
 from governor.inference.textwork import SMALL_BODY_BYTES
-from governor.inference.tracing import traces_endpoint
 from governor.slo.classes import RequestClasses
 from governor.slo.spec import SpecError, load_spec
 

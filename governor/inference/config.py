@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from governor.common.secrets import Secret
 from governor.contracts.endpoints import INFERENCE, LISTEN_HOST
 from governor.inference.engines.settings import EngineSettings
-from governor.inference.request_log import RequestLogSettings
+from governor.inference.telemetry.request_log import RequestLogSettings
+from governor.inference.telemetry.tracing import TracingSettings
 from governor.slo.classes import RequestClasses
 
 
@@ -19,7 +20,7 @@ class AdmissionSettings:
     ``queue_timeout_seconds`` for an engine slot gets 503 with ``Retry-After``. An accepted request
     is never dropped by the service. With request classes, each class may also limit its own
     requests in flight, and a full queue sheds its lowest class first (429 with ``Retry-After``);
-    see :mod:`governor.inference.admission_policy`.
+    see :mod:`governor.inference.admission.policy`.
     """
 
     max_in_flight: int = 512
@@ -64,14 +65,6 @@ class ConnectionSettings:
         if self.max_connections_per_client is not None:
             return self.max_connections_per_client
         return max(1, self.max_connections // 2)
-
-
-@dataclass(frozen=True, slots=True)
-class TracingSettings:
-    """OTLP/HTTP export; with no endpoint (flag or ``OTEL_EXPORTER_OTLP_*``) nothing is exported."""
-
-    otlp_endpoint: str | None = None
-    service_name: str = "governor-inference"
 
 
 @dataclass(frozen=True, slots=True)

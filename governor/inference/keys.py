@@ -8,14 +8,14 @@ from aiohttp import web
 from opentelemetry import trace
 from prometheus_client import CollectorRegistry
 
-from governor.inference.admission import AdmissionQueue
+from governor.inference.admission.queue import AdmissionQueue
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
-from governor.inference.metrics import ServiceMetrics
-from governor.inference.request_log import RequestFacts, RequestLogWriter
-from governor.inference.stages import StageClock
+from governor.inference.telemetry.metrics import ServiceMetrics
+from governor.inference.telemetry.request_log import RequestFacts, RequestLogWriter
+from governor.inference.telemetry.stages import StageClock
+from governor.inference.telemetry.tracing import Tracing
 from governor.inference.textwork import TextWork
-from governor.inference.tracing import Tracing
 
 CONFIG = web.AppKey("config", ServiceConfig)
 ENGINE = web.AppKey("engine", Engine)
@@ -31,7 +31,8 @@ REQUEST_LOG = web.AppKey("request_log", RequestLogWriter)
 
 # Per request: the SERVER span the middleware opened (absent for /metrics and /health).
 SPAN = web.RequestKey("span", trace.Span)
-# Per request: the clock of its stages, started at its first byte (governor.inference.stages).
+# Per request: the clock of its stages, started at its first byte
+# (governor.inference.telemetry.stages).
 STAGES = web.RequestKey("stages", StageClock)
 # Per request: set once the SSE status line is sent.
 STREAMING = web.RequestKey("streaming", bool)

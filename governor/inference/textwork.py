@@ -10,7 +10,7 @@ waits is not read, so TCP holds its sender back, and the event loop, which must 
 everyone's tokens, never reads more than a few large bodies at a time.
 
 A turn is short: its body must arrive at the pace every body must keep
-(:func:`governor.inference.body.body_allowance_seconds`), or the request ends with a 408, so
+(:func:`governor.inference.http.body.body_allowance_seconds`), or the request ends with a 408, so
 that a client trickling its body cannot hold the turns. Clients on slow links send large
 prompts through a proxy that buffers request bodies (nginx's default).
 

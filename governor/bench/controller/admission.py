@@ -1,6 +1,6 @@
 """The service's admission queue in virtual time, through the service's own policy.
 
-:class:`Gatekeeper` drives the same :class:`~governor.inference.admission_policy.Ledger` as
+:class:`Gatekeeper` drives the same :class:`~governor.inference.admission.policy.Ledger` as
 ``governor serve``: a request that arrives runs, waits or is refused; a waiter may be shed for a
 higher class; a freed slot goes to the best-ranked waiter; a waiter gives up after the queue
 timeout. It plugs into :class:`~governor.inference.engines.sim.virtual.VirtualSim` as its gate
@@ -26,7 +26,7 @@ from governor.contracts.metrics.service import (
     REASON_QUEUE_TIMEOUT,
     REASON_SHED,
 )
-from governor.inference.admission_policy import AdmissionPolicy, Ledger, Verdict
+from governor.inference.admission.policy import AdmissionPolicy, Ledger, Verdict
 from governor.inference.config import AdmissionSettings
 from governor.inference.engines.sim.virtual import RequestRecord, VirtualSim
 

@@ -33,7 +33,7 @@ from governor.bench.controller.scoring import (
 from governor.bench.controller.workload import Arrival
 from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH
 from governor.contracts.metrics.service import DEFAULT_CLASS
-from governor.inference.admission_policy import AdmissionPolicy, ClassLimit
+from governor.inference.admission.policy import AdmissionPolicy, ClassLimit
 from governor.inference.engines.settings import SchedulingPolicy
 from governor.inference.engines.sim.virtual import VirtualSim
 from governor.slo.classes import RequestClass, RequestClasses

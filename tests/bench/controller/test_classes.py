@@ -19,7 +19,7 @@ from governor.contracts.metrics.service import (
     REASON_QUEUE_TIMEOUT,
     REASON_SHED,
 )
-from governor.inference.admission_policy import AdmissionPolicy, ClassLimit
+from governor.inference.admission.policy import AdmissionPolicy, ClassLimit
 from governor.inference.engines.sim.presets import get_preset
 from governor.inference.engines.sim.virtual import VirtualSim
 from governor.render.catalog import load_checked_spec

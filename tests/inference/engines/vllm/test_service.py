@@ -28,11 +28,12 @@ from governor.contracts.metrics import vllm
 from governor.contracts.stages import Stage
 from governor.inference import keys
 from governor.inference.app import create_app
-from governor.inference.config import ServiceConfig, TracingSettings
+from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import BatchingLimits, Engine
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.engines.vllm.engine import VllmEngine
 from governor.inference.engines.vllm.metrics import VllmMetricsBridge
+from governor.inference.telemetry.tracing import TracingSettings
 from tests.inference.engines.vllm.conftest import (
     MAX_MODEL_LEN,
     MAX_NUM_BATCHED_TOKENS,

@@ -1,0 +1,159 @@
+"""The two generation routes: ``POST /v1/chat/completions`` and ``POST /v1/completions``.
+
+One request's life, within its deadline (``--request-timeout``): in its turn, read the body,
+then decode, validate, render and tokenize it in the text threads, the prompt's bytes checked
+before it is tokenized (:mod:`governor.inference.openai.prompts`) → classify it (slo.yaml's request
+classes: its vLLM priority, its admission limit, its ``class`` label) → wait for an engine slot
+in the admission queue → stream deltas from the engine (SSE) or gather them, and record what
+the client saw (:mod:`governor.inference.openai.generation`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from aiohttp import web
+from opentelemetry import trace
+
+from governor.contracts import traces as tr
+from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH
+from governor.contracts.metrics.service import (
+    REASON_QUEUE_FULL,
+    REASON_QUEUE_TIMEOUT,
+    REASON_SHED,
+)
+from governor.contracts.stages import Stage
+from governor.inference import keys
+from governor.inference.admission.queue import QueueFull, QueueTimeout, Shed
+from governor.inference.config import ServiceConfig
+from governor.inference.engines.base import Engine, GenerateRequest
+from governor.inference.http.errors import RATE_LIMIT, UNAVAILABLE, APIError
+from governor.inference.openai.generation import Generation, Kind
+from governor.inference.openai.prompts import prepare_request
+from governor.inference.openai.protocol import GenerationParams, context_too_long
+from governor.inference.telemetry.tracing import inject_headers
+
+log = logging.getLogger(__name__)
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "chat")
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "completion")
+
+
+def resolve_max_tokens(
+    params: GenerationParams, prompt_tokens: int, max_model_len: int, config: ServiceConfig
+) -> int:
+    param = "messages" if params.kind == "chat" else "prompt"
+    available = max_model_len - prompt_tokens
+    if params.max_tokens is not None:
+        if params.max_tokens > available:
+            raise context_too_long(max_model_len, prompt_tokens, params.max_tokens, param)
+        return params.max_tokens
+    if available < 1:
+        raise context_too_long(max_model_len, prompt_tokens, 1, param)
+    if params.kind == "completion":
+        return min(config.default_completion_max_tokens, available)
+    return min(config.max_tokens_limit, available)
+
+
+async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
+    app = request.app
+    config, engine = app[keys.CONFIG], app[keys.ENGINE]
+    span = request[keys.SPAN]
+    deadline = asyncio.get_running_loop().time() + config.connections.request_timeout_seconds
+    prepared = await prepare_request(request, kind, deadline)
+    params, token_ids = prepared.params, prepared.token_ids
+    metrics = app[keys.METRICS]
+    route = CHAT_COMPLETIONS_PATH if kind == "chat" else COMPLETIONS_PATH
+    request_class = config.classes.classify(route, request.headers, len(token_ids))
+    request[keys.CLASS] = name = request_class.name
+    facts = request.get(keys.FACTS)
+    if facts is not None:
+        facts.prompt_tokens = len(token_ids)
+    max_tokens = resolve_max_tokens(params, len(token_ids), engine.max_model_len, config)
+    request_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex}"
+    attributes = _request_attributes(span, engine, params, request_id, max_tokens,
+                                     len(token_ids))
+    attributes[tr.REQUEST_CLASS] = name
+    if app[keys.TRACING].traces_endpoint is not None:  # µs each, for spans that go somewhere
+        attributes[tr.PROMPT_BYTES] = prepared.prompt_bytes
+    span.set_attributes(attributes)  # at once: each call takes the span's locks
+    retry_after = config.admission.retry_after_seconds
+    run = Generation(
+        kind, params, engine, metrics, metrics.latency(name), app[keys.TRACING].tracer, span,
+        GenerateRequest(request_id, prepared.prompt, token_ids, max_tokens, params.sampling,
+                        trace_headers=inject_headers(span), priority=request_class.priority),
+        retry_after, deadline, config.connections.write_timeout_seconds, request[keys.STAGES],
+        facts=facts,
+    )
+    await _admit(request, run, retry_after, name)
+    metrics.observe_prompt(prepared.prompt_bytes, len(token_ids))
+    try:
+        if params.stream:
+            return await run.stream(request)
+        return await run.complete()
+    finally:
+        app[keys.ADMISSION].release(name)
+        run.finish()
+
+
+async def _admit(request: web.Request, run: Generation, retry_after: int,
+                 request_class: str) -> None:
+    config = request.app[keys.CONFIG]
+    metrics = request.app[keys.METRICS]
+    # The wait is bounded by the queue timeout, and by what is left of the request's deadline.
+    left = run.deadline - asyncio.get_running_loop().time()
+    clock = run.clock
+    clock.reach(Stage.OTHER)  # classifying, the engine request
+    try:
+        await request.app[keys.ADMISSION].acquire(
+            min(config.admission.queue_timeout_seconds, left), request_class)
+    except QueueFull:
+        metrics.rejections.labels(REASON_QUEUE_FULL, request_class).inc()
+        raise APIError(
+            429, "the server is at capacity and its queue is full; retry later",
+            type_=RATE_LIMIT, code="queue_full", retry_after_seconds=retry_after,
+        ) from None
+    except Shed:
+        metrics.rejections.labels(REASON_SHED, request_class).inc()
+        raise APIError(
+            429, f"the server is at capacity and gave this {request_class} request's place in "
+                 "the queue to a request of a higher class; retry later",
+            type_=RATE_LIMIT, code="shed", retry_after_seconds=retry_after,
+        ) from None
+    except QueueTimeout:
+        metrics.rejections.labels(REASON_QUEUE_TIMEOUT, request_class).inc()
+        raise APIError(
+            503, "no engine slot became free in time; retry later",
+            type_=UNAVAILABLE, code="queue_timeout", retry_after_seconds=retry_after,
+        ) from None
+    finally:
+        clock.reach(Stage.ADMISSION)
+    run.admitted()
+
+
+def _request_attributes(
+    span: trace.Span, engine: Engine, params: GenerationParams, request_id: str,
+    max_tokens: int, prompt_tokens: int,
+) -> dict[str, str | int | float]:
+    """The span's name and the request's attributes, to be set with the others."""
+    operation = tr.OPERATION_CHAT if params.kind == "chat" else tr.OPERATION_TEXT_COMPLETION
+    span.update_name(tr.inference_span_name(operation, params.model))
+    return {
+        tr.PROVIDER_NAME: engine.system,
+        tr.OPERATION_NAME: operation,
+        tr.REQUEST_MODEL: params.model,
+        tr.REQUEST_MAX_TOKENS: max_tokens,
+        tr.REQUEST_TEMPERATURE: params.sampling.temperature,
+        tr.REQUEST_TOP_P: params.sampling.top_p,
+        tr.RESPONSE_ID: request_id,
+        tr.USAGE_INPUT_TOKENS: prompt_tokens,
+    }
+
+

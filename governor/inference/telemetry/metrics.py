@@ -1,0 +1,101 @@
+"""The service's own ``governor_*`` series, registered into the registry it is given.
+
+Latencies are as the client sees them on the HTTP stream; each observation carries the trace id
+as an exemplar, exposed when Prometheus scrapes with OpenMetrics (``Accept:
+application/openmetrics-text``), so a latency spike on a board links to its trace. Names, help,
+labels and buckets are declared in :mod:`governor.contracts.metrics.service`. What every request
+or every token observes is a counted family (:mod:`governor.inference.telemetry.counted`: plain
+numbers, no lock per observation); the rest are prometheus_client's instruments. The latency
+histograms are labelled by request class; their children are made once per class here, so that
+observing a token costs no label lookup::
+
+    metrics = ServiceMetrics(registry, "llama", classes=("doc", "chat"))
+    metrics.latency("doc").ttft.observe(0.4)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from governor.contracts.instruments import counter, gauge, info
+from governor.contracts.metrics import service as m
+from governor.contracts.stages import Stage
+from governor.inference.admission.queue import AdmissionQueue
+from governor.inference.engines.base import BatchingLimits
+from governor.inference.telemetry.counted import (
+    CountedCounter,
+    CountedHistogram,
+    HistogramChild,
+    Value,
+)
+from governor.inference.telemetry.stages import RequestStages
+
+
+@dataclass(frozen=True, slots=True)
+class ClassLatency:
+    """The time-to-first-token and inter-token histograms of one request class."""
+
+    ttft: HistogramChild
+    itl: HistogramChild
+
+
+class ServiceMetrics:
+    def __init__(self, registry: CollectorRegistry, model: str,
+                 classes: Sequence[str] = (m.DEFAULT_CLASS,)) -> None:
+        self._model = model
+        ttft = CountedHistogram(m.TIME_TO_FIRST_TOKEN, registry)
+        itl = CountedHistogram(m.INTER_TOKEN_LATENCY, registry)
+        # Every class's series exist from the start, so rates and ratios per class read 0, not
+        # nothing, before its first request.
+        self._latency = {name: ClassLatency(ttft.labels(model, name), itl.labels(model, name))
+                         for name in classes}
+        self.duration = CountedHistogram(m.REQUEST_DURATION, registry)
+        # Observed for every request, a dozen values at once.
+        self._stages = CountedHistogram(m.REQUEST_STAGE, registry,
+                                        [[stage.value] for stage in Stage])
+        self._prompt_bytes = CountedHistogram(m.REQUEST_PROMPT_BYTES, registry).labels()
+        self._prompt_tokens = CountedHistogram(m.REQUEST_PROMPT_TOKENS, registry).labels()
+        self.requests = CountedCounter(m.REQUESTS, registry)
+        self._in_flight = gauge(m.REQUESTS_IN_FLIGHT, registry)
+        self._queue_depth = gauge(m.QUEUE_DEPTH, registry)
+        self.rejections = counter(m.ADMISSION_REJECTIONS, registry)
+        self.connections_refused = counter(m.CONNECTIONS_REFUSED, registry)
+        for reason in m.CONNECTION_REFUSAL_REASONS:  # each reads 0 before its first refusal
+            self.connections_refused.labels(reason)
+        self.prompt_tokens: Value = CountedCounter(m.PROMPT_TOKENS, registry).labels(model)
+        self.generation_tokens: Value = CountedCounter(m.GENERATION_TOKENS,
+                                                      registry).labels(model)
+        self.limit = gauge(m.BATCHING_LIMIT, registry)
+        self.floor = gauge(m.BATCHING_FLOOR, registry)
+        self.ceiling = gauge(m.BATCHING_CEILING, registry)
+        self.limit_changes = counter(m.BATCHING_CHANGES, registry)
+        self.engine_ready = gauge(m.ENGINE_READY, registry)
+        self.info = info(m.SERVICE_INFO, registry)
+
+    def latency(self, request_class: str) -> ClassLatency:
+        return self._latency[request_class]
+
+    def observe_stages(self, stages: RequestStages) -> None:
+        """Every stage of a request that reached the engine, zeros included: each stage then
+        counts every such request, and the stages' means add up to the mean duration."""
+        self._stages.observe_rows(stages.seconds.values())  # in the order of Stage
+
+    def observe_prompt(self, prompt_bytes: int, prompt_tokens: int) -> None:
+        self._prompt_bytes.observe(prompt_bytes)
+        self._prompt_tokens.observe(prompt_tokens)
+
+    def set_info(self, engine: str, model: str, version: str) -> None:
+        self.info.info({m.LABEL_ENGINE: engine, m.LABEL_MODEL: model, m.LABEL_VERSION: version})
+
+    def read_queue(self, queue: AdmissionQueue) -> None:
+        """The in-flight and queue-depth gauges read ``queue`` when scraped (no cost per
+        request)."""
+        self._in_flight.set_function(lambda: queue.in_flight)
+        self._queue_depth.set_function(lambda: queue.waiting)
+
+    def set_limits(self, gauge: Gauge, limits: BatchingLimits) -> None:
+        gauge.labels(m.PARAM_MAX_NUM_SEQS).set(limits.max_num_seqs)
+        gauge.labels(m.PARAM_MAX_NUM_BATCHED_TOKENS).set(limits.max_num_batched_tokens)

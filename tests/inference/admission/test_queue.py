@@ -1,0 +1,95 @@
+"""The bounded admission queue: FIFO hand-over, rejection when full, timeouts, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from governor.inference.admission.queue import AdmissionQueue, QueueFull, QueueTimeout
+
+
+async def test_slots_are_taken_then_waiters_queue_in_order() -> None:
+    queue = AdmissionQueue(max_in_flight=1, max_queue=2)
+    await queue.acquire(1)
+    order: list[str] = []
+
+    async def wait(name: str) -> None:
+        await queue.acquire(5)
+        order.append(name)
+
+    first = asyncio.create_task(wait("first"))
+    await asyncio.sleep(0)
+    second = asyncio.create_task(wait("second"))
+    await asyncio.sleep(0)
+    assert queue.waiting == 2
+    queue.release()
+    await first
+    queue.release()
+    await second
+    assert order == ["first", "second"]
+    assert queue.in_flight == 1 and queue.waiting == 0
+
+
+async def test_a_full_queue_rejects_at_once() -> None:
+    queue = AdmissionQueue(max_in_flight=1, max_queue=0)
+    await queue.acquire(1)
+    with pytest.raises(QueueFull):
+        await queue.acquire(1)
+
+
+async def test_a_waiter_times_out_and_leaves_the_queue() -> None:
+    queue = AdmissionQueue(max_in_flight=1, max_queue=1)
+    await queue.acquire(1)
+    with pytest.raises(QueueTimeout):
+        await queue.acquire(0.01)
+    assert queue.waiting == 0
+    queue.release()
+    assert queue.in_flight == 0
+
+
+async def test_a_cancelled_waiter_takes_no_slot() -> None:
+    queue = AdmissionQueue(max_in_flight=1, max_queue=4)
+    await queue.acquire(1)
+    waiter = asyncio.create_task(queue.acquire(5))
+    await asyncio.sleep(0)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert queue.waiting == 0
+    queue.release()
+    assert queue.in_flight == 0
+
+
+async def test_a_slot_handed_to_a_waiter_cancelled_at_that_moment_is_passed_on() -> None:
+    queue = AdmissionQueue(max_in_flight=1, max_queue=4)
+    await queue.acquire(1)
+    doomed = asyncio.create_task(queue.acquire(5))
+    survivor = asyncio.create_task(queue.acquire(5))
+    await asyncio.sleep(0)
+    queue.release()  # hands the slot to `doomed`…
+    doomed.cancel()  # …which is cancelled before it runs
+    with pytest.raises(asyncio.CancelledError):
+        await doomed
+    await asyncio.wait_for(survivor, 1)
+    assert queue.in_flight == 1 and queue.waiting == 0
+
+
+async def test_nothing_is_lost_under_a_burst() -> None:
+    queue = AdmissionQueue(max_in_flight=4, max_queue=16)
+    done = 0
+    rejected = 0
+
+    async def request() -> None:
+        nonlocal done, rejected
+        try:
+            async with queue.slot(5):
+                await asyncio.sleep(0.001)
+                done += 1
+        except QueueFull:
+            rejected += 1
+
+    await asyncio.gather(*(request() for _ in range(100)))
+    assert done + rejected == 100
+    assert done >= 20
+    assert queue.in_flight == 0 and queue.waiting == 0
