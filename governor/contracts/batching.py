@@ -104,19 +104,6 @@ class BatchingReport:
                    BatchingLimits.from_dict(raw.get("ceiling")))
 
 
-# What each data-parallel rank reports of itself in an answer's ``ranks`` list (vLLM's engines,
-# through Governor's engine-core plugin): which rank, and what it has in force.
-RANK_FIELDS: Final = ("dp_rank", "pid", "strategy", "max_num_seqs", "max_num_batched_tokens",
-                      "admission_cap", "num_running")
-
-
-def rank_report(answer: object) -> dict[str, Any]:
-    """One engine's part of an answer, from its plugin's report (``{"error": …}`` for none)."""
-    if not isinstance(answer, Mapping):
-        return {"error": "no report"}
-    return {name: answer[name] for name in RANK_FIELDS if name in answer}
-
-
 class BodyError(ValueError):
     """A ``PUT`` body that cannot be applied: 400 when it is malformed, 422 out of range."""
 

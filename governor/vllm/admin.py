@@ -2,8 +2,9 @@
 ``governor serve`` answers, from inside vLLM's own API server.
 
 The route is framework-free: :class:`AdminRoute` turns a method, an ``Authorization`` header and a
-body into an :class:`Answer`, and the two ways into vLLM (:mod:`governor.vllm.middleware` for any
-vLLM, :mod:`governor.vllm.endpoint` for vLLM's endpoint plugins) only carry bytes in and out.
+body (read here, from the chunks it arrives in) into an :class:`Answer`, and the two ways into
+vLLM (:mod:`governor.vllm.middleware` for any vLLM, :mod:`governor.vllm.endpoint` for vLLM's
+endpoint plugins) only carry bytes in and out.
 Settings come from the environment, because vLLM builds both with no arguments::
 
     GOVERNOR_ADMIN_TOKEN_FILE=/run/secrets/admin_token     # or GOVERNOR_ADMIN_TOKEN
@@ -17,9 +18,10 @@ one limit leaves the other to the engine, which merges it between two steps.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -34,8 +36,8 @@ from governor.contracts.batching import (
     BodyError,
     Param,
     changes,
-    rank_report,
 )
+from governor.contracts.engine_core import EngineCoreReport, rank_report
 from governor.contracts.errors import (
     AUTHENTICATION,
     INVALID_REQUEST,
@@ -53,6 +55,8 @@ TOKEN_FILE_ENV: Final = "GOVERNOR_ADMIN_TOKEN_FILE"
 FLOOR_ENV: Final = {Param.MAX_NUM_SEQS: "GOVERNOR_ADMIN_MIN_NUM_SEQS",
                     Param.MAX_NUM_BATCHED_TOKENS: "GOVERNOR_ADMIN_MIN_NUM_BATCHED_TOKENS"}
 MAX_BODY_BYTES: Final = 64 * 1024
+# A body that has not arrived by then is abandoned (408): a client cannot hold the route.
+BODY_SECONDS: Final = 10.0
 RETRY_AFTER_SECONDS: Final = 5
 _SERVER_ERRORS = {Failure.TIMEOUT: 503, Failure.DEAD: 503, Failure.NO_ENGINE: 503}
 
@@ -109,12 +113,40 @@ def _error(status: int, message: str, type_: str, *, code: str | None = None,
     return Answer(status, error_body(message, type_, param, code), retry_after)
 
 
+class BodyTooLarge(Exception):
+    """A request body past :data:`MAX_BODY_BYTES`."""
+
+
+async def read_body(chunks: AsyncIterable[bytes], limit: int = MAX_BODY_BYTES) -> bytes:
+    """The request body from the chunks it arrives in, refused past ``limit`` bytes."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        parts.append(chunk)
+    return b"".join(parts)
+
+
 class AdminRoute:
     """The admin API of one vLLM API server; the engine client is passed in on each call (it
     exists only once vLLM's app state is initialised)."""
 
     def __init__(self, settings: AdminSettings) -> None:
         self.settings = settings
+
+    async def answer_request(self, method: str, authorization: str | bytes | None,
+                             chunks: AsyncIterable[bytes], engine_client: Any) -> Answer:
+        """:meth:`answer`, the body read from ``chunks`` first: 413 past :data:`MAX_BODY_BYTES`,
+        408 when it has not all arrived within :data:`BODY_SECONDS`."""
+        try:
+            body = await asyncio.wait_for(read_body(chunks), BODY_SECONDS)
+        except BodyTooLarge:
+            return _error(413, f"the body is larger than {MAX_BODY_BYTES} bytes", INVALID_REQUEST)
+        except TimeoutError:
+            return _error(408, "the body did not arrive in time", INVALID_REQUEST)
+        return await self.answer(method, authorization, body, engine_client)
 
     async def answer(self, method: str, authorization: str | bytes | None, body: bytes,
                      engine_client: Any) -> Answer:
@@ -147,16 +179,14 @@ class AdminRoute:
         return self._shape(ranks).as_dict() | {"ranks": [rank_report(r) for r in ranks]}
 
     def _shape(self, ranks: list[Any]) -> BatchingReport:
-        first = ranks[0] if ranks and isinstance(ranks[0], Mapping) else {}
-        if not first.get("supported"):
-            raise UtilityError(Failure.FAILED, "this vLLM cannot be retuned live: "
-                                               f"{str(first.get('reason', first))[:300]}")
         try:
-            current = BatchingLimits.from_dict(first)
-            ceiling = BatchingLimits(int(first["ceiling_max_num_seqs"]),
-                                     int(first["ceiling_max_num_batched_tokens"]))
-        except (KeyError, TypeError, ValueError) as exc:
+            first = EngineCoreReport.from_dict(ranks[0] if ranks else None)
+        except ValueError as exc:
             raise UtilityError(Failure.FAILED, f"the engine's report is malformed: {exc}") from exc
+        if first.retuning is None:
+            raise UtilityError(Failure.FAILED, "this vLLM cannot be retuned live: "
+                                               f"{first.reason[:300]}")
+        current, ceiling = first.retuning.current, first.retuning.ceiling
         if not self.settings.floor.within(BatchingLimits(1, 1), ceiling):
             raise UtilityError(Failure.FAILED,
                                f"the floor {self.settings.floor.as_dict()} is above the engine's "

@@ -13,15 +13,12 @@ once the engine client exists.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from argparse import Namespace
 from typing import Any, ClassVar
 
 from governor.contracts.endpoints import ADMIN_BATCHING_PATH
-from governor.contracts.errors import INVALID_REQUEST, error_body
-from governor.vllm.admin import MAX_BODY_BYTES, AdminRoute, AdminSettings, Answer
-from governor.vllm.middleware import BODY_SECONDS
+from governor.vllm.admin import AdminRoute, AdminSettings, Answer
 
 
 class AdminEndpoints:
@@ -52,27 +49,6 @@ class AdminEndpoints:
         self.engine_client = engine_client
 
     async def _answer(self, request: Any) -> Answer:
-        try:
-            body = await asyncio.wait_for(_read(request), BODY_SECONDS)
-        except _TooLarge:
-            return Answer(413, error_body(f"the body is larger than {MAX_BODY_BYTES} bytes",
-                                          INVALID_REQUEST))
-        except TimeoutError:
-            return Answer(408, error_body("the body did not arrive in time", INVALID_REQUEST))
-        return await self.route.answer(request.method, request.headers.get("authorization"),
-                                       body, self.engine_client)
-
-
-class _TooLarge(Exception):
-    pass
-
-
-async def _read(request: Any) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise _TooLarge
-        parts.append(chunk)
-    return b"".join(parts)
+        return await self.route.answer_request(request.method,
+                                               request.headers.get("authorization"),
+                                               request.stream(), self.engine_client)

@@ -31,6 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from governor.contracts.batching import BatchingLimits
+from governor.contracts.engine_core import RetuningReport
+
 # Where the retuning state lives on the scheduler; the name marks it as ours.
 STATE_ATTRIBUTE = "_governor_batching"
 
@@ -142,7 +145,7 @@ def _clamp(name: str, value: object, ceiling: int) -> int:
 
 def set_limits(
     scheduler: Any, *, max_num_seqs: int | None, max_num_batched_tokens: int | None
-) -> dict[str, Any]:
+) -> RetuningReport:
     """Apply new limits (``None`` keeps one); values above the start-up ones are clamped."""
     state = attach(scheduler)
     if max_num_seqs is not None:
@@ -162,22 +165,19 @@ def set_limits(
     return report(scheduler)
 
 
-def report(scheduler: Any) -> dict[str, Any]:
-    """The limits in force, the ceiling and the strategy, as plain data (it crosses a socket)."""
+def report(scheduler: Any) -> RetuningReport:
+    """The limits in force, the ceiling and the strategy."""
     state = attach(scheduler)
     if state.strategy is Strategy.ACTIVE:
         admitting = int(scheduler.max_num_active_reqs)
     else:
         admitting = int(scheduler.max_num_running_reqs)
-    return {
-        "strategy": state.strategy.value,
-        "max_num_seqs": state.target_seqs,
-        "max_num_batched_tokens": state.target_tokens,
-        "ceiling_max_num_seqs": state.ceiling_seqs,
-        "ceiling_max_num_batched_tokens": state.ceiling_tokens,
-        # Above max_num_seqs while the running strategy drains a surplus.
-        "admission_cap": admitting,
-        "num_running": _num_running(scheduler),
-        "steps_since_change": state.steps,
-        "largest_step_tokens_since_change": state.largest_step_tokens,
-    }
+    return RetuningReport(
+        strategy=state.strategy.value,
+        current=BatchingLimits(state.target_seqs, state.target_tokens),
+        ceiling=BatchingLimits(state.ceiling_seqs, state.ceiling_tokens),
+        admission_cap=admitting,
+        num_running=_num_running(scheduler),
+        steps_since_change=state.steps,
+        largest_step_tokens_since_change=state.largest_step_tokens,
+    )

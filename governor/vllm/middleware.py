@@ -13,23 +13,18 @@ and a few other prefixes): the route's own bearer token guards it. The engine is
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any, Final
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from typing import Any
 
 from governor.contracts.endpoints import ADMIN_BATCHING_PATH
-from governor.contracts.errors import INVALID_REQUEST, error_body
-from governor.vllm.admin import MAX_BODY_BYTES, AdminRoute, AdminSettings, Answer
+from governor.vllm.admin import AdminRoute, AdminSettings, Answer
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-# A body that has not arrived by then is abandoned (408): a client cannot hold the route.
-BODY_SECONDS: Final = 10.0
 
 
 class AdminMiddleware:
@@ -47,39 +42,21 @@ class AdminMiddleware:
         await send_answer(send, answer)
 
     async def _answer(self, scope: Scope, receive: Receive) -> Answer:
-        try:
-            body = await asyncio.wait_for(read_body(receive), BODY_SECONDS)
-        except TooLarge:
-            return Answer(413, error_body(f"the body is larger than {MAX_BODY_BYTES} bytes",
-                                          INVALID_REQUEST))
-        except TimeoutError:
-            return Answer(408, error_body("the body did not arrive in time", INVALID_REQUEST))
         app = scope.get("app")
         engine_client = getattr(getattr(app, "state", None), "engine_client", None)
-        return await self.route.answer(scope["method"], header(scope, b"authorization"), body,
-                                       engine_client)
+        return await self.route.answer_request(scope["method"], header(scope, b"authorization"),
+                                               body_chunks(receive), engine_client)
 
 
-class TooLarge(Exception):
-    pass
-
-
-async def read_body(receive: Receive, limit: int = MAX_BODY_BYTES) -> bytes:
-    """The request body, refused past ``limit`` bytes."""
-    parts: list[bytes] = []
-    size = 0
+async def body_chunks(receive: Receive) -> AsyncIterator[bytes]:
+    """The request body's chunks as ASGI delivers them, up to the last one or a disconnect."""
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise TooLarge
-        parts.append(chunk)
+            return
+        yield message.get("body", b"")
         if not message.get("more_body", False):
-            break
-    return b"".join(parts)
+            return
 
 
 def header(scope: Scope, name: bytes) -> bytes | None:

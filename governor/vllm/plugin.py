@@ -3,10 +3,11 @@
 vLLM calls :func:`register` (no arguments) in each of its processes, possibly more than once;
 it adds two methods to ``EngineCore`` that the frontend reaches with
 ``await llm.engine_core.call_utility_async(NAME, *args)``. They run in the engine-core process
-between two scheduler steps, so they can touch the scheduler without locks::
+between two scheduler steps, so they can touch the scheduler without locks. Both answer an
+:class:`~governor.contracts.engine_core.EngineCoreReport` as plain data::
 
-    info = await llm.engine_core.call_utility_async(UTILITY_REPORT)
-    info = await llm.engine_core.call_utility_async(UTILITY_SET, 2, 512)   # seqs, tokens
+    answer = await llm.engine_core.call_utility_async(UTILITY_SET, 2, 512)   # seqs, tokens
+    report = EngineCoreReport.from_dict(answer)
 
 The entry point is declared in pyproject.toml, so the project must be *installed* in the
 interpreter that runs vLLM (every spawned process rediscovers entry points).
@@ -17,13 +18,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from governor.contracts.engine_core import EngineCoreReport
 from governor.vllm import knobs
 
 UTILITY_REPORT = "governor_batching"
 UTILITY_SET = "governor_set_batching"
 
 
-def _identity(self: Any) -> dict[str, Any]:
+def _identity(self: Any) -> tuple[int, int]:
     # The engine-core process id shows a change applied to the engine that was running; the
     # data-parallel rank says which engine of several answered. A non-MoE rank runs as a plain
     # engine core whose engine_index is its rank; MoE ranks have dp_rank.
@@ -31,14 +33,16 @@ def _identity(self: Any) -> dict[str, Any]:
     candidates = (getattr(self, "dp_rank", None), getattr(self, "engine_index", None),
                   getattr(parallel, "data_parallel_index", None))
     rank = next((r for r in candidates if isinstance(r, int) and not isinstance(r, bool)), 0)
-    return {"pid": os.getpid(), "dp_rank": rank}
+    return os.getpid(), rank
 
 
 def _report(self: Any) -> dict[str, Any]:
+    pid, rank = _identity(self)
     try:
-        return {"supported": True, **_identity(self), **knobs.report(self.scheduler)}
+        retuning = knobs.report(self.scheduler)
     except knobs.RetuningUnsupported as error:
-        return {"supported": False, **_identity(self), "reason": str(error)}
+        return EngineCoreReport(pid, rank, retuning=None, reason=str(error)).to_dict()
+    return EngineCoreReport(pid, rank, retuning).to_dict()
 
 
 def _set(self: Any, max_num_seqs: int | None, max_num_batched_tokens: int | None) -> dict[str, Any]:
@@ -46,10 +50,10 @@ def _set(self: Any, max_num_seqs: int | None, max_num_batched_tokens: int | None
     # A limit left None keeps its value: the merge of a partial change happens here, between
     # two steps of the one engine-core thread, so concurrent partial changes never undo each
     # other whichever API server sent them.
-    report = knobs.set_limits(
+    retuning = knobs.set_limits(
         self.scheduler, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
     )
-    return {"supported": True, **_identity(self), **report}
+    return EngineCoreReport(*_identity(self), retuning).to_dict()
 
 
 def register() -> None:

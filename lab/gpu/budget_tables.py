@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds
+from governor.contracts.engine_core import EngineCoreReport
 from lab.gpu import budget_steplog
 from lab.gpu.budget_analysis import (
     Window,
@@ -230,8 +231,10 @@ async def workload(bench: Bench, run: Measurement, length: int, per_second: floa
             await bench.collect_steps()
             run.windows.append(window)
             run.window_reports.append({"window": name, **report})
-            log(f"{name}: {report.get('steps_since_change')} steps, the largest "
-                f"{report.get('largest_step_tokens_since_change')} tokens")
+            retuning = EngineCoreReport.from_dict(report).retuning
+            if retuning is not None:
+                log(f"{name}: {retuning.steps_since_change} steps, the largest "
+                    f"{retuning.largest_step_tokens_since_change} tokens")
     stop.set()
     await feeder
 

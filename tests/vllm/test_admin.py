@@ -17,6 +17,7 @@ import pytest
 
 from governor.common.secrets import Secret
 from governor.contracts.batching import BatchingLimits, BatchingReport
+from governor.contracts.engine_core import EngineCoreReport, RetuningReport
 from governor.vllm import utility
 from governor.vllm.admin import AdminConfigError, AdminRoute, AdminSettings
 from governor.vllm.plugin import UTILITY_SET
@@ -37,11 +38,11 @@ class Engine:
             seqs, tokens = args
             self.seqs = self.seqs if seqs is None else seqs
             self.tokens = self.tokens if tokens is None else tokens
-        return {"supported": True, "pid": 1000 + self.rank, "dp_rank": self.rank,
-                "strategy": "active", "max_num_seqs": self.seqs,
-                "max_num_batched_tokens": self.tokens, "ceiling_max_num_seqs": self.ceiling[0],
-                "ceiling_max_num_batched_tokens": self.ceiling[1], "admission_cap": self.seqs,
-                "num_running": 0}
+        limits = BatchingLimits(self.seqs, self.tokens)
+        retuning = RetuningReport("active", limits, BatchingLimits(*self.ceiling),
+                                  admission_cap=self.seqs, num_running=0, steps_since_change=0,
+                                  largest_step_tokens_since_change=0)
+        return EngineCoreReport(1000 + self.rank, self.rank, retuning).to_dict()
 
 
 class Core:
@@ -192,7 +193,7 @@ async def test_a_dead_engine_is_503_dead() -> None:
 async def test_a_scheduler_that_cannot_be_retuned_is_501_with_its_reason() -> None:
     class Unsupported(Core):
         async def call_utility_all_async(self, name: str, *args: Any) -> list[Any]:
-            return [{"supported": False, "reason": "no max_num_running_reqs"}]
+            return [EngineCoreReport(1000, 0, None, "no max_num_running_reqs").to_dict()]
 
     answer = await ROUTE.answer("GET", AUTH, b"", client(Unsupported([])))
     assert answer.status == 501

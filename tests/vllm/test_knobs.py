@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from governor.contracts.batching import BatchingLimits
 from governor.vllm import knobs
 
 
@@ -86,8 +87,8 @@ def test_lowering_the_running_cap_below_the_number_running_never_trips_the_asser
     scheduler = RunningScheduler(running=[f"r{i}" for i in range(6)],
                                  waiting=[f"w{i}" for i in range(4)])
     report = knobs.set_limits(scheduler, max_num_seqs=2, max_num_batched_tokens=None)
-    assert report["max_num_seqs"] == 2
-    assert report["admission_cap"] == 6  # clamped to the six running, not 2
+    assert report.current.max_num_seqs == 2
+    assert report.admission_cap == 6  # clamped to the six running, not 2
     scheduler.schedule()  # would raise if the cap were 2
     assert len(scheduler.running) == 6  # nobody new was admitted
 
@@ -105,7 +106,7 @@ def test_the_active_cap_moves_at_once_and_leaves_the_slot_count_alone() -> None:
     assert scheduler.max_num_active_reqs == 2
     assert scheduler.max_num_running_reqs == 8  # buffers were sized for this: untouched
     assert scheduler.max_num_scheduled_tokens == 512
-    assert report["strategy"] == "active"
+    assert report.strategy == "active"
     scheduler.schedule()
     assert len(scheduler.running) == 6
 
@@ -115,8 +116,7 @@ def test_limits_never_go_above_the_start_up_values(scheduler_type: type[RunningS
     scheduler = scheduler_type()
     knobs.set_limits(scheduler, max_num_seqs=4, max_num_batched_tokens=256)
     report = knobs.set_limits(scheduler, max_num_seqs=10_000, max_num_batched_tokens=10**9)
-    assert (report["max_num_seqs"], report["max_num_batched_tokens"]) == (8, 2048)
-    assert (report["ceiling_max_num_seqs"], report["ceiling_max_num_batched_tokens"]) == (8, 2048)
+    assert report.current == report.ceiling == BatchingLimits(8, 2048)
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "4", True, None])
@@ -150,9 +150,9 @@ def test_steps_and_the_largest_step_are_counted_since_the_last_change() -> None:
     scheduler.schedule()
     scheduler.schedule()
     report = knobs.report(scheduler)
-    assert (report["steps_since_change"], report["largest_step_tokens_since_change"]) == (2, 300)
+    assert (report.steps_since_change, report.largest_step_tokens_since_change) == (2, 300)
     report = knobs.set_limits(scheduler, max_num_seqs=None, max_num_batched_tokens=128)
-    assert (report["steps_since_change"], report["largest_step_tokens_since_change"]) == (0, 0)
+    assert (report.steps_since_change, report.largest_step_tokens_since_change) == (0, 0)
 
 
 @given(

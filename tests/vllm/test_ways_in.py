@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 
 from governor.common.secrets import Secret
-from governor.vllm import AdminMiddleware, middleware
+from governor.vllm import AdminMiddleware, admin
 from governor.vllm.admin import AdminSettings
 from governor.vllm.endpoint import AdminEndpoints
 from tests.vllm.test_admin import AUTH, TOKEN, Core, Engine
@@ -93,7 +93,7 @@ async def test_an_oversized_or_stalled_body_is_refused(monkeypatch: pytest.Monke
                                headers={"Authorization": AUTH})
     assert big.status_code == 413
 
-    monkeypatch.setattr(middleware, "BODY_SECONDS", 0.05)
+    monkeypatch.setattr(admin, "BODY_SECONDS", 0.05)
     sent: list[Any] = []
 
     async def stalled() -> dict[str, Any]:
@@ -107,6 +107,18 @@ async def test_an_oversized_or_stalled_body_is_refused(monkeypatch: pytest.Monke
     await wrapped({"type": "http", "path": "/admin/batching", "method": "PUT",
                    "headers": [(b"authorization", AUTH.encode())]}, stalled, send)
     assert sent[0]["status"] == 408
+
+
+async def test_the_endpoint_plugin_reads_the_body_as_the_middleware_does() -> None:
+    plugin = AdminEndpoints(SETTINGS)
+    app = vllm_like_app(None)
+    plugin.attach_router(app)
+    await plugin.init_state(SimpleNamespace(engine_core=Core([Engine(0)])), app.state,
+                            Namespace())
+    async with http(app) as client:
+        big = await client.put("/admin/batching", content=b"x" * (65 * 1024),
+                               headers={"Authorization": AUTH})
+    assert big.status_code == 413
 
 
 async def test_the_endpoint_plugin_adds_the_same_route_and_takes_the_engine_at_init() -> None:

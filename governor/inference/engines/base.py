@@ -181,7 +181,7 @@ class Engine(Protocol):
         """
 
     async def ranks(self) -> list[dict[str, Any]] | None:
-        """Each data-parallel rank's report of itself (``governor.contracts.batching.
+        """Each data-parallel rank's report of itself (``governor.contracts.engine_core.
         rank_report``), for the admin API's answer; None for an engine without ranks. Raises
         :class:`EngineError` when the engine does not answer."""
 

@@ -76,5 +76,5 @@ def test_it_composes_with_the_retuning_plugins_wrapper_either_way() -> None:
         _step(scheduler)
         _step(scheduler)
         assert len(budget_steplog.take_rows(scheduler)) == 2
-        assert knobs.report(scheduler)["steps_since_change"] == 2
+        assert knobs.report(scheduler).steps_since_change == 2
         assert budget_steplog.attach(scheduler) is budget_steplog.attach(scheduler)

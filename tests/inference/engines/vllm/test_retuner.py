@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from governor.contracts.engine_core import EngineCoreReport, RetuningReport
 from governor.inference.engines.base import BatchingLimits, EngineError, EngineErrorKind
 from governor.inference.engines.vllm import retuning
 from governor.inference.engines.vllm.args import EngineArgsError
@@ -16,9 +17,19 @@ from governor.vllm import utility
 from governor.vllm.plugin import UTILITY_REPORT, UTILITY_SET
 
 FLOOR = BatchingLimits(1, 16)
-SUPPORTED = {"supported": True, "strategy": "running", "max_num_seqs": 64,
-             "max_num_batched_tokens": 2048, "ceiling_max_num_seqs": 64,
-             "ceiling_max_num_batched_tokens": 2048}
+START_UP = BatchingLimits(64, 2048)
+
+
+def supported(limits: BatchingLimits = START_UP, *, rank: int = 0,
+              num_running: int = 0) -> dict[str, Any]:
+    """What the plugin answers for an engine core at ``limits`` (64 and 2048 at start-up)."""
+    retuning = RetuningReport("running", limits, START_UP, admission_cap=limits.max_num_seqs,
+                              num_running=num_running, steps_since_change=0,
+                              largest_step_tokens_since_change=0)
+    return EngineCoreReport(100 + rank, rank, retuning).to_dict()
+
+
+SUPPORTED = supported()
 
 
 class Core:
@@ -35,7 +46,7 @@ class Core:
         if self.error is not None:
             raise self.error
         if name == UTILITY_SET:
-            return {**SUPPORTED, "max_num_seqs": args[0], "max_num_batched_tokens": args[1]}
+            return supported(BatchingLimits(*args))
         return self.answer
 
 
@@ -71,7 +82,7 @@ async def test_without_the_plugin_retuning_is_refused_with_the_reason() -> None:
 
 
 async def test_a_scheduler_the_plugin_cannot_drive_is_refused_with_its_reason() -> None:
-    report = {"supported": False, "reason": "Scheduler has no max_num_running_reqs"}
+    report = EngineCoreReport(100, 0, None, "Scheduler has no max_num_running_reqs").to_dict()
     retuner = await Retuner.probe(llm(Core(report)), FLOOR)
     assert retuner.problem is not None and "max_num_running_reqs" in retuner.problem
 
@@ -120,8 +131,8 @@ class EveryRank(Core):
 
     async def call_utility_all_async(self, name: str, *args: Any) -> list[Any]:
         self.calls.append((name, *args))
-        return [{**SUPPORTED, "dp_rank": rank, "pid": 100 + rank, "num_running": 3,
-                 "secret_field": "not shown"} for rank in (0, 1)]
+        return [supported(rank=rank, num_running=3) | {"secret_field": "not shown"}
+                for rank in (0, 1)]
 
 
 async def test_each_data_parallel_rank_reports_itself_in_the_fields_of_the_contract() -> None:
@@ -129,7 +140,7 @@ async def test_each_data_parallel_rank_reports_itself_in_the_fields_of_the_contr
     ranks = await retuner.ranks()
     assert [r["dp_rank"] for r in ranks] == [0, 1]
     assert ranks[1] == {"dp_rank": 1, "pid": 101, "strategy": "running", "max_num_seqs": 64,
-                        "max_num_batched_tokens": 2048, "num_running": 3}
+                        "max_num_batched_tokens": 2048, "admission_cap": 64, "num_running": 3}
 
 
 async def test_ranks_of_an_engine_that_does_not_answer_are_an_engine_error() -> None:

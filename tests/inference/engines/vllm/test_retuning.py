@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import pytest
 from prometheus_client import CollectorRegistry
 
+from governor.contracts.engine_core import RetuningReport
 from governor.contracts.metrics import vllm
 from governor.inference.engines.base import BatchingLimits, SamplingOptions
 from governor.inference.engines.vllm.convert import RequestTiming
@@ -41,6 +42,13 @@ def max_overlap(timings: Sequence[RequestTiming]) -> int:
         running += step
         peak = max(peak, running)
     return peak
+
+
+async def in_force(engine: VllmEngine) -> RetuningReport:
+    """What the engine core reports it has in force now."""
+    report = await engine.batching_report()
+    assert report.retuning is not None, report.reason
+    return report.retuning
 
 
 async def run_concurrently(
@@ -102,8 +110,8 @@ async def test_lowering_the_cap_below_the_number_running_drains_without_killing_
         await anext(stream)
     assert engine.stats().num_requests_running == 6
     await engine.set_limits(BatchingLimits(1, MAX_NUM_BATCHED_TOKENS))
-    report = await engine.batching_report()
-    assert report["max_num_seqs"] == 1
+    report = await in_force(engine)
+    assert report.current.max_num_seqs == 1
     # The six keep running to the end; the engine survives.
     for stream in streams:
         async for _ in stream:
@@ -121,17 +129,17 @@ async def test_a_smaller_token_budget_chunks_a_long_prefill_at_runtime(
 
     await engine.set_limits(BatchingLimits(MAX_NUM_SEQS, 32))
     await collect(engine, make_request(max_tokens=2, prompt_ids=long_prompt))
-    report = await engine.batching_report()
-    assert report["largest_step_tokens_since_change"] == 32
-    assert report["steps_since_change"] >= 400 / 32  # the prompt took at least 13 steps
+    report = await in_force(engine)
+    assert report.largest_step_tokens_since_change == 32
+    assert report.steps_since_change >= 400 / 32  # the prompt took at least 13 steps
 
     await engine.set_limits(BatchingLimits(MAX_NUM_SEQS, MAX_NUM_BATCHED_TOKENS))
     # Another prompt: the first one's blocks are in the prefix cache now.
     other_prompt = tuple(range(500, 900))
     await collect(engine, make_request(max_tokens=2, prompt_ids=other_prompt))
-    report = await engine.batching_report()
-    assert report["largest_step_tokens_since_change"] == 400  # the whole prompt in one step
-    assert report["steps_since_change"] <= 3
+    report = await in_force(engine)
+    assert report.largest_step_tokens_since_change == 400  # the whole prompt in one step
+    assert report.steps_since_change <= 3
 
 
 async def test_limits_above_the_start_up_values_are_clamped_in_the_engine(

@@ -252,7 +252,7 @@ async def eight_streams(
 async def test_put_admin_batching_retunes_the_running_engine_without_a_restart(
     service: Service,
 ) -> None:
-    engine_pid = (await service.engine.batching_report())["pid"]
+    engine_pid = (await service.engine.batching_report()).pid
     async with aiohttp.ClientSession() as session:
         body = await service.put_limits(session, max_num_seqs=2)
         assert body["max_num_seqs"] == 2
@@ -275,7 +275,7 @@ async def test_put_admin_batching_retunes_the_running_engine_without_a_restart(
         async with session.get(f"{service.url}/health") as health:
             assert health.status == 200
     # The same engine-core process answered throughout: nothing restarted.
-    assert (await service.engine.batching_report())["pid"] == engine_pid
+    assert (await service.engine.batching_report()).pid == engine_pid
     limit = service.registry.get_sample_value(
         svc.BATCHING_LIMIT.name, {svc.LABEL_PARAM: svc.PARAM_MAX_NUM_SEQS}
     )
