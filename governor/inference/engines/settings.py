@@ -41,3 +41,6 @@ class EngineSettings:
     # "priority" when slo.yaml declares request classes: the engine then orders its waiting
     # requests by (priority, arrival), as vLLM's scheduling_policy="priority" does.
     scheduling_policy: SchedulingPolicy = "fcfs"
+    # sim: the UUID of the simulated GPU the engine runs on; None: the first fake GPU of
+    # ``governor exporter --fake-gpus`` (governor.contracts.simdevice.fake_gpu_uuid(0)).
+    gpu_uuid: str | None = None

@@ -11,8 +11,10 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from governor.contracts.simdevice import fake_gpu_uuid
 from governor.inference.engines.base import BatchingLimits, FinishReason
 from governor.inference.engines.settings import SchedulingPolicy
+from governor.inference.engines.sim.device import SimDevice
 from governor.inference.engines.sim.kv import KVCache, prompt_block_hashes
 from governor.inference.engines.sim.presets import Preset
 from governor.inference.engines.sim.request import SimRequest
@@ -37,7 +39,11 @@ class EngineCore:
         seed: int = 0,
         observer: StepObserver | None = None,
         policy: SchedulingPolicy = "fcfs",
+        gpu_uuid: str | None = None,
+        time_scale: float = 1.0,
     ) -> None:
+        """``gpu_uuid`` names the simulated GPU (the exporter's first fake GPU by default);
+        ``time_scale`` turns its counters into wall seconds."""
         self.preset = preset
         self.kv = KVCache(
             preset.num_kv_blocks,
@@ -52,6 +58,7 @@ class EngineCore:
             policy=policy,
         )
         self.roofline = Roofline.of(preset)
+        self.device = SimDevice(preset, gpu_uuid or fake_gpu_uuid(0), time_scale=time_scale)
         self._rng = random.Random(seed)
         self._jitter_rate = (
             1.0 / preset.efficiency.jitter_mean_seconds
@@ -70,8 +77,11 @@ class EngineCore:
     def step_seconds(self, plan: StepPlan, *, idle: bool = False) -> float:
         """How long ``plan`` takes on the simulated GPU, host jitter included; ``idle``: the
         step starts an engine that had nothing in flight (see ``Efficiency.idle_start_seconds``).
+        The step is charged to :attr:`device`, whose faults may slow it.
         """
-        seconds = self.roofline.step_seconds(plan.shape)
+        shape, roofline = plan.shape, self.roofline
+        seconds = self.device.step(roofline.parts(shape), roofline.step_seconds(shape),
+                                   shape.scheduled_tokens)
         if idle:
             seconds += self.preset.efficiency.idle_start_seconds
         if self._jitter_rate:

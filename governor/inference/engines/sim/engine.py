@@ -10,6 +10,10 @@ Timestamps follow the step plan, not the moment the loop woke up, so the ``vllm:
 are the simulated ones even when the event loop wakes up late; if it falls behind by more than
 a few milliseconds, the timeline restarts from the moment the loop gets to it.
 
+The engine runs on a simulated GPU (:mod:`.device`): every step is charged to it, and the faults
+a drill sets on it (``PUT /admin/sim/faults``) slow the steps, stall the loop after an XID and
+slow :meth:`SimEngine.tokenize`. The service reads it through :meth:`SimEngine.device_report`.
+
 vLLM's frontend process (:mod:`.frontend`) is not simulated here: the service's own event loop
 is the frontend. It tokenizes every prompt and turns every step's tokens into stream chunks,
 paying those CPU costs for real, so sleeping for the modelled ones as well would count them
@@ -23,11 +27,13 @@ import asyncio
 import contextlib
 import logging
 import math
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from prometheus_client import CollectorRegistry
 
+from governor.contracts.simdevice import DeviceReport, Faults
 from governor.inference.engines.base import (
     BatchingLimits,
     EngineError,
@@ -91,6 +97,7 @@ class SimEngine:
         time_scale: float = 1.0,
         clock: Callable[[], float] | None = None,
         policy: SchedulingPolicy = "fcfs",
+        gpu_uuid: str | None = None,
     ) -> None:
         if not time_scale >= 0 or math.isinf(time_scale):
             raise ValueError(f"time_scale must be a finite number ≥ 0, got {time_scale}")
@@ -105,7 +112,8 @@ class SimEngine:
         self._clock = clock
         self._metrics = VllmMetrics(model_name)
         self._core = EngineCore(preset, limits=ceiling, seed=seed, observer=self._metrics,
-                                policy=policy)
+                                policy=policy, gpu_uuid=gpu_uuid, time_scale=time_scale)
+        self._device = self._core.device
         self._metrics.scheduler = self._core.scheduler
         registry.register(self._metrics)
         self._tokenizer = SimTokenizer(preset.model.vocab_size)
@@ -173,6 +181,9 @@ class SimEngine:
     def tokenize(self, text: str) -> Sequence[int]:
         # Thread-safe: the tokenizer's only state is a memo of piece ids, in which a race at
         # worst computes an id twice.
+        slowed = self._device.tokenize_seconds(text)
+        if slowed:
+            time.sleep(slowed)  # a text thread's time, as a slow tokenizer would take it
         return self._tokenizer.encode(text)
 
     def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
@@ -297,6 +308,23 @@ class SimEngine:
             kv_cache_usage_ratio=self._core.kv.usage,
         )
 
+    # ---- the simulated GPU (governor.inference.engines.capabilities) -------------------------
+
+    @property
+    def gpu_uuids(self) -> tuple[str, ...]:
+        return (self._device.gpu_uuid,)
+
+    @property
+    def faults(self) -> Faults:
+        return self._device.faults
+
+    def set_faults(self, faults: Faults) -> Faults:
+        """Replace the faults of the simulated GPU; returns those they replaced."""
+        return self._device.set_faults(faults, self._now())
+
+    def device_report(self) -> DeviceReport:
+        return self._device.report(self._now())
+
     # ---- the step loop -----------------------------------------------------------------------
 
     def _now(self) -> float:
@@ -321,7 +349,7 @@ class SimEngine:
                 stream.wake()  # consumers raise EngineError(DEAD)
 
     async def _run_steps(self) -> None:
-        core, scheduler = self._core, self._core.scheduler
+        core, scheduler, device = self._core, self._core.scheduler, self._device
         wakeup = self._wakeup
         assert wakeup is not None
         scale = self._time_scale
@@ -334,6 +362,11 @@ class SimEngine:
                 idle = True
                 continue
             now = self._now()
+            resume = device.resume_at(now)
+            if resume > now:  # recovering from an XID: nothing runs on the GPU
+                await asyncio.sleep(resume - now)
+                idle = True
+                continue
             # A late wake-up (the event loop's timers are coarse) does not shift the timeline;
             # a loop that fell far behind restarts it from now.
             start = planned_end if now - planned_end < _MAX_LAG_SECONDS else now
@@ -402,6 +435,7 @@ def create_sim_engine(settings: EngineSettings, registry: CollectorRegistry) -> 
         seed=settings.seed,
         time_scale=settings.time_scale,
         policy=settings.scheduling_policy,
+        gpu_uuid=settings.gpu_uuid,
     )
 
 

@@ -22,6 +22,8 @@ overlap on a GPU:
   which is the term quadratic in the prompt length; a chunk also re-reads its prefix's KV.
 
 Everything here is pure arithmetic on a :class:`StepShape`; the scheduler builds the shape.
+:meth:`Roofline.parts` splits the same step into what the host and the GPU spend, for the
+simulated GPU (:mod:`.device`) to charge and for faults to stretch.
 """
 
 from __future__ import annotations
@@ -69,6 +71,20 @@ class StepShape:
     @property
     def scheduled_tokens(self) -> int:
         return self.decode_tokens + self.prefill_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class StepParts:
+    """One step's time by where it is spent: ``host + gpu`` is :meth:`Roofline.step_seconds`
+    (up to rounding). ``compute`` and ``memory`` are shares of ``gpu`` that overlap."""
+
+    host: float  # fixed, mixed-batch and per-sequence overheads: no kernel runs
+    gpu: float  # the kernels: the dense layers (the roofline's p-norm) and attention
+    compute: float  # the tensor pipes: GEMM FLOPs at the MFU, prefill attention at its efficiency
+    memory: float  # DRAM streaming at η·BW: the weight read and the KV reads
+
+
+NO_PARTS = StepParts(0.0, 0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +136,28 @@ class Roofline:
             + shape.num_seqs * self.per_sequence
             + self.gemm_seconds(gemm_compute)
             + attention
+        )
+
+    def parts(self, shape: StepShape) -> StepParts:
+        """The terms of :meth:`step_seconds`, grouped by where the time goes."""
+        if shape.num_seqs == 0:
+            return NO_PARTS
+        gemm_compute = (
+            shape.scheduled_tokens * self.per_linear_token
+            + shape.sampled_tokens * self.per_sampled_token
+        )
+        kv_read = (shape.decode_context_tokens + shape.prefill_context_tokens) * self.per_kv_token
+        attention_compute = shape.attention_pairs * self.per_attention_pair
+        host = (
+            self.step_overhead
+            + (self.mixed_step_overhead if shape.prefill_tokens else 0.0)
+            + shape.num_seqs * self.per_sequence
+        )
+        return StepParts(
+            host=host,
+            gpu=self.gemm_seconds(gemm_compute) + kv_read + attention_compute,
+            compute=gemm_compute + attention_compute,
+            memory=self.weight_read + kv_read,
         )
 
     def gemm_seconds(self, compute_seconds: float) -> float:
