@@ -34,7 +34,8 @@ from governor.inference.http.errors import AUTHENTICATION, SERVER, UNAVAILABLE, 
 
 log = logging.getLogger(__name__)
 
-def _authorize(request: web.Request) -> None:
+def authorize(request: web.Request) -> None:
+    """A 401 unless the request carries the admin bearer token (every admin route's gate)."""
     token = request.app[keys.CONFIG].admin_token
     header = request.headers.get("Authorization")
     if token is None or not token.matches_bearer(header):
@@ -69,14 +70,14 @@ async def answer(engine: Engine, retry_after: int) -> dict[str, Any]:
 
 
 async def get_batching(request: web.Request) -> web.Response:
-    _authorize(request)
+    authorize(request)
     app = request.app
     return web.json_response(await answer(app[keys.ENGINE],
                                           app[keys.CONFIG].admission.retry_after_seconds))
 
 
 async def put_batching(request: web.Request) -> web.Response:
-    _authorize(request)
+    authorize(request)
     app = request.app
     engine, metrics = app[keys.ENGINE], app[keys.METRICS]
     body = await read_json(request)

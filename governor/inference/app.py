@@ -32,12 +32,14 @@ from governor.contracts.endpoints import (
     METRICS_PATH,
 )
 from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID, UNCLASSIFIED
+from governor.contracts.simdevice import DEVICE_PATH, FAULTS_PATH
 from governor.contracts.stages import Stage
-from governor.inference import admin, keys
+from governor.inference import admin, device, keys
 from governor.inference.admission.policy import AdmissionPolicy
 from governor.inference.admission.queue import AdmissionQueue
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
+from governor.inference.engines.capabilities import OnGpus
 from governor.inference.engines.registry import create_engine
 from governor.inference.http.body import body_too_large, check_declared_size
 from governor.inference.http.errors import (
@@ -100,6 +102,9 @@ def create_app(
     app.router.add_get(METRICS_PATH, _metrics)
     app.router.add_get(ADMIN_BATCHING_PATH, admin.get_batching)
     app.router.add_put(ADMIN_BATCHING_PATH, admin.put_batching)
+    app.router.add_get(DEVICE_PATH, device.get_device)
+    app.router.add_get(FAULTS_PATH, device.get_faults)
+    app.router.add_put(FAULTS_PATH, device.put_faults)
     return app
 
 
@@ -137,6 +142,8 @@ def _engine_ctx(
         metrics = ServiceMetrics(app[keys.REGISTRY], engine.model_name, config.classes.names)
         metrics.set_info(config.engine.kind, engine.model_name, VERSION)
         metrics.engine_ready.set_function(lambda: 1.0 if engine.ready else 0.0)
+        if isinstance(engine, OnGpus):
+            metrics.set_gpus(engine.gpu_uuids)
         app[keys.ENGINE], app[keys.METRICS] = engine, metrics
         policy = AdmissionPolicy.of(config.classes, config.admission.max_in_flight,
                                     config.admission.max_queue)

@@ -73,6 +73,10 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     p.add_argument("--seed", type=int, default=engine.seed, help="sim: random seed")
     p.add_argument("--time-scale", type=float, default=engine.time_scale,
                    help="sim: wall seconds per simulated second (0: steps cost nothing)")
+    p.add_argument("--gpu-uuid", default=engine.gpu_uuid,
+                   help="sim: the UUID of the simulated GPU the engine runs on (default: the "
+                        "first fake GPU of governor exporter --fake-gpus, which follows it with "
+                        "--follow)")
     p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="vllm: an extra AsyncEngineArgs field, repeatable")
     p.add_argument("--admin-token-file", default=None,
@@ -170,6 +174,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
         max_num_batched_tokens=args.max_num_batched_tokens, min_num_seqs=args.min_num_seqs,
         min_num_batched_tokens=args.min_num_batched_tokens, max_model_len=args.max_model_len,
         seed=args.seed, time_scale=args.time_scale, extra_args=tuple(args.engine_arg),
+        gpu_uuid=args.gpu_uuid,
         # The same collector as the service's spans, from the flag or the OTEL_* variables,
         # so that vLLM's own llm_request spans land in the same trace.
         otlp_traces_endpoint=traces_endpoint(tracing, env),

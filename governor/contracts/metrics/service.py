@@ -23,6 +23,7 @@ LABEL_RESULT: Final = "result"
 LABEL_ENGINE: Final = "engine"
 LABEL_VERSION: Final = "version"
 LABEL_STAGE: Final = "stage"  # a governor.contracts.stages.Stage
+LABEL_UUID: Final = "uuid"  # a GPU's, as NVML and the GPU exporter's uuid label give it
 # The request class (``classes`` of slo.yaml) a generation request was put in; without classes
 # every generation request is in DEFAULT_CLASS. Requests never classified (other routes, and
 # generation requests refused before their prompt was read) carry the empty value, which
@@ -156,6 +157,10 @@ ENGINE_READY: Final = Metric(
 SERVICE_INFO: Final = Metric(
     "governor_service", "info", "The service's engine and model.", "",
     (LABEL_ENGINE, LABEL_MODEL, LABEL_VERSION))
+# One series per GPU the engine runs on: joins the service's series to the GPU exporter's
+# (``gpu_info``'s uuid) and dcgm-exporter's (``UUID``).
+ENGINE_GPU_INFO: Final = Metric(
+    "governor_engine_gpu", "info", "A GPU the engine runs on, by its UUID.", "", (LABEL_UUID,))
 
 # The histograms a latency SLI of slo.yaml may count (its threshold must be one of their edges).
 LATENCY_HISTOGRAMS: Final = (INTER_TOKEN_LATENCY, TIME_TO_FIRST_TOKEN, REQUEST_DURATION)

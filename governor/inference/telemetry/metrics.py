@@ -15,11 +15,13 @@ observing a token costs no label lookup::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client.metrics_core import Metric as Family
 
+from governor.contracts.families import info_family
 from governor.contracts.instruments import counter, gauge, info
 from governor.contracts.metrics import service as m
 from governor.contracts.stages import Stage
@@ -46,6 +48,7 @@ class ServiceMetrics:
     def __init__(self, registry: CollectorRegistry, model: str,
                  classes: Sequence[str] = (m.DEFAULT_CLASS,)) -> None:
         self._model = model
+        self._registry = registry
         ttft = CountedHistogram(m.TIME_TO_FIRST_TOKEN, registry)
         itl = CountedHistogram(m.INTER_TOKEN_LATENCY, registry)
         # Every class's series exist from the start, so rates and ratios per class read 0, not
@@ -90,6 +93,10 @@ class ServiceMetrics:
     def set_info(self, engine: str, model: str, version: str) -> None:
         self.info.info({m.LABEL_ENGINE: engine, m.LABEL_MODEL: model, m.LABEL_VERSION: version})
 
+    def set_gpus(self, uuids: Sequence[str]) -> None:
+        """``governor_engine_gpu_info{uuid}`` for each GPU the engine runs on (call once)."""
+        self._registry.register(_EngineGpus(tuple(uuids)))
+
     def read_queue(self, queue: AdmissionQueue) -> None:
         """The in-flight and queue-depth gauges read ``queue`` when scraped (no cost per
         request)."""
@@ -99,3 +106,14 @@ class ServiceMetrics:
     def set_limits(self, gauge: Gauge, limits: BatchingLimits) -> None:
         gauge.labels(m.PARAM_MAX_NUM_SEQS).set(limits.max_num_seqs)
         gauge.labels(m.PARAM_MAX_NUM_BATCHED_TOKENS).set(limits.max_num_batched_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class _EngineGpus:
+    uuids: tuple[str, ...]
+
+    def collect(self) -> Iterator[Family]:
+        family = info_family(m.ENGINE_GPU_INFO)
+        for uuid in self.uuids:
+            family.add_metric([uuid], {})
+        yield family
