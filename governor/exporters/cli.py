@@ -47,6 +47,11 @@ def _flag(text: str) -> bool:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def url_list(text: str) -> tuple[str, ...]:
+    """``URL[,URL…]``: the services to follow (a comma list, so one variable can hold it)."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
 def build_parser() -> EnvArgumentParser:
     parser = EnvArgumentParser(
         prog="governor exporter", env_prefix=ENV_PREFIX,
@@ -70,6 +75,10 @@ def build_parser() -> EnvArgumentParser:
     parser.add_argument("--fake-gpus", type=non_negative_int, default=defaults.fake_gpus,
                         metavar="N",
                         help="serve N simulated GPUs instead of the real ones (demos, tests)")
+    parser.add_argument("--follow", default=",".join(defaults.follow), metavar="URL[,URL]",
+                        help="with --fake-gpus: read GET URL/sim/device of governor serve --engine "
+                             "sim every interval and show its simulated engine's load and faults "
+                             "on the fake GPU it runs on (the others stay idle)")
     parser.add_argument("--gpm", type=_flag, default=defaults.gpm, metavar="BOOL",
                         help="read Hopper GPM profiling metrics (SM/tensor/DRAM activity)")
     parser.add_argument("--xid", type=_flag, default=defaults.xid, metavar="BOOL",
@@ -88,7 +97,8 @@ def parse_config(argv: Sequence[str]) -> ExporterConfig:
         return ExporterConfig(
             host=args.host, port=args.port, interval_seconds=args.interval,
             slow_interval_seconds=args.slow_interval, staleness_seconds=args.staleness,
-            fake_gpus=args.fake_gpus, gpm=args.gpm, xid=args.xid, processes=args.processes,
+            fake_gpus=args.fake_gpus, follow=url_list(args.follow), gpm=args.gpm,
+            xid=args.xid, processes=args.processes,
             log_level=args.log_level, log_format=args.log_format,
         )
     except ConfigError as exc:
@@ -109,11 +119,17 @@ def main(argv: list[str] | None = None) -> int:
     # those 40k objects (15 ms on a small VM) in the middle of a scrape.
     gc.freeze()
     log.info("serving http://%s:%d/metrics (%s, interval %gs)", config.host, config.port,
-             f"{config.fake_gpus} simulated GPU(s)" if config.fake_gpus else "NVML",
-             config.interval_seconds)
+             _source(config), config.interval_seconds)
     try:
         web.run_app(app, host=config.host, port=config.port, access_log=None, print=None)
     except OSError as exc:
         log.error("cannot listen on %s:%d: %s", config.host, config.port, exc.strerror or exc)
         return 1
     return 0
+
+
+def _source(config: ExporterConfig) -> str:
+    if not config.fake_gpus:
+        return "NVML"
+    following = f", following {', '.join(config.follow)}" if config.follow else ""
+    return f"{config.fake_gpus} simulated GPU(s){following}"

@@ -11,6 +11,7 @@ fake GPUs must be between 0 and 64: got -1
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from governor.contracts.endpoints import EXPORTER, LISTEN_HOST
 from governor.contracts.package import version
@@ -39,6 +40,8 @@ class ExporterConfig:
     # Readings older than this are withheld (gpu_up 0). None: five intervals, at least 5 s.
     staleness_seconds: float | None = None
     fake_gpus: int = 0  # 0: the real GPUs through NVML
+    # governor serve URLs whose simulated engines the fake GPUs follow (their /sim/device).
+    follow: tuple[str, ...] = ()
     gpm: bool = True
     xid: bool = True
     processes: bool = True
@@ -70,8 +73,20 @@ class ExporterConfig:
         if not 0 <= self.fake_gpus <= MAX_FAKE_GPUS:
             problems.append(f"fake GPUs must be between 0 and {MAX_FAKE_GPUS}: "
                             f"got {self.fake_gpus}")
+        problems += self._fake_problems()
         if self.nvml_retry_seconds <= 0:
             problems.append(f"NVML retry must be positive: got {self.nvml_retry_seconds:g}")
+        return problems
+
+    def _fake_problems(self) -> list[str]:
+        problems = []
+        if self.follow and not self.fake_gpus:
+            problems.append("follow needs fake GPUs (--fake-gpus N): real GPUs show what runs "
+                            "on them")
+        for url in self.follow:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                problems.append(f"follow: not an http(s) URL of governor serve: {url[:80]!r}")
         return problems
 
     @property

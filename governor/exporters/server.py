@@ -2,7 +2,8 @@
 
 A request never calls NVML: it reads the sampler's latest snapshot and answers with bytes
 rendered once per snapshot (``governor bench exporter`` measures why that matters). The sampler
-thread lives in a cleanup context, started with the app and stopped before it closes.
+thread lives in a cleanup context, started with the app and stopped before it closes; with
+``--follow`` so does the poller that feeds the fake GPUs (:mod:`.gpu.poller`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from governor.exporters.config import ExporterConfig, package_version
 from governor.exporters.exposition import ExpositionCache, accepts_gzip, negotiate
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu.fake import FakeNvml
+from governor.exporters.gpu.poller import DevicePoller
 from governor.exporters.gpu.readings import Snapshot
 from governor.exporters.gpu.sampler import Sampler
 
@@ -28,14 +30,23 @@ SAMPLER = web.AppKey("sampler", Sampler)
 CACHE = web.AppKey("cache", ExpositionCache)
 MONOTONIC: web.AppKey[Callable[[], float]] = web.AppKey("monotonic")
 RUN_SAMPLER = web.AppKey("run_sampler", bool)
+POLLER = web.AppKey("poller", DevicePoller)
 
 _JSON = "application/json"
 
 
-def build_sampler(config: ExporterConfig) -> Sampler:
-    """The real NVML, or ``--fake-gpus`` simulated ones; a missing library is not an exception."""
+def build_sampler(config: ExporterConfig) -> tuple[Sampler, DevicePoller | None]:
+    """The real NVML, or ``--fake-gpus`` simulated ones with their poller under ``--follow``;
+    a missing library is not an exception."""
     if config.fake_gpus:
-        return Sampler(FakeNvml(config.fake_gpus), config.sampler)
+        fake = FakeNvml(config.fake_gpus)
+        poller = DevicePoller(config.follow, fake, interval_seconds=config.interval_seconds) \
+            if config.follow else None
+        return Sampler(fake, config.sampler), poller
+    return _nvml_sampler(config), None
+
+
+def _nvml_sampler(config: ExporterConfig) -> Sampler:
     try:
         return Sampler(nv.import_pynvml(), config.sampler)
     except nv.NvmlUnavailable as unavailable:
@@ -49,10 +60,15 @@ def create_app(
     """The exporter app. Tests pass a sampler they tick themselves and ``run_sampler=False``."""
     app = web.Application()
     app[CONFIG] = config
-    app[SAMPLER] = sampler or build_sampler(config)
+    if sampler is None:
+        sampler, poller = build_sampler(config)
+        if poller is not None:
+            app[POLLER] = poller
+    app[SAMPLER] = sampler
     app[CACHE] = ExpositionCache(package_version())
     app[MONOTONIC] = monotonic
     app[RUN_SAMPLER] = run_sampler
+    app.cleanup_ctx.append(_following)
     app.cleanup_ctx.append(_sampling)
     app.router.add_get(METRICS_PATH, metrics)
     app.router.add_get(HEALTH_PATH, health)
@@ -73,6 +89,20 @@ async def _sampling(app: web.Application) -> AsyncIterator[None]:
         # A round in flight finishes first (NVML calls cannot be interrupted).
         await asyncio.to_thread(thread.join, 10.0)
     sampler.close()
+
+
+async def _following(app: web.Application) -> AsyncIterator[None]:
+    """The poller's thread, while the app runs (``--follow`` only)."""
+    poller, stop = app.get(POLLER), threading.Event()
+    thread = None
+    if poller is not None and app[RUN_SAMPLER]:
+        thread = threading.Thread(target=poller.run, args=(stop,), name="sim-device-poller",
+                                  daemon=True)
+        thread.start()
+    yield
+    stop.set()
+    if thread is not None:
+        await asyncio.to_thread(thread.join, 5.0)
 
 
 def _age(request: web.Request, snapshot: Snapshot) -> float:

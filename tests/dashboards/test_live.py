@@ -125,6 +125,7 @@ def stack(request: pytest.FixtureRequest,
     starts = (
         ("inference", _service_argv(ports["inference"], workdir / "admin_token"), "/health"),
         ("exporter", [sys.executable, "-m", "governor", "exporter", "--fake-gpus", "2",
+                      "--follow", urls["inference"],
                       "--host", LOOPBACK, "--port", str(ports["exporter"])], "/health"),
         ("controller", _controller_argv(spec_path, ports, workdir), "/health"),
         ("prometheus", ["prometheus", *prometheus_args(

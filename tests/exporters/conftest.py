@@ -6,10 +6,20 @@ from pathlib import Path
 
 import pytest
 
+from governor.exporters.gpu import simulated as sim
 from governor.exporters.gpu.fake import FakeNvml
 from governor.exporters.gpu.sampler import Sampler, SamplerConfig
 
 WALL_EPOCH = 1_700_000_000.0
+# A fake GPU running a simulated engine, as --follow shows it.
+ENGINE = sim.GpuState(busy=0.5, tensor=0.25, dram=0.4, tokens_per_second=2000.0,
+                      engine_memory_bytes=100 * 2**30, temperature_c=55.0)
+
+
+def engines_on(nvml: FakeNvml, *gpus: int, state: sim.GpuState = ENGINE) -> FakeNvml:
+    """``nvml`` with an engine running on each of ``gpus`` (the others idle)."""
+    nvml.states = tuple(state if i in gpus else sim.IDLE for i in range(nvml.gpu_count))
+    return nvml
 
 
 class FakeClock:

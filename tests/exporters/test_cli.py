@@ -56,6 +56,12 @@ def test_options_and_their_environment_variables(monkeypatch: pytest.MonkeyPatch
         pytest.param(["--log-level", "loud"], "invalid choice", id="unknown level"),
         pytest.param(["--bogus"], "unrecognized arguments", id="unknown option"),
         pytest.param(["--interval", "9" * 400], "interval must be at most", id="oversized"),
+        pytest.param(["--follow", "http://inference:8000"], "follow needs fake GPUs",
+                     id="following with real GPUs"),
+        pytest.param(["--fake-gpus", "1", "--follow", "inference:8000"], "not an http(s) URL",
+                     id="following an address without a scheme"),
+        pytest.param(["--fake-gpus", "1", "--follow", "file:///etc/passwd"],
+                     "not an http(s) URL", id="following a file"),
     ],
 )
 def test_a_bad_option_is_one_line_and_status_2(
@@ -65,6 +71,13 @@ def test_a_bad_option_is_one_line_and_status_2(
     err = capsys.readouterr().err
     assert message in err
     assert "Traceback" not in err
+
+
+def test_following(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOVERNOR_EXPORTER_FOLLOW", "http://a:8000, http://b:8001/")
+    config = parse_config(["--fake-gpus", "2"])
+    assert config.follow == ("http://a:8000", "http://b:8001/")
+    assert parse_config(["--fake-gpus", "2", "--follow", "http://c:1"]).follow == ("http://c:1",)
 
 
 def test_a_bad_environment_variable_names_itself(

@@ -1,9 +1,11 @@
 """A fake ``pynvml``: simulated GPUs for ``--fake-gpus N`` demos, and the tests' NVML.
 
 It stands where the real module stands (the sampler cannot tell them apart), so ``--fake-gpus``
-exercises the whole exporter after the NVML boundary. For tests it counts every call and can make
-any call, field or GPM metric fail with any NVML return code, lose a GPU, deliver XID events and
-refuse to initialise.
+exercises the whole exporter after the NVML boundary. Each GPU reads what its
+:class:`~.simulated.GpuState` says: idle until ``--follow`` fills :attr:`FakeNvml.states` with
+what the simulated engine runs on it. For tests it counts every call and can make any call, field
+or GPM metric fail with any NVML return code, lose a GPU, deliver XID events and refuse to
+initialise.
 
 >>> nvml = FakeNvml(2, clock=lambda: 0.0)
 >>> nvml.nvmlInit()
@@ -29,6 +31,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from governor.contracts.metrics import gpu as m
+from governor.contracts.simdevice import fake_gpu_uuid
 from governor.exporters.gpu import fields
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu import simulated as sim
@@ -85,6 +89,9 @@ _SUBCLASSES: dict[int, type[NVMLError]] = {
     nv.ERROR_LIBRARY_NOT_FOUND: NVMLError_LibraryNotFound,
 }
 
+# Fields 269-271: the nanoseconds clocks were held by each of their reasons.
+_SLOWDOWN_FIELDS = {spec.field_id: dict(spec.labels)[m.LABEL_REASON] for spec in fields.SLOW
+                    if spec.metric is m.CLOCK_EVENT_DURATION}
 # What the fake answers in nvmlDeviceGetFieldValues: field id → (value type, reading).
 _FIELD_TYPES = {82: nv.VALUE_UINT, 94: nv.VALUE_UINT, 5: nv.VALUE_ULONGLONG,
                 6: nv.VALUE_ULONGLONG, 83: nv.VALUE_ULONGLONG, 197: nv.VALUE_ULONGLONG,
@@ -153,8 +160,8 @@ class EventSet:
 
 
 class FakeNvml:
-    """``gpu_count`` simulated H200s whose readings follow
-    :mod:`governor.exporters.gpu.simulated`."""
+    """``gpu_count`` simulated H200s whose readings follow their :attr:`states`
+    (:mod:`governor.exporters.gpu.simulated`)."""
 
     NVMLError = NVMLError
     NVMLError_NotSupported = NVMLError_NotSupported
@@ -184,8 +191,11 @@ class FakeNvml:
         self._field_failures: dict[tuple[int, int], int] = {}
         self._gpm_failures: dict[tuple[int, int], int] = {}
         self._event_sets: list[EventSet] = []
+        # Replaced whole by --follow's poller (another thread): one state per GPU.
+        self.states: tuple[sim.GpuState, ...] = (sim.IDLE,) * gpu_count
         self._energy_mj = [0.0] * gpu_count
         self._pcie = [[0.0, 0.0] for _ in range(gpu_count)]
+        self._slowdown_ns = [dict.fromkeys(_SLOWDOWN_FIELDS, 0.0) for _ in range(gpu_count)]
         self._integrated_at = [clock()] * gpu_count
         self._lock = threading.Lock()
 
@@ -220,8 +230,12 @@ class FakeNvml:
             if gpu in event_set.gpus:
                 event_set.events.put(event)
 
-    def activity(self, gpu: int) -> sim.Activity:
-        return sim.activity(gpu + self.seed, self.clock())
+    def state(self, gpu: int) -> sim.GpuState:
+        return self.states[gpu]
+
+    def uuid(self, index: int) -> str:
+        """GPU ``index``'s UUID (what a simulated engine names to run on it)."""
+        return fake_gpu_uuid(index, self.seed)
 
     # ---- plumbing -------------------------------------------------------------------------------
 
@@ -236,15 +250,20 @@ class FakeNvml:
             raise NVMLError(code)
 
     def _integrate(self, gpu: int) -> None:
-        """Advance the energy and PCIe byte counters to now (counters only ever grow)."""
+        """Advance the energy, PCIe byte and slowdown counters to now, at the state now
+        (counters only ever grow)."""
         now = self.clock()
         elapsed = max(0.0, now - self._integrated_at[gpu])
         if elapsed:
-            a = sim.activity(gpu + self.seed, now - elapsed / 2)
-            self._energy_mj[gpu] += sim.power_watts(a) * elapsed * 1000.0
-            tx, rx = sim.pcie_rates_bytes(a)
+            state = self.state(gpu)
+            self._energy_mj[gpu] += sim.power_watts(state) * elapsed * 1000.0
+            tx, rx = sim.pcie_rates_bytes(state)
             self._pcie[gpu][0] += tx * elapsed
             self._pcie[gpu][1] += rx * elapsed
+            held = self._slowdown_ns[gpu]
+            for field_id, reason in _SLOWDOWN_FIELDS.items():
+                if reason in state.faults.clock_reasons:
+                    held[field_id] += elapsed * 1e9
             self._integrated_at[gpu] = now
 
     # ---- the pynvml functions the exporter calls ------------------------------------------------
@@ -288,9 +307,10 @@ class FakeNvml:
 
     def nvmlDeviceGetUUID(self, handle: Handle) -> str:
         self._enter("nvmlDeviceGetUUID", handle)
-        number = (0xFA4E << 112) + (self.seed << 32) + handle.index * 16 + (handle.mig or 0)
-        value = uuid.UUID(int=number)
-        return f"{'MIG' if handle.mig is not None else 'GPU'}-{value}"
+        gpu = fake_gpu_uuid(handle.index, self.seed)
+        if handle.mig is None:
+            return gpu
+        return f"MIG-{uuid.UUID(int=uuid.UUID(gpu[4:]).int + handle.mig)}"
 
     def nvmlDeviceGetPciInfo(self, handle: Handle) -> Record:
         self._enter("nvmlDeviceGetPciInfo", handle)
@@ -298,8 +318,8 @@ class FakeNvml:
 
     def nvmlDeviceGetUtilizationRates(self, handle: Handle) -> Record:
         self._enter("nvmlDeviceGetUtilizationRates", handle)
-        a = self.activity(handle.index)
-        return _record(gpu=round(100 * min(1.0, 1.2 * a.load)), memory=round(100 * a.dram))
+        state = self.state(handle.index)
+        return _record(gpu=round(100 * sim.sm_active(state)), memory=round(100 * state.dram))
 
     def nvmlDeviceGetMemoryInfo(self, handle: Handle, version: int | None = None) -> Record:
         self._enter("nvmlDeviceGetMemoryInfo", handle)
@@ -307,7 +327,7 @@ class FakeNvml:
             total = sim.MEMORY_TOTAL_BYTES // _MIG_SLICES
             used = int(total * 0.6)
             return _record(total=total, used=used, free=total - used)
-        used = sim.memory_used_bytes(handle.index)
+        used = sim.memory_used_bytes(self.state(handle.index))
         free = sim.MEMORY_TOTAL_BYTES - used - sim.MEMORY_RESERVED_BYTES
         if version is None:
             return _record(total=sim.MEMORY_TOTAL_BYTES, used=used, free=free)
@@ -324,11 +344,11 @@ class FakeNvml:
         self._enter("nvmlDeviceGetClockInfo", handle)
         if clock_type == nv.CLOCK_MEM:
             return sim.MEMORY_CLOCK_MHZ
-        return sim.sm_clock_mhz(self.activity(handle.index))
+        return sim.sm_clock_mhz(self.state(handle.index))
 
     def nvmlDeviceGetPowerUsage(self, handle: Handle) -> int:
         self._enter("nvmlDeviceGetPowerUsage", handle)
-        return round(1000 * sim.power_watts(self.activity(handle.index)))
+        return round(1000 * sim.power_watts(self.state(handle.index)))
 
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: Handle) -> int:
         self._enter("nvmlDeviceGetEnforcedPowerLimit", handle)
@@ -336,14 +356,11 @@ class FakeNvml:
 
     def nvmlDeviceGetTemperature(self, handle: Handle, sensor: int) -> int:
         self._enter("nvmlDeviceGetTemperature", handle)
-        return sim.temperature_celsius(self.activity(handle.index))
+        return round(self.state(handle.index).temperature_c)
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Handle) -> int:
         self._enter("nvmlDeviceGetCurrentClocksEventReasons", handle)
-        a = self.activity(handle.index)
-        idle = 0x1 if a.load < 0.2 else 0
-        power_cap = 0x4 if sim.power_watts(a) > 0.95 * sim.POWER_MAX_W else 0
-        return idle | power_cap
+        return sim.clock_event_reasons(self.state(handle.index))
 
     def nvmlDeviceGetFieldValues(self, handle: Handle, field_ids: list[int]) -> list[Record]:
         self._enter("nvmlDeviceGetFieldValues", handle)
@@ -358,12 +375,14 @@ class FakeNvml:
             code = failure if failure is not None else nv.ERROR_NOT_SUPPORTED
             return _record(fieldId=field_id, scopeId=0, timestamp=0, latencyUsec=0,
                            valueType=nv.VALUE_UINT, nvmlReturn=code, value=_union(0))
+        state = self.state(gpu)
         readings = {
-            82: sim.temperature_celsius(self.activity(gpu)) + 6,
-            94: 0, 5: self.ecc[gpu][0], 6: self.ecc[gpu][1],
+            82: round(state.memory_temperature_c),
+            94: 0, 5: self.ecc[gpu][0], 6: self.ecc[gpu][1] + state.ecc_uncorrected,
             83: int(self._energy_mj[gpu]),
             197: int(self._pcie[gpu][0]), 198: int(self._pcie[gpu][1]),
-            142: 0, 143: 0, 144: 0, 145: 0, 269: 0, 270: 0, 271: 0,
+            142: 0, 143: 0, 144: 0, 145: 0,
+            **{field: int(ns) for field, ns in self._slowdown_ns[gpu].items()},
         }
         return _record(fieldId=field_id, scopeId=0, timestamp=int(self.clock() * 1e6),
                        latencyUsec=3, valueType=value_type, nvmlReturn=nv.SUCCESS,
@@ -371,12 +390,27 @@ class FakeNvml:
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Handle) -> list[Record]:
         self._enter("nvmlDeviceGetComputeRunningProcesses", handle)
-        if self._processes is not None:
-            pairs = self._processes.get(handle.index, [])
-        else:  # one serving engine per GPU holding its preallocated memory
-            pairs = [(4242 + handle.index, sim.memory_used_bytes(handle.index) - 600 * 1024 * 1024)]
         return [_record(pid=pid, usedGpuMemory=used, gpuInstanceId=0xFFFFFFFF,
-                        computeInstanceId=0xFFFFFFFF) for pid, used in pairs]
+                        computeInstanceId=0xFFFFFFFF)
+                for pid, used, _, _ in self._running(handle.index)]
+
+    def nvmlDeviceGetProcessUtilization(self, handle: Handle, since: int) -> list[Record]:
+        """One sample per running process, stamped now (µs); NotFound when none is newer than
+        ``since``, as NVML answers."""
+        self._enter("nvmlDeviceGetProcessUtilization", handle)
+        stamp = int(self.clock() * 1e6)
+        running = self._running(handle.index)
+        if not running or stamp <= since:
+            raise NVMLError(nv.ERROR_NOT_FOUND)
+        return [_record(pid=pid, timeStamp=stamp, smUtil=round(100 * sm),
+                        memUtil=round(100 * dram), encUtil=0, decUtil=0)
+                for pid, _, sm, dram in running]
+
+    def _running(self, gpu: int) -> list[tuple[int, int, float, float]]:
+        """(pid, memory, SM share, DRAM share) of the processes on ``gpu``."""
+        if self._processes is not None:
+            return [(pid, used, 0.0, 0.0) for pid, used in self._processes.get(gpu, [])]
+        return sim.processes(self.state(gpu), gpu)
 
     def nvmlDeviceGetMigMode(self, handle: Handle) -> list[int]:
         self._enter("nvmlDeviceGetMigMode", handle)
@@ -432,10 +466,11 @@ class FakeNvml:
         first, second = request.sample1, request.sample2
         if first.taken_at is None or second.taken_at is None or first.freed or second.freed:
             raise NVMLError(nv.ERROR_UNKNOWN)
-        a = sim.activity(first.gpu + self.seed, (first.taken_at + second.taken_at) / 2)
+        state = self.state(first.gpu)
         for slot in request.metrics[: request.numMetrics]:
             slot.nvmlReturn = self._gpm_failures.get((first.gpu, slot.metricId), nv.SUCCESS)
-            slot.value = sim.gpm_percent(slot.metricId, a) if slot.nvmlReturn == nv.SUCCESS else 0.0
+            slot.value = (sim.gpm_percent(slot.metricId, state)
+                          if slot.nvmlReturn == nv.SUCCESS else 0.0)
         return request
 
     # ---- XID events -----------------------------------------------------------------------------

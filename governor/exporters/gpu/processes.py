@@ -1,4 +1,5 @@
-"""Per-process GPU memory, labelled with the container the process runs in (when there is one).
+"""Per-process GPU memory and SM time, labelled with the container the process runs in (when
+there is one).
 
 NVML reports host PIDs. The container id comes from ``/proc/<pid>/cgroup``; when the exporter
 runs in its own PID namespace those files are not there and the label is empty (run it with the
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.contracts.metrics import gpu as m
+from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu.readings import Sample
 
 # The last path segment that carries a 64-hex id: docker-<id>.scope, cri-containerd-<id>.scope,
@@ -83,3 +85,35 @@ def shape_processes(processes: Iterable[Any], resolve: Callable[[int], str]) -> 
         )
         for pid, total in sorted(used.items())
     ]
+
+
+def read_utilization(nvml: nv.NvmlApi, handle: Any, since: int) -> list[Any]:
+    """NVML's per-process utilisation samples newer than ``since`` (µs), ``[]`` when there are
+    none: NVML answers NOT_FOUND then, which is news, not an error."""
+    try:
+        return list(nvml.nvmlDeviceGetProcessUtilization(handle, since))
+    except nvml.NVMLError as exc:
+        if nv.error_code(exc) == nv.ERROR_NOT_FOUND:
+            return []
+        raise
+
+
+def shape_utilization(samples: Iterable[Any], resolve: Callable[[int], str]) -> list[Sample]:
+    """The SM share of each pid in its newest sample (NVML keeps several per process)."""
+    newest: dict[int, Any] = {}
+    for sample in samples:
+        pid = int(sample.pid)
+        if pid not in newest or int(sample.timeStamp) > int(newest[pid].timeStamp):
+            newest[pid] = sample
+    return [
+        Sample(
+            m.PROCESS_SM_UTILIZATION.name, min(max(int(s.smUtil) / 100.0, 0.0), 1.0),
+            ((m.LABEL_PID, str(pid)), (m.LABEL_CONTAINER, resolve(pid))),
+        )
+        for pid, s in sorted(newest.items())
+    ]
+
+
+def newest_stamp(samples: Iterable[Any], since: int) -> int:
+    """Where the next call should start: after the newest sample seen."""
+    return max((int(sample.timeStamp) for sample in samples), default=since)

@@ -31,7 +31,14 @@ from governor.exporters.gpu import classic, fields, gpm, mig
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu.calls import CallGuard, GpuLost
 from governor.exporters.gpu.errors import ErrorLedger
-from governor.exporters.gpu.processes import ContainerResolver, read_cgroup, shape_processes
+from governor.exporters.gpu.processes import (
+    ContainerResolver,
+    newest_stamp,
+    read_cgroup,
+    read_utilization,
+    shape_processes,
+    shape_utilization,
+)
 from governor.exporters.gpu.readings import GpuIdentity, GpuReading, Sample, Snapshot, SystemInfo
 from governor.exporters.gpu.xid import XidWatcher
 
@@ -64,6 +71,7 @@ class _Gpu:
     mig_static: tuple[Sample, ...] = ()  # MIG mode and device identities, re-read when slow
     mig_devices: tuple[mig.MigDevice, ...] = ()
     mig_rotators: dict[int, gpm.GpmRotator] = field(default_factory=dict)
+    utilization_seen: int = 0  # the newest per-process utilisation sample read (µs)
 
 
 def cuda_version(encoded: int) -> str:
@@ -312,6 +320,7 @@ class Sampler:
                 if running is not None:
                     pids.update(int(p.pid) for p in running)
                     samples += shape_processes(running, self._containers)
+                samples += self._process_utilization(nvml, gpu)
         if gpu.rotator is not None:
             with self._phase(phases, m.PHASE_GPM):
                 samples += self._gpm(gpu, slow_due)
@@ -325,6 +334,15 @@ class Sampler:
                 )
         samples += gpu.slow
         samples += gpu.gpm_slow
+
+    def _process_utilization(self, nvml: nv.NvmlApi, gpu: _Gpu) -> list[Sample]:
+        since = gpu.utilization_seen
+        found = gpu.guard("process_utilization",
+                          partial(read_utilization, nvml, gpu.handle, since))
+        if not found:
+            return []
+        gpu.utilization_seen = newest_stamp(found, since)
+        return shape_utilization(found, self._containers)
 
     def _gpm(self, gpu: _Gpu, slow_due: bool) -> list[Sample]:
         rotator = gpu.rotator

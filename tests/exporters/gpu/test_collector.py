@@ -10,10 +10,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from governor.contracts.metrics import gpu as m
+from governor.contracts.simdevice import Faults
 from governor.exporters.exposition import Format, render_snapshot
 from governor.exporters.gpu.collector import families
 from governor.exporters.gpu.fake import FakeNvml
 from governor.exporters.gpu.readings import GpuIdentity, GpuReading, Sample, Snapshot
+from governor.exporters.gpu.simulated import IDLE, GpuState
 from tests.exporters.conftest import FakeClock, make_sampler
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -21,10 +23,22 @@ GOLDEN = {Format.TEXT: DATA / "gpu_golden_fake2.prom",
           Format.OPENMETRICS: DATA / "gpu_golden_fake2.openmetrics"}
 
 
+# GPU 0 as --follow shows a simulated engine on it, held down by heat beside a co-tenant.
+ENGINE_ON_GPU0 = GpuState(
+    busy=0.625, tensor=0.1875, dram=0.5, tokens_per_second=4096.0,
+    faults=Faults(clock_ratio=0.5, clock_reasons=("hw_thermal",), cotenant_sm_ratio=0.25,
+                  cotenant_memory_bytes=8 * 2**30),
+    engine_memory_bytes=128 * 2**30, temperature_c=71.0, memory_temperature_c=52.0,
+    ecc_uncorrected=2)
+
+
 def golden_snapshot(tmp_path: Path) -> Snapshot:
-    """Two fake GPUs after a slow round, every clock pinned: the same bytes on every machine."""
+    """Two fake GPUs after a slow round, every clock pinned: the same bytes on every machine.
+    GPU 0 runs a followed engine, GPU 1 is idle."""
     clock = FakeClock(1000.0)
-    sampler = make_sampler(FakeNvml(2, clock=clock), clock, tmp_path, slow_interval_seconds=30.0)
+    nvml = FakeNvml(2, clock=clock)
+    nvml.states = (ENGINE_ON_GPU0, IDLE)
+    sampler = make_sampler(nvml, clock, tmp_path, slow_interval_seconds=30.0)
     sampler.tick()
     clock.advance(30.0)
     snapshot = sampler.tick()

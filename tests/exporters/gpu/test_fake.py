@@ -11,7 +11,7 @@ from governor.exporters.gpu.fake import (
     NVMLError_GpuIsLost,
     NVMLError_NotSupported,
 )
-from tests.exporters.conftest import FakeClock
+from tests.exporters.conftest import FakeClock, engines_on
 
 
 def test_every_call_is_counted(clock: FakeClock) -> None:
@@ -126,3 +126,43 @@ def test_readings_are_deterministic_for_a_given_time() -> None:
     ha, hb = a.nvmlDeviceGetHandleByIndex(1), b.nvmlDeviceGetHandleByIndex(1)
     assert a.nvmlDeviceGetPowerUsage(ha) == b.nvmlDeviceGetPowerUsage(hb)
     assert a.nvmlDeviceGetUUID(ha) != a.nvmlDeviceGetUUID(a.nvmlDeviceGetHandleByIndex(0))
+
+
+def test_an_unfollowed_gpu_is_idle_and_flat(clock: FakeClock) -> None:
+    nvml = FakeNvml(2, clock=clock)
+    handle = nvml.nvmlDeviceGetHandleByIndex(1)
+    readings = []
+    for _ in range(3):
+        clock.advance(40.0)  # the old demo's sine wave had a 120 s period
+        readings.append((nvml.nvmlDeviceGetUtilizationRates(handle).gpu,
+                         nvml.nvmlDeviceGetPowerUsage(handle),
+                         nvml.nvmlDeviceGetClockInfo(handle, nv.CLOCK_SM),
+                         nvml.nvmlDeviceGetCurrentClocksEventReasons(handle)))
+    assert readings == [(0, 79_600, 345, 0x1)] * 3
+    assert nvml.nvmlDeviceGetComputeRunningProcesses(handle) == []
+    assert nvml.nvmlDeviceGetMemoryInfo(handle).used == 0
+
+
+def test_process_utilization_answers_not_found_when_nothing_ran(clock: FakeClock) -> None:
+    nvml = engines_on(FakeNvml(2, clock=clock), 0)
+    with pytest.raises(NVMLError) as caught:
+        nvml.nvmlDeviceGetProcessUtilization(nvml.nvmlDeviceGetHandleByIndex(1), 0)
+    assert caught.value.value == nv.ERROR_NOT_FOUND
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    (sample,) = nvml.nvmlDeviceGetProcessUtilization(handle, 0)
+    assert (sample.pid, sample.smUtil) == (4242, 50)
+    with pytest.raises(NVMLError):  # nothing newer than what was seen
+        nvml.nvmlDeviceGetProcessUtilization(handle, sample.timeStamp)
+
+
+def test_every_call_the_exporter_makes_is_pynvml_s_and_the_fake_s() -> None:
+    import inspect
+
+    import pynvml
+
+    calls = [name for name, _ in inspect.getmembers(nv.NvmlApi)
+             if name.startswith(("nvml", "c_nvml"))]
+    assert "nvmlDeviceGetProcessUtilization" in calls
+    for name in calls:
+        assert hasattr(pynvml, name), name
+        assert hasattr(FakeNvml, name), name

@@ -11,7 +11,7 @@ from governor.exporters.gpu import gpm
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu import simulated as sim
 from governor.exporters.gpu.fake import FakeNvml, NVMLError
-from tests.exporters.conftest import FakeClock
+from tests.exporters.conftest import ENGINE, FakeClock, engines_on
 
 
 def rotator(nvml: FakeNvml, **kwargs: object) -> gpm.GpmRotator:
@@ -26,22 +26,21 @@ def test_the_first_tick_only_seeds(clock: FakeClock) -> None:
 
 
 def test_fast_metrics_are_rates_over_the_last_interval(clock: FakeClock) -> None:
-    nvml = FakeNvml(1, clock=clock)
+    nvml = engines_on(FakeNvml(1, clock=clock), 0)
     rot = rotator(nvml)
     rot.tick(False)
     clock.advance(1.0)
     result = rot.tick(False)
     values = {s.name: s.value for s in result.fast}
-    expected = sim.activity(0, clock() - 0.5)
-    assert values[m.SM_ACTIVE.name] == pytest.approx(expected.load)
-    assert values[m.TENSOR_ACTIVE.name] == pytest.approx(expected.tensor)
-    assert values[m.DRAM_BANDWIDTH_UTILIZATION.name] == pytest.approx(expected.dram)
-    assert values[m.PCIE_RECEIVE_RATE.name] == pytest.approx(sim.pcie_rates_bytes(expected)[1])
+    assert values[m.SM_ACTIVE.name] == pytest.approx(ENGINE.busy)
+    assert values[m.TENSOR_ACTIVE.name] == pytest.approx(ENGINE.tensor)
+    assert values[m.DRAM_BANDWIDTH_UTILIZATION.name] == pytest.approx(ENGINE.dram)
+    assert values[m.PCIE_RECEIVE_RATE.name] == pytest.approx(sim.pcie_rates_bytes(ENGINE)[1])
     assert all(0.0 <= v <= 1.0 for n, v in values.items() if n.endswith("_ratio"))
 
 
 def test_slow_metrics_span_the_slow_interval(clock: FakeClock) -> None:
-    nvml = FakeNvml(1, clock=clock)
+    nvml = engines_on(FakeNvml(1, clock=clock), 0)
     rot = rotator(nvml)
     assert rot.tick(True).slow == ()  # seeds the slow window too
     for _ in range(29):
@@ -51,7 +50,7 @@ def test_slow_metrics_span_the_slow_interval(clock: FakeClock) -> None:
     result = rot.tick(True)
     assert result.slow is not None
     hmma = next(s for s in result.slow if s.labels == ((m.LABEL_PIPE, "hmma"),))
-    assert hmma.value == pytest.approx(sim.activity(0, clock() - 15.0).tensor)
+    assert hmma.value == pytest.approx(ENGINE.tensor)
     assert {s.name for s in result.slow} >= {m.TENSOR_PIPE_ACTIVE.name, m.FP_PIPE_ACTIVE.name,
                                              m.NVLINK_RECEIVE_RATE.name}
 

@@ -14,7 +14,13 @@ from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu.fake import FakeNvml, Handle, Record
 from governor.exporters.gpu.readings import Snapshot
 from governor.exporters.gpu.sampler import Sampler, SamplerConfig, cuda_version
-from tests.exporters.conftest import WALL_EPOCH, FakeClock, make_sampler, sample_values
+from tests.exporters.conftest import (
+    WALL_EPOCH,
+    FakeClock,
+    engines_on,
+    make_sampler,
+    sample_values,
+)
 
 CID = "ab" * 32
 
@@ -37,8 +43,8 @@ def test_a_round_reads_every_gpu(clock: FakeClock, tmp_path: Path) -> None:
 def test_after_a_slow_round_every_catalogued_gpu_metric_is_there(
     clock: FakeClock, tmp_path: Path
 ) -> None:
-    sampler = make_sampler(FakeNvml(1, clock=clock, mig_gpus=[0]), clock, tmp_path,
-                           xid=False, slow_interval_seconds=30.0)
+    sampler = make_sampler(engines_on(FakeNvml(1, clock=clock, mig_gpus=[0]), 0), clock,
+                           tmp_path, xid=False, slow_interval_seconds=30.0)
     sampler.tick()
     clock.advance(30.0)
     sampler.tick()
@@ -179,7 +185,7 @@ def test_a_bug_on_one_gpu_does_not_hide_the_others(clock: FakeClock, tmp_path: P
                 raise ZeroDivisionError("a bug, not an NVML error")
             return super().nvmlDeviceGetComputeRunningProcesses(handle)
 
-    sampler = make_sampler(Broken(2, clock=clock), clock, tmp_path)
+    sampler = make_sampler(engines_on(Broken(2, clock=clock), 0, 1), clock, tmp_path)
     snapshot = sampler.tick()
     assert all(g.up for g in snapshot.gpus)
     assert m.PROCESS_MEMORY_USED.name in names(sampler, 1)
@@ -330,3 +336,17 @@ def test_gpm_that_stops_answering_is_not_served_from_memory(
         sampler.tick()
         clock.advance(1.0)
     assert m.SM_ACTIVE.name in names(sampler)
+
+
+def test_a_gpu_where_nothing_ran_has_no_process_shares_and_no_error(
+    clock: FakeClock, tmp_path: Path,
+) -> None:
+    nvml = engines_on(FakeNvml(2, clock=clock), 0)
+    sampler = make_sampler(nvml, clock, tmp_path)
+    for _ in range(3):
+        clock.advance(1.0)
+        snapshot = sampler.tick()
+    assert sample_values(sampler, m.PROCESS_SM_UTILIZATION.name, 1) == {}
+    assert set(sample_values(sampler, m.PROCESS_SM_UTILIZATION.name, 0).values()) == {0.5}
+    assert dict(snapshot.errors)[m.KIND_NOT_FOUND] == 0
+    assert nvml.calls["nvmlDeviceGetProcessUtilization"] == 6
