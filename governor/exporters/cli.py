@@ -22,7 +22,7 @@ from governor.common.cli import (
     parse_duration_seconds,
 )
 from governor.common.logs import add_logging_options, setup_logging
-from governor.exporters.config import ConfigError, ExporterConfig
+from governor.exporters.config import NAMES, ConfigError, ExporterConfig
 from governor.exporters.server import create_app
 
 log = logging.getLogger("exporters")
@@ -79,6 +79,10 @@ def build_parser() -> EnvArgumentParser:
                         help="with --fake-gpus: read GET URL/sim/device of governor serve --engine "
                              "sim every interval and show its simulated engine's load and faults "
                              "on the fake GPU it runs on (the others stay idle)")
+    parser.add_argument("--names", choices=NAMES, default=defaults.names,
+                        help="with --fake-gpus: serve Governor's gpu_* series, or the same GPUs "
+                             "under dcgm-exporter 4.8's DCGM_FI_* names and labels (for specs "
+                             "whose targets.gpu.source is dcgm)")
     parser.add_argument("--gpm", type=_flag, default=defaults.gpm, metavar="BOOL",
                         help="read Hopper GPM profiling metrics (SM/tensor/DRAM activity)")
     parser.add_argument("--xid", type=_flag, default=defaults.xid, metavar="BOOL",
@@ -97,8 +101,8 @@ def parse_config(argv: Sequence[str]) -> ExporterConfig:
         return ExporterConfig(
             host=args.host, port=args.port, interval_seconds=args.interval,
             slow_interval_seconds=args.slow_interval, staleness_seconds=args.staleness,
-            fake_gpus=args.fake_gpus, follow=url_list(args.follow), gpm=args.gpm,
-            xid=args.xid, processes=args.processes,
+            fake_gpus=args.fake_gpus, follow=url_list(args.follow), names=args.names,
+            gpm=args.gpm, xid=args.xid, processes=args.processes,
             log_level=args.log_level, log_format=args.log_format,
         )
     except ConfigError as exc:
@@ -132,4 +136,4 @@ def _source(config: ExporterConfig) -> str:
     if not config.fake_gpus:
         return "NVML"
     following = f", following {', '.join(config.follow)}" if config.follow else ""
-    return f"{config.fake_gpus} simulated GPU(s){following}"
+    return f"{config.fake_gpus} simulated GPU(s){following}, {config.names} names"

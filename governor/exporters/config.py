@@ -20,6 +20,10 @@ from governor.exporters.gpu.sampler import SamplerConfig
 MAX_FAKE_GPUS = 64  # NVML enumerates at most 64 devices per node in practice; more is a typo
 MIN_INTERVAL_SECONDS = 0.1
 MAX_INTERVAL_SECONDS = 3600.0
+# Series names: Governor's gpu_* series, or dcgm-exporter's (the fake GPUs only).
+NAMES_GOVERNOR = "governor"
+NAMES_DCGM = "dcgm"
+NAMES = (NAMES_GOVERNOR, NAMES_DCGM)
 
 
 class ConfigError(ValueError):
@@ -42,6 +46,7 @@ class ExporterConfig:
     fake_gpus: int = 0  # 0: the real GPUs through NVML
     # governor serve URLs whose simulated engines the fake GPUs follow (their /sim/device).
     follow: tuple[str, ...] = ()
+    names: str = NAMES_GOVERNOR
     gpm: bool = True
     xid: bool = True
     processes: bool = True
@@ -87,6 +92,11 @@ class ExporterConfig:
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 problems.append(f"follow: not an http(s) URL of governor serve: {url[:80]!r}")
+        if self.names not in NAMES:
+            problems.append(f"names must be one of {', '.join(NAMES)}: got {self.names[:40]!r}")
+        elif self.names == NAMES_DCGM and not self.fake_gpus:
+            problems.append("dcgm-exporter's names are for fake GPUs (--fake-gpus N); real GPUs "
+                            "run NVIDIA's dcgm-exporter itself")
         return problems
 
     @property

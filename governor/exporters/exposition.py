@@ -21,6 +21,7 @@ from prometheus_client import exposition
 from prometheus_client.core import Metric
 from prometheus_client.openmetrics import exposition as om_exposition
 
+from governor.exporters.dcgm import DcgmView
 from governor.exporters.gpu.collector import age_family, families
 from governor.exporters.gpu.readings import Snapshot
 
@@ -133,11 +134,14 @@ class ExpositionCache:
     replaced, never changed in place, and each body is keyed by its snapshot's sequence, so a
     lost race costs a render, never a wrong answer. :meth:`prepare` runs in the sampler thread
     after each round and renders ahead only what was scraped since the previous round; a target
-    scraped every 15 s is rendered on demand instead, once per scrape.
+    scraped every 15 s is rendered on demand instead, once per scrape. With ``dcgm`` the bodies
+    are dcgm-exporter's series (:mod:`governor.exporters.dcgm`), in the text format only and
+    without the exporter's own age.
     """
 
-    def __init__(self, version: str) -> None:
+    def __init__(self, version: str, dcgm: DcgmView | None = None) -> None:
         self._version = version
+        self._dcgm = dcgm
         self._entry: tuple[int, dict[tuple[bool, Format], _Rendered]] = (-1, {})
         # (format, gzip) -> sequence of the last snapshot scraped that way
         self._scraped: dict[tuple[Format, bool], int] = {}
@@ -146,7 +150,14 @@ class ExpositionCache:
         # landing while the sampler thread renders never renders the same snapshot again.
         self.published: Snapshot | None = None
 
+    def negotiate(self, accept: str | None) -> Format:
+        """The format a scrape gets: as it asks, or text where that is all there is."""
+        return Format.TEXT if self._dcgm is not None else negotiate(accept)
+
     def _render(self, snapshot: Snapshot, fresh: bool, fmt: Format) -> _Rendered:
+        if self._dcgm is not None:
+            self.renders += 1
+            return _Rendered(self._dcgm.render(snapshot, fresh=fresh))
         static = render(families(snapshot, fresh=fresh, version=self._version), fmt)
         self.renders += 1
         # OpenMetrics ends with "# EOF"; the per-scrape age family goes before it.
@@ -166,7 +177,7 @@ class ExpositionCache:
             kept = bodies if sequence == snapshot.sequence else {}
             self._entry = (snapshot.sequence, {**kept, key: rendered})
         self._scraped[(fmt, gzip)] = snapshot.sequence
-        tail = render([age_family(age_seconds)], fmt)
+        tail = b"" if self._dcgm is not None else render([age_family(age_seconds)], fmt)
         return rendered.gzipped().finish(tail) if gzip else rendered.plain + tail
 
     def prepare(self, snapshot: Snapshot) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -17,8 +18,9 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import web
 
 from governor.contracts.endpoints import HEALTH_PATH, METRICS_PATH
-from governor.exporters.config import ExporterConfig, package_version
-from governor.exporters.exposition import ExpositionCache, accepts_gzip, negotiate
+from governor.exporters.config import NAMES_DCGM, ExporterConfig, package_version
+from governor.exporters.dcgm import DcgmView
+from governor.exporters.exposition import ExpositionCache, accepts_gzip
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu.fake import FakeNvml
 from governor.exporters.gpu.poller import DevicePoller
@@ -56,8 +58,10 @@ def _nvml_sampler(config: ExporterConfig) -> Sampler:
 def create_app(
     config: ExporterConfig, *, sampler: Sampler | None = None,
     monotonic: Callable[[], float] = time.monotonic, run_sampler: bool = True,
+    hostname: str | None = None,
 ) -> web.Application:
-    """The exporter app. Tests pass a sampler they tick themselves and ``run_sampler=False``."""
+    """The exporter app. Tests pass a sampler they tick themselves and ``run_sampler=False``;
+    ``hostname`` is the ``Hostname`` label of ``--names dcgm`` (this machine's by default)."""
     app = web.Application()
     app[CONFIG] = config
     if sampler is None:
@@ -65,7 +69,8 @@ def create_app(
         if poller is not None:
             app[POLLER] = poller
     app[SAMPLER] = sampler
-    app[CACHE] = ExpositionCache(package_version())
+    dcgm = DcgmView(hostname or socket.gethostname()) if config.names == NAMES_DCGM else None
+    app[CACHE] = ExpositionCache(package_version(), dcgm)
     app[MONOTONIC] = monotonic
     app[RUN_SAMPLER] = run_sampler
     app.cleanup_ctx.append(_following)
@@ -115,7 +120,7 @@ async def metrics(request: web.Request) -> web.Response:
     snapshot = app[CACHE].published or app[SAMPLER].latest()
     age = _age(request, snapshot)
     fresh = age <= app[CONFIG].staleness_limit_seconds
-    fmt = negotiate(request.headers.get("Accept"))
+    fmt = app[CACHE].negotiate(request.headers.get("Accept"))
     gzip = accepts_gzip(request.headers.get("Accept-Encoding"))
     body = app[CACHE].body(snapshot, fresh=fresh, fmt=fmt, age_seconds=age, gzip=gzip)
     headers = {"Content-Type": fmt.content_type, "Vary": "Accept, Accept-Encoding"}

@@ -62,6 +62,8 @@ def test_options_and_their_environment_variables(monkeypatch: pytest.MonkeyPatch
                      id="following an address without a scheme"),
         pytest.param(["--fake-gpus", "1", "--follow", "file:///etc/passwd"],
                      "not an http(s) URL", id="following a file"),
+        pytest.param(["--names", "dcgm"], "for fake GPUs", id="dcgm names on real GPUs"),
+        pytest.param(["--names", "nvidia"], "invalid choice", id="unknown names"),
     ],
 )
 def test_a_bad_option_is_one_line_and_status_2(
@@ -73,10 +75,11 @@ def test_a_bad_option_is_one_line_and_status_2(
     assert "Traceback" not in err
 
 
-def test_following(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_following_and_dcgm_names(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GOVERNOR_EXPORTER_FOLLOW", "http://a:8000, http://b:8001/")
-    config = parse_config(["--fake-gpus", "2"])
+    config = parse_config(["--fake-gpus", "2", "--names", "dcgm"])
     assert config.follow == ("http://a:8000", "http://b:8001/")
+    assert config.names == "dcgm"
     assert parse_config(["--fake-gpus", "2", "--follow", "http://c:1"]).follow == ("http://c:1",)
 
 
