@@ -36,6 +36,7 @@ from governor.contracts.endpoints import (
     LOCAL_HOST,
     PROMETHEUS,
 )
+from governor.contracts.simdevice import fake_gpu_uuid
 from governor.contracts.tokens import ADMIN_TOKEN_ENV, GRAFANA_TOKEN_ENV, WEBHOOK_TOKEN_ENV
 from governor.render.catalog import load_checked_spec
 from governor.render.params import Endpoints, RenderParams
@@ -150,9 +151,11 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
 
     def replica(index: int, port: int) -> Child:
         name = "inference" if config.replicas == 1 else f"inference-{index}"
+        # Replica i runs on fake GPU i, which the exporter follows.
+        gpu = None if config.real_gpus else fake_gpu_uuid(index)
         serve = Serve(engine="sim", preset=config.preset, host=host, port=port,
                       slo=str(config.slo.resolve()), admin_token_file=tokens["admin_token"],
-                      log_format=config.log_format, seed=index)
+                      log_format=config.log_format, seed=index, gpu_uuid=gpu)
         made = child(name, serve.python(), f"http://{host}:{port}/health")
         made.env = child_environment(os.environ, OWN_PREFIX["inference"])  # its own, by kind
         return made
@@ -160,6 +163,8 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
     return [
         *(replica(i, port) for i, port in enumerate(config.inference_ports())),
         child("exporter", Exporter(fake_gpus=None if config.real_gpus else config.fake_gpus,
+                                   follow=None if config.real_gpus else ",".join(
+                                       config.inference_urls()[:config.fake_gpus]),
                                    host=host, port=ports.exporter,
                                    log_format=config.log_format).python(),
               f"http://{host}:{ports.exporter}/health"),

@@ -67,6 +67,7 @@ class Serve(_Command):
     log_level: str | None = None
     seed: int | None = None
     time_scale: float | None = None
+    gpu_uuid: str | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     min_num_seqs: int | None = None
@@ -110,6 +111,8 @@ class Exporter(_Command):
 
     COMMAND: ClassVar[str] = "exporter"
     fake_gpus: int | None = None
+    follow: str | None = None  # URL[,URL]: the services whose simulated GPUs to show
+    names: str | None = None
     host: str | None = None
     port: int | None = None
     interval: str | None = None

@@ -231,12 +231,13 @@ def inference_vllm(spec: SloSpec, layout: Layout) -> Service:
 
 
 def exporter() -> Service:
-    command = Exporter(fake_gpus=DEMO_FAKE_GPUS).argv()
+    command = Exporter(fake_gpus=DEMO_FAKE_GPUS, follow=INFERENCE.url()).argv()
     return Service("exporter", {
         **governor(command, profile=SIM),
         "ports": [published("exporter", EXPORTER)],
         "healthcheck": python_probe(EXPORTER),
-    })
+    }, "The fake GPUs follow the simulated engine: GPU 0 shows its load and the faults a drill\n"
+       "sets (PUT /admin/sim/faults); GPU 1 stays idle.")
 
 
 def exporter_nvml() -> Service:

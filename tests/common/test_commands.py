@@ -18,9 +18,10 @@ from governor.inference.cli import build_parser as serve_parser
 EVERY_SERVE = Serve(
     engine="vllm", model="/models/m", served_model_name="m", preset="tiny", host="127.0.0.1",
     port=8001, slo="slo.yaml", admin_token_file="/run/admin", log_format="json",
-    log_level="warning", seed=3, time_scale=0.5, max_num_seqs=64, max_num_batched_tokens=4096,
-    min_num_seqs=2, min_num_batched_tokens=512, max_model_len=8192, max_tokens_limit=4096,
-    max_body_bytes=1 << 20, max_in_flight=128, max_queue=64, tokenizer_threads=2,
+    log_level="warning", seed=3, time_scale=0.5, gpu_uuid="GPU-1", max_num_seqs=64,
+    max_num_batched_tokens=4096, min_num_seqs=2, min_num_batched_tokens=512, max_model_len=8192,
+    max_tokens_limit=4096, max_body_bytes=1 << 20, max_in_flight=128, max_queue=64,
+    tokenizer_threads=2,
     otlp_endpoint="http://127.0.0.1:4318", engine_arg=("enforce_eager=true", "dtype=float32"))
 EVERY_CONTROLLER = Controller(
     slo="slo.yaml", host="127.0.0.1", port=9501, prometheus="http://127.0.0.1:9090",
@@ -28,7 +29,8 @@ EVERY_CONTROLLER = Controller(
     scrape_interval="5s", resync="10s", admin_token_file="/run/admin",
     webhook_token_file="/run/hook", state_file="/tmp/state.json", audit_log="/tmp/audit.jsonl",
     log_format="json", log_level="info")
-EVERY_EXPORTER = Exporter(fake_gpus=2, host="127.0.0.1", port=9401, interval="1s",
+EVERY_EXPORTER = Exporter(fake_gpus=2, follow="http://127.0.0.1:8000,http://127.0.0.1:8001",
+                          names="dcgm", host="127.0.0.1", port=9401, interval="1s",
                           log_format="json", log_level="info")
 
 

@@ -16,7 +16,8 @@ import pytest
 
 from governor.contracts.endpoints import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE
 from governor.contracts.metrics import service as svc
-from governor.up import EXIT_INTERRUPTED, Ports, UpConfig, UpError, prepare
+from governor.contracts.simdevice import fake_gpu_uuid
+from governor.up import EXIT_INTERRUPTED, Ports, UpConfig, UpError, children, prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -141,3 +142,15 @@ def test_a_child_that_dies_is_reported_with_the_end_of_its_log(tmp_path: Path) -
     assert "last lines of" in text and "exporter.log" in text
     report = text.split("last lines of", 1)[1]
     assert 0 < len(report.strip().splitlines()) <= 21  # the log's tail: its path, 20 lines
+
+
+def test_each_replica_runs_on_a_fake_gpu_the_exporter_follows(tmp_path: Path) -> None:
+    config = UpConfig(run_dir=tmp_path / "run", slo=ROOT / "slo.yaml", replicas=3, fake_gpus=2)
+    tokens, params = prepare(config)
+    argv = {child.name: child.argv for child in children(config, tokens, params)}
+    for index in range(3):
+        serve = argv[f"inference-{index}"]
+        assert serve[serve.index("--gpu-uuid") + 1] == fake_gpu_uuid(index)
+    exporter = argv["exporter"]
+    assert exporter[exporter.index("--follow") + 1] == \
+        ",".join(config.inference_urls()[:2])  # the third runs on no fake GPU
