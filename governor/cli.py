@@ -30,8 +30,12 @@ COMMANDS: dict[str, Command] = {
                                              "from slo.yaml"),
     "up": Command("governor.up", "the whole stack natively: Prometheus, Alertmanager, services"),
     "status": Command("governor.status", "SLOs, firing alerts, limits and decisions on one screen"),
+    "why": Command("governor.why", "why a latency SLO burns: causes ranked, their evidence, "
+                                   "the action"),
     "preview": Command("governor.preview", "render every dashboard panel from Prometheus to PNG"),
     "bench": Command("governor.bench", "benchmarks with ratios against a baseline"),
+    "drill": Command("governor.drills.cli", "inject a cause of an SLO burn into the embedded "
+                                            "stack and score the verdict"),
 }
 
 

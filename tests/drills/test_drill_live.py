@@ -1,0 +1,65 @@
+"""``governor drill`` end to end on the real stack (the service on the simulated engine, the
+fake GPUs, the controller, Prometheus and Alertmanager): a healthy drill sees no verdict, and a
+fault drill ends on a JSON line a script can score. Whether the verdict is right is the drill
+matrix's to judge (docs/drills.md), not this test's."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from governor.drills.stack import ports_from, ports_in_use
+
+ROOT = Path(__file__).resolve().parents[2]
+FIELDS = ("drill", "spec", "seed", "injected", "found", "verdict", "onset_to_verdict_seconds",
+          "alerts", "controller_changes", "controller_reasons", "notes")
+
+
+def free_port_base() -> int:
+    rng = random.Random()
+    for _ in range(100):
+        base = rng.randrange(30000, 60000)
+        if not ports_in_use("127.0.0.1", ports_from(base)):
+            return base
+    raise RuntimeError("no five free ports in a row")
+
+
+def drill(tmp_path: Path, *argv: str) -> tuple[list[str], dict[str, Any]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "governor", "drill", *argv, "--slo", str(ROOT / "slo.yaml"),
+         "--port-base", str(free_port_base()), "--run-dir", str(tmp_path / argv[0])],
+        capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    return lines, json.loads(lines[-1])
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_healthy_drill_sees_no_verdict(tmp_path: Path) -> None:
+    lines, result = drill(tmp_path, "healthy", "--onset", "20", "--wait", "40")
+    assert all(field in result for field in FIELDS)
+    assert (result["drill"], result["found"], result["verdict"]) == ("healthy", None, [])
+    assert result["verdict_polls"] == 0 and result["onset_to_verdict_seconds"] is None
+    assert any("injected: nothing" in line for line in lines)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_fault_drill_injects_its_fault_and_reports_what_it_saw(tmp_path: Path) -> None:
+    lines, result = drill(tmp_path, "gpu_throttled", "--onset", "30", "--wait", "90",
+                          "--settle", "5", "--seed", "2")
+    assert all(field in result for field in FIELDS)
+    assert result["drill"] == result["expected"] == "gpu_throttled" and result["seed"] == 2
+    assert result["injected"]["faults"] == {"clock_ratio": 0.5, "clock_reasons": ["hw_thermal"]}
+    assert isinstance(result["controller_changes"], int)
+    assert any('injected: faults {"clock_ratio": 0.5' in line for line in lines)
+    # Its clients were answered all along.
+    logs = tmp_path / "gpu_throttled" / "logs"
+    assert (logs / "load-healthy.log").read_text().count('"200"') > 0

@@ -1,0 +1,68 @@
+"""``governor drill all``: the plan, the JSON lines appended as drills end, the resume."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from governor.drills import catalog, matrix
+from governor.drills.matrix import JSONL, MatrixOptions, plan, run_matrix
+from governor.drills.report import Result
+from governor.drills.run import DrillOptions
+from governor.drills.score import read_records
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def options(out: Path, slo: Path = ROOT / "slo.yaml") -> MatrixOptions:
+    return MatrixOptions(out, DrillOptions(drill="healthy", slo=slo), seeds=(1, 2),
+                         loads=(0.5, 1.0, 1.5))
+
+
+def test_every_cause_on_every_seed_then_healthy_per_load() -> None:
+    planned = plan(options(Path("out")), stock_vllm=False)
+    faults = [d.name for d in catalog.DRILLS if d.cause is not None]
+    assert [(o.drill, o.seed) for o in planned[:len(faults)]] == [(f, 1) for f in faults]
+    assert [(o.drill, o.seed, o.load_scale) for o in planned[-3:]] == [
+        ("healthy", 1, 0.5), ("healthy", 2, 1.0), ("healthy", 1, 1.5)]
+    assert len({o.run_dir for o in planned}) == len(planned)
+    assert not any(o.keep for o in planned)
+
+
+def test_a_stock_vllm_spec_leaves_out_what_it_cannot_see() -> None:
+    drills = {o.drill for o in plan(options(Path("out")), stock_vllm=True)}
+    assert "client_stream" not in drills and "request_read" not in drills
+    assert "gpu_throttled" in drills
+
+
+def fake_drill(ran: list[str]) -> Callable[..., Result]:
+    def run(drill: DrillOptions, write: Callable[[str], None],
+            should_stop: Callable[[], bool], on_result: Callable[[Result], None]) -> Result:
+        ran.append(drill.drill)
+        cause = catalog.by_name(drill.drill).cause
+        result = Result(drill=drill.drill, spec=str(drill.slo), seed=drill.seed, injected={},
+                        found=cause, verdict=[], onset_to_verdict_seconds=30.0 if cause else None,
+                        alerts=[], controller_changes=0, controller_reasons=[], notes=[],
+                        load_scale=drill.load_scale, expected=cause)
+        on_result(result)
+        return result
+    return run
+
+
+def test_the_matrix_appends_each_line_and_resumes_where_it_stopped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+    monkeypatch.setattr(matrix, "run_drill", fake_drill(ran))
+    out: list[str] = []
+    assert run_matrix(options(tmp_path), write=out.append) == 0
+    planned = plan(options(tmp_path), stock_vllm=False)
+    assert len(ran) == len(planned) == len(read_records(tmp_path / JSONL))
+    assert "targets met" in out[-1]
+    lines = (tmp_path / JSONL).read_text().splitlines()
+    (tmp_path / JSONL).write_text("\n".join(lines[:5]) + "\n")  # cut short after five
+    ran.clear()
+    run_matrix(options(tmp_path), write=out.append)
+    assert len(ran) == len(planned) - 5
+    assert len(read_records(tmp_path / JSONL)) == len(planned)
