@@ -40,7 +40,7 @@ from governor.bench.load import LoadSpec, run_load, summarize
 from governor.bench.progress import Progress
 from governor.bench.service import cpu_seconds
 from governor.common.cli import EnvArgumentParser, positive_int
-from governor.common.commands import Serve
+from governor.common.commands import Serve, VllmServe, vllm_flags
 from governor.common.process import Child, ChildError, free_port
 from governor.contracts.endpoints import LOCAL_HOST
 from governor.contracts.package import install_hint
@@ -111,22 +111,6 @@ class BenchConfig:
     rounds: int = 1
 
 
-def vllm_cli_args(pairs: Sequence[str]) -> list[str]:
-    """``key=value`` engine arguments → vLLM's command-line flags (``--key value``)."""
-    argv: list[str] = []
-    for pair in pairs:
-        key, _, value = pair.partition("=")
-        flag = "--" + key.strip().replace("_", "-")
-        lowered = value.strip().lower()
-        if lowered in {"true", "1", "yes", "on"}:
-            argv.append(flag)
-        elif lowered in {"false", "0", "no", "off"}:
-            argv.append("--no-" + flag[2:])
-        else:
-            argv += [flag, value]
-    return argv
-
-
 def governor_argv(config: BenchConfig, port: int, otlp: str) -> list[str]:
     return Serve(engine="vllm", model=config.model, served_model_name=SERVED_NAME,
                  host=LOCAL_HOST, port=port, max_num_seqs=config.max_num_seqs,
@@ -138,14 +122,12 @@ def governor_argv(config: BenchConfig, port: int, otlp: str) -> list[str]:
 
 
 def vllm_argv(config: BenchConfig, port: int, otlp: str) -> list[str]:
-    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-            "--model", config.model, "--served-model-name", SERVED_NAME,
-            "--host", "127.0.0.1", "--port", str(port),
-            "--max-num-seqs", str(config.max_num_seqs),
-            "--max-num-batched-tokens", str(config.max_num_batched_tokens),
-            "--max-model-len", str(config.max_model_len),
-            "--otlp-traces-endpoint", f"{otlp}/v1/traces",
-            "--disable-uvicorn-access-log", *vllm_cli_args(config.engine_args)]
+    return VllmServe(model=config.model, served_model_name=SERVED_NAME, host=LOCAL_HOST,
+                     port=port, max_num_seqs=config.max_num_seqs,
+                     max_num_batched_tokens=config.max_num_batched_tokens,
+                     max_model_len=config.max_model_len,
+                     otlp_traces_endpoint=f"{otlp}/v1/traces", disable_uvicorn_access_log=True,
+                     extra=vllm_flags(config.engine_args)).python()
 
 
 @dataclass

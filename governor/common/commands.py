@@ -18,6 +18,7 @@ Governor's admin route in it.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
@@ -137,6 +138,8 @@ class VllmServe:
     api_server_count: int | None = None
     # JSON: bucket family → edges (vLLM >= 0.32; slo.yaml's vllm.custom_histogram_buckets)
     custom_histogram_buckets: str | None = None
+    otlp_traces_endpoint: str | None = None
+    disable_uvicorn_access_log: bool = False
     extra: tuple[str, ...] = ()
 
     def argv(self) -> list[str]:
@@ -150,3 +153,23 @@ class VllmServe:
     def python(self) -> list[str]:
         """The same, run by this interpreter (vLLM's CLI module)."""
         return [sys.executable, "-m", "vllm.entrypoints.cli.main", *self.argv()[1:]]
+
+def vllm_flags(engine_args: Sequence[str]) -> tuple[str, ...]:
+    """``governor serve``'s ``--engine-arg key=value`` pairs as ``vllm serve``'s own flags, for
+    :attr:`VllmServe.extra`::
+
+        >>> vllm_flags(["dtype=float32", "enforce_eager=true", "enable_prefix_caching=off"])
+        ('--dtype', 'float32', '--enforce-eager', '--no-enable-prefix-caching')
+    """
+    out: list[str] = []
+    for pair in engine_args:
+        key, _, value = pair.partition("=")
+        flag = "--" + key.strip().replace("_", "-")
+        lowered = value.strip().lower()
+        if lowered in {"true", "1", "yes", "on"}:
+            out.append(flag)
+        elif lowered in {"false", "0", "no", "off"}:
+            out.append("--no-" + flag[2:])
+        else:
+            out += [flag, value]
+    return tuple(out)

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Final, Protocol
 
 import aiohttp
 
+from governor.common.entry_points import entry_point_names, load_entry_point
 from governor.common.secrets import Secret
 from governor.controller.model import Limits, Target, TargetLimits
 
@@ -43,16 +43,8 @@ class ActuatorEntry:
 
 
 def actuator_names() -> tuple[str, ...]:
-    return tuple(sorted({point.name for point in metadata.entry_points(group=GROUP)}))
+    return entry_point_names(GROUP)
 
 
 def load_actuator(name: str) -> ActuatorEntry:
-    points = [point for point in metadata.entry_points(group=GROUP) if point.name == name]
-    if not points:
-        known = ", ".join(repr(n) for n in actuator_names()) or "none is installed"
-        raise ValueError(f"unknown actuator {name!r}: expected {known}")
-    entry = points[0].load()
-    if not isinstance(entry, ActuatorEntry):
-        raise TypeError(f"the entry point {points[0].value!r} ({GROUP}) must name an "
-                        f"ActuatorEntry, not {type(entry).__name__}")
-    return entry
+    return load_entry_point(GROUP, name, ActuatorEntry, noun="actuator")

@@ -29,8 +29,7 @@ from pathlib import Path
 from governor.alerts.alertmanager import alertmanager_args
 from governor.alerts.prometheus import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
-from governor.bench.vllm_compare import vllm_cli_args
-from governor.common.commands import Serve, VllmServe
+from governor.common.commands import Serve, VllmServe, vllm_flags
 from governor.common.process import Child, http_ok
 from governor.common.secrets import write_private
 from governor.contracts.endpoints import HEALTH_PATH, LOCAL_HOST
@@ -74,7 +73,7 @@ def _service_argv(args: argparse.Namespace, model: str, token: Path, port: int) 
                          max_num_seqs=args.max_num_seqs,
                          max_num_batched_tokens=args.max_num_batched_tokens,
                          max_model_len=args.max_model_len,
-                         extra=tuple(vllm_cli_args(args.engine_arg))).python()
+                         extra=vllm_flags(args.engine_arg)).python()
     serve = Serve(engine=args.engine, host=LOCAL_HOST, port=port,
                   served_model_name=SERVED, admin_token_file=str(token),
                   max_num_seqs=args.max_num_seqs,

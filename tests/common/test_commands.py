@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from governor.common.commands import Controller, Exporter, Serve
+from governor.common.commands import Controller, Exporter, Serve, VllmServe, vllm_flags
 from governor.controller.cli import build_parser as controller_parser
 from governor.exporters.cli import build_parser as exporter_parser
 from governor.inference.cli import build_parser as serve_parser
@@ -83,3 +83,19 @@ def test_python_runs_the_command_with_this_interpreter() -> None:
 def test_a_zero_is_a_value_and_false_is_no_flag() -> None:
     assert Serve(time_scale=0).argv() == ["serve", "--time-scale", "0"]
     assert Exporter(fake_gpus=0).argv() == ["exporter", "--fake-gpus", "0"]
+
+def test_engine_arguments_become_vllm_flags() -> None:
+    assert vllm_flags(
+        ["dtype=float32", "enforce_eager=true", "enable_prefix_caching=false",
+         'compilation_config={"level": 0}']
+    ) == ("--dtype", "float32", "--enforce-eager", "--no-enable-prefix-caching",
+          "--compilation-config", '{"level": 0}')
+
+
+def test_stock_vllm_serve_takes_the_model_first_and_passes_its_own_flags_last() -> None:
+    command = VllmServe(model="/m", port=8002,
+                        otlp_traces_endpoint="http://127.0.0.1:4318/v1/traces",
+                        disable_uvicorn_access_log=True, extra=("--dtype", "float32"))
+    assert command.argv() == ["vllm", "serve", "/m", "--port", "8002", "--otlp-traces-endpoint",
+                              "http://127.0.0.1:4318/v1/traces", "--disable-uvicorn-access-log",
+                              "--dtype", "float32"]

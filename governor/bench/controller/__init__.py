@@ -100,8 +100,7 @@ def build_parser() -> EnvArgumentParser:
     p.add_argument("--workload", type=Path, action="append", default=None, metavar="FILE",
                    help="a workload file (YAML phases or a named replay), a request log (CSV or "
                         "JSONL: Governor's own, Azure LLM inference, BurstGPT, Mooncake), or a "
-                        "folder of YAML files; repeatable (default: the built-in headline, "
-                        "benchmarks/workloads/headline.yaml)")
+                        "folder of YAML files; repeatable (default: the built-in headline)")
     p.add_argument("--speed", type=_speed, default=1.0,
                    help="replay request logs this many times faster (a named replay's own "
                         "speed is multiplied by it)")

@@ -19,7 +19,8 @@ without changing its shape::
                     {start: 45%, end: 60%, from: 1.3, to: 1.9}, {start: 60%, end: 80%, from: 1.9},
                     {start: 80%, end: 100%, from: 0.5}]}
 
-The built-in headline (:meth:`Workload.headline`) is that file: chats decoding continuously while
+The built-in headline (:meth:`Workload.headline`) is that file, shipped beside this module
+(``benchmarks/workloads/headline.yaml`` links to it): chats decoding continuously while
 long documents arrive, whose every prefill chunk stalls every decoding chat for one step; at
 vLLM's default budget on an H200 (8192) the step and the ramp make those stalls frequent enough
 to breach the 120 ms inter-token P99.
@@ -33,8 +34,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import yaml
@@ -45,6 +47,8 @@ VERSION = "governor/workload/v1"
 MAX_DURATION_SECONDS = 7 * 86400.0
 MAX_RATE = 10_000.0
 MAX_TOKENS = 1_000_000
+# The benchmark's built-in workload, a file of this package.
+HEADLINE_FILE: Final = "headline.yaml"
 
 
 class WorkloadError(ValueError):
@@ -107,15 +111,9 @@ class Workload:
     @classmethod
     def headline(cls, minutes: float = 40.0) -> Workload:
         """The benchmark's scenario over ``minutes``; each phase keeps its share of the run."""
-        def hold(start: float, end: float, rate: float) -> Phase:
-            return Phase(start, end, rate, rate)
-
-        chat = RequestClass("chat", (200, 1200), (150, 450), (hold(0.0, 1.0, 12.0),))
-        doc = RequestClass("doc", (4000, 7500), (200, 500), (
-            hold(0.0, 0.15, 0.5), hold(0.15, 0.45, 1.3), Phase(0.45, 0.6, 1.3, 1.9),
-            hold(0.6, 0.8, 1.9), hold(0.8, 1.0, 0.5)))
-        return cls("headline", minutes * 60.0, (chat, doc),
-                    "chats decoding while documents arrive, with a load step and a ramp")
+        shipped = resources.files(__name__.rpartition(".")[0]).joinpath(HEADLINE_FILE)
+        data = yaml.safe_load(shipped.read_text(encoding="utf-8"))
+        return parse_workload(data, HEADLINE_FILE).with_minutes(minutes)
 
     def with_minutes(self, minutes: float) -> Workload:
         return replace(self, duration_seconds=minutes * 60.0)

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Final
 
 from prometheus_client import CollectorRegistry
 
+from governor.common.entry_points import entry_point_names, load_entry_point
 from governor.inference.engines.base import Engine
 from governor.inference.engines.settings import EngineSettings
 
@@ -47,26 +47,15 @@ class EngineEntry:
     check: Callable[[EngineSettings], None] = _accept
 
 
-class UnknownEngine(ValueError):
-    pass
-
-
 def engine_names() -> tuple[str, ...]:
     """The installed engines' names, sorted (without importing any of them)."""
-    return tuple(sorted({point.name for point in metadata.entry_points(group=GROUP)}))
+    return entry_point_names(GROUP)
 
 
 def load_engine(name: str) -> EngineEntry:
-    """The engine ``name`` names; :class:`UnknownEngine` listing the installed ones if none."""
-    points = [point for point in metadata.entry_points(group=GROUP) if point.name == name]
-    if not points:
-        known = ", ".join(repr(n) for n in engine_names()) or "none is installed"
-        raise UnknownEngine(f"unknown engine {name!r}: expected {known}")
-    entry = points[0].load()
-    if not isinstance(entry, EngineEntry):
-        raise TypeError(f"the entry point {points[0].value!r} ({GROUP}) must name an "
-                        f"EngineEntry, not {type(entry).__name__}")
-    return entry
+    """The engine ``name`` names; :class:`~governor.common.entry_points.UnknownEntryPoint`
+    listing the installed ones if none."""
+    return load_entry_point(GROUP, name, EngineEntry, noun="engine")
 
 
 def create_engine(settings: EngineSettings, registry: CollectorRegistry) -> Engine:

@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from governor.bench.controller import workload as workload_module
 from governor.bench.controller.request_logs import ReplayOptions, load_traffic
 from governor.bench.controller.workload import (
+    HEADLINE_FILE,
     Workload,
     WorkloadError,
     dump_workload,
@@ -30,12 +32,11 @@ def minimal(**changes: object) -> dict[str, object]:
     return data
 
 
-def test_the_committed_headline_file_is_the_built_in_default() -> None:
-    """The file is the built-in rendered (like deploy/): same text, same arrivals."""
-    committed = (WORKLOADS / "headline.yaml").read_text()
-    assert committed.split("\n", 1)[1] == dump_workload(Workload.headline())
-    assert load_workload(WORKLOADS / "headline.yaml").arrivals(5) == \
-        Workload.headline().arrivals(5)
+def test_the_built_in_headline_is_the_shipped_file_the_benchmarks_folder_links_to() -> None:
+    shipped = Path(workload_module.__file__).with_name(HEADLINE_FILE)
+    assert (WORKLOADS / "headline.yaml").resolve() == shipped.resolve()
+    assert shipped.read_text().split("\n", 1)[1] == dump_workload(Workload.headline())
+    assert load_workload(shipped).arrivals(5) == Workload.headline().arrivals(5)
 
 
 @pytest.mark.parametrize(

@@ -8,14 +8,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from governor.common.entry_points import UnknownEntryPoint
 from governor.inference.cli import build_parser, config_from_args
 from governor.inference.config import ServiceConfig
-from governor.inference.engines.registry import (
-    UnknownEngine,
-    create_engine,
-    engine_names,
-    load_engine,
-)
+from governor.inference.engines.registry import create_engine, engine_names, load_engine
 from governor.inference.engines.settings import EngineSettings
 from tests.support.scripted import ScriptedEngine
 
@@ -62,7 +58,7 @@ def test_a_third_engine_is_a_module_and_an_entry_point(third_engine: Path) -> No
 
 
 def test_an_unknown_engine_names_the_installed_ones() -> None:
-    with pytest.raises(UnknownEngine, match=r"unknown engine 'sglang': expected .*'sim'"):
+    with pytest.raises(UnknownEntryPoint, match=r"unknown engine 'sglang': expected .*'sim'"):
         create_engine(EngineSettings(kind="sglang"), CollectorRegistry())
 
 
