@@ -23,16 +23,16 @@ from typing import Final
 
 from governor.alerts import render as rules
 from governor.alerts.alertmanager import alertmanager_args
-from governor.alerts.prometheus import prometheus_args
+from governor.alerts.prometheus_config import prometheus_args
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds
 from governor.contracts.promql import format_duration
 from governor.dashboards import render as boards
 from governor.dashboards.provisioning import DASHBOARDS_PATH, GrafanaParams
+from governor.generation.artifacts import Artifacts
+from governor.generation.catalog import load_checked_spec
+from governor.generation.params import Endpoints, RenderParams
 from governor.manifests import compose
 from governor.manifests import render as manifests
-from governor.render.artifacts import Artifacts
-from governor.render.catalog import load_checked_spec
-from governor.render.params import Endpoints, RenderParams
 from governor.slo.spec import SloSpec, SpecError
 
 PROG: Final = "governor generate"

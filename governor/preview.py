@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds
-from governor.common.prometheus import PrometheusHTTP
+from governor.common.prometheus_api import PrometheusHTTP
 from governor.contracts.endpoints import LOCAL_HOST, PROMETHEUS
 from governor.contracts.package import install_hint
 from governor.contracts.promql import format_duration
 from governor.dashboards.readback import boards_of, defaults, expand, legend
 from governor.dashboards.render import render_all
-from governor.render.catalog import load_checked_spec
+from governor.generation.catalog import load_checked_spec
 from governor.slo.spec import SpecError
 
 GRID_COLUMNS = 24

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds
-from governor.common.prometheus import PrometheusHTTP
+from governor.common.prometheus_api import PrometheusHTTP
 from governor.contracts.endpoints import ALERTMANAGER, CONTROLLER, LOCAL_HOST, PROMETHEUS
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import slo as n

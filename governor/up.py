@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from governor.alerts.alertmanager import alertmanager_args
-from governor.alerts.prometheus import prometheus_args
+from governor.alerts.prometheus_config import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
 from governor.common.commands import Controller, Exporter, Serve
@@ -38,8 +38,8 @@ from governor.contracts.endpoints import (
 )
 from governor.contracts.simdevice import fake_gpu_uuid
 from governor.contracts.tokens import ADMIN_TOKEN_ENV, GRAFANA_TOKEN_ENV, WEBHOOK_TOKEN_ENV
-from governor.render.catalog import load_checked_spec
-from governor.render.params import Endpoints, RenderParams
+from governor.generation.catalog import load_checked_spec
+from governor.generation.params import Endpoints, RenderParams
 from governor.slo.spec import SloSpec, SpecError
 
 ALERTMANAGER_BINARIES = ("prometheus-alertmanager", "alertmanager")

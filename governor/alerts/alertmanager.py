@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from governor.contracts.endpoints import ALERTMANAGER, LISTEN_HOST, WEBHOOK_PATH
 from governor.contracts.metrics import slo as n
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE
+from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.contracts.metrics.service import LABEL_CLASS
 from governor.contracts.promql import eq, format_duration, regex
-from governor.render.params import Endpoints, RenderParams
+from governor.generation.params import Endpoints, RenderParams
 from governor.slo.fleet import Alerting
 
 RECEIVER_CONTROLLER = "controller"

@@ -20,18 +20,18 @@ from governor.alerts.slo_rules import slo_labels
 from governor.alerts.slo_tests import (
     MINUTE,
     Segment,
-    _events_per_minute,
-    _thresholds,
-    _tier_fires,
-    _with_scrape,
-    _within,
+    as_scraped,
+    between,
     clear_of_thresholds,
     cumulative,
+    events_per_minute,
+    tier_fires,
+    tier_thresholds,
 )
 from governor.alerts.synth import Series
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import slo as n
-from governor.contracts.metrics.prometheus import LABEL_JOB, LABEL_LE
+from governor.contracts.metrics.scrape import LABEL_JOB, LABEL_LE
 from governor.contracts.metrics.service import LABEL_CLASS
 from governor.contracts.promql import exposition_float
 from governor.slo import class_thresholds
@@ -71,10 +71,10 @@ def class_series(spec: SloSpec, slo: SLO, name: str,
             {**labels, LABEL_LE: exposition_float(edge)}.items())))
         values = cumulative([(sum((c for latency, c in p.observations if latency <= edge),
                                   Decimal(0)), p.minutes) for p in phases])
-        series.append(InputSeries(_with_scrape(bucket), values))
+        series.append(InputSeries(as_scraped(bucket), values))
     count = Series(sli.metric + "_count", tuple(sorted(labels.items())))
     totals = cumulative([(p.segment(math.inf).total, p.minutes) for p in phases])
-    return (*series, InputSeries(_with_scrape(count), totals))
+    return (*series, InputSeries(as_scraped(count), totals))
 
 
 def _at(threshold: float, bad_share: Decimal, events: Decimal) -> tuple[tuple[float, Decimal],
@@ -105,14 +105,14 @@ def combined_threshold_tests(spec: SloSpec, slo: SLO) -> tuple[RuleTest, ...]:
     """For the SLO's own rules: its error ratio counts each class at that class's threshold."""
     if not class_thresholds.applies(spec, slo) or len(class_thresholds.groups(spec, slo)) < 2:
         return ()
-    series, _ = _own_thresholds(spec, slo, _events_per_minute(slo, []))
+    series, _ = _own_thresholds(spec, slo, events_per_minute(slo, []))
     ratio = recorded(n.SLI_ERROR_RATIO.at(300), spec, slo)
     labels = _labelled(n.SLI_ERROR_RATIO.at(300), spec, slo)
     return (RuleTest(
         f"{slo.name}: each request class counts at its own threshold", MINUTE, series, (),
-        (ExprCheck(60 * MINUTE, _within(ratio, Decimal("-0.001"), Decimal("0.001")),
+        (ExprCheck(60 * MINUTE, between(ratio, Decimal("-0.001"), Decimal("0.001")),
                    ((labels, 1),)),
-         ExprCheck(120 * MINUTE, _within(ratio, Decimal("0.999"), Decimal("1.001")),
+         ExprCheck(120 * MINUTE, between(ratio, Decimal("0.999"), Decimal("1.001")),
                    ((labels, 1),))),
     ),)
 
@@ -124,7 +124,7 @@ def _expected(spec: SloSpec, slo: SLO, alerts: dict[str, AlertRule],
     for name, own in phases.items():
         segments = [p.segment(by_class[name]) for p in own]
         for severity in SEVERITIES:
-            if any(_tier_fires(spec, slo, t, segments, minute)
+            if any(tier_fires(spec, slo, t, segments, minute)
                    for t in firing_tiers(spec, slo, severity)):
                 labels = {**slo_labels(spec, slo), n.LABEL_SEVERITY: severity,
                           LABEL_CLASS: name}
@@ -158,16 +158,16 @@ def class_tests(spec: SloSpec, slo: SLO) -> tuple[RuleTest, ...]:
     own threshold."""
     alerts = {a.labels[n.LABEL_SEVERITY]: a for a in class_burn_alerts(spec, slo)}
     by_class = class_thresholds.thresholds(spec, slo)
-    page, ticket = (_thresholds(spec, slo, s) for s in (n.SEVERITY_PAGE, n.SEVERITY_TICKET))
+    page, ticket = (tier_thresholds(spec, slo, s) for s in (n.SEVERITY_PAGE, n.SEVERITY_TICKET))
     healthy = min([*page, *ticket, Decimal(1)]) / 2
-    events = _events_per_minute(slo, [healthy])
+    events = events_per_minute(slo, [healthy])
     tests = []
     if alerts:
         tests.append(clear_of_thresholds(
             lambda extra: _one_class_burning(spec, slo, alerts, healthy, events, extra)))
     series, _ = _own_thresholds(spec, slo, events)
     checks = tuple(
-        ExprCheck(minute * MINUTE, _within(recorded(n.CLASS_SLI_ERROR_RATIO.at(300), spec, slo),
+        ExprCheck(minute * MINUTE, between(recorded(n.CLASS_SLI_ERROR_RATIO.at(300), spec, slo),
                                            low, high),
                   tuple((_labelled(n.CLASS_SLI_ERROR_RATIO.at(300), spec, slo, c), 1)
                         for c in sorted(by_class)))

@@ -17,7 +17,7 @@ from governor.alerts.slo_rules import sli_matchers, slo_labels
 from governor.alerts.slo_tests import cumulative
 from governor.contracts.endpoints import INFERENCE
 from governor.contracts.metrics import slo as n
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB, LABEL_LE
+from governor.contracts.metrics.scrape import LABEL_INSTANCE, LABEL_JOB, LABEL_LE
 from governor.contracts.promql import (
     Selector,
     equal_to,
@@ -27,7 +27,7 @@ from governor.contracts.promql import (
     histogram_quantile,
     to_decimal,
 )
-from governor.render.params import RenderParams
+from governor.generation.params import RenderParams
 from governor.slo.class_thresholds import own_threshold_classes
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 

@@ -36,7 +36,7 @@ from governor.alerts.health_alert import (
 )
 from governor.contracts.endpoints import EXPORTER
 from governor.contracts.metrics import dcgm, gpu
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB, UP
+from governor.contracts.metrics.scrape import LABEL_INSTANCE, LABEL_JOB, UP
 from governor.contracts.metrics.slo import SEVERITY_PAGE, SEVERITY_TICKET
 from governor.contracts.promql import (
     Selector,

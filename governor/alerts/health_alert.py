@@ -20,10 +20,10 @@ from decimal import Decimal
 from governor.alerts.rules import AlertRule
 from governor.alerts.ruletests import AlertCheck, ExpectedAlert, InputSeries, RuleTest
 from governor.alerts.slo_tests import cumulative
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB
+from governor.contracts.metrics.scrape import LABEL_INSTANCE, LABEL_JOB
 from governor.contracts.metrics.slo import LABEL_SEVERITY
 from governor.contracts.promql import Selector, equal_to, format_number
-from governor.render.params import RenderParams
+from governor.generation.params import RenderParams
 from governor.slo.fleet import Target
 
 MINUTE = 60

@@ -29,7 +29,7 @@ from governor.alerts.rules import RuleFile, RuleGroup
 from governor.alerts.ruletests import RuleTest
 from governor.contracts.endpoints import EXPORTER, INFERENCE
 from governor.contracts.metrics import gpu, service, vllm
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE, UP
+from governor.contracts.metrics.scrape import LABEL_INSTANCE, UP
 from governor.contracts.metrics.slo import SEVERITY_PAGE, SEVERITY_TICKET
 from governor.contracts.promql import (
     Selector,
@@ -41,7 +41,7 @@ from governor.contracts.promql import (
     rate,
     sum_by,
 )
-from governor.render.params import RenderParams
+from governor.generation.params import RenderParams
 from governor.slo.fleet import GpuTarget, Target, Targets
 
 GROUP = "governor-health"

@@ -14,7 +14,7 @@ from typing import Any
 
 from governor.alerts.rules import RuleFile
 from governor.contracts.metrics import slo as n
-from governor.contracts.metrics.prometheus import LABEL_NAMESPACE
+from governor.contracts.metrics.scrape import LABEL_NAMESPACE
 from governor.slo.spec import SloSpec
 
 

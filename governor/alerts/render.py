@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from governor.alerts.alertmanager import HEADER_NOTE, alertmanager_config
 from governor.alerts.kubernetes import prometheus_rule
-from governor.alerts.prometheus import (
+from governor.alerts.prometheus_config import (
     INFERENCE_TARGETS,
     flags_note,
     inference_targets,
@@ -27,10 +27,10 @@ from governor.alerts.ruleset import RuleSetFile, Scope
 from governor.alerts.rulesets import rulesets
 from governor.alerts.ruletests import RuleTest, TestFile
 from governor.alerts.runbooks import for_the_fleet
-from governor.render.artifacts import Artifacts, Owned
-from governor.render.catalog import histogram_edges
-from governor.render.params import Endpoints, RenderParams
-from governor.render.yamltext import dump_yaml, is_generated
+from governor.generation.artifacts import Artifacts, Owned
+from governor.generation.catalog import histogram_edges
+from governor.generation.params import Endpoints, RenderParams
+from governor.generation.yamltext import dump_yaml, is_generated
 from governor.slo.spec import SloSpec
 
 PROMETHEUS_CONFIG = "prometheus/prometheus.yml"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from governor.alerts.rules import RuleFile, RuleGroup
 from governor.alerts.ruletests import RuleTest
-from governor.render.params import RenderParams
+from governor.generation.params import RenderParams
 from governor.slo.spec import SLO, SloSpec
 
 

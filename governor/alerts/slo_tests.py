@@ -27,7 +27,7 @@ from governor.alerts.slo_rules import (
 from governor.alerts.synth import Series, matching, split_events
 from governor.contracts.endpoints import INFERENCE
 from governor.contracts.metrics import slo as n
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_LE
+from governor.contracts.metrics.scrape import LABEL_INSTANCE, LABEL_LE
 from governor.contracts.promql import (
     Selector,
     eq,
@@ -78,7 +78,7 @@ def _counter(segments: Sequence[Segment], pick: str) -> str:
     return cumulative([(value(s), s.minutes) for s in segments])
 
 
-def _with_scrape(series: Series) -> str:
+def as_scraped(series: Series) -> str:
     """The series as a scrape stores it: with an instance (the selectors set the job)."""
     labels = dict(series.labels)
     labels.setdefault(LABEL_INSTANCE, SCRAPE_INSTANCE)
@@ -94,16 +94,16 @@ def traffic(spec: SloSpec, slo: SLO, segments: Sequence[Segment]) -> tuple[Input
         bucket = matching(Selector(sli.metric + "_bucket", (*selector, eq(LABEL_LE, le))))
         inf = matching(Selector(sli.metric + "_bucket", (*selector, eq(LABEL_LE, "+Inf"))))
         count = matching(Selector(sli.metric + "_count", selector))
-        return (InputSeries(_with_scrape(bucket), _counter(segments, "good")),
-                InputSeries(_with_scrape(inf), _counter(segments, "total")),
-                InputSeries(_with_scrape(count), _counter(segments, "total")))
+        return (InputSeries(as_scraped(bucket), _counter(segments, "good")),
+                InputSeries(as_scraped(inf), _counter(segments, "total")),
+                InputSeries(as_scraped(count), _counter(segments, "total")))
     errors, total = ratio_selector(spec, sli.errors), ratio_selector(spec, sli.total)
     if errors.metric == total.metric:
         bad, good = split_events(errors, total)
-        return (InputSeries(_with_scrape(bad), _counter(segments, "bad")),
-                InputSeries(_with_scrape(good), _counter(segments, "good")))
-    return (InputSeries(_with_scrape(matching(errors)), _counter(segments, "bad")),
-            InputSeries(_with_scrape(matching(total)), _counter(segments, "total")))
+        return (InputSeries(as_scraped(bad), _counter(segments, "bad")),
+                InputSeries(as_scraped(good), _counter(segments, "good")))
+    return (InputSeries(as_scraped(matching(errors)), _counter(segments, "bad")),
+            InputSeries(as_scraped(matching(total)), _counter(segments, "total")))
 
 
 def window_ratio(segments: Sequence[Segment], at_minute: int, window_seconds: int) -> Fraction:
@@ -139,7 +139,7 @@ EXACT_MARGIN = Fraction(1, 10**9)
 MIXED_MARGIN = Fraction(1, 20)
 
 
-def _tier_fires(spec: SloSpec, slo: SLO, tier: BurnTier, segments: Sequence[Segment],
+def tier_fires(spec: SloSpec, slo: SLO, tier: BurnTier, segments: Sequence[Segment],
                 at_minute: int) -> bool:
     threshold = Fraction(tier.threshold(spec.period_seconds, slo.error_budget))
     fires = []
@@ -174,7 +174,7 @@ def _expected(spec: SloSpec, slo: SLO, alerts: dict[str, AlertRule], segments: S
     found = []
     for severity in SEVERITIES:
         tiers = firing_tiers(spec, slo, severity)
-        if traffic_ok and any(_tier_fires(spec, slo, t, segments, at_minute) for t in tiers):
+        if traffic_ok and any(tier_fires(spec, slo, t, segments, at_minute) for t in tiers):
             labels = dict(alert_labels(spec, slo, severity))
             found.append(ExpectedAlert(labels, alerts[severity].expected_annotations(labels)))
     return tuple(found)
@@ -185,7 +185,7 @@ def _decimal_places(value: Decimal) -> int:
     return max(0, -exponent) if isinstance(exponent, int) else 0
 
 
-def _events_per_minute(slo: SLO, ratios: Sequence[Decimal]) -> Decimal:
+def events_per_minute(slo: SLO, ratios: Sequence[Decimal]) -> Decimal:
     """A traffic level at which every ratio is a whole number of bad events, and that clears
     the low-traffic guard four times over."""
     total = Decimal(10) ** max([2, *(_decimal_places(r) for r in ratios)])
@@ -194,12 +194,12 @@ def _events_per_minute(slo: SLO, ratios: Sequence[Decimal]) -> Decimal:
     return total
 
 
-def _thresholds(spec: SloSpec, slo: SLO, severity: str) -> list[Decimal]:
+def tier_thresholds(spec: SloSpec, slo: SLO, severity: str) -> list[Decimal]:
     return [t.threshold(spec.period_seconds, slo.error_budget)
             for t in firing_tiers(spec, slo, severity)]
 
 
-def _within(series: str, low: Decimal, high: Decimal) -> str:
+def between(series: str, low: Decimal, high: Decimal) -> str:
     return (f"({series} > bool {format_number(low)}) * ({series} < bool {format_number(high)})")
 
 
@@ -214,9 +214,9 @@ def _weighting_test(spec: SloSpec, slo: SLO) -> RuleTest:
     return RuleTest(
         f"{slo.name}: the period ratio counts events, not 5-minute slices", MINUTE,
         traffic(spec, slo, segments), (),
-        (ExprCheck(120 * MINUTE, _within(ratio, Decimal("0.04"), Decimal("0.06")),
+        (ExprCheck(120 * MINUTE, between(ratio, Decimal("0.04"), Decimal("0.06")),
                    ((labels, 1),)),
-         ExprCheck(120 * MINUTE, _within(remaining, 1 - Decimal("0.06") / budget,
+         ExprCheck(120 * MINUTE, between(remaining, 1 - Decimal("0.06") / budget,
                                          1 - Decimal("0.04") / budget), ((labels, 1),))),
     )
 
@@ -226,12 +226,12 @@ def slo_tests(spec: SloSpec, slo: SLO) -> tuple[RuleTest, ...]:
     if not alerts:  # no tier can fire: only the recording rules are left to test
         return (_weighting_test(spec, slo),)
     name = next(iter(alerts.values())).alert
-    page = _thresholds(spec, slo, n.SEVERITY_PAGE)
-    ticket = _thresholds(spec, slo, n.SEVERITY_TICKET)
+    page = tier_thresholds(spec, slo, n.SEVERITY_PAGE)
+    ticket = tier_thresholds(spec, slo, n.SEVERITY_TICKET)
     healthy = min(page + ticket) / 2
     slow = (max(ticket) + min([*page, Decimal(1)])) / 2 if ticket else None
     ratios = [r for r in (healthy, slow) if r is not None]
-    events = _events_per_minute(slo, ratios)
+    events = events_per_minute(slo, ratios)
 
     def segment(ratio: Decimal, minutes: int, total: Decimal = events) -> Segment:
         return Segment(total, (total * ratio).normalize(), minutes)

@@ -24,7 +24,7 @@ from governor.alerts.slo_tests import cumulative
 from governor.contracts.endpoints import INFERENCE
 from governor.contracts.metrics import service as m
 from governor.contracts.metrics import slo as n
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB
+from governor.contracts.metrics.scrape import LABEL_INSTANCE, LABEL_JOB
 from governor.contracts.metrics.slo import SEVERITY_PAGE
 from governor.contracts.promql import (
     Selector,

@@ -24,9 +24,9 @@ from typing import Any
 
 import aiohttp
 
-from governor.common.prometheus import MAX_ANSWER_BYTES, QUERY_PATH, result
-from governor.common.prometheus import PrometheusError as PrometheusError  # the controller's
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE
+from governor.common.prometheus_api import MAX_ANSWER_BYTES, QUERY_PATH, result
+from governor.common.prometheus_api import PrometheusError as PrometheusError  # the controller's
+from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.contracts.metrics.service import LABEL_STAGE
 from governor.contracts.metrics.vllm import LABEL_ENGINE
 from governor.controller import ranks

@@ -24,7 +24,7 @@ from typing import Final
 
 from governor.contracts import promql
 from governor.contracts.metrics import service, vllm
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_LE, UP
+from governor.contracts.metrics.scrape import LABEL_INSTANCE, LABEL_LE, UP
 from governor.contracts.metrics.service import LABEL_STAGE
 from governor.slo.fleet import Target, Targets
 

@@ -20,7 +20,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.cog import builder as cog
 from grafana_foundation_sdk.models import dashboard as dm
 
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB, LABEL_NAMESPACE
+from governor.contracts.metrics.scrape import LABEL_INSTANCE, LABEL_JOB, LABEL_NAMESPACE
 from governor.contracts.promql import Matcher, Selector, regex
 from governor.dashboards.panels import DATASOURCE_VARIABLE, PROMETHEUS_TYPE, prometheus_ref
 from governor.dashboards.variables import target_scope

@@ -15,8 +15,8 @@ from typing import Final
 from grafana_foundation_sdk.models import dashboard as dm
 
 from governor.contracts.metrics import dcgm
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE as INSTANCE
-from governor.contracts.metrics.prometheus import SCRAPE_DURATION, SCRAPE_SAMPLES
+from governor.contracts.metrics.scrape import LABEL_INSTANCE as INSTANCE
+from governor.contracts.metrics.scrape import SCRAPE_DURATION, SCRAPE_SAMPLES
 from governor.contracts.promql import Matcher, Selector, max_by, rate, regex, sum_by
 from governor.dashboards import gpu_board
 from governor.dashboards.board import Board, fleet_variables, label_variable

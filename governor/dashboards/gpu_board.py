@@ -14,7 +14,7 @@ from grafana_foundation_sdk.models import dashboard as dm
 
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import gpu as g
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE as INSTANCE
+from governor.contracts.metrics.scrape import LABEL_INSTANCE as INSTANCE
 from governor.contracts.promql import Matcher, Selector, increase, rate, regex, sum_by
 from governor.dashboards.board import Board, BoardInfo, fleet_variables, label_variable
 from governor.dashboards.panels import BAD_COLOR, Line, Query, Spec, stat, timeseries

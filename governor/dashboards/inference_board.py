@@ -23,7 +23,7 @@ from governor.contracts.declaration import Metric
 from governor.contracts.metrics import controller as c
 from governor.contracts.metrics import service as m
 from governor.contracts.metrics import vllm
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE
+from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.contracts.promql import (
     Matcher,
     Selector,

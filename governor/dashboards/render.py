@@ -24,8 +24,8 @@ from governor.dashboards import (
 )
 from governor.dashboards.board import GENERATED_NOTE
 from governor.dashboards.provisioning import GrafanaParams, dashboard_providers, datasources
-from governor.render.artifacts import Artifacts, Owned
-from governor.render.yamltext import GENERATED_MARK, dump_yaml
+from governor.generation.artifacts import Artifacts, Owned
+from governor.generation.yamltext import GENERATED_MARK, dump_yaml
 from governor.slo.spec import SloSpec
 
 DASHBOARDS_DIR: Final = "grafana/dashboards"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB, LABEL_NAMESPACE
+from governor.contracts.metrics.scrape import LABEL_INSTANCE, LABEL_JOB, LABEL_NAMESPACE
 from governor.contracts.promql import Matcher, regex
 
 # The rate window Grafana derives from the scrape interval and the step.

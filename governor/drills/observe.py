@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from governor.common.prometheus import PrometheusError, PrometheusHTTP
+from governor.common.prometheus_api import PrometheusError, PrometheusHTTP
 from governor.contracts.metrics import verdict as v
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE
+from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.contracts.metrics.slo import LABEL_SEVERITY, LABEL_SLO
 
 ALERTS_PATH: Final = "/api/v1/alerts"

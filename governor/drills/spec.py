@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Final
 
 from governor.contracts.metrics import service, vllm
-from governor.render.catalog import load_checked_spec
-from governor.render.yamltext import yaml_body
+from governor.generation.catalog import load_checked_spec
+from governor.generation.yamltext import yaml_body
 from governor.slo.spec import SloSpec, SpecError
 from governor.slo.yamlio import YamlError, read_documents, read_file
 

@@ -34,6 +34,8 @@ from governor.contracts.endpoints import (
     PROMETHEUS,
     Endpoint,
 )
+from governor.generation.params import RenderParams
+from governor.generation.yamltext import GENERATED_MARK, yaml_body
 from governor.manifests.kubernetes import (
     ADMIN_TOKEN_KEY,
     BUCKETS_ENGINE_ARG,
@@ -41,8 +43,6 @@ from governor.manifests.kubernetes import (
     STATE_DIR,
     WEBHOOK_TOKEN_KEY,
 )
-from governor.render.params import RenderParams
-from governor.render.yamltext import GENERATED_MARK, yaml_body
 from governor.slo.fleet import DEFAULT_MODEL, Kubernetes
 from governor.slo.spec import SloSpec
 

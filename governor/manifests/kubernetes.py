@@ -28,9 +28,9 @@ from governor.contracts.endpoints import (
     WEBHOOK_PATH,
 )
 from governor.contracts.metrics import slo as n
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE
+from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.contracts.promql import format_duration
-from governor.render.params import RenderParams
+from governor.generation.params import RenderParams
 from governor.slo.fleet import Kubernetes, Target
 from governor.slo.spec import SloSpec
 from governor.vllm import MIDDLEWARE

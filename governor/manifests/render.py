@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from governor.generation.artifacts import Artifacts, Owned
+from governor.generation.params import RenderParams
+from governor.generation.yamltext import GENERATED_MARK, dump_yaml, yaml_body
 from governor.manifests import autoscaling
 from governor.manifests import kubernetes as k
-from governor.render.artifacts import Artifacts, Owned
-from governor.render.params import RenderParams
-from governor.render.yamltext import GENERATED_MARK, dump_yaml, yaml_body
 from governor.slo.spec import SloSpec
 
 KUBERNETES_DIR: Final = "kubernetes"

@@ -12,7 +12,15 @@ from governor.slo import fleet_fields as fleet
 from governor.slo.buckets import VllmSettings
 from governor.slo.class_fields import classes as parse_classes
 from governor.slo.classes import RequestClasses
-from governor.slo.fields import _SERVICE, Problems, _labels, _mapping, _period, _slos, _text
+from governor.slo.fields import (
+    SERVICE_NAME,
+    Problems,
+    parse_labels,
+    parse_mapping,
+    parse_period,
+    parse_slos,
+    parse_text,
+)
 from governor.slo.fleet import Alerting, Kubernetes, Targets
 from governor.slo.model import SLO, SPEC_VERSION, STOCK_VLLM, SloSpec
 
@@ -55,7 +63,7 @@ def _broken(raw: object, slos: Sequence[SLO]) -> frozenset[str]:
 def native(
     data: object, problems: Problems, histograms: Mapping[str, Sequence[float]] | None,
 ) -> SloSpec | None:
-    fields = _mapping(data, (), problems, _KEYS, ("version", "service", "period", "slos"))
+    fields = parse_mapping(data, (), problems, _KEYS, ("version", "service", "period", "slos"))
     if fields is None:
         return None
     version = fields.get("version")
@@ -63,20 +71,20 @@ def native(
         problems.add(("version",), f"unsupported version {version!r}: this Governor reads "
                                    f"{SPEC_VERSION!r} (or OpenSLO {openslo.API_VERSION!r} "
                                    "documents)")
-    service = _text(fields.get("service"), ("service",), problems, what="the service name") \
+    service = parse_text(fields.get("service"), ("service",), problems, what="the service name") \
         if "service" in fields else None
-    if service is not None and not _SERVICE.fullmatch(service):
+    if service is not None and not SERVICE_NAME.fullmatch(service):
         problems.add(("service",), f"{service[:80]!r} must be letters, digits, '_', '.' or '-' "
                                    "(at most 63)")
         service = None
-    period = _period(fields["period"], ("period",), problems) if "period" in fields else None
-    labels = _labels(fields.get("labels"), ("labels",), problems)
+    period = parse_period(fields["period"], ("period",), problems) if "period" in fields else None
+    labels = parse_labels(fields.get("labels"), ("labels",), problems)
     # Before the SLOs: their thresholds are checked against the edges the servers expose.
     vllm = bucket_fields.vllm(fields["vllm"], ("vllm",), problems) if "vllm" in fields \
         else VllmSettings()
     if histograms is not None and vllm is not None:
         histograms = vllm.edges(histograms)
-    slos = _slos(fields["slos"], ("slos",), problems, histograms) if "slos" in fields else ()
+    slos = parse_slos(fields["slos"], ("slos",), problems, histograms) if "slos" in fields else ()
     classes: RequestClasses | None = RequestClasses()
     if "classes" in fields:
         classes = parse_classes(fields["classes"], ("classes",), problems, slos, histograms,

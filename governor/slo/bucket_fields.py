@@ -12,7 +12,7 @@ from typing import Final
 from governor.contracts.metrics.vllm import BUCKET_FAMILIES
 from governor.contracts.promql import format_number
 from governor.slo.buckets import MAX_EDGES, VllmSettings
-from governor.slo.fields import Problems, _mapping, _type_name
+from governor.slo.fields import Problems, parse_mapping, type_name
 from governor.slo.yamlio import Path_
 
 KEY: Final = "custom_histogram_buckets"
@@ -23,7 +23,7 @@ def _edges(value: object, path: Path_, problems: Problems) -> tuple[float, ...] 
     greater than the one before."""
     if not isinstance(value, list) or not 1 <= len(value) <= MAX_EDGES:
         problems.add(path, f"must be a list of 1 to {MAX_EDGES} bucket edges in seconds (or "
-                           f"tokens) such as [0.05, 0.1, 0.12]: got {_type_name(value)}"
+                           f"tokens) such as [0.05, 0.1, 0.12]: got {type_name(value)}"
                            + (f" of {len(value)}" if isinstance(value, list) else ""))
         return None
     edges: list[float] = []
@@ -31,7 +31,7 @@ def _edges(value: object, path: Path_, problems: Problems) -> tuple[float, ...] 
         if isinstance(item, bool) or not isinstance(item, int | float) \
                 or not math.isfinite(item) or item <= 0:
             number = isinstance(item, int | float) and not isinstance(item, bool)
-            shown = repr(item)[:40] if number else _type_name(item)
+            shown = repr(item)[:40] if number else type_name(item)
             problems.add((*path, index), f"must be a finite number above 0: got {shown}")
             return None
         if edges and item <= edges[-1]:
@@ -44,7 +44,7 @@ def _edges(value: object, path: Path_, problems: Problems) -> tuple[float, ...] 
 
 
 def vllm(value: object, path: Path_, problems: Problems) -> VllmSettings | None:
-    fields = _mapping(value, path, problems, (KEY,))
+    fields = parse_mapping(value, path, problems, (KEY,))
     if fields is None:
         return None
     if KEY not in fields:
@@ -54,7 +54,7 @@ def vllm(value: object, path: Path_, problems: Problems) -> VllmSettings | None:
     if not isinstance(families, dict) or not families:
         problems.add(where, "must map bucket families (as vLLM names them: "
                             f"{', '.join(BUCKET_FAMILIES)}) to their edges: got "
-                            f"{_type_name(families)}")
+                            f"{type_name(families)}")
         return None
     found: dict[str, tuple[float, ...] | None] = {}
     for family, edges in families.items():

@@ -38,12 +38,12 @@ from governor.slo.classes import (
 )
 from governor.slo.fields import (
     Problems,
-    _mapping,
-    _name,
-    _seconds,
-    _text,
-    _type_name,
     not_an_edge,
+    parse_mapping,
+    parse_name,
+    parse_seconds,
+    parse_text,
+    type_name,
 )
 from governor.slo.model import SLO, LatencySLI
 from governor.slo.yamlio import Path_
@@ -57,7 +57,7 @@ _MATCH_KEYS = ("prompt_tokens", "route", "header")
 def _integer(value: object, path: Path_, problems: Problems, low: int, high: int) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         number = isinstance(value, int | float) and not isinstance(value, bool)
-        shown = repr(value)[:80] if number else _type_name(value)
+        shown = repr(value)[:80] if number else type_name(value)
         problems.add(path, f"must be a whole number from {low} to {high}: got {shown}")
         return None
     return value
@@ -75,7 +75,7 @@ def _one_or_many(value: object, path: Path_, problems: Problems, limit: int,
 
 def _prompt_tokens(value: object, path: Path_, problems: Problems
                    ) -> tuple[int | None, int | None] | None:
-    fields = _mapping(value, path, problems, ("min", "max"))
+    fields = parse_mapping(value, path, problems, ("min", "max"))
     if fields is None:
         return None
     if not fields:
@@ -125,7 +125,7 @@ def _headers(value: object, path: Path_, problems: Problems
              ) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
     if not isinstance(value, dict) or not value or len(value) > MAX_HEADERS:
         problems.add(path, f"must map 1 to {MAX_HEADERS} header names to the values that "
-                           f"select the class: got {_type_name(value)}")
+                           f"select the class: got {type_name(value)}")
         return None
     found: dict[str, tuple[str, ...]] = {}
     ok = True
@@ -149,7 +149,7 @@ def _headers(value: object, path: Path_, problems: Problems
 
 
 def _match(value: object, path: Path_, problems: Problems) -> Match | None:
-    fields = _mapping(value, path, problems, _MATCH_KEYS)
+    fields = parse_mapping(value, path, problems, _MATCH_KEYS)
     if fields is None:
         return None
     if not fields:
@@ -200,13 +200,13 @@ def _targets(
     so a target naming one says nothing more."""
     latency = {s.name: s for s in slos if isinstance(s.sli, LatencySLI) and not own_class(s)}
     allowed = (*latency, *sorted(broken - set(latency)))
-    fields = _mapping(value, path, problems, allowed or ("(no latency SLO)",))
+    fields = parse_mapping(value, path, problems, allowed or ("(no latency SLO)",))
     if fields is None:
         return None
     fields = {name: raw for name, raw in fields.items() if name in latency}
     found: list[tuple[str, float]] = []
     for name, raw in fields.items():
-        seconds = _seconds(raw, (*path, name), problems, "a latency threshold")
+        seconds = parse_seconds(raw, (*path, name), problems, "a latency threshold")
         if seconds is None:
             continue
         sli = latency[name].sli
@@ -223,11 +223,11 @@ def _class(
     value: object, path: Path_, problems: Problems, slos: Sequence[SLO],
     histograms: Mapping[str, Sequence[float]] | None, broken: frozenset[str], *, last: bool,
 ) -> RequestClass | None:
-    fields = _mapping(value, path, problems, _CLASS_KEYS, ("name",))
+    fields = parse_mapping(value, path, problems, _CLASS_KEYS, ("name",))
     if fields is None:
         return None
-    name = _name(fields, path, problems)
-    description = _text(fields.get("description", ""), (*path, "description"), problems)
+    name = parse_name(fields, path, problems)
+    description = parse_text(fields.get("description", ""), (*path, "description"), problems)
     match: tuple[Match, ...] | None = ()
     if "match" in fields and last:
         problems.add((*path, "match"), "the last class is the default: it takes every request "
@@ -261,7 +261,7 @@ def classes(
     ``broken`` names SLOs that failed their own checks (a target may name them quietly)."""
     if not isinstance(value, list) or not value or len(value) > MAX_CLASSES:
         problems.add(path, f"must be a list of 1 to {MAX_CLASSES} request classes, the default "
-                           f"last: got {_type_name(value)}"
+                           f"last: got {type_name(value)}"
                            + (f" of {len(value)}" if isinstance(value, list) else ""))
         return None
     found = [_class(item, (*path, index), problems, slos, histograms, broken,

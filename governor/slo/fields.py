@@ -2,7 +2,12 @@
 
 Each parser takes a value, its path in the document and the problem list, and returns the
 parsed value or ``None`` after recording why. :func:`governor.slo.assemble.native` assembles
-the whole spec.
+the whole spec; the spec's other sections (classes, fleet, buckets) parse their fields with the
+public ones here (:func:`parse_mapping`, :func:`parse_text`, :func:`parse_seconds`, …)::
+
+    problems = Problems(format_path)
+    parse_seconds("120ms", ("slos", 0, "sli", "threshold"), problems, "a threshold")
+    # Decimal('0.120'); a bad value returns None and adds its problem, with its place
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from governor.slo.model import (
 from governor.slo.yamlio import Path_
 
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
-_SERVICE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}")
+SERVICE_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}")
 _RATE = re.compile(r"(\d+(?:\.\d+)?)\s*/\s*(s|m|h)")
 _PER = {"s": Decimal(1), "m": Decimal(60), "h": Decimal(3600)}
 
@@ -81,20 +86,20 @@ def where_in(source: str, lines: Mapping[Path_, int]) -> Callable[[Path_], str]:
     return where
 
 
-def _type_name(value: object) -> str:
+def type_name(value: object) -> str:
     names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
              int: "an integer", float: "a number", type(None): "nothing (null)"}
     return names.get(type(value), type(value).__name__)
 
 
-def _mapping(
+def parse_mapping(
     value: object, path: Path_, problems: Problems, allowed: Sequence[str],
     required: Sequence[str] = (),
 ) -> dict[str, object] | None:
     """``value`` as a mapping of known string keys; unknown and missing keys become problems."""
     if not isinstance(value, dict):
         problems.add(path, f"must be a mapping with keys {', '.join(allowed)}: "
-                           f"got {_type_name(value)}")
+                           f"got {type_name(value)}")
         return None
     result: dict[str, object] = {}
     for key, item in value.items():
@@ -113,9 +118,9 @@ def _mapping(
     return result
 
 
-def _text(value: object, path: Path_, problems: Problems, *, what: str = "text") -> str | None:
+def parse_text(value: object, path: Path_, problems: Problems, *, what: str = "text") -> str | None:
     if not isinstance(value, str):
-        problems.add(path, f"must be {what} (a string): got {_type_name(value)}")
+        problems.add(path, f"must be {what} (a string): got {type_name(value)}")
         return None
     if len(value) > MAX_TEXT:
         problems.add(path, f"longer than {MAX_TEXT} characters")
@@ -123,11 +128,11 @@ def _text(value: object, path: Path_, problems: Problems, *, what: str = "text")
     return value
 
 
-def _labels(value: object, path: Path_, problems: Problems) -> Labels:
+def parse_labels(value: object, path: Path_, problems: Problems) -> Labels:
     if value is None:
         return Labels()
     if not isinstance(value, dict):
-        problems.add(path, f"must be a mapping of label names to strings: got {_type_name(value)}")
+        problems.add(path, f"must be a mapping of label names to strings: got {type_name(value)}")
         return Labels()
     if len(value) > MAX_LABELS:
         problems.add(path, f"more than {MAX_LABELS} labels")
@@ -139,7 +144,7 @@ def _labels(value: object, path: Path_, problems: Problems) -> Labels:
                                "not starting with __)")
         elif key in RESERVED_LABELS:
             problems.add((*path, key), f"label {key!r} is set by Governor and cannot be overridden")
-        elif (text := _text(item, (*path, key), problems, what="a label value")) is not None:
+        elif (text := parse_text(item, (*path, key), problems, what="a label value")) is not None:
             labels[key] = text
     return Labels(labels)
 
@@ -147,7 +152,7 @@ def _labels(value: object, path: Path_, problems: Problems) -> Labels:
 def parse_objective(value: object) -> float:
     """``99``, ``"99%"``, ``99.9``, ``0.99`` → a ratio in (0, 1); raises ValueError otherwise."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(f"must be a number or a percentage string: got {_type_name(value)}")
+        raise ValueError(f"must be a number or a percentage string: got {type_name(value)}")
     text = value.strip() if isinstance(value, str) else value
     percent = isinstance(text, str) and text.endswith("%")
     try:
@@ -174,11 +179,11 @@ def _objective(value: object, path: Path_, problems: Problems) -> float | None:
         return None
 
 
-def _seconds(value: object, path: Path_, problems: Problems, what: str) -> Decimal | None:
+def parse_seconds(value: object, path: Path_, problems: Problems, what: str) -> Decimal | None:
     """A duration string (``120ms``, ``30d``) or a bare number of seconds."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         problems.add(path, f"must be {what}, as a duration such as 120ms or 30d: "
-                           f"got {_type_name(value)}")
+                           f"got {type_name(value)}")
         return None
     try:
         seconds = parse_duration(value) if isinstance(value, str) else to_decimal(value)
@@ -191,8 +196,8 @@ def _seconds(value: object, path: Path_, problems: Problems, what: str) -> Decim
     return seconds
 
 
-def _period(value: object, path: Path_, problems: Problems) -> int | None:
-    seconds = _seconds(value, path, problems, "the SLO period")
+def parse_period(value: object, path: Path_, problems: Problems) -> int | None:
+    seconds = parse_seconds(value, path, problems, "the SLO period")
     if seconds is None:
         return None
     if seconds != seconds.to_integral_value():
@@ -246,11 +251,11 @@ def _latency(
     value: object, path: Path_, problems: Problems,
     histograms: Mapping[str, Sequence[float]] | None,
 ) -> LatencySLI | None:
-    fields = _mapping(value, path, problems, ("metric", "threshold", "selector"),
+    fields = parse_mapping(value, path, problems, ("metric", "threshold", "selector"),
                       ("metric", "threshold"))
     if fields is None:
         return None
-    metric = _text(fields.get("metric"), (*path, "metric"), problems, what="a histogram name")
+    metric = parse_text(fields.get("metric"), (*path, "metric"), problems, what="a histogram name")
     if metric is not None and not METRIC_NAME.fullmatch(metric):
         problems.add((*path, "metric"), f"{metric!r} is not a valid metric name")
         metric = None
@@ -260,9 +265,9 @@ def _latency(
         metric = None
     threshold: float | None = None
     if "threshold" in fields:
-        seconds = _seconds(fields["threshold"], (*path, "threshold"), problems, "a latency")
+        seconds = parse_seconds(fields["threshold"], (*path, "threshold"), problems, "a latency")
         threshold = None if seconds is None else float(seconds)
-    selector = _labels(fields.get("selector"), (*path, "selector"), problems)
+    selector = parse_labels(fields.get("selector"), (*path, "selector"), problems)
     if metric is None or threshold is None:
         return None
     if histograms is not None:
@@ -289,7 +294,7 @@ def _bucket_edge(
 
 
 def _selector(value: object, path: Path_, problems: Problems) -> str | None:
-    text = _text(value, path, problems, what="a PromQL counter selector")
+    text = parse_text(value, path, problems, what="a PromQL counter selector")
     if text is None:
         return None
     try:
@@ -300,7 +305,7 @@ def _selector(value: object, path: Path_, problems: Problems) -> str | None:
 
 
 def _ratio(value: object, path: Path_, problems: Problems) -> RatioSLI | None:
-    fields = _mapping(value, path, problems, ("errors", "total"), ("errors", "total"))
+    fields = parse_mapping(value, path, problems, ("errors", "total"), ("errors", "total"))
     if fields is None:
         return None
     errors = _selector(fields.get("errors"), (*path, "errors"), problems) if "errors" in fields \
@@ -318,7 +323,7 @@ def _sli(
     value: object, path: Path_, problems: Problems,
     histograms: Mapping[str, Sequence[float]] | None,
 ) -> LatencySLI | RatioSLI | None:
-    fields = _mapping(value, path, problems, ("latency", "ratio"))
+    fields = parse_mapping(value, path, problems, ("latency", "ratio"))
     if fields is None:
         return None
     if len(fields) != 1:
@@ -332,12 +337,12 @@ def _sli(
 _SLO_KEYS = ("name", "description", "objective", "sli", "controller", "labels", "min_event_rate")
 
 
-def _name(fields: Mapping[str, object], path: Path_, problems: Problems) -> str | None:
+def parse_name(fields: Mapping[str, object], path: Path_, problems: Problems) -> str | None:
     """An entry's ``name``: lower-case letters, digits and dashes, like a DNS label; ``None``
     (with its problem noted) when missing or malformed."""
     if "name" not in fields:
         return None
-    name = _text(fields["name"], (*path, "name"), problems, what="a name")
+    name = parse_text(fields["name"], (*path, "name"), problems, what="a name")
     if name is not None and not _NAME.fullmatch(name):
         problems.add((*path, "name"), f"{name[:80]!r} must be lower-case letters, digits and "
                                       "dashes (at most 63, like a DNS label)")
@@ -349,22 +354,22 @@ def _slo(
     value: object, path: Path_, problems: Problems,
     histograms: Mapping[str, Sequence[float]] | None,
 ) -> SLO | None:
-    fields = _mapping(value, path, problems, _SLO_KEYS, ("name", "objective", "sli"))
+    fields = parse_mapping(value, path, problems, _SLO_KEYS, ("name", "objective", "sli"))
     if fields is None:
         return None
-    name = _name(fields, path, problems)
-    description = _text(fields.get("description", ""), (*path, "description"), problems)
+    name = parse_name(fields, path, problems)
+    description = parse_text(fields.get("description", ""), (*path, "description"), problems)
     objective = _objective(fields["objective"], (*path, "objective"), problems) \
         if "objective" in fields else None
     sli = _sli(fields["sli"], (*path, "sli"), problems, histograms) if "sli" in fields else None
     controller = fields.get("controller", False)
     if not isinstance(controller, bool):
-        problems.add((*path, "controller"), f"must be true or false: got {_type_name(controller)}")
+        problems.add((*path, "controller"), f"must be true or false: got {type_name(controller)}")
         controller = False
     elif controller and isinstance(sli, RatioSLI):
         problems.add((*path, "controller"), "the controller acts on latency quantiles; "
                                             "a ratio SLI cannot be controller-linked")
-    labels = _labels(fields.get("labels"), (*path, "labels"), problems)
+    labels = parse_labels(fields.get("labels"), (*path, "labels"), problems)
     min_rate = _event_rate(fields.get("min_event_rate", 0), (*path, "min_event_rate"), problems)
     if name is None or description is None or objective is None or sli is None \
             or min_rate is None:
@@ -372,12 +377,12 @@ def _slo(
     return SLO(name, description, objective, sli, controller, labels, min_rate)
 
 
-def _slos(
+def parse_slos(
     value: object, path: Path_, problems: Problems,
     histograms: Mapping[str, Sequence[float]] | None,
 ) -> tuple[SLO, ...]:
     if not isinstance(value, list) or not value:
-        problems.add(path, f"must be a non-empty list of SLOs: got {_type_name(value)}")
+        problems.add(path, f"must be a non-empty list of SLOs: got {type_name(value)}")
         return ()
     if len(value) > MAX_SLOS:
         problems.add(path, f"more than {MAX_SLOS} SLOs")

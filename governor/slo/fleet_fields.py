@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Final, TypeVar
 
 from governor.contracts.promql import LABEL_NAME
-from governor.slo.fields import Problems, _mapping, _text, _type_name
+from governor.slo.fields import Problems, parse_mapping, parse_text, type_name
 from governor.slo.fleet import (
     GPU_SOURCES,
     SEVERITIES,
@@ -46,7 +46,7 @@ _SELECTOR_RESERVED: Final = frozenset({"job", "instance", "le", "__name__"})
 
 def _matching(value: object, path: Path_, problems: Problems, pattern: re.Pattern[str],
               what: str) -> str | None:
-    text = _text(value, path, problems, what=what)
+    text = parse_text(value, path, problems, what=what)
     if text is not None and not pattern.fullmatch(text):
         problems.add(path, f"{text[:80]!r} is not {what}")
         return None
@@ -60,7 +60,7 @@ def _field(fields: dict[str, object], key: str, default: T,
 
 def _selector(value: object, path: Path_, problems: Problems) -> Labels | None:
     if not isinstance(value, dict):
-        problems.add(path, f"must be a mapping of label names to values: got {_type_name(value)}")
+        problems.add(path, f"must be a mapping of label names to values: got {type_name(value)}")
         return None
     if len(value) > MAX_LABELS:
         problems.add(path, f"more than {MAX_LABELS} labels")
@@ -92,7 +92,7 @@ def _source(value: object, path: Path_, problems: Problems) -> str | None:
 def _target(value: object, path: Path_, problems: Problems,
             default: Target) -> tuple[str, Labels] | None:
     """A target's ``job`` and ``selector``, checked."""
-    fields = _mapping(value, path, problems, ("job", "selector"))
+    fields = parse_mapping(value, path, problems, ("job", "selector"))
     if fields is None:
         return None
     return _job_and_selector(fields, path, problems, default)
@@ -110,7 +110,7 @@ def _job_and_selector(fields: dict[str, object], path: Path_, problems: Problems
 def _gpu_target(value: object, path: Path_, problems: Problems,
                 default: GpuTarget) -> GpuTarget | None:
     """The GPUs' target: a job and selector as the others, and which exporter it is."""
-    fields = _mapping(value, path, problems, ("job", "selector", "source"))
+    fields = parse_mapping(value, path, problems, ("job", "selector", "source"))
     if fields is None:
         return None
     common = _job_and_selector(fields, path, problems, default)
@@ -120,7 +120,7 @@ def _gpu_target(value: object, path: Path_, problems: Problems,
 
 
 def targets(value: object, path: Path_, problems: Problems) -> Targets | None:
-    fields = _mapping(value, path, problems, ("inference", "gpu", "controller"))
+    fields = parse_mapping(value, path, problems, ("inference", "gpu", "controller"))
     if fields is None:
         return None
     default = Targets()
@@ -146,7 +146,7 @@ def targets(value: object, path: Path_, problems: Problems) -> Targets | None:
 
 
 def alerting(value: object, path: Path_, problems: Problems) -> Alerting | None:
-    fields = _mapping(value, path, problems, (*SEVERITIES, "runbooks"))
+    fields = parse_mapping(value, path, problems, (*SEVERITIES, "runbooks"))
     if fields is None:
         return None
     default = Alerting()
@@ -169,7 +169,7 @@ def alerting(value: object, path: Path_, problems: Problems) -> Alerting | None:
 def _k8s_labels(value: object, path: Path_, problems: Problems) -> Labels | None:
     if not isinstance(value, dict) or len(value) > MAX_LABELS:
         problems.add(path, f"must be a mapping of at most {MAX_LABELS} Kubernetes labels: "
-                           f"got {_type_name(value)}")
+                           f"got {type_name(value)}")
         return None
     labels: dict[str, str] = {}
     for key, item in value.items():
@@ -204,7 +204,7 @@ def _one_of(value: object, path: Path_, problems: Problems, allowed: tuple[str, 
 def kubernetes(value: object, path: Path_, problems: Problems) -> Kubernetes | None:
     keys = ("namespace", "labels", "prometheus", "image", "vllm_image", "model", "replicas",
             "gpus_per_replica", "server")
-    fields = _mapping(value, path, problems, keys)
+    fields = parse_mapping(value, path, problems, keys)
     if fields is None:
         return None
     d = Kubernetes()

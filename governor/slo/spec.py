@@ -14,7 +14,7 @@ in :attr:`SpecError.errors`. OpenSLO v1 ``kind: SLO`` documents are accepted too
 This package imports no runtime component and no generator: the controller imports it, and an
 import-linter contract keeps it that way. Checks that need the metric catalog (is the threshold a
 bucket edge?) run when the caller passes ``histograms=``, as the generator does
-(``governor.render.catalog.load_checked_spec``).
+(``governor.generation.catalog.load_checked_spec``).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from governor.common.cli import EnvArgumentParser, non_negative_int, positive_int
-from lab.live.runs import _policies
+from lab.live.runs import parse_policies
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("runs", help="replay the workload once per policy")
     p.add_argument("--state", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--policies", type=_policies, default=_policies("default,controller"))
+    p.add_argument("--policies", type=parse_policies, default=parse_policies("default,controller"))
     p.add_argument("--workload", type=Path, default=None, metavar="FILE",
                    help="a workload file (phases or a named replay) or a request log, as "
                         "governor bench controller --workload takes it (default: the headline)")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.bench.controller.loop import Scenario, run
-from governor.bench.controller.prometheus import Pipeline
+from governor.bench.controller.monitoring import Pipeline
 from governor.bench.controller.request_logs import RequestLog, Traffic
 from governor.bench.controller.scoring import attainment, goodput
 from governor.bench.controller.workload import Workload

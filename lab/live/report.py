@@ -47,7 +47,7 @@ from governor.bench.controller.scoring import (
     worst_recovery,
 )
 from governor.controller.slo import objectives
-from governor.render.catalog import load_checked_spec
+from governor.generation.catalog import load_checked_spec
 from lab.live.replay import Trace, replica_of
 from lab.live.stack import STOCK_SERVER
 

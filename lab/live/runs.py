@@ -24,7 +24,7 @@ from governor.common.process import Child
 from governor.contracts.endpoints import HEALTH_PATH, LOCAL_HOST
 from governor.contracts.metrics import controller, service
 from governor.controller.slo import objectives
-from governor.render.catalog import load_checked_spec
+from governor.generation.catalog import load_checked_spec
 from governor.slo.spec import camel_case
 from lab.live.replay import SIM_WORDS, PromptBook, replay, words_of
 from lab.live.stack import wait_ready
@@ -56,7 +56,8 @@ class Policy:
         return f"static {self.limits['max_num_batched_tokens']}/{self.limits['max_num_seqs']}"
 
 
-def _policies(text: str) -> tuple[Policy, ...]:
+def parse_policies(text: str) -> tuple[Policy, ...]:
+    """``default,static:2048/1024,controller`` → the policies, in order."""
     return tuple(Policy.parse(part.strip()) for part in text.split(",") if part.strip())
 
 

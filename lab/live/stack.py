@@ -27,14 +27,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from governor.alerts.alertmanager import alertmanager_args
-from governor.alerts.prometheus import prometheus_args
+from governor.alerts.prometheus_config import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
 from governor.common.commands import Serve, VllmServe, vllm_flags
 from governor.common.process import Child, http_ok
 from governor.common.secrets import write_private
 from governor.contracts.endpoints import HEALTH_PATH, LOCAL_HOST
-from governor.render.catalog import load_checked_spec
-from governor.render.params import Endpoints, RenderParams
+from governor.generation.catalog import load_checked_spec
+from governor.generation.params import Endpoints, RenderParams
 from governor.vllm import MIDDLEWARE
 from governor.vllm.admin import TOKEN_FILE_ENV
 from lab.live.state import MAX_REPLICAS, SERVED, State, replica_name

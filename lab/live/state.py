@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from governor.common.prometheus import PrometheusHTTP
+from governor.common.prometheus_api import PrometheusHTTP
 from governor.contracts.endpoints import (
     ADMIN_BATCHING_PATH,
     ALERTMANAGER,

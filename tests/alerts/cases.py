@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from governor.render.params import Endpoints, RenderParams
+from governor.generation.params import Endpoints, RenderParams
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

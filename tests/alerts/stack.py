@@ -14,12 +14,12 @@ from typing import Any
 from aiohttp import web
 
 from governor.alerts.alertmanager import alertmanager_args
-from governor.alerts.prometheus import prometheus_args
+from governor.alerts.prometheus_config import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
 from governor.common import process
 from governor.common.process import Child
 from governor.common.secrets import Secret
-from governor.render.params import Endpoints, RenderParams
+from governor.generation.params import Endpoints, RenderParams
 from governor.slo.spec import SloSpec
 
 LOOPBACK = "127.0.0.1"

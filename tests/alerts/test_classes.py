@@ -12,7 +12,7 @@ from governor.alerts.class_rules import class_burn_alerts, class_rule_groups
 from governor.alerts.render import render_all
 from governor.alerts.slo_rules import error_events_rate
 from governor.contracts.metrics import slo as n
-from governor.render.catalog import load_checked_spec, parse_checked_spec
+from governor.generation.catalog import load_checked_spec, parse_checked_spec
 from governor.slo import class_thresholds
 from tests.alerts.cases import ROOT, TESTDATA
 

@@ -14,7 +14,7 @@ import yaml
 
 from governor.alerts.render import render_all, write_all
 from governor.contracts.metrics import dcgm
-from governor.render.catalog import load_checked_spec
+from governor.generation.catalog import load_checked_spec
 from tests.alerts.cases import CASES, ROOT
 from tests.alerts.test_tools import _mutate
 

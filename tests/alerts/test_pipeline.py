@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 from governor.common.process import Child
 from governor.contracts.metrics import service as svc
-from governor.render.catalog import load_checked_spec
+from governor.generation.catalog import load_checked_spec
 from tests.alerts.cases import FAST, ROOT
 from tests.alerts.stack import LOOPBACK, READY_SECONDS, alert_stack, free_port
 

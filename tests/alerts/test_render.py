@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from governor.alerts.prometheus import prometheus_args, retention_seconds
+from governor.alerts.prometheus_config import prometheus_args, retention_seconds
 from governor.alerts.render import (
     ALERTMANAGER_CONFIG,
     PROMETHEUS_CONFIG,
@@ -24,8 +24,8 @@ from governor.alerts.render import (
 from governor.contracts.metrics import gpu, vllm
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import slo as n
-from governor.render.catalog import load_checked_spec
-from governor.render.params import Endpoints, RenderParams
+from governor.generation.catalog import load_checked_spec
+from governor.generation.params import Endpoints, RenderParams
 from tests.alerts.cases import CASES, DEPLOY, FAST, GOLDEN, ROOT, TESTDATA
 
 

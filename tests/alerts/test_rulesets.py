@@ -13,7 +13,7 @@ import yaml
 from governor.alerts import rulesets as rulesets_package
 from governor.alerts.render import PROMETHEUS_RULE, render_all
 from governor.alerts.rulesets import rulesets
-from governor.render.catalog import load_checked_spec, parse_checked_spec
+from governor.generation.catalog import load_checked_spec, parse_checked_spec
 from tests.alerts.cases import ROOT
 
 EXTRA_RULESET = '''

@@ -14,7 +14,7 @@ import yaml
 from governor.alerts.class_tests import class_tests, combined_threshold_tests
 from governor.alerts.render import render_all, write_all
 from governor.alerts.slo_tests import Segment, slo_tests, window_is_uniform
-from governor.render.catalog import parse_checked_spec
+from governor.generation.catalog import parse_checked_spec
 from governor.slo import class_thresholds
 from governor.slo.spec import SloSpec
 from tests.alerts.cases import ROOT

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from governor.alerts.render import render_all, write_all
-from governor.render.catalog import load_checked_spec
+from governor.generation.catalog import load_checked_spec
 from tests.alerts.cases import CASES, DEPLOY, EXAMPLES, GOLDEN, ROOT
 
 pytestmark = pytest.mark.integration

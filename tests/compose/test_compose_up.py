@@ -37,7 +37,7 @@ from governor.contracts.metrics import controller as controller_metrics
 from governor.contracts.metrics import slo as slo_names
 from governor.generate import TIMING
 from governor.generate import main as generate
-from governor.render.params import RenderParams
+from governor.generation.params import RenderParams
 from tests.compose import machine
 from tests.governor.test_up import free_ports
 

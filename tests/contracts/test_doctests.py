@@ -13,7 +13,7 @@ MODULES = ["governor.contracts", "governor.contracts.declaration",
            "governor.contracts.metrics.slo", "governor.contracts.metrics.dcgm",
            "governor.dashboards.variables",
            "governor.common.cli", "governor.contracts.batching", "governor.common.quantiles",
-           "governor.common.commands", "governor.common.prometheus",
+           "governor.common.commands", "governor.common.prometheus_api",
            "governor.contracts.alerting"]
 
 

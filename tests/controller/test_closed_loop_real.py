@@ -32,12 +32,12 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from governor.alerts.prometheus import prometheus_args
+from governor.alerts.prometheus_config import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
 from governor.common.process import Child
 from governor.contracts.metrics import controller as names
 from governor.controller.queries import HistogramSli, QuerySet
-from governor.render.params import Endpoints, RenderParams
+from governor.generation.params import Endpoints, RenderParams
 from governor.slo.spec import load_spec
 from tests.alerts.stack import LOOPBACK, READY_SECONDS, free_port, logs
 

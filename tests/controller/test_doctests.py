@@ -14,7 +14,7 @@ MODULES = [
     "governor.controller.slo",
     "governor.controller.law.spike", "governor.controller.state", "governor.controller.law.goodput",
     "governor.controller.law.timestamps",
-    "governor.bench.controller.pipeline", "governor.bench.controller.prometheus",
+    "governor.bench.controller.pipeline", "governor.bench.controller.monitoring",
     "governor.bench.controller.scoring", "governor.bench.controller.workload",
 ]
 

@@ -23,14 +23,14 @@ import numpy as np
 import pytest
 import yaml
 
-from governor.bench.controller.prometheus import histogram_quantile
+from governor.bench.controller.monitoring import histogram_quantile
 from governor.contracts.metrics import vllm
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE, LABEL_JOB, LABEL_LE
+from governor.contracts.metrics.scrape import LABEL_INSTANCE, LABEL_JOB, LABEL_LE
 from governor.contracts.promql import Selector, eq, equal_to, exposition_float, format_number
 from governor.controller.queries import SPIKE_QUANTILE
 from governor.controller.ranks import judge
 from governor.controller.slo import objectives
-from governor.render.catalog import histogram_edges, load_checked_spec, parse_checked_spec
+from governor.generation.catalog import histogram_edges, load_checked_spec, parse_checked_spec
 from governor.slo.spec import SloSpec
 
 pytestmark = pytest.mark.integration

@@ -30,7 +30,7 @@ from governor.controller.ranks import MAX_RANK_LENGTH, MAX_RANKS, judge, rank_or
 from governor.controller.reconciler import Reconciler
 from governor.controller.slo import objectives
 from governor.controller.state import StateStore
-from governor.render.catalog import load_checked_spec
+from governor.generation.catalog import load_checked_spec
 from tests.controller.fakes import CEILING, FakeActuator, FakeClock
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from typing import Any
 
 from governor.dashboards.readback import PanelQuery, boards_of, queries
 from governor.dashboards.render import render_all
-from governor.render.catalog import load_checked_spec
+from governor.generation.catalog import load_checked_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -23,7 +23,7 @@ from governor.dashboards.board import PROMETHEUS_UID
 from governor.dashboards.provisioning import DASHBOARDS_PATH, JAEGER_UID, GrafanaParams
 from governor.dashboards.readback import panels
 from governor.dashboards.render import DATASOURCES, PROVIDERS, render_all
-from governor.render.catalog import load_checked_spec, parse_checked_spec
+from governor.generation.catalog import load_checked_spec, parse_checked_spec
 from governor.slo.burn import SLI_WINDOWS, TIERS
 from tests.dashboards.boards import ROOT, all_queries, boards, default_files, metric_references
 

@@ -10,10 +10,10 @@ import pytest
 
 from governor.contracts.metrics import dcgm
 from governor.contracts.metrics import gpu as g
-from governor.contracts.metrics.prometheus import SCRAPE_DURATION, SCRAPE_SAMPLES
+from governor.contracts.metrics.scrape import SCRAPE_DURATION, SCRAPE_SAMPLES
 from governor.dashboards.readback import panels
 from governor.dashboards.render import render_all
-from governor.render.catalog import load_checked_spec
+from governor.generation.catalog import load_checked_spec
 from tests.dashboards.boards import CASES, ROOT, boards, metric_references
 
 

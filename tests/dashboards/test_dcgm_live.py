@@ -24,18 +24,18 @@ from typing import Any
 
 import pytest
 
-from governor.alerts.prometheus import prometheus_args
+from governor.alerts.prometheus_config import prometheus_args
 from governor.alerts.render import PROMETHEUS_CONFIG
 from governor.alerts.render import render_all as render_alerts
 from governor.alerts.render import write_all as write_alerts
 from governor.common.process import Child, running
 from governor.contracts.endpoints import METRICS_PATH
 from governor.contracts.metrics import dcgm
-from governor.contracts.metrics.prometheus import LABEL_INSTANCE
+from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.dashboards.readback import PanelQuery, boards_of, expand, queries
 from governor.dashboards.render import render_all
-from governor.render.catalog import load_checked_spec
-from governor.render.params import Endpoints, RenderParams
+from governor.generation.catalog import load_checked_spec
+from governor.generation.params import Endpoints, RenderParams
 from tests.alerts.stack import LOOPBACK, free_port, logs
 from tests.contracts.test_dcgm import SAMPLES
 from tests.dashboards.boards import CASES

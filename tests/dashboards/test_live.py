@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from governor.alerts.prometheus import prometheus_args
+from governor.alerts.prometheus_config import prometheus_args
 from governor.alerts.render import PROMETHEUS_CONFIG
 from governor.alerts.render import render_all as render_alerts
 from governor.alerts.render import write_all as write_alerts
@@ -34,9 +34,9 @@ from governor.common.secrets import Secret
 from governor.contracts.metrics import service as svc
 from governor.dashboards.readback import PanelQuery, expand
 from governor.dashboards.render import render_all
+from governor.generation.catalog import load_checked_spec
+from governor.generation.params import Endpoints, RenderParams
 from governor.preview import main as preview_main
-from governor.render.catalog import load_checked_spec
-from governor.render.params import Endpoints, RenderParams
 from tests.alerts.cases import TESTDATA
 from tests.alerts.stack import LOOPBACK, free_port, logs
 from tests.dashboards.boards import ROOT, all_queries
@@ -89,8 +89,8 @@ def _service_argv(port: int, token_file: Path) -> list[str]:
             "--max-in-flight", "8", "--max-queue", "4"]
 
 
-def _controller_argv(spec: Path, ports: dict[str, int], workdir: Path, *,
-                     stabilisation: str = "5s") -> list[str]:
+def controller_argv(spec: Path, ports: dict[str, int], workdir: Path, *,
+                    stabilisation: str = "5s") -> list[str]:
     # Short windows so that the controller decides within seconds, not minutes.
     return [sys.executable, "-m", "governor", "controller", "--slo", str(spec),
             "--host", LOOPBACK, "--port", str(ports["controller"]),
@@ -127,7 +127,7 @@ def stack(request: pytest.FixtureRequest,
         ("exporter", [sys.executable, "-m", "governor", "exporter", "--fake-gpus", "2",
                       "--follow", urls["inference"],
                       "--host", LOOPBACK, "--port", str(ports["exporter"])], "/health"),
-        ("controller", _controller_argv(spec_path, ports, workdir), "/health"),
+        ("controller", controller_argv(spec_path, ports, workdir), "/health"),
         ("prometheus", ["prometheus", *prometheus_args(
             spec, params, config_file=str(deploy / PROMETHEUS_CONFIG),
             storage_path=str(workdir / "prometheus-data"),

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from governor.alerts.alertmanager import alertmanager_args
-from governor.alerts.prometheus import prometheus_args
+from governor.alerts.prometheus_config import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG
 from governor.alerts.render import render_all as render_alerts
 from governor.alerts.render import write_all as write_alerts
@@ -42,10 +42,10 @@ from governor.common.process import Child, running
 from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH
 from governor.controller.slo import objectives
 from governor.dashboards.render import render_all
+from governor.generation.catalog import load_checked_spec
+from governor.generation.params import Endpoints, RenderParams
 from governor.inference.engines.vllm.tiny_model import write_tiny_llama
 from governor.preview import main as preview_main
-from governor.render.catalog import load_checked_spec
-from governor.render.params import Endpoints, RenderParams
 from governor.status import main as status_main
 from governor.vllm import MIDDLEWARE
 from governor.vllm.admin import TOKEN_FILE_ENV
@@ -58,7 +58,7 @@ from tests.dashboards.test_live import (
     SCRAPE_SECONDS,
     WEBHOOK_TOKEN,
     Stack,
-    _controller_argv,
+    controller_argv,
     get_json,
     lower_token_budget,
     notify_controller,
@@ -153,7 +153,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StockStack]:
             # annotation of limit changes reads them): on a quiet machine the tiny model meets
             # the SLO, and after 5 s without a breach the controller gave the budget back
             # within one scrape interval.
-            ("controller", _controller_argv(SPEC, ports, workdir, stabilisation="60s"),
+            ("controller", controller_argv(SPEC, ports, workdir, stabilisation="60s"),
              "/health"),
             ("prometheus", ["prometheus", *prometheus_args(
                 spec, params, config_file=str(deploy / PROMETHEUS_CONFIG),

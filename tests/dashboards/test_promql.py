@@ -42,7 +42,7 @@ def test_every_query_of_the_default_boards_parses(promtool: str, tmp_path: Path)
 @pytest.mark.parametrize("case", sorted({**CASES, **EXAMPLES}))
 def test_every_query_of_other_specs_parses(promtool: str, tmp_path: Path, case: str) -> None:
     from governor.dashboards.render import render_all
-    from governor.render.catalog import load_checked_spec
+    from governor.generation.catalog import load_checked_spec
 
     assert check(promtool, all_queries(render_all(load_checked_spec({**CASES, **EXAMPLES}[case]))),
                  tmp_path) == ""

@@ -19,7 +19,7 @@ from governor.dashboards.render import (
     render_all,
     write_all,
 )
-from governor.render.catalog import load_checked_spec
+from governor.generation.catalog import load_checked_spec
 from tests.dashboards.boards import CASES, DEPLOY, GOLDEN, ROOT, boards, default_files
 
 GRID_WIDTH = 24

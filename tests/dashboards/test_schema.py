@@ -77,7 +77,7 @@ def test_each_query_target_validates_against_the_prometheus_query_schema(uid: st
 @pytest.mark.parametrize("case", sorted({**CASES, **EXAMPLES}))
 def test_boards_of_other_specs_validate_too(case: str) -> None:
     from governor.dashboards.render import render_all
-    from governor.render.catalog import load_checked_spec
+    from governor.generation.catalog import load_checked_spec
 
     spec = load_checked_spec({**CASES, **EXAMPLES}[case])
     for board in boards(render_all(spec)).values():

@@ -15,7 +15,7 @@ from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import vllm
 from governor.dashboards.readback import panels
 from governor.dashboards.render import render_all
-from governor.render.catalog import load_checked_spec
+from governor.generation.catalog import load_checked_spec
 from tests.dashboards.boards import EXAMPLES, boards, metric_references
 from tests.dashboards.test_boards import base_name, declared, exprs, known_metrics, panel_titled
 

@@ -14,12 +14,12 @@ import yaml
 from governor.controller.cli import build_config
 from governor.controller.cli import build_parser as controller_parser
 from governor.exporters.cli import build_parser as exporter_parser
+from governor.generation.catalog import parse_checked_spec
+from governor.generation.params import RenderParams
 from governor.inference.cli import build_parser as serve_parser
 from governor.inference.engines.vllm.args import parse_extra_args
 from governor.manifests import kubernetes as k
 from governor.manifests.render import render_all
-from governor.render.catalog import parse_checked_spec
-from governor.render.params import RenderParams
 from governor.slo.spec import load_spec, parse_spec
 from governor.vllm import MIDDLEWARE
 from governor.vllm.admin import TOKEN_FILE_ENV

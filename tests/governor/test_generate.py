@@ -17,7 +17,7 @@ from governor.cli import COMMANDS
 from governor.cli import main as governor
 from governor.dashboards.render import DASHBOARDS_DIR, DATASOURCES
 from governor.generate import main
-from governor.render.catalog import load_checked_spec
+from governor.generation.catalog import load_checked_spec
 from governor.slo.spec import SloSpec
 from tests.alerts.cases import DEPLOY, EXAMPLES, ROOT
 

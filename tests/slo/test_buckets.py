@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from governor.contracts.metrics import vllm
-from governor.render.catalog import (
+from governor.generation.catalog import (
     HISTOGRAM_BUCKETS,
     histogram_edges,
     load_checked_spec,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, CLASS_HEADER, COMPLETIONS_PATH
 from governor.contracts.metrics import service as svc
-from governor.render.catalog import load_checked_spec, parse_checked_spec
+from governor.generation.catalog import load_checked_spec, parse_checked_spec
 from governor.slo.classes import MAX_CLASSES, Match, RequestClass, RequestClasses
 from governor.slo.spec import SloSpec, SpecError, load_spec
 from tests.slo.test_spec import DEFAULT_SPEC, JSON, errors_of, minimal, write

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from governor.contracts.endpoints import GENERATION_PATHS
 from governor.contracts.metrics import service as svc
-from governor.render.catalog import HISTOGRAM_BUCKETS, load_checked_spec, parse_checked_spec
+from governor.generation.catalog import HISTOGRAM_BUCKETS, load_checked_spec, parse_checked_spec
 from governor.slo.spec import (
     SLO,
     LatencySLI,

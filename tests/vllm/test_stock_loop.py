@@ -33,15 +33,15 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from governor.alerts.alertmanager import alertmanager_args
-from governor.alerts.prometheus import prometheus_args
+from governor.alerts.prometheus_config import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
 from governor.common.commands import Controller
 from governor.common.process import Child
 from governor.contracts.metrics import controller as names
 from governor.contracts.metrics import vllm
+from governor.generation.catalog import load_checked_spec
+from governor.generation.params import Endpoints, RenderParams
 from governor.inference.engines.vllm.tiny_model import write_tiny_llama
-from governor.render.catalog import load_checked_spec
-from governor.render.params import Endpoints, RenderParams
 from governor.vllm import MIDDLEWARE
 from tests.alerts.stack import LOOPBACK, READY_SECONDS, free_port, logs
 from tests.support.stock_vllm import StockVllm, stock_vllm

@@ -32,8 +32,8 @@ from typing import Any
 from governor.bench.controller.admission import Limits as AdmissionLimits
 from governor.bench.controller.classes import ClassPlan, class_report, class_table
 from governor.bench.controller.loop import PolicyRun, Scenario, ceiling, run
+from governor.bench.controller.monitoring import Histogram
 from governor.bench.controller.pipeline import pipeline_from_deploy
-from governor.bench.controller.prometheus import Histogram
 from governor.bench.controller.request_logs import (
     YAML_SUFFIXES,
     ReplayOptions,
@@ -57,8 +57,8 @@ from governor.controller.cli import build_parser as controller_parser
 from governor.controller.model import Limits
 from governor.controller.queries import HistogramSli
 from governor.controller.slo import DEFAULT_TTFT_SLO, objectives
+from governor.generation.catalog import histogram_edges, load_checked_spec
 from governor.inference.engines.sim.presets import get_preset
-from governor.render.catalog import histogram_edges, load_checked_spec
 from governor.slo.spec import SloSpec, SpecError, camel_case
 
 TARGET_ATTAINMENT = 0.95

@@ -21,7 +21,7 @@ import numpy as np
 
 from governor.bench.controller.admission import Gatekeeper
 from governor.bench.controller.classes import ClassPlan, ClassScore, class_scores
-from governor.bench.controller.prometheus import (
+from governor.bench.controller.monitoring import (
     AlertState,
     Histogram,
     Pipeline,

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from governor.bench.controller.prometheus import Pipeline
+from governor.bench.controller.monitoring import Pipeline
 from governor.contracts.promql import parse_duration
 
 _RANGE = re.compile(r"\[(\w+)\]")

@@ -3,5 +3,5 @@
 ``service``: the inference service's ``governor_*``; ``vllm``: vLLM's ``vllm:*``, which the sim
 engine emits identically; ``gpu``: the GPU exporter's ``gpu_*``; ``controller``:
 ``governor_controller_*``; ``slo``: the ``slo:*`` series the generated rules record, and the
-alerts' names; ``prometheus``: Prometheus's own ``up`` and target labels.
+alerts' names; ``scrape``: what Prometheus writes at every scrape, ``up`` and the target labels.
 """

@@ -19,10 +19,10 @@ from governor.contracts.metrics.service import (
     REASON_QUEUE_TIMEOUT,
     REASON_SHED,
 )
+from governor.generation.catalog import load_checked_spec
 from governor.inference.admission.policy import AdmissionPolicy, ClassLimit
 from governor.inference.engines.sim.presets import get_preset
 from governor.inference.engines.sim.virtual import VirtualSim
-from governor.render.catalog import load_checked_spec
 
 REPO = Path(__file__).resolve().parents[3]
 SPEC = load_checked_spec(REPO / "slo.yaml")

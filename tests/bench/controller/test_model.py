@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from governor.bench.controller.pipeline import DeployError, pipeline_from_deploy
-from governor.bench.controller.prometheus import (
+from governor.bench.controller.monitoring import (
     AlertState,
     Pipeline,
     Scrapes,
     cumulative_counts,
     histogram_quantile,
 )
+from governor.bench.controller.pipeline import DeployError, pipeline_from_deploy
 from governor.contracts.metrics import service
 
 REPO = Path(__file__).resolve().parents[3]

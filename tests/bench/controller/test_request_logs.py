@@ -19,7 +19,7 @@ from governor.bench.controller.request_logs import (
     read_rows,
 )
 from governor.bench.controller.workload import WorkloadError
-from governor.render.catalog import load_checked_spec
+from governor.generation.catalog import load_checked_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "request_logs"

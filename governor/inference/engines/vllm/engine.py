@@ -160,7 +160,7 @@ class VllmEngine:
         except asyncio.CancelledError:
             # A thread cannot be interrupted: shut the engine down once it exists, or its
             # processes would outlive the service.
-            building.add_done_callback(_shut_down_when_built)
+            building.add_done_callback(shut_down_when_built)
             raise
         self._max_model_len = int(self._llm.model_config.max_model_len)
         tokenizer = self._llm.get_tokenizer()
@@ -350,7 +350,7 @@ def _settle_tokenizer(tokenizer: Any) -> int:
     return convert.max_token_bytes(tokenizer)
 
 
-def _shut_down_when_built(building: asyncio.Future[Any]) -> None:
+def shut_down_when_built(building: asyncio.Future[Any]) -> None:
     if not building.cancelled() and building.exception() is None:
         building.result().shutdown()
 

@@ -16,9 +16,9 @@ from governor.inference.engines.base import EngineError, EngineErrorKind
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.engines.vllm.args import EngineArgsError
 from governor.inference.engines.vllm.engine import (
-    _shut_down_when_built,
     create_vllm_engine,
     plain_chat,
+    shut_down_when_built,
 )
 
 
@@ -35,11 +35,11 @@ async def test_an_engine_built_after_its_start_was_cancelled_is_shut_down() -> N
     built: asyncio.Future[FakeLLM] = loop.create_future()
     llm = FakeLLM()
     built.set_result(llm)
-    _shut_down_when_built(built)
+    shut_down_when_built(built)
     assert llm.shut_down
     failed: asyncio.Future[FakeLLM] = loop.create_future()
     failed.set_exception(RuntimeError("engine core failed to start"))
-    _shut_down_when_built(failed)  # nothing to shut down, and no error raised
+    shut_down_when_built(failed)  # nothing to shut down, and no error raised
     failed.exception()
 
 

@@ -15,7 +15,7 @@ import json
 
 from governor.contracts.endpoints import LISTEN_HOST, PROMETHEUS
 from governor.contracts.promql import format_duration
-from governor.render.params import Endpoints, RenderParams
+from governor.generation.params import Endpoints, RenderParams
 from governor.slo.fleet import Target, Targets
 from governor.slo.spec import SloSpec
 
