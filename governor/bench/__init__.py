@@ -28,8 +28,6 @@ BENCHES: dict[str, tuple[str, str]] = {
     "vllm": ("governor.bench.vllm_compare", "the service over vLLM vs vLLM's own OpenAI server"),
     "hostile": ("governor.bench.hostile",
                 "a stream's ITL alone vs beside 20 clients sending 4 MiB prompts"),
-    "tokenize": ("governor.bench.tokenize",
-                 "tokenizing cost per byte and per token: Chinese, Japanese, mixed vs English"),
 }
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from governor.bench.load import LoadResult, LoadSpec, run_load
+from governor.bench.api import LoadResult, LoadSpec, run_load
 from governor.common.commands import Serve
 from governor.common.process import Child, ChildError, free_port
 from governor.contracts.endpoints import HEALTH_PATH, LOCAL_HOST

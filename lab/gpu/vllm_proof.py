@@ -43,7 +43,7 @@ from typing import Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from governor.bench.load import LoadSpec, run_load, summarize
+from governor.bench.api import LoadSpec, run_load, summarize
 from governor.common.commands import Serve
 from governor.common.process import Child
 from governor.contracts.endpoints import LOCAL_HOST

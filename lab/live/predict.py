@@ -15,11 +15,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from governor.bench.controller.loop import Scenario, run
-from governor.bench.controller.monitoring import Pipeline
-from governor.bench.controller.request_logs import RequestLog, Traffic
-from governor.bench.controller.scoring import attainment, goodput
-from governor.bench.controller.workload import Workload
+from governor.bench.api import (
+    Pipeline,
+    RequestLog,
+    Scenario,
+    Traffic,
+    Workload,
+    attainment,
+    goodput,
+    run_scenario,
+)
 from governor.controller.cli import build_config, build_parser
 from governor.controller.model import Limits
 from lab.live.report import LiveRun
@@ -44,7 +49,8 @@ def predict(live: LiveRun, *, slo: Path, preset: str, window: float) -> dict[str
     limits = data["limits"]
     static = None if data["policy"] == "controller" else Limits(
         int(limits["max_num_seqs"]), int(limits["max_num_batched_tokens"]))
-    result = run(scenario, workload.arrivals(scenario.seed), name=live.label, static=static)
+    result = run_scenario(scenario, workload.arrivals(scenario.seed), name=live.label,
+                          static=static)
     slo_targets = scenario.slo
     return {
         "attainment": round(attainment(result.windows, itl_slo=slo_targets.itl_seconds,

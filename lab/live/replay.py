@@ -29,8 +29,7 @@ from typing import Any
 
 import aiohttp
 
-from governor.bench.controller.scoring import RequestOutcome, request_tail
-from governor.bench.controller.workload import Arrival
+from governor.bench.api import Arrival, RequestOutcome, request_tail
 
 # The simulated engine's tokenizer makes one token of a space and up to six letters.
 WORD_LENGTHS = range(3, 7)

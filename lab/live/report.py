@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from governor.bench.controller.scoring import (
+from governor.bench.api import (
     WindowScore,
     attainment,
     goodput,

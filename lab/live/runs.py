@@ -17,8 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from governor.bench.controller.request_logs import ReplayOptions, Traffic, load_traffic
-from governor.bench.controller.workload import Arrival, Workload, WorkloadError
+from governor.bench.api import (
+    Arrival,
+    ReplayOptions,
+    Traffic,
+    Workload,
+    WorkloadError,
+    load_traffic,
+)
 from governor.common.commands import Controller
 from governor.common.process import Child
 from governor.contracts.endpoints import HEALTH_PATH, LOCAL_HOST

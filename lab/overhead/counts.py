@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from governor.bench.load import LoadSpec, run_load
+from governor.bench.api import LoadSpec, run_load
 from governor.common.cli import EnvArgumentParser, positive_int
 from governor.common.process import Child, free_port, running
 from governor.contracts.endpoints import LOCAL_HOST

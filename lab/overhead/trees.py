@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from governor.bench.load import LoadSpec, run_load
-from governor.bench.service import cpu_seconds
+from governor.bench.api import LoadSpec, cpu_seconds, run_load
 from governor.common.cli import EnvArgumentParser, positive_int
 from governor.common.commands import Serve
 from governor.common.process import Child, free_port, running

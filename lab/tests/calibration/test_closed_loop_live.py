@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from governor.bench.load import LoadResult, LoadSpec, RequestResult
+from governor.bench.api import LoadResult, LoadSpec, RequestResult
 from governor.inference.engines.sim.tokenizer import pieces
 from lab.calibration.closed_loop import ClosedLoop
 from lab.calibration.closed_loop_live import measure, prompts, random_prompt, row, sim_service

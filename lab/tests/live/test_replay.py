@@ -9,7 +9,7 @@ import aiohttp
 from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from governor.bench.controller.workload import Arrival
+from governor.bench.api import Arrival
 from governor.common.process import wait_http_ok
 from governor.common.secrets import Secret
 from governor.contracts.metrics import vllm

@@ -215,7 +215,7 @@ def test_runs_on_stock_vllm_are_scored_at_their_specs_thresholds_and_named_apart
     with gzip.open(path, "wt") as handle:
         json.dump(data, handle)
     goodput = {}
-    for spec in ("slo.yaml", "benchmarks/histograms/vllm.yaml"):
+    for spec in ("slo.yaml", "lab/workloads/histograms/vllm.yaml"):
         out = tmp_path / Path(spec).stem
         assert report(argparse.Namespace(results=[tmp_path], out=out, window=20.0,
                                          predict="none", slo=Path(spec))) == 0

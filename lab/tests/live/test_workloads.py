@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from governor.bench.controller.request_logs import RequestLog
-from governor.bench.controller.workload import Workload
+from governor.bench.api import RequestLog, Workload
 from lab.live.predict import predict, run_workload
 from lab.live.report import LiveRun
 from lab.live.runs import arrival_row, arrivals_of, workload_of

@@ -132,7 +132,7 @@ def test_the_benchmark_observes_every_quantity_the_controller_queries() -> None:
     assert obs.itl_good_ratio == pytest.approx(0.99)
 
 
-HISTOGRAM_SPECS = REPO / "benchmarks" / "histograms"
+HISTOGRAM_SPECS = REPO / "lab" / "workloads" / "histograms"
 
 
 @pytest.mark.parametrize(

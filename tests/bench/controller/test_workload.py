@@ -20,7 +20,7 @@ from governor.bench.controller.workload import (
 
 REPO = Path(__file__).resolve().parents[3]
 WORKLOADS = REPO / "benchmarks" / "workloads"
-STRESS = REPO / "benchmarks" / "stress"  # loads the law is checked on beyond the table's
+STRESS = REPO / "lab" / "workloads" / "stress"  # loads the law is checked on beyond the table's
 
 
 def minimal(**changes: object) -> dict[str, object]:

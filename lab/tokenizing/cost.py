@@ -1,4 +1,4 @@
-"""``governor bench tokenize``: what tokenizing costs per byte and per token, by language.
+"""What tokenizing costs per byte and per token, by language (``python -m lab.tokenizing.cost``).
 
 The same number of bytes of English, Chinese, Japanese and mixed text (:mod:`.multilingual`)
 is tokenized by two tokenizers, English the baseline of each, side by side:
@@ -14,9 +14,9 @@ the tokenizers' word caches hold what real traffic leaves there: common words, n
 sentences. Reported per language: bytes, characters and tokens of a prompt, the median time per
 prompt, nanoseconds per byte, per character and per token, and each ratio to English::
 
-    governor bench tokenize                      # 16 KiB prompts, about a minute
-    governor bench tokenize --bytes 4096 --prompts 100
-    governor bench tokenize --json
+    python -m lab.tokenizing.cost                      # 16 KiB prompts, about a minute
+    python -m lab.tokenizing.cost --bytes 4096 --prompts 100
+    python -m lab.tokenizing.cost --json
 """
 
 from __future__ import annotations
@@ -30,11 +30,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from governor.bench.multilingual import LANGUAGES, NAMES, Language, Texts
-from governor.bench.progress import Progress
+from governor.bench.api import Progress
 from governor.common.cli import EnvArgumentParser, positive_int
 from governor.inference.engines.sim.tokenizer import SimTokenizer
+from lab.tokenizing.multilingual import LANGUAGES, NAMES, Language, Texts
 
+PROG = "python -m lab.tokenizing.cost"
 Encode = Callable[[str], Sequence[int]]
 BASELINE: Language = "en"
 # Llama 3's pre-tokenizer pattern: contractions, a run of letters (with one leading non-letter),
@@ -112,7 +113,7 @@ def _cost(language: Language, texts: Sequence[str], seconds: list[float],
 
 
 def run(size_bytes: int, count: int, vocab_size: int, corpus_bytes: int) -> dict[str, Any]:
-    progress = Progress("governor bench tokenize", 3)
+    progress = Progress(PROG, 3)
     texts = Texts(PROMPT_SEED)
     warmup = {language: [texts.prompt(language, size_bytes) for _ in range(max(3, count // 5))]
               for language in LANGUAGES}
@@ -159,7 +160,7 @@ def render(report: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = EnvArgumentParser(prog="governor bench tokenize", description=__doc__)
+    parser = EnvArgumentParser(prog=PROG, description=__doc__)
     parser.add_argument("--bytes", type=positive_int, default=16384, dest="size_bytes",
                         help="UTF-8 bytes of each prompt (default 16384)")
     parser.add_argument("--prompts", type=positive_int, default=60,
@@ -172,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the report as JSON only")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if importlib.util.find_spec("tokenizers") is None:
-        print("governor bench tokenize: the BPE tokenizer needs the tokenizers library "
+        print(f"{PROG}: the BPE tokenizer needs the tokenizers library "
               "(pip install tokenizers)", file=sys.stderr)
         return 2
     report = run(args.size_bytes, args.prompts, args.vocab_size, args.corpus_bytes)
@@ -180,3 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(render(report))
     print(json.dumps(report))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

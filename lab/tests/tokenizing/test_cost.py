@@ -1,4 +1,4 @@
-"""``governor bench tokenize``: prompts of equal bytes by language, a BPE tokenizer built here,
+"""The tokenizer cost by language: prompts of equal bytes by language, a BPE tokenizer built here,
 and each language's cost against English's."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from governor.bench.multilingual import LANGUAGES, Texts
-from governor.bench.tokenize import build_bpe, main, measure, ratios, render
+from lab.tokenizing.cost import build_bpe, main, measure, ratios, render
+from lab.tokenizing.multilingual import LANGUAGES, Texts
 
 
 def test_prompts_have_the_size_asked_for_and_the_same_seed_writes_the_same_text() -> None:
