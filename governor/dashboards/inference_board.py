@@ -233,7 +233,7 @@ def _prompt_panel() -> ts_builder.Panel:
     return timeseries(
         Spec("Prompt size and tokenizer cost", "Median prompt bytes and tokens of the "
              "requests that reached the engine, and what tokenizing cost per prompt byte, in "
-             "nanoseconds (governor bench tokenize measures it by language).", "short"),
+             "nanoseconds.", "short"),
         [Query(histogram_quantile(0.5, m.REQUEST_PROMPT_BYTES.name, LABELS, RATE_INTERVAL),
                "bytes p50"),
          Query(histogram_quantile(0.5, m.REQUEST_PROMPT_TOKENS.name, LABELS, RATE_INTERVAL),
