@@ -7,8 +7,9 @@ burns no SLO). At its onset a drill sets faults on the simulated GPU (``faults``
 for them, and say so in their output and JSON line:
 
 * ``background``: traffic beside the healthy load from the start, within every SLO on its own,
-  that the fault then pushes over (a slowed GPU still decodes a few chats in ~10 ms: it breaches
-  a 120 ms SLO only where long prompts' prefill chunks share the chats' steps);
+  that the cause then pushes over (a slowed GPU still decodes a few chats in ~10-20 ms: it
+  breaches a 120 ms SLO only where long prompts' prefill chunks share the chats' steps; a KV
+  cache kept ~75% full overflows within seconds of more sequences decoding);
 * ``serve``: options of the drill's ``governor serve`` (the queue drill caps the engine so that
   this machine's clients can outrun it);
 * ``itl_threshold_seconds``: the drill runs on a copy of the spec whose inter-token SLO has this
@@ -68,24 +69,29 @@ def _faults(**values: object) -> Mapping[str, object]:
     return MappingProxyType(values)
 
 
-# Documents of ~3,400 tokens beside the chats: each prefill chunk takes ~75 ms of a step the
-# chats share (within their 120 ms SLO), ~140 ms on a GPU slowed to half its speed.
-_DOCUMENTS: Final = Workload((Traffic("documents", prompt_words=(2500, 2600), max_tokens=(16, 64),
-                                      rate_per_second=3.0, stream=False),))
+# Long prompts (~2,800 tokens, the chat class) beside the chats: each prefill chunk takes ~65 ms
+# of a step the chats share, within their 120 ms SLO; ~150 ms on a GPU slowed to 40% of its speed.
+_PROMPTS: Final = Workload((Traffic("long prompts", prompt_words=(2000, 2100), max_tokens=(16, 64),
+                                    rate_per_second=3.0, stream=False),))
 
 DRILLS: Final = (
     Drill("batching", "long documents arrive beside the chats at vLLM's default token budget: "
                       "their prefill chunks stall the chats' decode steps",
           workload=Workload((Traffic("documents", prompt_words=(5500, 6000), max_tokens=(16, 64),
                                      rate_per_second=2.0, stream=False),))),
-    Drill("kv_cache", "360 long contexts (~650-token prompts, answers of 5,000-7,000 tokens, "
-                      "starting over 20 s) outgrow the 840k-token KV cache: the engine "
+    Drill("kv_cache", "150 more sequences with long answers join a KV cache that long "
+                      "prompts keep ~75% full: it overflows within seconds and the engine "
                       "preempts",
-          workload=Workload((Traffic("long contexts", prompt_words=(450, 550),
-                                     max_tokens=(5000, 7000), concurrency=360, stream=False,
-                                     ramp_seconds=20.0),)),
-          note="the sim's KV capacity is the preset's (840,016 tokens): the load fills it by "
-               "decoding (short prompts, whose prefill breaches nothing)"),
+          workload=Workload((Traffic("long answers", prompt_words=(60, 100),
+                                     max_tokens=(3000, 5000), concurrency=150, stream=False,
+                                     ramp_seconds=5.0),)),
+          background=Workload((Traffic("long contexts", prompt_words=(2000, 2100),
+                                       max_tokens=(200, 2000), concurrency=100, stream=False,
+                                       ramp_seconds=40.0),)),
+          serve=("--preset", "llama-3-8b@h100"),
+          note="the engine runs the llama-3-8b@h100 preset (the same model on an H100, a "
+               "449k-token KV cache, half the H200's): 250 sequences outgrow it, where the "
+               "H200's would take 500, more than this machine's CPU simulates in real time"),
     Drill("queue", "requests arrive well past what the engine serves: they wait in its queue",
           workload=Workload((Traffic("backlog", prompt_words=(20, 80), max_tokens=(300, 500),
                                      rate_per_second=12.0, stream=False),)),
@@ -104,13 +110,14 @@ DRILLS: Final = (
                                      max_tokens=(2000, 2500), concurrency=280, stream=False,
                                      ramp_seconds=30.0),)),
           itl_threshold_seconds=0.025),
-    Drill("gpu_throttled", "the GPU's SM clock held at half its maximum by a thermal slowdown",
-          faults=_faults(clock_ratio=0.5, clock_reasons=("hw_thermal",)),
-          background=_DOCUMENTS),
-    Drill("gpu_shared", "another process takes 45% of the GPU's SM time and 20 GiB of its "
+    Drill("gpu_throttled", "the GPU's SM clock held at 40% of its maximum by a thermal "
+                           "slowdown",
+          faults=_faults(clock_ratio=0.4, clock_reasons=("hw_thermal",)),
+          background=_PROMPTS),
+    Drill("gpu_shared", "another process takes 60% of the GPU's SM time and 20 GiB of its "
                         "memory",
-          faults=_faults(cotenant_sm_ratio=0.45, cotenant_memory_bytes=20 * GIB),
-          background=_DOCUMENTS),
+          faults=_faults(cotenant_sm_ratio=0.6, cotenant_memory_bytes=20 * GIB),
+          background=_PROMPTS),
     Drill("gpu_fault", "the GPU raises XID 48 (double-bit ECC) with an uncorrected error every "
                        "20 s, stalling the engine 3 s each time",
           faults=_faults(xid=48, ecc_uncorrected_per_xid=1, stall_seconds=3.0)),

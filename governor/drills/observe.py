@@ -123,7 +123,8 @@ def _value(sample: Mapping[str, Any]) -> float | None:
 
 def parse_alerts(body: Any) -> list[Alert]:
     """The firing alerts of a ``/api/v1/alerts`` answer (pending ones are not yet news)."""
-    alerts = ((body or {}).get("data") or {}).get("alerts") or [] if isinstance(body, dict) else []
+    data = body.get("data") if isinstance(body, dict) else None
+    alerts = (data.get("alerts") if isinstance(data, dict) else None) or []
     found = set()
     for alert in alerts:
         if not isinstance(alert, dict) or alert.get("state") != "firing":

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from governor.drills.finding import ranked
+from governor.drills.finding import leading, ranked
 from governor.drills.observe import Alert, Decision, Share, Snapshot
 
 BURNING = 1.0  # verdict:burn:ratio at or above it: the SLO burns on that target
@@ -54,6 +54,8 @@ class Timeline:
     max_share: dict[str, float] = field(default_factory=dict)
     verdict_polls: int = 0
     last_verdict: list[Share] = field(default_factory=list)
+    # Each change of the leading cause: [seconds, cause or None].
+    leading: list[list[Any]] = field(default_factory=list)
     _burning: set[str] = field(default_factory=set)
     _firing: set[Alert] = field(default_factory=set)
     _ranking: tuple[tuple[str, str], ...] = ()
@@ -100,6 +102,9 @@ class Timeline:
         if shares:
             self.verdict_polls += 1
             self.last_verdict = list(shares)
+        cause = leading(shares)
+        if (self.leading[-1][1] if self.leading else None) != cause:
+            self.leading.append([round(seconds, 1), cause])
         ranking = tuple((s.slo, s.cause) for s in ranked(shares))
         if ranking != self._ranking:
             self.event(seconds, f"verdict: {describe_verdict(shares)}" if shares
@@ -131,6 +136,7 @@ class Result:
     expected: str | None = None  # the cause that should lead; None for healthy
     applicable: bool = True  # False: the spec cannot see this cause (not scored)
     verdict_polls: int = 0  # polls after the onset that saw any verdict
+    leading: list[list[Any]] = field(default_factory=list)  # [seconds, cause] at each change
     max_burn: dict[str, float] = field(default_factory=dict)
     max_share: dict[str, float] = field(default_factory=dict)
 

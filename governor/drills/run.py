@@ -222,7 +222,7 @@ class _Run:
             controller_changes=sum(1 for d in self.changes if d.changed),
             controller_reasons=reasons, notes=self.notes, load_scale=self.options.load_scale,
             expected=self.drill.cause, applicable=self.applicable,
-            verdict_polls=timeline.verdict_polls,
+            verdict_polls=timeline.verdict_polls, leading=timeline.leading,
             max_burn=timeline.max_burn, max_share=timeline.max_share)
 
 

@@ -25,6 +25,7 @@ def test_news_is_printed_once_when_it_happens() -> None:
     assert timeline.max_share == {"batching": 0.8, "queue": 0.2}
     assert timeline.alerts == [{"name": "ItlHigh", "severity": "page", "slo": "itl",
                                 "seconds": 10.0}]
+    assert timeline.leading == [[10.0, "batching"], [20.0, None]]
 
 
 def test_a_reading_error_is_said_once() -> None:
