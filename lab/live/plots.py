@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from lab.live.report import LiveRun
+from lab.live.liverun import LiveRun
 
 
 def plot_live(runs: Sequence[LiveRun], scores: Sequence[dict[str, Any]], slo: dict[str, float],

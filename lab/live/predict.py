@@ -27,7 +27,7 @@ from governor.bench.api import (
 )
 from governor.controller.cli import build_config, build_parser
 from governor.controller.model import Limits
-from lab.live.report import LiveRun
+from lab.live.liverun import LiveRun
 from lab.live.runs import arrivals_of
 
 # The live loop's alert pipeline: governor up's short intervals (RenderParams.fast) and the

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from lab.live.report import LiveRun, report, reversals, score, summarise
+from lab.live.liverun import LiveRun
+from lab.live.report import report, reversals, score, summarise
 from lab.live.runs import Policy
 from lab.live.stack import STOCK_SERVER
 

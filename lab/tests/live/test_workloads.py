@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from governor.bench.api import RequestLog, Workload
+from lab.live.liverun import LiveRun
 from lab.live.predict import predict, run_workload
-from lab.live.report import LiveRun
 from lab.live.runs import arrival_row, arrivals_of, workload_of
 from lab.live.state import State
 
