@@ -24,6 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.openmetrics import exposition as openmetrics
 
 from governor import __version__ as VERSION
+from governor.admission.policy import AdmissionPolicy
 from governor.contracts.endpoints import (
     ADMIN_BATCHING_PATH,
     CHAT_COMPLETIONS_PATH,
@@ -35,7 +36,6 @@ from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID, UNCLASSIFIED
 from governor.contracts.simdevice import DEVICE_PATH, FAULTS_PATH
 from governor.contracts.stages import Stage
 from governor.inference import admin, device, keys
-from governor.inference.admission.policy import AdmissionPolicy
 from governor.inference.admission.queue import AdmissionQueue
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
@@ -148,7 +148,9 @@ def _engine_ctx(
         policy = AdmissionPolicy.of(config.classes, config.admission.max_in_flight,
                                     config.admission.max_queue)
         app[keys.ADMISSION] = admission = AdmissionQueue(
-            policy.max_in_flight, policy.max_queue, classes=policy.classes)
+            policy.max_in_flight, policy.max_queue, classes=policy.classes,
+            first_token_targets=dict(config.admission.first_token_targets),
+            deadlines=config.admission.deadline_settings())
         metrics.read_queue(admission)
         # Start in the background: /health answers 503 until the engine is ready (vLLM takes
         # tens of seconds), and a failed start leaves the service up to say so.

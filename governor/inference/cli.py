@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import os
 import signal
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from governor.admission.deadline import DEFAULT_TTFT_SLO, first_token_targets
 from governor.common.cli import (
     EnvArgumentParser,
     non_negative_int,
@@ -35,7 +37,7 @@ from governor.inference.telemetry.request_log import RequestLogSettings
 from governor.inference.telemetry.tracing import TracingSettings, traces_endpoint
 from governor.inference.textwork import SMALL_BODY_BYTES
 from governor.slo.classes import RequestClasses
-from governor.slo.spec import SpecError, load_spec
+from governor.slo.spec import SloSpec, SpecError, load_spec
 
 log = logging.getLogger(__name__)
 # The engine never became ready (a model without weights, no GPU memory, a bad option).
@@ -119,6 +121,20 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    help="the SLO spec whose request classes the service applies (vLLM "
                         "priority, per-class admission, the class label); default: none, one "
                         "class for every request")
+    p.add_argument("--deadlines", action="store_true",
+                   help="first-token deadlines from --slo: a request is refused (429) when the "
+                        "prompt tokens ahead of it would take longer to prefill than its "
+                        "class's first-token target leaves, and shed (429) if it still waits "
+                        "for an engine slot when that deadline passes")
+    p.add_argument("--ttft-slo", default=DEFAULT_TTFT_SLO,
+                   help="with --deadlines: the latency SLO of --slo whose per-class thresholds "
+                        "are the deadlines (none without it)")
+    p.add_argument("--deadline-slack", type=_positive_float, default=admission.deadline_slack,
+                   help="with --deadlines: each deadline is this times its class's first-token "
+                        "target (above 1 admits more that may be late, below 1 refuses earlier)")
+    p.add_argument("--max-tokens-ahead", type=non_negative_int, default=None,
+                   help="refuse (429) a request with more than this many prompt tokens ahead "
+                        "of it, deadline or not (default: no such bound)")
     p.add_argument("--tokenizer-threads", type=positive_int, default=service.tokenizer_threads,
                    help="threads that decode, validate, render and tokenize requests, off the "
                         "event loop; as many requests with large bodies (over "
@@ -151,13 +167,38 @@ def _admin_token(args: argparse.Namespace, env: Mapping[str, str]) -> Secret | N
         raise SystemExit(f"governor serve: {exc}") from None
 
 
-def _classes(path: Path | None) -> RequestClasses:
-    if path is None:
-        return RequestClasses()
+def _positive_float(text: str) -> float:
     try:
-        return load_spec(path, histograms=HISTOGRAM_BUCKETS).classes
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
+
+
+def _spec(path: Path | None) -> SloSpec | None:
+    if path is None:
+        return None
+    try:
+        return load_spec(path, histograms=HISTOGRAM_BUCKETS)
     except SpecError as exc:
         raise SystemExit(f"governor serve: --slo: {exc}") from None
+
+
+def _admission(args: argparse.Namespace, spec: SloSpec | None) -> AdmissionSettings:
+    if args.deadlines and spec is None:
+        raise SystemExit("governor serve: --deadlines needs --slo: the deadlines are its "
+                         "classes' first-token targets")
+    try:
+        targets = first_token_targets(spec, args.ttft_slo) if spec and args.deadlines else {}
+    except ValueError as exc:
+        raise SystemExit(f"governor serve: --ttft-slo: {exc}") from None
+    return AdmissionSettings(max_in_flight=args.max_in_flight, max_queue=args.max_queue,
+                             queue_timeout_seconds=args.queue_timeout,
+                             first_token_targets=tuple(sorted(targets.items())),
+                             deadline_slack=args.deadline_slack,
+                             max_tokens_ahead=args.max_tokens_ahead)
 
 
 def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> ServiceConfig:
@@ -167,7 +208,8 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
     if args.time_scale < 0:
         raise SystemExit("governor serve: --time-scale must not be negative")
     tracing = TracingSettings(otlp_endpoint=args.otlp_endpoint, service_name=args.service_name)
-    classes = _classes(args.slo)
+    spec = _spec(args.slo)
+    classes = spec.classes if spec is not None else RequestClasses()
     engine = EngineSettings(
         kind=args.engine, model=args.model, served_model_name=args.served_model_name,
         preset=args.preset, max_num_seqs=args.max_num_seqs,
@@ -188,9 +230,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
     try:
         return ServiceConfig(
             host=args.host, port=args.port, engine=engine,
-            admission=AdmissionSettings(max_in_flight=args.max_in_flight,
-                                        max_queue=args.max_queue,
-                                        queue_timeout_seconds=args.queue_timeout),
+            admission=_admission(args, spec),
             connections=ConnectionSettings(
                 max_connections=args.max_connections,
                 max_connections_per_client=args.max_connections_per_client,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+from governor.admission.deadline import DeadlineSettings
 from governor.common.secrets import Secret
 from governor.contracts.endpoints import INFERENCE, LISTEN_HOST
 from governor.inference.engines.settings import EngineSettings
@@ -17,16 +19,29 @@ class AdmissionSettings:
     """Bounded admission: at most ``max_in_flight`` requests in the engine, ``max_queue`` waiting.
 
     Beyond both, a request is answered 429 with ``Retry-After``; a request that waited
-    ``queue_timeout_seconds`` for an engine slot gets 503 with ``Retry-After``. An accepted request
-    is never dropped by the service. With request classes, each class may also limit its own
-    requests in flight, and a full queue sheds its lowest class first (429 with ``Retry-After``);
-    see :mod:`governor.inference.admission.policy`.
+    ``queue_timeout_seconds`` for an engine slot gets 503 with ``Retry-After``. A request that
+    runs is never taken back by the service. With request classes, each class may also limit its
+    own requests in flight, and a full queue sheds its lowest class first (429 with
+    ``Retry-After``); see :mod:`governor.admission.policy`.
+
+    With first-token targets (slo.yaml's time-to-first-token SLO, per class), a request is
+    refused at arrival (429) when the prompt tokens ahead of it would take longer to prefill than
+    ``deadline_slack`` times its target leaves, and shed (429) if it is still waiting when that
+    deadline passes; ``max_tokens_ahead`` refuses past a fixed number of prompt tokens ahead
+    instead or as well. See :mod:`governor.admission.deadline`.
     """
 
     max_in_flight: int = 512
     max_queue: int = 1024
     queue_timeout_seconds: float = 60.0
     retry_after_seconds: int = 1
+    # Class name → its time-to-first-token target in seconds; empty: no deadlines.
+    first_token_targets: tuple[tuple[str, float], ...] = ()
+    deadline_slack: float = 1.0
+    max_tokens_ahead: int | None = None
+
+    def deadline_settings(self) -> DeadlineSettings:
+        return DeadlineSettings(slack=self.deadline_slack, max_tokens_ahead=self.max_tokens_ahead)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +117,16 @@ class ServiceConfig:
             errors.append("admission.max_in_flight must be positive")
         if self.admission.max_queue < 0:
             errors.append("admission.max_queue must not be negative")
+        try:
+            self.admission.deadline_settings()
+        except ValueError as exc:
+            errors.append(f"admission: {exc}")
+        unknown = sorted({name for name, _ in self.admission.first_token_targets}
+                         - set(self.classes.names))
+        if unknown:
+            errors.append(f"admission.first_token_targets names no request class: {unknown}")
+        if any(not (math.isfinite(t) and t > 0) for _, t in self.admission.first_token_targets):
+            errors.append("admission.first_token_targets must be positive seconds")
         connections = self.connections
         if connections.max_connections < 1:
             errors.append("connections.max_connections must be positive")

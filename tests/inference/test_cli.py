@@ -131,3 +131,39 @@ def test_a_whitespace_token_variable_is_a_start_up_error() -> None:
     with pytest.raises(SystemExit) as exit_:
         main([], {"GOVERNOR_ADMIN_TOKEN": "   "})
     assert "GOVERNOR_ADMIN_TOKEN is set but holds only whitespace" in str(exit_.value.code)
+
+
+def test_with_deadlines_the_spec_s_first_token_targets_are_the_deadlines() -> None:
+    admission = config(["--slo", "slo.yaml", "--deadlines"]).admission
+    assert dict(admission.first_token_targets) == {"chat": 1.0, "doc": 20.0}
+    assert admission.deadline_slack == 1.0 and admission.max_tokens_ahead is None
+    assert config(["--slo", "slo.yaml"]).admission.first_token_targets == ()  # off by default
+    from_env = config(["--slo", "slo.yaml"], {"GOVERNOR_SERVE_DEADLINES": "true"}).admission
+    assert from_env.first_token_targets == admission.first_token_targets
+    moved = config([], {"GOVERNOR_SERVE_DEADLINE_SLACK": "1.5",
+                        "GOVERNOR_SERVE_MAX_TOKENS_AHEAD": "60000"}).admission
+    assert (moved.deadline_slack, moved.max_tokens_ahead) == (1.5, 60000)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["--slo", "slo.yaml", "--deadlines", "--ttft-slo", "ttft"],
+                     "no SLO named 'ttft'", id="an unknown first-token SLO"),
+        pytest.param(["--slo", "slo.yaml", "--deadlines", "--ttft-slo", "availability"],
+                     "not a latency SLO", id="a ratio SLO"),
+        pytest.param(["--deadlines"], "--deadlines needs --slo", id="deadlines without a spec"),
+    ],
+)
+def test_a_bad_first_token_slo_is_one_line(argv: list[str], message: str) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv, {})
+    assert message in str(exit_.value.code)
+
+
+@pytest.mark.parametrize("slack", ["0", "-1", "nan", "inf", "x"])
+def test_a_slack_that_is_not_a_positive_number_is_refused(
+        slack: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        config(["--deadline-slack", slack])
+    assert "--deadline-slack" in capsys.readouterr().err

@@ -29,9 +29,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from governor.bench.controller import whatif
 from governor.bench.controller.admission import Limits as AdmissionLimits
 from governor.bench.controller.classes import ClassPlan, class_report, class_table
-from governor.bench.controller.loop import PolicyRun, Scenario, ceiling, run
+from governor.bench.controller.loop import Admission, PolicyRun, Scenario, ceiling, run
 from governor.bench.controller.monitoring import Histogram
 from governor.bench.controller.pipeline import pipeline_from_deploy
 from governor.bench.controller.request_logs import (
@@ -84,6 +85,16 @@ def _speed(text: str) -> float:
         value = math.nan
     if not 0 < value <= 1000:
         raise ValueError(f"--speed: expected a factor in (0, 1000], got {text!r}")
+    return value
+
+
+def _slack(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 100:
+        raise ValueError(f"--deadline-slack: expected a factor in (0, 100], got {text!r}")
     return value
 
 
@@ -143,6 +154,17 @@ def build_parser() -> EnvArgumentParser:
     p.add_argument("--queue-timeout", type=parse_duration_seconds,
                    default=admission.queue_timeout_seconds,
                    help="with --classes: the service's --queue-timeout")
+    p.add_argument("--admission", action="store_true",
+                   help="also run the admission policies side by side: first-token deadlines "
+                        "beside vLLM's defaults, the best static limits and the controller, and "
+                        "each static bound of --bounds at the best static limits (the best "
+                        "static bound in hindsight)")
+    p.add_argument("--bounds", type=_ints, default=(8192, 16384, 32768, 65536, 131072),
+                   help="with --admission: static bounds on the prompt tokens ahead of an "
+                        "arriving request, each run at the best static limits")
+    p.add_argument("--deadline-slack", type=_slack, default=1.0,
+                   help="with --admission: each deadline is this times its class's "
+                        "first-token target (governor serve --deadline-slack)")
     p.add_argument("--jobs", type=positive_int, default=max(1, min(4, os.cpu_count() or 1)),
                    help="runs in parallel (processes)")
     p.add_argument("--out", type=Path, default=Path("bench-out/controller"),
@@ -194,9 +216,10 @@ def score(result: PolicyRun, scenario: Scenario) -> Score:
     )
 
 
-def _job(args: tuple[Scenario, list[Arrival], str, Limits | None]) -> PolicyRun:
-    scenario, arrivals, name, static = args
-    return run(scenario, arrivals, name=name, static=static)
+def _job(args: tuple[Scenario, list[Arrival], str, Limits | None, Admission | None]
+         ) -> PolicyRun:
+    scenario, arrivals, name, static, admission = args
+    return run(scenario, arrivals, name=name, static=static, admission=admission)
 
 
 def build_scenario(args: Any, workload: Traffic | None = None) -> Scenario:
@@ -297,26 +320,43 @@ def run_all(scenario: Scenario, args: Any) -> list[PolicyRun]:
     top = ceiling(scenario)
     grid = [Limits(s, b) for s in args.seqs for b in args.budgets if s <= top.max_num_seqs
             and b <= top.max_num_batched_tokens and Limits(s, b) != top]
-    jobs = [(scenario, arrivals, f"(a) default static {_label(top)}", top),
-            (scenario, arrivals, "(c) controller", None)]
-    jobs += [(scenario, arrivals, f"static {_label(g)}", g) for g in grid]
+    jobs = [whatif.Job(f"(a) default static {_label(top)}", top, None),
+            whatif.Job("(c) controller", None, None)]
+    jobs += [whatif.Job(f"static {_label(g)}", g, None) for g in grid]
+    if args.admission:
+        jobs += whatif.first_jobs(top, args.deadline_slack)
     minutes = scenario.workload.duration_seconds / 60
     if isinstance(scenario.workload, RequestLog):
         print(f"governor bench controller: replaying {describe(scenario.workload)}",
               file=sys.stderr, flush=True)
+    total = len(jobs) + (len(args.bounds) + 1 if args.admission else 0)
     print(f"governor bench controller: {scenario.workload.name}: {len(arrivals)} requests over "
-          f"{minutes:g} virtual minutes; {len(jobs)} runs on {args.jobs} processes …",
+          f"{minutes:g} virtual minutes; {total} runs on {args.jobs} processes …",
           file=sys.stderr, flush=True)
-    progress = Progress(f"  {scenario.workload.name} run", len(jobs))
+    progress = Progress(f"  {scenario.workload.name} run", total)
     results: list[PolicyRun] = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        for result in pool.map(_job, jobs):
+        for result in pool.map(_job, [(scenario, arrivals, j.name, j.static, j.admission)
+                                      for j in jobs]):
             results.append(result)
             progress.done(result.name)
+        if args.admission:
+            # The bounds, at the best static limits without a gate (known only now).
+            scores = [score(r, scenario) for r in results]
+            best = max((s for s, r in zip(scores, results, strict=True)
+                        if r.admission is None and not r.controlled), key=_rank)
+            assert best.limits is not None
+            second = whatif.second_jobs(best.limits, args.bounds, args.deadline_slack)
+            for result in pool.map(_job, [(scenario, arrivals, j.name, j.static, j.admission)
+                                          for j in second]):
+                results.append(result)
+                progress.done(result.name)
     return results
 
 
 def report(results: list[PolicyRun], scenario: Scenario, args: Any, out: Path) -> int:
+    gated = [r for r in results if r.admission is not None]
+    results = [r for r in results if r.admission is None]
     scores = [score(r, scenario) for r in results]
     default, controlled, statics = scores[0], scores[1], [scores[0], *scores[2:]]
     best = max(statics, key=_rank)
@@ -374,12 +414,42 @@ def report(results: list[PolicyRun], scenario: Scenario, args: Any, out: Path) -
     }
     if scenario.classes is not None:
         summary["classes"] = class_report(scenario.classes, headline)
+    if gated:
+        summary["admission"] = _admission_report(scenario, args, results, scores, best,
+                                                 best_run, gated)
     if isinstance(scenario.workload, RequestLog):
         summary["request_log"] = dict(scenario.workload.report)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, separators=(",", ":")))
     return 0
+
+
+def _admission_report(scenario: Scenario, args: Any, ungated: list[PolicyRun],
+                      scores: list[Score], best: Score, best_run: PolicyRun,
+                      gated: list[PolicyRun]) -> dict[str, Any]:
+    """The admission policies side by side (``--admission``): the table and the summary entry."""
+    def row(key: str, s: Score, run: PolicyRun | None) -> whatif.Row:
+        return whatif.row_of(key, s.name, s.goodput, s.attainment, s.changes, run)
+
+    pairs = [(r, score(r, scenario)) for r in gated]
+    tagged = {whatif.tag(r.name): (r, s) for r, s in pairs if whatif.tag(r.name)}
+    bounded = [(r, s) for r, s in pairs if not whatif.tag(r.name)]
+    # (b*): the best static configuration over the limits and the bound together.
+    run_top, top = max([(best_run, best), *bounded],
+                       key=lambda pair: _rank(pair[1]))
+    rows = {"a": row("a", scores[0], ungated[0]),
+            "a+": row("a+", tagged["a+"][1], tagged["a+"][0]),
+            "b": row("b", best, best_run),
+            "b*": row("b*", replace(top, name="(b*) best " + (
+                run_top.name if run_top.admission else f"{_label(best.limits)}, no bound")),
+                run_top),
+            "b+": row("b+", tagged["b+"][1], tagged["b+"][0]),
+            "c": row("c", scores[1], ungated[1]),
+            "c+": row("c+", tagged["c+"][1], tagged["c+"][0])}
+    assert best.limits is not None
+    return whatif.summarize(rows, [row(r.name, s, r) for r, s in bounded],
+                            args.deadline_slack, args.bounds, best.limits)
 
 
 def _label(limits: Limits | None) -> str:

@@ -23,7 +23,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from governor.bench.controller.admission import TURNED_AWAY, Gatekeeper, Limits
+from governor.admission.policy import AdmissionPolicy, ClassLimit
+from governor.bench.controller.admission import TURNED_AWAY, Gatekeeper, Limits, deadlines_of
 from governor.bench.controller.scoring import (
     RequestOutcome,
     attainment,
@@ -33,7 +34,6 @@ from governor.bench.controller.scoring import (
 from governor.bench.controller.workload import Arrival
 from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH
 from governor.contracts.metrics.service import DEFAULT_CLASS
-from governor.inference.admission.policy import AdmissionPolicy, ClassLimit
 from governor.inference.engines.settings import SchedulingPolicy
 from governor.inference.engines.sim.virtual import VirtualSim
 from governor.slo.classes import RequestClass, RequestClasses
@@ -52,6 +52,7 @@ class ClassPlan:
     targets: Mapping[str, ClassTargets]
     limits: Limits = field(default_factory=Limits.service_defaults)
     apply: bool = True  # False: the service without classes (one class, FCFS)
+    ttft_seconds: float | None = None  # the first-token SLO's own threshold
 
     @classmethod
     def of(cls, spec: SloSpec, *, itl_slo: str, ttft_slo: str | None, apply: bool,
@@ -62,7 +63,8 @@ class ClassPlan:
         targets = {c.name: ClassTargets(
             c.threshold(itl_slo, itl), None if ttft is None or ttft_slo is None
             else c.threshold(ttft_slo, ttft)) for c in spec.classes.classes}
-        return cls(spec.classes, targets, limits or Limits.service_defaults(), apply)
+        return cls(spec.classes, targets, limits or Limits.service_defaults(), apply,
+                   None if ttft_slo is None else ttft)
 
     @property
     def scheduling_policy(self) -> SchedulingPolicy:
@@ -84,16 +86,26 @@ class ClassPlan:
     def priority(self, name: str) -> int:
         return self.classes.get(name).priority if self.apply else 0
 
-    def gatekeeper(self, class_of: Mapping[str, str]) -> Gatekeeper:
-        """The service's admission: the classes' own limits, or one class for all."""
+    def gatekeeper(self, class_of: Mapping[str, str], tokens_of: Mapping[str, int] | None = None,
+                   *, slack: float | None = None,
+                   max_tokens_ahead: int | None = None) -> Gatekeeper:
+        """The service's admission: the classes' own limits, or one class for all; with
+        ``slack``, each class's first-token deadline (its own TTFT target), with
+        ``max_tokens_ahead`` a static bound on the prompt tokens ahead."""
         if self.apply:
             policy = AdmissionPolicy.of(self.classes, self.limits.max_in_flight,
                                         self.limits.max_queue)
-            return Gatekeeper(policy, self.limits.queue_timeout_seconds, class_of)
+            targets = {name: t.ttft_seconds for name, t in self.targets.items()}
+            return Gatekeeper(policy, self.limits.queue_timeout_seconds, class_of, tokens_of,
+                              deadlines_of(targets, slack=slack,
+                                           max_tokens_ahead=max_tokens_ahead))
         policy = AdmissionPolicy(self.limits.max_in_flight, self.limits.max_queue,
                                  (ClassLimit(DEFAULT_CLASS),))
+        # One class for all, judged by the SLO's own threshold.
         return Gatekeeper(policy, self.limits.queue_timeout_seconds,
-                          dict.fromkeys(class_of, DEFAULT_CLASS))
+                          dict.fromkeys(class_of, DEFAULT_CLASS), tokens_of,
+                          deadlines_of({DEFAULT_CLASS: self.ttft_seconds}, slack=slack,
+                                       max_tokens_ahead=max_tokens_ahead))
 
 
 def _threshold(spec: SloSpec, name: str) -> float:
@@ -186,9 +198,9 @@ def class_report(plan: ClassPlan, runs: Mapping[str, _Scored]) -> dict[str, Any]
 
 def class_table(plan: ClassPlan, runs: Mapping[str, _Scored]) -> None:
     """Per run and class: served, turned away, attainment and goodput against its thresholds."""
-    rows: list[tuple[str, ...]] = [("policy", "class", "served", "shed", "full", "timeout",
-                                    "queued", "its ttft p99", "attain", "goodput/s",
-                                    "ttft p99", "itl p99")]
+    rows: list[tuple[str, ...]] = [("policy", "class", "served", "full", "deadline", "ahead",
+                                    "shed", "late", "timeout", "queued", "its ttft p99",
+                                    "attain", "goodput/s", "ttft p99", "itl p99")]
     for run in runs.values():
         for name, s in run.classes.items():
             rows.append((run.name, name, f"{s.served}/{s.requests}",

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from governor.bench.controller.admission import Gatekeeper
-from governor.bench.controller.classes import ClassPlan, ClassScore, class_scores
+from governor.bench.controller.classes import ClassPlan, ClassScore, ClassTargets, class_scores
 from governor.bench.controller.monitoring import (
     AlertState,
     Histogram,
@@ -43,6 +43,7 @@ from governor.bench.controller.scoring import (
 from governor.bench.controller.workload import Arrival
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import service
+from governor.contracts.metrics.service import DEFAULT_CLASS
 from governor.controller.law.decide import decide
 from governor.controller.law.tuning import LawConfig
 from governor.controller.model import (
@@ -58,6 +59,7 @@ from governor.inference.engines.base import BatchingLimits
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.engines.sim.presets import get_preset
 from governor.inference.engines.sim.virtual import VirtualSim
+from governor.slo.classes import RequestClasses
 
 PROMPT, GENERATION, PREEMPTIONS = "prompt_tokens", "generation_tokens", "preemptions"
 ITL_SUM, ITL_COUNT = "itl_sum", "itl_count"
@@ -90,6 +92,17 @@ class Scenario:
 
 
 @dataclass(frozen=True, slots=True)
+class Admission:
+    """The gate a run puts in front of the engine, beside the service's admission queue (the
+    request classes' own limits with ``Scenario.classes``, else one class under ``governor
+    serve``'s defaults): first-token deadlines at ``slack`` times each class's target, a static
+    bound on the prompt tokens ahead, or both (:mod:`governor.admission.deadline`)."""
+
+    slack: float | None = None
+    max_tokens_ahead: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Trace:
     """A decision the controller took (holds are not traced), and what woke it."""
 
@@ -116,6 +129,11 @@ class PolicyRun:
     classes: dict[str, ClassScore] = field(default_factory=dict)  # with Scenario.classes
     # Spans the law judged overloaded, with the replicas it advised (controller runs only).
     overloads: list[OverloadEpisode] = field(default_factory=list)
+    admission: Admission | None = None
+    # Requests the admission queue never ran, by reason (with classes or an admission gate).
+    turned_away: dict[str, int] = field(default_factory=dict)
+    # The deadline gate's (predicted, actual) wait for the first token, where it predicted.
+    waits: list[tuple[float, float]] = field(default_factory=list)
 
 
 def _histogram(metric: Metric) -> Histogram:
@@ -132,14 +150,21 @@ def ceiling(scenario: Scenario) -> Limits:
 
 
 def run(scenario: Scenario, arrivals: list[Arrival], *, name: str,
-        static: Limits | None = None) -> PolicyRun:
-    """Run the whole workload under ``static`` limits, or under the controller when ``None``."""
+        static: Limits | None = None, admission: Admission | None = None) -> PolicyRun:
+    """Run the whole workload under ``static`` limits, or under the controller when ``None``;
+    behind ``admission``'s gate when one is given."""
     top = ceiling(scenario)
     start = static or top
     plan = scenario.classes
+    if plan is None and admission is not None:
+        plan = _one_class(scenario)
     ids = [f"{a.kind[0]}{i}" for i, a in enumerate(arrivals)]
     names = [plan.classify(a).name for a in arrivals] if plan else []
-    keeper = plan.gatekeeper(dict(zip(ids, names, strict=True))) if plan else None
+    gate = admission or Admission()
+    keeper = plan.gatekeeper(
+        dict(zip(ids, names, strict=True)),
+        {rid: a.prompt_tokens for rid, a in zip(ids, arrivals, strict=True)},
+        slack=gate.slack, max_tokens_ahead=gate.max_tokens_ahead) if plan else None
     sim = _sim(scenario, start, keeper)
     for i, (rid, a) in enumerate(zip(ids, arrivals, strict=True)):
         sim.submit(arrival=a.at, prompt=a.prompt_tokens, output_tokens=a.output_tokens,
@@ -153,25 +178,37 @@ def run(scenario: Scenario, arrivals: list[Arrival], *, name: str,
     sim.run_until_idle()
     outcomes = _outcomes(scenario, sim, ids, arrivals)
     by_class = class_scores(
-        plan, sim, ids, names, outcomes, keeper, window=scenario.window_seconds,
+        scenario.classes, sim, ids, names, outcomes, keeper, window=scenario.window_seconds,
         end=scenario.workload.duration_seconds, itl_q=scenario.slo.itl_quantile,
-        ttft_q=scenario.slo.ttft_quantile) if plan and keeper else {}
+        ttft_q=scenario.slo.ttft_quantile) if scenario.classes and keeper else {}
+    away = list(keeper.turned_away.values()) if keeper else []
     return PolicyRun(name, static is None, start, _windows(scenario, sim, ids), outcomes,
                loop.limits, loop.traces, loop.observed,
                series_episodes(loop.observed, scenario.slo.itl_seconds),
                episodes(loop.alert.episodes), loop.alert.notifications,
                scenario.workload.duration_seconds, by_class,
-               overload_episodes(loop.advice, scenario.workload.duration_seconds))
+               overload_episodes(loop.advice, scenario.workload.duration_seconds),
+               admission, {reason: away.count(reason) for reason in sorted(set(away))},
+               keeper.waits if keeper else [])
+
+
+def _one_class(scenario: Scenario) -> ClassPlan:
+    """``governor serve`` without classes: one class, its default queue, the SLOs' thresholds."""
+    slo = scenario.slo
+    return ClassPlan(RequestClasses(), {DEFAULT_CLASS: ClassTargets(slo.itl_seconds,
+                                                                    slo.ttft_seconds)},
+                     apply=False, ttft_seconds=slo.ttft_seconds)
 
 
 def _sim(scenario: Scenario, start: Limits, keeper: Gatekeeper | None) -> VirtualSim:
     preset = get_preset(scenario.preset)
-    if keeper is None or scenario.classes is None:
+    if keeper is None:
         return VirtualSim(preset, limits=_batching(start), seed=scenario.seed,
                           record_token_times=True)
+    policy = scenario.classes.scheduling_policy if scenario.classes else "fcfs"
     return VirtualSim(preset, limits=_batching(start), seed=scenario.seed,
-                      record_token_times=True, policy=scenario.classes.scheduling_policy,
-                      gate=keeper.arrive, on_finish=keeper.finished)
+                      record_token_times=True, policy=policy, gate=keeper.arrive,
+                      on_first_token=keeper.first_token, on_finish=keeper.finished)
 
 
 def _batching(limits: Limits) -> BatchingLimits:

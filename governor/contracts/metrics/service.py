@@ -35,10 +35,19 @@ EXEMPLAR_TRACE_ID: Final = "trace_id"
 
 # Values of ``reason`` on ADMISSION_REJECTIONS: the queue was full (429), a waiting request gave
 # its place to a request of a higher class (429), or a request waited too long for an engine slot
-# (503).
+# (503). The deadline gate (governor.admission.deadline) adds: refused at arrival because the
+# prompt tokens ahead would take longer to prefill than its class's first-token deadline leaves
+# (429), or because more prompt tokens were ahead than the static bound allows (429); shed while
+# waiting because its deadline passed before an engine slot came free (429).
 REASON_QUEUE_FULL: Final = "queue_full"
 REASON_SHED: Final = "shed"
 REASON_QUEUE_TIMEOUT: Final = "queue_timeout"
+REASON_DEADLINE: Final = "deadline"
+REASON_TOKENS_AHEAD: Final = "tokens_ahead"
+REASON_DEADLINE_PASSED: Final = "deadline_passed"
+# Refused at arrival (the request never waited) and turned away after waiting.
+REFUSAL_REASONS: Final = (REASON_QUEUE_FULL, REASON_DEADLINE, REASON_TOKENS_AHEAD)
+SHED_REASONS: Final = (REASON_SHED, REASON_DEADLINE_PASSED, REASON_QUEUE_TIMEOUT)
 
 # Values of ``reason`` on CONNECTIONS_REFUSED: the service held --max-connections already, or
 # this client address its share (--max-connections-per-client), and the connection asked for
@@ -126,6 +135,31 @@ ADMISSION_REJECTIONS: Final = Metric(
     "governor_admission_rejections", "counter",
     "Requests turned away by the admission queue, by reason and request class.", "requests",
     (LABEL_REASON, LABEL_CLASS))
+ADMITTED_REQUESTS: Final = Metric(
+    "governor_admitted_requests", "counter",
+    "Generation requests the admission queue let into the engine, by request class.",
+    "requests", (LABEL_CLASS,))
+# The deadline gate's prediction beside what happened, so its error shows: both from the
+# admission decision to the first token, observed together at the first token of each admitted
+# request the gate predicted for (none before it has measured the prefill rate). The time to
+# first token's edges: the predictions are read against the same targets.
+ADMISSION_PREDICTED_WAIT: Final = Metric(
+    "governor_admission_predicted_wait_seconds", "histogram",
+    "Wait from the admission decision to the first token as the deadline gate predicted it (the "
+    "prompt tokens ahead and the request's own over the measured prefill rate).", "seconds",
+    (LABEL_CLASS,), TIME_TO_FIRST_TOKEN.buckets)
+ADMISSION_WAIT: Final = Metric(
+    "governor_admission_wait_seconds", "histogram",
+    "Wait from the admission decision to the first token, of the requests the deadline gate "
+    "predicted it for.", "seconds", (LABEL_CLASS,), TIME_TO_FIRST_TOKEN.buckets)
+ADMISSION_PREFILL_RATE: Final = Metric(
+    "governor_admission_prefill_tokens_per_second", "gauge",
+    "Prompt tokens the engine brings to their first token per second it has any pending, as the "
+    "deadline gate measures it (0 until measured).", "tokens per second")
+ADMISSION_BACKLOG: Final = Metric(
+    "governor_admission_backlog_prompt_tokens", "gauge",
+    "Prompt tokens of admitted requests without a first token yet, waiting for an engine slot "
+    "or in the engine: the backlog the deadline gate divides by the prefill rate.", "tokens")
 PROMPT_TOKENS: Final = Metric(
     "governor_prompt_tokens", "counter", "Prompt tokens of admitted requests.", "tokens",
     (LABEL_MODEL,))

@@ -1,2 +1,2 @@
-"""Bounded admission: the queue that holds requests for an engine slot (:mod:`.queue`) and the
-pure per-class policy it consults (:mod:`.policy`)."""
+"""Bounded admission on asyncio: the queue that holds requests for an engine slot
+(:mod:`.queue`), driving the pure policies of :mod:`governor.admission`."""

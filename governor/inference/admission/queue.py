@@ -1,29 +1,44 @@
-"""A bounded admission queue in front of the engine, by request class.
+"""A bounded admission queue in front of the engine, by request class and deadline.
 
 At most ``max_in_flight`` requests hold an engine slot (and at most a class's own limit of that
 class); up to ``max_queue`` more wait, the highest class first and first come first served
 within it. Which request runs, waits, is refused or gives its place up is decided by the pure
-policy of :mod:`governor.inference.admission.policy`, which the benchmark shares. A request that
-finds the queue full of requests ranking as high is refused at once (:class:`QueueFull`, 429);
-one pushed out by a higher class while waiting is turned away (:class:`Shed`, 429); one that
-waits longer than its timeout too (:class:`QueueTimeout`, 503). A waiter whose client goes away
-leaves the queue without taking a slot::
+policies of :mod:`governor.admission`, which the benchmark shares: the class ledger
+(:mod:`~governor.admission.policy`) and the deadline gate (:mod:`~governor.admission.deadline`).
+A request is refused at once when the prompt tokens ahead of it would take longer to prefill
+than its class's first-token deadline leaves (:class:`TooLate`, 429), or when the queue is full
+of requests ranking as high (:class:`QueueFull`, 429); one pushed out by a higher class while
+waiting is turned away (:class:`Shed`, 429), one still waiting when its deadline passes too
+(:class:`DeadlinePassed`, 429, before it reaches the engine), and one that waits longer than its
+timeout gets :class:`QueueTimeout` (503). A waiter whose client goes away leaves the queue
+without taking a slot; a request that runs is never taken back::
 
     queue = AdmissionQueue(max_in_flight=2, max_queue=8)
-    async with queue.slot(timeout_seconds=30):
+    async with queue.slot(timeout_seconds=30, tokens=812) as ticket:
         ...  # the request runs in the engine
+        queue.first_token(ticket)  # its prompt is prefilled: the gate measures the rate
 
-Without classes every request is in the default class: the plain bounded FIFO.
+Without classes every request is in the default class: the plain bounded FIFO, and without
+first-token targets no deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
+from governor.admission.deadline import (
+    ClassDeadline,
+    DeadlineGate,
+    DeadlineSettings,
+    Judgement,
+    WaitSample,
+)
+from governor.admission.policy import AdmissionPolicy, ClassLimit, Ledger, Verdict
 from governor.contracts.metrics.service import DEFAULT_CLASS
-from governor.inference.admission.policy import AdmissionPolicy, ClassLimit, Ledger, Verdict
 
 
 class QueueFull(Exception):
@@ -38,6 +53,31 @@ class QueueTimeout(Exception):
     """No slot freed up within the timeout."""
 
 
+class TooLate(Exception):
+    """Refused at arrival: the prompt tokens ahead would keep it past its deadline (or past the
+    bound on tokens ahead)."""
+
+    def __init__(self, judgement: Judgement) -> None:
+        super().__init__(judgement.reason)
+        self.judgement = judgement
+
+
+class DeadlinePassed(Exception):
+    """Shed while waiting: its deadline passed before an engine slot came free."""
+
+    def __init__(self, retry_after_seconds: int) -> None:
+        super().__init__("deadline passed")
+        self.retry_after_seconds = retry_after_seconds
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Ticket:
+    """One admitted request: the deadline gate follows it to its first token."""
+
+    name: str
+    judgement: Judgement
+
+
 Waiter = asyncio.Future[None]
 
 
@@ -48,9 +88,17 @@ class AdmissionQueue:
         max_queue: int,
         *,
         classes: Sequence[ClassLimit] = (ClassLimit(DEFAULT_CLASS),),
+        first_token_targets: dict[str, float] | None = None,
+        deadlines: DeadlineSettings | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._ledger: Ledger[Waiter] = Ledger(
             AdmissionPolicy(max_in_flight, max_queue, tuple(classes)))
+        targets = first_token_targets or {}
+        self.gate: DeadlineGate[Ticket] = DeadlineGate(
+            tuple(ClassDeadline(c.name, c.priority, targets.get(c.name)) for c in classes),
+            deadlines)
+        self._clock = clock
 
     @property
     def in_flight(self) -> int:
@@ -64,14 +112,21 @@ class AdmissionQueue:
         return self._ledger.in_flight_of(name)
 
     @asynccontextmanager
-    async def slot(self, timeout_seconds: float, name: str = DEFAULT_CLASS) -> AsyncIterator[None]:
-        await self.acquire(timeout_seconds, name)
+    async def slot(self, timeout_seconds: float, name: str = DEFAULT_CLASS, *,
+                   tokens: int = 0) -> AsyncIterator[Ticket]:
+        ticket = await self.acquire(timeout_seconds, name, tokens=tokens)
         try:
-            yield
+            yield ticket
         finally:
-            self.release(name)
+            self.release(name, ticket)
 
-    async def acquire(self, timeout_seconds: float, name: str = DEFAULT_CLASS) -> None:
+    async def acquire(self, timeout_seconds: float, name: str = DEFAULT_CLASS, *,
+                      tokens: int = 0, waited: float = 0.0) -> Ticket:
+        """An engine slot for a request of ``tokens`` prompt tokens that arrived ``waited``
+        seconds ago; its ticket goes back with :meth:`release`."""
+        judgement = self.gate.judge(name, tokens, self._clock(), waited=waited)
+        if not judgement.admit:
+            raise TooLate(judgement)
         waiter: Waiter = asyncio.get_running_loop().create_future()
         decision = self._ledger.arrive(name, waiter)
         for pushed_out in decision.shed:
@@ -79,26 +134,54 @@ class AdmissionQueue:
                 pushed_out.set_exception(Shed())
         if decision.verdict is Verdict.REJECT:
             raise QueueFull
-        if decision.verdict is Verdict.RUN:
-            return
+        ticket = Ticket(name, judgement)
+        running = decision.verdict is Verdict.RUN
+        self.gate.track(ticket, name, tokens, self._clock(), waiting=not running,
+                        judgement=judgement)
+        if not running:
+            await self._wait(ticket, waiter, timeout_seconds, tokens)
+        return ticket
+
+    async def _wait(self, ticket: Ticket, waiter: Waiter, timeout_seconds: float,
+                    tokens: int) -> None:
+        name, left = ticket.name, ticket.judgement.deadline_seconds
+        by_deadline = left is not None and left < timeout_seconds
         try:
-            async with asyncio.timeout(timeout_seconds):
+            async with asyncio.timeout(left if by_deadline and left is not None
+                                       else timeout_seconds):
                 await waiter
         except TimeoutError:
-            self._give_up(name, waiter)
+            self._give_up(name, waiter, ticket)
+            if by_deadline:
+                raise DeadlinePassed(self._retry_after(name, tokens)) from None
             raise QueueTimeout from None
-        except asyncio.CancelledError:
-            self._give_up(name, waiter)
+        except (asyncio.CancelledError, Shed):
+            self._give_up(name, waiter, ticket)
             raise
+        self.gate.start(ticket, self._clock())
 
-    def _give_up(self, name: str, waiter: Waiter) -> None:
+    def _retry_after(self, name: str, tokens: int) -> int:
+        """What a request of this class arriving now would be told (at least a second)."""
+        return self.gate.judge(name, tokens, self._clock()).retry_after_seconds
+
+    def _give_up(self, name: str, waiter: Waiter, ticket: Ticket) -> None:
+        self.gate.forget(ticket, self._clock())
         if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
             # The slot was handed over just as we gave up: pass it on, not lose it.
             self.release(name)
         else:
             self._ledger.withdraw(name, waiter)
 
-    def release(self, name: str = DEFAULT_CLASS) -> None:
+    def first_token(self, ticket: Ticket, now: float | None = None) -> WaitSample | None:
+        """The request's first token (at ``now`` on the queue's clock): its prompt is prefilled.
+        Returns the wait predicted at its admission against the real one, the first time."""
+        return self.gate.first_token(ticket, self._clock() if now is None else now)
+
+    def release(self, name: str = DEFAULT_CLASS, ticket: Ticket | None = None) -> None:
+        """A running request ended (with ``ticket``: the gate forgets it, if its first token
+        never came)."""
+        if ticket is not None:
+            self.gate.forget(ticket, self._clock())
         granted = self._ledger.release(name)
         while granted:
             owner, waiter = granted.pop(0)
@@ -108,3 +191,4 @@ class AdmissionQueue:
                 granted += self._ledger.release(owner)
             else:
                 waiter.set_result(None)
+

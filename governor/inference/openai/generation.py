@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from math import inf
 from typing import Final, Literal
 
@@ -124,6 +124,9 @@ class Generation:
         self.completion_tokens = 0
         self.finish_reason: str | None = None
         self.facts = facts  # --request-log's record, or None
+        # Told the first token's time (perf_counter): the admission queue's deadline gate
+        # measures the prefill rate from it.
+        self.on_first_token: Callable[[float], None] | None = None
 
     def admitted(self) -> None:
         self.admitted_ns = time.time_ns()
@@ -139,6 +142,8 @@ class Generation:
         if self.first_ns == 0:
             self.first_ns = self.last_ns
             self.latency.ttft.observe(now - self.clock.start, self.exemplar)
+            if self.on_first_token is not None:
+                self.on_first_token(now)
             if self.facts is not None:
                 self.facts.first_token(now - self.clock.start, delta.num_tokens)
         else:

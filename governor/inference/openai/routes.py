@@ -12,21 +12,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 
 from aiohttp import web
 from opentelemetry import trace
 
+from governor.admission.deadline import Judgement
 from governor.contracts import traces as tr
 from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH
 from governor.contracts.metrics.service import (
+    REASON_DEADLINE_PASSED,
     REASON_QUEUE_FULL,
     REASON_QUEUE_TIMEOUT,
     REASON_SHED,
+    REASON_TOKENS_AHEAD,
 )
 from governor.contracts.stages import Stage
 from governor.inference import keys
-from governor.inference.admission.queue import QueueFull, QueueTimeout, Shed
+from governor.inference.admission.queue import (
+    DeadlinePassed,
+    QueueFull,
+    QueueTimeout,
+    Shed,
+    Ticket,
+    TooLate,
+)
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine, GenerateRequest
 from governor.inference.http.errors import RATE_LIMIT, UNAVAILABLE, APIError
@@ -92,19 +103,29 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
         retry_after, deadline, config.connections.write_timeout_seconds, request[keys.STAGES],
         facts=facts,
     )
-    await _admit(request, run, retry_after, name)
+    queue = app[keys.ADMISSION]
+    ticket = await _admit(request, run, retry_after, name, len(token_ids))
     metrics.observe_prompt(prepared.prompt_bytes, len(token_ids))
+    admission = metrics.admission(name)
+    admission.admitted.inc()
+
+    def first_token(at: float) -> None:
+        sample = queue.first_token(ticket, at)
+        if sample is not None:
+            admission.observe_wait(sample)
+
+    run.on_first_token = first_token
     try:
         if params.stream:
             return await run.stream(request)
         return await run.complete()
     finally:
-        app[keys.ADMISSION].release(name)
+        queue.release(name, ticket)
         run.finish()
 
 
 async def _admit(request: web.Request, run: Generation, retry_after: int,
-                 request_class: str) -> None:
+                 request_class: str, prompt_tokens: int) -> Ticket:
     config = request.app[keys.CONFIG]
     metrics = request.app[keys.METRICS]
     # The wait is bounded by the queue timeout, and by what is left of the request's deadline.
@@ -112,8 +133,23 @@ async def _admit(request: web.Request, run: Generation, retry_after: int,
     clock = run.clock
     clock.reach(Stage.OTHER)  # classifying, the engine request
     try:
-        await request.app[keys.ADMISSION].acquire(
-            min(config.admission.queue_timeout_seconds, left), request_class)
+        ticket = await request.app[keys.ADMISSION].acquire(
+            min(config.admission.queue_timeout_seconds, left), request_class,
+            tokens=prompt_tokens, waited=time.perf_counter() - clock.start)
+    except TooLate as refused:
+        judgement = refused.judgement
+        metrics.rejections.labels(judgement.reason, request_class).inc()
+        raise APIError(429, _too_late(request_class, judgement), type_=RATE_LIMIT,
+                       code=judgement.reason,
+                       retry_after_seconds=judgement.retry_after_seconds) from None
+    except DeadlinePassed as shed:
+        metrics.rejections.labels(REASON_DEADLINE_PASSED, request_class).inc()
+        raise APIError(
+            429, f"the server is at capacity: this {request_class} request waited past its "
+                 "first-token deadline and was shed before it reached the engine; retry later",
+            type_=RATE_LIMIT, code=REASON_DEADLINE_PASSED,
+            retry_after_seconds=shed.retry_after_seconds,
+        ) from None
     except QueueFull:
         metrics.rejections.labels(REASON_QUEUE_FULL, request_class).inc()
         raise APIError(
@@ -136,6 +172,19 @@ async def _admit(request: web.Request, run: Generation, retry_after: int,
     finally:
         clock.reach(Stage.ADMISSION)
     run.admitted()
+    return ticket
+
+
+def _too_late(request_class: str, judgement: Judgement) -> str:
+    """The refusal's message: what is ahead, and how long it would take."""
+    if judgement.reason == REASON_TOKENS_AHEAD:
+        return (f"the server is at capacity: {judgement.tokens_ahead} prompt tokens are ahead of "
+                "this request, more than its admission bound; retry later")
+    wait = judgement.wait_seconds or 0.0
+    left = judgement.deadline_seconds or 0.0
+    return (f"the server is at capacity: the {judgement.tokens_ahead} prompt tokens ahead of this "
+            f"{request_class} request would take ~{wait:.1f} s to prefill, past the {left:.1f} s "
+            "left of its first-token deadline; retry later")
 
 
 def _request_attributes(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.metrics_core import Metric as Family
 
+from governor.admission.deadline import WaitSample
 from governor.contracts.families import info_family
 from governor.contracts.instruments import counter, gauge, info
 from governor.contracts.metrics import service as m
@@ -44,6 +45,21 @@ class ClassLatency:
     itl: HistogramChild
 
 
+@dataclass(frozen=True, slots=True)
+class ClassAdmission:
+    """What the admission queue counts of one request class: the requests it let into the
+    engine, and the deadline gate's predicted wait beside the real one."""
+
+    admitted: Value
+    predicted_wait: HistogramChild
+    wait: HistogramChild
+
+    def observe_wait(self, sample: WaitSample) -> None:
+        if sample.predicted_seconds is not None:
+            self.predicted_wait.observe(sample.predicted_seconds)
+            self.wait.observe(sample.actual_seconds)
+
+
 class ServiceMetrics:
     def __init__(self, registry: CollectorRegistry, model: str,
                  classes: Sequence[str] = (m.DEFAULT_CLASS,)) -> None:
@@ -65,6 +81,13 @@ class ServiceMetrics:
         self._in_flight = gauge(m.REQUESTS_IN_FLIGHT, registry)
         self._queue_depth = gauge(m.QUEUE_DEPTH, registry)
         self.rejections = counter(m.ADMISSION_REJECTIONS, registry)
+        admitted = CountedCounter(m.ADMITTED_REQUESTS, registry)
+        predicted = CountedHistogram(m.ADMISSION_PREDICTED_WAIT, registry)
+        waited = CountedHistogram(m.ADMISSION_WAIT, registry)
+        self._admission = {name: ClassAdmission(admitted.labels(name), predicted.labels(name),
+                                                waited.labels(name)) for name in classes}
+        self._prefill_rate = gauge(m.ADMISSION_PREFILL_RATE, registry)
+        self._backlog = gauge(m.ADMISSION_BACKLOG, registry)
         self.connections_refused = counter(m.CONNECTIONS_REFUSED, registry)
         for reason in m.CONNECTION_REFUSAL_REASONS:  # each reads 0 before its first refusal
             self.connections_refused.labels(reason)
@@ -80,6 +103,9 @@ class ServiceMetrics:
 
     def latency(self, request_class: str) -> ClassLatency:
         return self._latency[request_class]
+
+    def admission(self, request_class: str) -> ClassAdmission:
+        return self._admission[request_class]
 
     def observe_stages(self, stages: RequestStages) -> None:
         """Every stage of a request that reached the engine, zeros included: each stage then
@@ -102,6 +128,9 @@ class ServiceMetrics:
         request)."""
         self._in_flight.set_function(lambda: queue.in_flight)
         self._queue_depth.set_function(lambda: queue.waiting)
+        gate = queue.gate
+        self._prefill_rate.set_function(lambda: gate.rate or 0.0)
+        self._backlog.set_function(lambda: gate.pending_tokens + gate.queued_tokens)
 
     def set_limits(self, gauge: Gauge, limits: BatchingLimits) -> None:
         gauge.labels(m.PARAM_MAX_NUM_SEQS).set(limits.max_num_seqs)

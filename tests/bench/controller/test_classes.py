@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from governor.admission.policy import AdmissionPolicy, ClassLimit
 from governor.bench.controller import main
 from governor.bench.controller.admission import Gatekeeper, Limits
 from governor.bench.controller.classes import ClassPlan
@@ -20,7 +21,6 @@ from governor.contracts.metrics.service import (
     REASON_SHED,
 )
 from governor.generation.catalog import load_checked_spec
-from governor.inference.admission.policy import AdmissionPolicy, ClassLimit
 from governor.inference.engines.sim.presets import get_preset
 from governor.inference.engines.sim.virtual import VirtualSim
 

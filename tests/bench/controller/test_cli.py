@@ -39,6 +39,25 @@ def test_a_short_run_prints_one_json_summary_and_writes_plots(
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
 
 
+@pytest.mark.slow
+def test_admission_runs_the_gates_side_by_side(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--minutes", "2", "--budgets", "2048", "--seqs", "1024", "--jobs", "1",
+                 "--admission", "--bounds", "16384", "--no-plots",
+                 "--slo", str(REPO / "slo.yaml"), "--deploy", str(REPO / "deploy"),
+                 "--out", str(tmp_path)])
+    assert code == 0
+    captured = capsys.readouterr()
+    admission = json.loads(captured.out)["admission"]
+    assert set(admission["runs"]) == {"a", "a+", "b", "b*", "b+", "c", "c+"}
+    assert list(admission["bounded"]) == ["static 2048/1024 + bound 16k"]
+    assert admission["runs"]["a"]["goodput_vs_default"] == 1.0
+    assert admission["runs"]["b*"]["goodput_vs_best_static"] == 1.0
+    assert set(admission["met"]) == {"goodput_vs_best_static", "goodput_vs_default"}
+    assert "(c+) controller + deadlines" in captured.err
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [(["--deploy", "/nonexistent"], "governor generate"),
@@ -55,7 +74,9 @@ def test_a_missing_input_is_one_clear_line(capsys: pytest.CaptureFixture[str],
 
 
 @pytest.mark.parametrize("argv", [["--budgets", "a,b"], ["--budgets", "0"], ["--jobs", "0"],
-                                  ["--minutes", "soon"], ["--minutes", "0"]])
+                                  ["--minutes", "soon"], ["--minutes", "0"],
+                                  ["--bounds", "0"], ["--deadline-slack", "0"],
+                                  ["--deadline-slack", "nan"]])
 def test_malformed_options_are_refused_by_the_parser(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as caught:
         main(argv)

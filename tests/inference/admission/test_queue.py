@@ -6,7 +6,14 @@ import asyncio
 
 import pytest
 
-from governor.inference.admission.queue import AdmissionQueue, QueueFull, QueueTimeout
+from governor.admission.policy import ClassLimit
+from governor.inference.admission.queue import (
+    AdmissionQueue,
+    DeadlinePassed,
+    QueueFull,
+    QueueTimeout,
+    Shed,
+)
 
 
 async def test_slots_are_taken_then_waiters_queue_in_order() -> None:
@@ -93,3 +100,40 @@ async def test_nothing_is_lost_under_a_burst() -> None:
     assert done + rejected == 100
     assert done >= 20
     assert queue.in_flight == 0 and queue.waiting == 0
+
+
+async def test_a_waiter_is_shed_when_its_deadline_passes_and_leaves_the_backlog() -> None:
+    queue = AdmissionQueue(max_in_flight=1, max_queue=4, first_token_targets={"default": 0.05})
+    running = await queue.acquire(1, tokens=100)
+    with pytest.raises(DeadlinePassed) as shed:
+        await queue.acquire(5, tokens=300)  # the queue timeout is longer: the deadline decides
+    assert shed.value.retry_after_seconds >= 1
+    assert queue.waiting == 0 and queue.gate.queued_tokens == 0
+    assert queue.gate.pending_tokens == 100
+    queue.release(ticket=running)
+    assert queue.in_flight == 0 and queue.gate.pending_tokens == 0
+
+
+async def test_a_deadline_longer_than_the_queue_timeout_leaves_it_a_timeout() -> None:
+    queue = AdmissionQueue(max_in_flight=1, max_queue=4, first_token_targets={"default": 30.0})
+    await queue.acquire(1)
+    with pytest.raises(QueueTimeout):
+        await queue.acquire(0.01)
+
+
+async def test_a_waiter_shed_for_a_higher_class_leaves_the_backlog() -> None:
+    queue = AdmissionQueue(max_in_flight=1, max_queue=1,
+                           classes=(ClassLimit("chat", 0), ClassLimit("doc", 10)))
+    await queue.acquire(1, "doc", tokens=10)
+    doc = asyncio.create_task(queue.acquire(5, "doc", tokens=5000))
+    await asyncio.sleep(0)
+    assert queue.gate.queued_tokens == 5000
+    chat = asyncio.create_task(queue.acquire(5, "chat", tokens=200))
+    with pytest.raises(Shed):
+        await doc
+    assert queue.gate.queued_tokens == 200
+    queue.release("doc")
+    ticket = await chat
+    assert queue.gate.pending_tokens == 210
+    queue.first_token(ticket)
+    assert queue.gate.pending_tokens == 10

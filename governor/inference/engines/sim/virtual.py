@@ -124,13 +124,16 @@ class VirtualSim:
         on_finish: Callable[[VirtualSim, RequestRecord], None] | None = None,
         policy: SchedulingPolicy = "fcfs",
         gate: Callable[[VirtualSim, str, float], bool] | None = None,
+        on_first_token: Callable[[VirtualSim, str, float], None] | None = None,
     ) -> None:
         """``history_seconds`` bounds memory on long runs: steps, samples and finished requests
         older than that are forgotten (``None`` keeps everything). ``on_finish`` is called when
         a request's last output reaches its caller, at ``record.finish_time``: a closed loop
         submits the next request at that time or later. ``policy`` is vLLM's scheduling policy:
         ``"priority"`` orders waiting requests by ``submit(priority=…)`` (lower first).
-        ``gate(sim, request_id, at)`` is asked as each request arrives: False holds it."""
+        ``gate(sim, request_id, at)`` is asked as each request arrives: False holds it.
+        ``on_first_token(sim, request_id, at)`` is told when a request's first output reaches
+        its caller."""
         if history_seconds is not None and not history_seconds > 0:
             raise ValueError(f"history_seconds must be positive, got {history_seconds}")
         self.preset = preset
@@ -143,6 +146,7 @@ class VirtualSim:
         self._next_trim = history_seconds or math.inf
         self._on_finish = on_finish
         self._gate = gate
+        self._on_first_token = on_first_token
         self._admitted: set[str] = set()  # held by the gate, then let in
         self._requests: dict[str, SimRequest] = {}
         # Requests not yet at the frontend: (arrival, seq, request).
@@ -351,6 +355,8 @@ class VirtualSim:
                 if math.isnan(req.last_delivery_time):
                     req.first_delivery_time = at
                     samples.ttft.append(at - req.arrival_time)
+                    if self._on_first_token is not None:
+                        self._on_first_token(self, req.request_id, at)
                 else:
                     samples.itl.append(at - req.last_delivery_time)
                 req.last_delivery_time = at

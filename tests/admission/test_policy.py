@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from governor.inference.admission.policy import (
+from governor.admission.policy import (
     AdmissionPolicy,
     ClassLimit,
     Ledger,

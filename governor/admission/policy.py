@@ -1,9 +1,10 @@
 """Who runs, who waits and who is turned away: the admission policy, pure (no clock, no I/O).
 
-The service (:mod:`governor.inference.admission.queue`, on asyncio) and the controller benchmark (in
-virtual time) drive the same :class:`Ledger`, so a benchmark run admits exactly as the service
-would. A request belongs to a class (``classes`` of slo.yaml), which has a priority (lower ranks
-higher, as in vLLM) and may limit how many of its requests run at once:
+The service (:mod:`governor.inference.admission.queue`, on asyncio) and the controller benchmark
+(in virtual time) drive the same :class:`Ledger`, so a benchmark run admits exactly as the
+service would (:mod:`governor.admission.deadline` adds each class's first-token deadline). A
+request belongs to a class (``classes`` of slo.yaml), which has a priority (lower ranks higher,
+as in vLLM) and may limit how many of its requests run at once:
 
 1. A request runs at once when fewer than ``max_in_flight`` requests run and fewer than its
    class's own limit of its class do. (Nobody waiting could have taken that slot: the ledger

@@ -1,0 +1,1 @@
+"""The pure admission policies: by class (the ledger) and by first-token deadline."""

@@ -1,0 +1,16 @@
+"""The usage examples in the admission policies' docstrings run (the suite does not collect
+doctests)."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+
+@pytest.mark.parametrize("name", ["governor.admission.policy", "governor.admission.deadline"])
+def test_docstring_examples(name: str) -> None:
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0
