@@ -235,6 +235,12 @@ class DeadlineGate(Generic[K]):
         return sum(self._classes[n].queued + self._classes[n].pending
                    for n in state.outranked_by)
 
+    def deadlines(self) -> dict[str, float]:
+        """Each class's deadline in seconds at the slack in force (a class without is left
+        out)."""
+        found = {name: self.deadline(name) for name in self._classes}
+        return {name: seconds for name, seconds in found.items() if seconds is not None}
+
     def deadline(self, name: str) -> float | None:
         """Class ``name``'s deadline in seconds from arrival (None: it has none)."""
         target = self._class(name).limit.ttft_seconds

@@ -56,6 +56,8 @@ METRICS_PATH: Final = "/metrics"
 HEALTH_PATH: Final = "/health"
 WEBHOOK_PATH: Final = "/alerts"
 ADMIN_BATCHING_PATH: Final = "/admin/batching"
+# governor serve's admission bound (governor.contracts.admission).
+ADMIN_ADMISSION_PATH: Final = "/admin/admission"
 
 # The service's generation routes, as its ``route`` label names them; a request class of
 # slo.yaml may match on them.

@@ -1,4 +1,6 @@
-"""``GET``/``PUT /admin/batching``: read and move the engine's batching limits, live.
+"""``GET``/``PUT /admin/batching``: read and move the engine's batching limits, live; and
+``GET``/``PUT /admin/admission``: the admission bound (the deadline slack, the static bound on
+prompt tokens ahead, :mod:`governor.contracts.admission`).
 
 Bearer-token protected (``GOVERNOR_ADMIN_TOKEN``, compared in constant time, never logged). A PUT
 names either limit or both; values outside ``[floor, ceiling]`` get 422 and change nothing::
@@ -17,6 +19,8 @@ from typing import Any
 
 from aiohttp import web
 
+from governor.contracts.admission import AdmissionBound, AdmissionReport
+from governor.contracts.admission import requested as admission_requested
 from governor.contracts.batching import (
     DISABLED_MESSAGE,
     UNAUTHORIZED_CODE,
@@ -28,6 +32,7 @@ from governor.contracts.batching import (
 )
 from governor.contracts.metrics.service import RESULT_APPLIED, RESULT_FAILED, RESULT_REJECTED
 from governor.inference import keys
+from governor.inference.admission.queue import AdmissionQueue
 from governor.inference.engines.base import Engine, EngineError, EngineErrorKind
 from governor.inference.http.body import read_json
 from governor.inference.http.errors import AUTHENTICATION, SERVER, UNAVAILABLE, APIError
@@ -67,6 +72,34 @@ async def answer(engine: Engine, retry_after: int) -> dict[str, Any]:
     if ranks is not None:
         body["ranks"] = ranks
     return body
+
+
+def admission_report(queue: AdmissionQueue) -> AdmissionReport:
+    gate = queue.gate
+    return AdmissionReport(AdmissionBound(gate.settings.slack, gate.settings.max_tokens_ahead),
+                           gate.deadlines(), gate.rate,
+                           gate.pending_tokens + gate.queued_tokens)
+
+
+async def get_admission(request: web.Request) -> web.Response:
+    authorize(request)
+    return web.json_response(admission_report(request.app[keys.ADMISSION]).as_dict())
+
+
+async def put_admission(request: web.Request) -> web.Response:
+    """Move the admission bound live: the deadline slack, the static bound on tokens ahead."""
+    authorize(request)
+    queue = request.app[keys.ADMISSION]
+    body = await read_json(request)
+    before = admission_report(queue).bound
+    try:
+        wanted = admission_requested(body, before)
+    except BodyError as exc:
+        raise APIError(exc.status, exc.message, param=exc.param, code=exc.code) from exc
+    queue.gate.set_slack(wanted.deadline_slack)
+    queue.gate.set_max_tokens_ahead(wanted.max_tokens_ahead)
+    log.info("admission bound %s -> %s", before.as_dict(), wanted.as_dict())
+    return web.json_response(admission_report(queue).as_dict())
 
 
 async def get_batching(request: web.Request) -> web.Response:

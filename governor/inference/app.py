@@ -26,6 +26,7 @@ from prometheus_client.openmetrics import exposition as openmetrics
 from governor import __version__ as VERSION
 from governor.admission.policy import AdmissionPolicy
 from governor.contracts.endpoints import (
+    ADMIN_ADMISSION_PATH,
     ADMIN_BATCHING_PATH,
     CHAT_COMPLETIONS_PATH,
     COMPLETIONS_PATH,
@@ -102,6 +103,8 @@ def create_app(
     app.router.add_get(METRICS_PATH, _metrics)
     app.router.add_get(ADMIN_BATCHING_PATH, admin.get_batching)
     app.router.add_put(ADMIN_BATCHING_PATH, admin.put_batching)
+    app.router.add_get(ADMIN_ADMISSION_PATH, admin.get_admission)
+    app.router.add_put(ADMIN_ADMISSION_PATH, admin.put_admission)
     app.router.add_get(DEVICE_PATH, device.get_device)
     app.router.add_get(FAULTS_PATH, device.get_faults)
     app.router.add_put(FAULTS_PATH, device.put_faults)

@@ -1,5 +1,5 @@
-"""The usage examples in the admission policies' docstrings run (the suite does not collect
-doctests)."""
+"""The usage examples in the admission policies' docstrings, and their admin body's, run (the
+suite does not collect doctests)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("name", ["governor.admission.policy", "governor.admission.deadline"])
+@pytest.mark.parametrize("name", ["governor.admission.policy", "governor.admission.deadline",
+                                  "governor.contracts.admission"])
 def test_docstring_examples(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0

@@ -156,6 +156,9 @@ ADMISSION_PREFILL_RATE: Final = Metric(
     "governor_admission_prefill_tokens_per_second", "gauge",
     "Prompt tokens the engine brings to their first token per second it has any pending, as the "
     "deadline gate measures it (0 until measured).", "tokens per second")
+ADMISSION_DEADLINE_SLACK: Final = Metric(
+    "governor_admission_deadline_slack", "gauge",
+    "Factor on each class's first-token target that makes its deadline (PUT /admin/admission).")
 ADMISSION_BACKLOG: Final = Metric(
     "governor_admission_backlog_prompt_tokens", "gauge",
     "Prompt tokens of admitted requests without a first token yet, waiting for an engine slot "

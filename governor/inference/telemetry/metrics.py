@@ -88,6 +88,7 @@ class ServiceMetrics:
                                                 waited.labels(name)) for name in classes}
         self._prefill_rate = gauge(m.ADMISSION_PREFILL_RATE, registry)
         self._backlog = gauge(m.ADMISSION_BACKLOG, registry)
+        self._slack = gauge(m.ADMISSION_DEADLINE_SLACK, registry)
         self.connections_refused = counter(m.CONNECTIONS_REFUSED, registry)
         for reason in m.CONNECTION_REFUSAL_REASONS:  # each reads 0 before its first refusal
             self.connections_refused.labels(reason)
@@ -131,6 +132,7 @@ class ServiceMetrics:
         gate = queue.gate
         self._prefill_rate.set_function(lambda: gate.rate or 0.0)
         self._backlog.set_function(lambda: gate.pending_tokens + gate.queued_tokens)
+        self._slack.set_function(lambda: gate.settings.slack)
 
     def set_limits(self, gauge: Gauge, limits: BatchingLimits) -> None:
         gauge.labels(m.PARAM_MAX_NUM_SEQS).set(limits.max_num_seqs)

@@ -1,0 +1,103 @@
+"""The admin API's admission body, ``GET``/``PUT /admin/admission``: the bound a controller moves
+live, declared once for every server and the controller.
+
+A report carries the bound in force (the deadline slack, and the static bound on prompt tokens
+ahead, ``null`` when there is none), each class's deadline at that slack, and what the deadline
+gate measures; a ``PUT`` names either field or both, and the one it leaves out keeps its value::
+
+    GET /admin/admission
+    200 {"deadline_slack": 1.0, "max_tokens_ahead": null,
+         "deadlines": {"doc": 20.0, "chat": 1.0},
+         "prefill_tokens_per_second": 38211.5, "backlog_prompt_tokens": 9120}
+
+    >>> requested({"deadline_slack": 1.5}, AdmissionBound(1.0, None))
+    AdmissionBound(deadline_slack=1.5, max_tokens_ahead=None)
+    >>> requested({"max_tokens_ahead": None}, AdmissionBound(1.0, 32768))
+    AdmissionBound(deadline_slack=1.0, max_tokens_ahead=None)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from governor.contracts.batching import BodyError
+
+SLACK: Final = "deadline_slack"
+TOKENS_AHEAD: Final = "max_tokens_ahead"
+FIELDS: Final = (SLACK, TOKENS_AHEAD)
+# The range a slack may take: above it every deadline is minutes long, which is no deadline.
+MAX_SLACK: Final = 100.0
+MAX_TOKENS_AHEAD: Final = 10**12
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionBound:
+    """What a controller moves: each deadline's factor on its class's first-token target, and
+    the static bound on prompt tokens ahead (None: none)."""
+
+    deadline_slack: float
+    max_tokens_ahead: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {SLACK: self.deadline_slack, TOKENS_AHEAD: self.max_tokens_ahead}
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionReport:
+    """What ``GET /admin/admission`` reports."""
+
+    bound: AdmissionBound
+    deadlines: Mapping[str, float]  # class → seconds, at the slack in force
+    prefill_tokens_per_second: float | None  # None: not measured yet
+    backlog_prompt_tokens: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.bound.as_dict(), "deadlines": dict(self.deadlines),
+                "prefill_tokens_per_second": self.prefill_tokens_per_second,
+                "backlog_prompt_tokens": self.backlog_prompt_tokens}
+
+
+def requested(body: object, current: AdmissionBound) -> AdmissionBound:
+    """The bound a ``PUT`` body asks for, merged with ``current`` (pure; :class:`BodyError`
+    when it cannot be applied: 400 malformed, 422 out of range)."""
+    if not isinstance(body, Mapping):
+        raise BodyError("the body must be a JSON object")
+    unknown = sorted(str(key)[:64] for key in set(body) - set(FIELDS))
+    if unknown:
+        raise BodyError(f"unknown fields {unknown[:8]}; expected {list(FIELDS)}",
+                        param=unknown[0])
+    if not any(name in body for name in FIELDS):
+        raise BodyError(f"name at least one of {list(FIELDS)}")
+    wanted = current
+    if SLACK in body:
+        wanted = replace(wanted, deadline_slack=_slack(body[SLACK]))
+    if TOKENS_AHEAD in body:
+        wanted = replace(wanted, max_tokens_ahead=_tokens_ahead(body[TOKENS_AHEAD]))
+    return wanted
+
+
+def _slack(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BodyError(f"'{SLACK}' must be a number", param=SLACK)
+    try:
+        slack = float(value)
+    except OverflowError:  # an integer too large for a float
+        slack = math.inf
+    if not (math.isfinite(slack) and 0 < slack <= MAX_SLACK):
+        raise BodyError(f"'{SLACK}' must be within (0, {MAX_SLACK:g}]", param=SLACK, status=422,
+                        code="out_of_range")
+    return slack
+
+
+def _tokens_ahead(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BodyError(f"'{TOKENS_AHEAD}' must be an integer or null", param=TOKENS_AHEAD)
+    if not 0 <= value <= MAX_TOKENS_AHEAD:
+        raise BodyError(f"'{TOKENS_AHEAD}' must be within [0, {MAX_TOKENS_AHEAD}]",
+                        param=TOKENS_AHEAD, status=422, code="out_of_range")
+    return value
