@@ -1,8 +1,10 @@
 """``governor status``: how the SLOs are doing, on one screen.
 
 It asks the three places that know — Prometheus for each SLO's error budget and burn rates (the
-generated recording rules), and for a latency SLO that burns, the stage of the requests that grew
-most (five minutes against the hour: the tokenizer, the client's reading, the engine's prefill…);
+generated recording rules), for a latency SLO that burns, the stage of the requests that grew
+most (five minutes against the hour: the tokenizer, the client's reading, the engine's prefill…),
+and the verdict on each target where it burns (who is to blame, ``governor why`` for the
+numbers);
 Alertmanager for what is firing; the controller for the limits in force on every target and the
 decisions it took, with their reasons::
 
@@ -32,6 +34,7 @@ from governor.common.prometheus_api import PrometheusHTTP
 from governor.contracts.endpoints import ALERTMANAGER, CONTROLLER, LOCAL_HOST, PROMETHEUS
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import slo as n
+from governor.contracts.metrics import verdict as v
 from governor.contracts.promql import format_duration
 from governor.contracts.stages import shift
 from governor.slo.burn import SLI_WINDOWS
@@ -55,6 +58,8 @@ class SloStatus:
     burn_rates: dict[str, float | None] = field(default_factory=dict)
     # For a burning latency SLO on the service's histograms: where its time went.
     stages: dict[str, Any] | None = None
+    # Per target where it burns: the verdict's causes, largest share first (governor why).
+    verdict: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -100,7 +105,22 @@ def slos(prometheus: str, timeout: float) -> list[SloStatus]:
                        for w in STAGE_WINDOWS)
         for status in burning:
             status.stages = where_it_went(metrics.get(status.name, ""), short, long)
+    attach_verdicts(prometheus, found, timeout)
     return found
+
+
+def attach_verdicts(prometheus: str, found: list[SloStatus], timeout: float) -> None:
+    """The verdict of every SLO that burns on some target in the verdict's short window (the
+    burn table's windows are longer: an SLO may burn there before it shows above)."""
+    by_name = {status.name: status for status in found}
+    samples = _instant(prometheus, v.CAUSE_SHARE.name, timeout)
+    for sample in sorted(samples, key=lambda x: -float(x["value"][1])):
+        labels = sample["metric"]
+        status = by_name.get(labels.get(n.LABEL_SLO, ""))
+        if status is None:
+            continue
+        status.verdict.setdefault(labels.get("instance", "?"), []).append(
+            {"cause": labels.get(v.LABEL_CAUSE, "?"), "share": float(sample["value"][1])})
 
 
 def _first(burn_rates: dict[str, float | None]) -> float | None:
@@ -220,6 +240,7 @@ def render(report: Report, sources: dict[str, str]) -> str:
         lines += _table(rows)
         lines += [line for s in report.slos if s.stages is not None
                   for line in _stages_lines(s.name, s.stages)]
+        lines += [line for s in report.slos for line in _verdict_lines(s)]
     lines += ["", "Firing alerts"]
     if "alertmanager" in report.errors:
         lines.append(f"  Alertmanager {sources['alertmanager']}: {report.errors['alertmanager']}")
@@ -265,6 +286,16 @@ def _stages_lines(name: str, stages: dict[str, Any]) -> list[str]:
                "holds" if stages["outside_engine"] else "the engine's share grew: the "
                "controller's batching limits apply")
     return [head, f"    {verdict}"]
+
+
+def _verdict_lines(status: SloStatus) -> list[str]:
+    """Who is to blame, per target where the SLO burns (``governor why`` for the evidence)."""
+    lines = []
+    for instance, blamed in sorted(status.verdict.items()):
+        ranked = ", ".join(f"{b['cause']} {b['share'] * 100:.0f}%" for b in blamed)
+        lines.append(f"  {status.name} burns on {instance}: {ranked} "
+                     f"(governor why {instance} says why)")
+    return lines
 
 
 def _short(text: str | None, width: int = 110) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
+from governor.alerts import verdict_evidence
 from governor.alerts.rules import AlertRule, RuleFile, RuleGroup
 from governor.alerts.ruletests import AlertCheck, ExpectedAlert, InputSeries, RuleTest
 from governor.alerts.slo_rules import sli_matchers, slo_labels
@@ -62,6 +63,7 @@ def fast_alert(spec: SloSpec, slo: SLO, params: RenderParams) -> AlertRule:
                            f"{threshold}s; the controller is asked to act.",
         },
         for_seconds=params.fast_for_seconds,
+        query_annotations=verdict_evidence.annotation(spec, slo, instance=True),
     )
 
 

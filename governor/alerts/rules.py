@@ -52,18 +52,25 @@ class AlertRule:
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
     for_seconds: int = 0
+    # Annotations Prometheus fills from a query when the alert fires (a Go template), each with
+    # the text it gives where the query finds nothing: what a generated promtool test expects.
+    query_annotations: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"alert": self.alert, "expr": self.expr}
         if self.for_seconds:
             out["for"] = format_duration(self.for_seconds)
         out["labels"] = _sorted(self.labels)
-        out["annotations"] = _sorted(self.annotations)
+        out["annotations"] = _sorted({**self.annotations, **{
+            key: template for key, (template, _) in self.query_annotations.items()}})
         return out
 
     def expected_annotations(self, labels: Mapping[str, str]) -> dict[str, str]:
-        """The annotations as they fire on a series with ``labels``."""
-        return {key: expand(value, labels) for key, value in sorted(self.annotations.items())}
+        """The annotations as they fire on a series with ``labels`` (query annotations as they
+        read when their query finds nothing)."""
+        expanded = {key: expand(value, labels) for key, value in self.annotations.items()}
+        empty = {key: text for key, (_, text) in self.query_annotations.items()}
+        return dict(sorted({**expanded, **empty}.items()))
 
 
 Rule = RecordingRule | AlertRule

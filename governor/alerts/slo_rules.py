@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from governor.alerts import verdict_evidence
 from governor.alerts.rules import AlertRule, RecordingRule, RuleFile, RuleGroup, literal
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import slo as n
@@ -196,7 +197,8 @@ def burn_alerts(spec: SloSpec, slo: SLO) -> tuple[AlertRule, ...]:
                        f"{pace[severity]}",
             "description": describe(spec, slo, tiers),
         }
-        alerts.append(AlertRule(slo.camel_name + n.BURN_ALERT_SUFFIX, expr, labels, annotations))
+        alerts.append(AlertRule(slo.camel_name + n.BURN_ALERT_SUFFIX, expr, labels, annotations,
+                                query_annotations=verdict_evidence.annotation(spec, slo)))
     return tuple(alerts)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from governor.contracts.batching import BatchingLimits, BatchingReport
 from governor.contracts.batching import Param as Param  # the knobs, as the controller names them
 from governor.contracts.metrics.controller import (
+    SCALE_CAPACITY,
     SCALE_NOT_OVERLOADED,
     SCALE_OVERLOAD,
     SCALE_WITHIN_TOLERANCE,
@@ -56,6 +57,10 @@ class Reason(enum.StrEnum):
     QUEUE_GROWING = "queue_growing"  # never relax while the waiting queue grows
     RELAX_BLOCKED = "relax_blocked"  # a relaxation was undone here at this load, or the model
     # predicts it would breach
+    OUTSIDE_BATCHING = "outside_batching"  # the verdict names a cause no batching limit fixes
+    # (a throttled, shared or faulty GPU, a saturated link, the service's own stages): hold
+    CAPACITY = "capacity"  # the verdict names demand or the GPU's saturation by the engine's own
+    # work: hold the limits and raise the scale-out signal
     AT_FLOOR = "at_floor"  # breaching, but both knobs are at their floors
     AT_CEILING = "at_ceiling"  # nothing left to relax
     TTFT_GUARD = "ttft_guard"  # a budget cut would starve prefill (TTFT); seqs are at floor
@@ -71,6 +76,7 @@ class Reason(enum.StrEnum):
 NOT_OVERLOADED = SCALE_NOT_OVERLOADED
 OVERLOADED = SCALE_OVERLOAD
 WITHIN_TOLERANCE = SCALE_WITHIN_TOLERANCE
+CAPACITY_VERDICT = SCALE_CAPACITY
 
 
 class ChangeKind(enum.StrEnum):
@@ -140,6 +146,15 @@ class Observation:
     # tail. ``None`` and empty with one engine, or series that name no rank.
     rank: str | None = None
     rank_itl_tails: Mapping[str, float | None] = field(default_factory=dict)
+    # The verdict of the generated rules for the decode SLO and the TTFT SLO while they burn on
+    # this target: each cause's share of the breach (governor.contracts.causes). Empty while the
+    # SLO does not burn, or where the rules are not loaded.
+    itl_causes: Mapping[str, float] = field(default_factory=dict)
+    ttft_causes: Mapping[str, float] = field(default_factory=dict)
+    # The GPU's conditions on the target's node as the rules record them, whether or not an SLO
+    # burns yet: gpu_throttled, gpu_shared, interconnect → how much slower the steps run;
+    # gpu_fault → events in the window.
+    gpu_conditions: Mapping[str, float] = field(default_factory=dict)
 
     def as_inputs(self) -> dict[str, float | None]:
         """The observation as the audit log prints it (NaN shown as ``None``); the stages as
@@ -152,6 +167,9 @@ class Observation:
                 None if before is None else _finite(seconds - before)
         for rank, tail in self.rank_itl_tails.items():
             inputs[f"{RANK_TAIL_INPUT}.{rank}"] = _finite(tail)
+        for name in sorted(CAUSE_FIELDS):
+            for cause, share in sorted(getattr(self, name).items()):
+                inputs[f"{name}.{cause}"] = _finite(share)
         return inputs
 
     def ranks(self) -> dict[str, object] | None:
@@ -169,7 +187,9 @@ STAGE_GROWTH_INPUT = "stage_growth_seconds"
 # The fields that say which data-parallel rank the numbers are, and each rank's tail.
 RANK_FIELDS = frozenset(("rank", "rank_itl_tails"))
 RANK_TAIL_INPUT = "itl_tail_seconds.rank"
-MAPPED_FIELDS = STAGE_FIELDS | RANK_FIELDS
+# The fields that carry the verdict: cause → share of the breach.
+CAUSE_FIELDS = frozenset(("itl_causes", "ttft_causes", "gpu_conditions"))
+MAPPED_FIELDS = STAGE_FIELDS | RANK_FIELDS | CAUSE_FIELDS
 
 
 def _finite(value: float | None) -> float | None:

@@ -28,6 +28,7 @@ from governor.common.prometheus_api import MAX_ANSWER_BYTES, QUERY_PATH, result
 from governor.common.prometheus_api import PrometheusError as PrometheusError  # the controller's
 from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.contracts.metrics.service import LABEL_STAGE
+from governor.contracts.metrics.verdict import LABEL_CAUSE
 from governor.contracts.metrics.vllm import LABEL_ENGINE
 from governor.controller import ranks
 from governor.controller.model import MAPPED_FIELDS, Observation
@@ -91,12 +92,14 @@ def _sample(sample: Any) -> tuple[str | None, float]:
 
 
 def assemble(values: ByLabel, instances: Iterable[str],
-             by_stage: ByLabel | None = None) -> dict[str, Observation]:
-    """``{field: {instance: {rank: value}}}`` (and ``{field: {instance: {stage: value}}}``) →
-    ``{instance: Observation}``, the worst rank's where a server has several
-    (:mod:`governor.controller.ranks`); absent values are ``None`` (an absent stage: no entry)."""
+             by_stage: ByLabel | None = None, by_cause: ByLabel | None = None
+             ) -> dict[str, Observation]:
+    """``{field: {instance: {rank: value}}}`` (and ``{field: {instance: {stage: value}}}``, and
+    ``{field: {instance: {cause: share}}}``) → ``{instance: Observation}``, the worst rank's where
+    a server has several (:mod:`governor.controller.ranks`); absent values are ``None`` (an
+    absent stage or cause: no entry)."""
     out = {}
-    stages = by_stage or {}
+    stages, verdicts = by_stage or {}, by_cause or {}
     for instance in instances:
         judged = ranks.judge({name: per_instance.get(instance, {})
                               for name, per_instance in values.items()
@@ -104,7 +107,10 @@ def assemble(values: ByLabel, instances: Iterable[str],
         out[instance] = replace(
             _NOTHING, **judged.values, rank=judged.rank, rank_itl_tails=judged.tails,
             stage_seconds=dict(stages.get("stage_seconds", {}).get(instance, {})),
-            stage_seconds_long=dict(stages.get("stage_seconds_long", {}).get(instance, {})))
+            stage_seconds_long=dict(stages.get("stage_seconds_long", {}).get(instance, {})),
+            itl_causes=dict(verdicts.get("itl_causes", {}).get(instance, {})),
+            ttft_causes=dict(verdicts.get("ttft_causes", {}).get(instance, {})),
+            gpu_conditions=dict(verdicts.get("gpu_conditions", {}).get(instance, {})))
     return out
 
 
@@ -143,15 +149,19 @@ class PrometheusClient:
 
     async def snapshot(self, instances: Iterable[str]) -> Snapshot:
         """Observations for ``instances`` plus every instance Prometheus scrapes for the job."""
-        exprs, staged = self._queries.expressions(), self._queries.stage_expressions()
-        names, stage_names = list(exprs), list(staged)
-        scraped, by_rank, by_stage = await asyncio.gather(
-            self.query(self._queries.targets()),
+        queries = self._queries
+        exprs, staged = queries.expressions(), queries.stage_expressions()
+        verdicts = queries.verdict_expressions()
+        names, stage_names, verdict_names = list(exprs), list(staged), list(verdicts)
+        scraped, by_rank, by_stage, by_cause = await asyncio.gather(
+            self.query(queries.targets()),
             asyncio.gather(*(self.query_by_rank(exprs[n]) for n in names)),
-            asyncio.gather(*(self.query_by(staged[n], LABEL_STAGE) for n in stage_names)))
+            asyncio.gather(*(self.query_by(staged[n], LABEL_STAGE) for n in stage_names)),
+            asyncio.gather(*(self.query_by(verdicts[n], LABEL_CAUSE) for n in verdict_names)))
         wanted = set(instances) | set(scraped)
         return Snapshot(assemble(dict(zip(names, by_rank, strict=True)), wanted,
-                                 dict(zip(stage_names, by_stage, strict=True))),
+                                 dict(zip(stage_names, by_stage, strict=True)),
+                                 dict(zip(verdict_names, by_cause, strict=True))),
                         frozenset(scraped))
 
 

@@ -22,10 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from governor.contracts import promql
-from governor.contracts.metrics import service, vllm
+from governor.contracts import causes, promql
+from governor.contracts.metrics import service, verdict, vllm
 from governor.contracts.metrics.scrape import LABEL_INSTANCE, LABEL_LE, UP
 from governor.contracts.metrics.service import LABEL_STAGE
+from governor.contracts.metrics.slo import LABEL_SERVICE, LABEL_SLO
 from governor.slo.fleet import Target, Targets
 
 BY_RANK: Final = (LABEL_INSTANCE, vllm.LABEL_ENGINE)
@@ -70,6 +71,11 @@ class QuerySet:
     short_window_seconds: int = 30
     long_window_seconds: int = 300
     target: Target = Targets().inference
+    # Whose verdict to read (governor.contracts.metrics.verdict): the spec's service and the
+    # names of the decode and TTFT SLOs ("": no verdict read).
+    service: str = ""
+    itl_slo: str = ""
+    ttft_slo: str = ""
 
     @property
     def scope(self) -> tuple[promql.Matcher, ...]:
@@ -138,6 +144,23 @@ class QuerySet:
                                               promql.format_seconds(self.long_window_seconds),
                                               BY_STAGE),
         }
+
+    def verdict_expressions(self) -> dict[str, str]:
+        """Observation field → PromQL returning one sample per ``instance`` and ``cause``: the
+        verdict of the generated rules for the decode and TTFT SLOs (empty while they do not
+        burn)."""
+        out = {}
+        for name, slo in (("itl_causes", self.itl_slo), ("ttft_causes", self.ttft_slo)):
+            if slo and self.service:
+                out[name] = promql.Selector(verdict.CAUSE_SHARE.name, (
+                    promql.eq(LABEL_SLO, slo), promql.eq(LABEL_SERVICE, self.service))).render()
+        if out:
+            # The GPU's conditions as soon as the rules record them, before any SLO burns in
+            # the rules' window: a breach the controller sees first is still not cut for them.
+            out["gpu_conditions"] = (
+                f'{verdict.SLOWDOWN.name} or label_replace({verdict.FAULT.name}, '
+                f'"{verdict.LABEL_CAUSE}", "{causes.GPU_FAULT.name}", "", "")')
+        return out
 
     def targets(self) -> str:
         """The inference instances Prometheus scrapes (the only ones the controller will touch)."""

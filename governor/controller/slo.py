@@ -55,7 +55,8 @@ def objectives(spec: SloSpec, *, itl_slo: str | None = None,
                  ttft.objective if ttft else 0.99,
                  short_window_seconds=short_window_seconds,
                  long_window_seconds=long_window_seconds,
-                 target=spec.targets.inference),
+                 target=spec.targets.inference, service=spec.service, itl_slo=itl.name,
+                 ttft_slo=ttft.name if ttft else ""),
         itl.name,
     )
 

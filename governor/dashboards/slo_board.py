@@ -14,10 +14,13 @@ from typing import Final
 
 from grafana_foundation_sdk.models import dashboard as dm
 
+from governor.contracts import causes
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import slo as n
+from governor.contracts.metrics import verdict
+from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.contracts.metrics.service import LABEL_CLASS
-from governor.contracts.promql import format_duration, format_number, to_decimal
+from governor.contracts.promql import Selector, eq, format_duration, format_number, to_decimal
 from governor.dashboards import controller_events
 from governor.dashboards.board import Board, BoardInfo
 from governor.dashboards.panels import (
@@ -162,6 +165,31 @@ def _classes(spec: SloSpec, slo: SLO, board: Board) -> None:
         lines=[Line(0.0), Line(BUDGET_LOW, WARN_COLOR)]))
 
 
+def _explained(slo: SLO) -> bool:
+    """The verdict splits this SLO's latency (inter-token or first-token)."""
+    return isinstance(slo.sli, LatencySLI) and slo.sli.metric in causes.PATHS
+
+
+def _why(spec: SloSpec, board: Board) -> None:
+    """Who is to blame while a latency SLO burns: each cause's share of the breach per target
+    (``verdict.yml``; docs/why.md)."""
+    explained = [slo for slo in spec.slos if _explained(slo)]
+    if not explained:
+        return
+    board.row("Why it burns")
+    for slo in explained:
+        selector = Selector(verdict.CAUSE_SHARE.name, (eq(n.LABEL_SLO, slo.name),
+                                                       eq(n.LABEL_SERVICE, spec.service)))
+        board.panel(timeseries(
+            Spec(f"Why {slo.name} burns", "While the SLO burns on a target, each cause's share "
+                 "of its breach (how far its quantile is over the threshold): the GPU's "
+                 "condition first, then the service's stages, the KV cache, batching or the "
+                 "queue, then saturation. Empty while nothing burns; `governor why` prints the "
+                 "numbers behind each cause.", "percentunit"),
+            [Query(selector.render(), f"{ref(verdict.LABEL_CAUSE)} on {ref(LABEL_INSTANCE)}")],
+            stacked=True, bars=True, max_value=1))
+
+
 def slo_board(spec: SloSpec, source: str) -> Board:
     board = Board(INFO, source)
     controller = spec.targets.controller
@@ -177,6 +205,7 @@ def slo_board(spec: SloSpec, source: str) -> Board:
         _trends(spec, slo, board)
         if class_thresholds.applies(spec, slo):
             _classes(spec, slo, board)
+    _why(spec, board)
     return board
 
 

@@ -29,6 +29,7 @@ from governor.contracts.endpoints import (
 )
 from governor.contracts.metrics import slo as n
 from governor.contracts.metrics.scrape import LABEL_INSTANCE
+from governor.contracts.metrics.verdict import LABEL_NODE
 from governor.contracts.promql import format_duration
 from governor.generation.params import RenderParams
 from governor.slo.fleet import Kubernetes, Target
@@ -87,8 +88,11 @@ def _probe(path: str, port: str, *, failures: int = 3) -> Object:
 
 
 def _job_relabeling(target: Target) -> list[Object]:
-    """Relabel ``job`` to the name the rules, boards and controller select."""
-    return [{"action": "replace", "targetLabel": "job", "replacement": target.job}]
+    """Relabel ``job`` to the name the rules, boards and controller select, and write the pod's
+    node into ``node``: the verdict ties a GPU to the servers on its node by it."""
+    return [{"action": "replace", "targetLabel": "job", "replacement": target.job},
+            {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+             "targetLabel": LABEL_NODE}]
 
 
 def _governor_container(name: str, image: str, args: list[str], port: int) -> Object:

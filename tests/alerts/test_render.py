@@ -21,6 +21,7 @@ from governor.alerts.render import (
     render_all,
     write_all,
 )
+from governor.contracts import causes
 from governor.contracts.metrics import gpu, vllm
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import slo as n
@@ -304,3 +305,9 @@ def test_a_fleets_severities_reach_the_routes_and_the_inhibition() -> None:
     assert inhibit["target_matchers"][0] == 'severity="warning"'
     severities = {r["labels"]["severity"] for r in rules_of(files) if "alert" in r}
     assert severities == {"critical", "warning", "autotune"}
+
+
+def test_every_cause_of_a_verdict_has_its_section_of_the_runbooks() -> None:
+    anchors = _github_anchors((ROOT / "docs" / "runbooks.md").read_text(encoding="utf-8"))
+    for cause in causes.CAUSES:
+        assert cause.runbook_anchor in anchors, f"{cause.name}: no section in docs/runbooks.md"

@@ -50,7 +50,7 @@ def rule_groups(files: dict[str, str]) -> list[str]:
 def test_the_rule_sets_come_per_slo_first_then_by_name() -> None:
     assert [(f.name, f.per_slo) for f in rulesets()] == [
         ("classes", True), ("slo", True), ("control", False), ("health", False), ("scale", False),
-        ("stages", False)]
+        ("stages", False), ("verdict", False)]
 
 
 def test_a_rule_set_applies_only_where_it_says() -> None:
@@ -69,19 +69,23 @@ def test_a_rule_set_applies_only_where_it_says() -> None:
         "prometheus/rules/classes-time-to-first-token.yml"}
     assert {p for p in files if p.startswith("prometheus/rules/")} == {
         *(f"prometheus/rules/slo-{slo.name}.yml" for slo in spec.slos),
-        "prometheus/rules/health.yml", "prometheus/rules/stages.yml"}
+        "prometheus/rules/health.yml", "prometheus/rules/stages.yml",
+        "prometheus/rules/verdict.yml"}
     # Where the time went: only governor serve measures the stages, and only latency SLOs have
     # them (stock vLLM's example: none).
     stock = render_all(load_checked_spec(ROOT / "examples" / "stock-vllm" / "slo.yaml"))
     assert "prometheus/rules/stages.yml" not in stock
     data["slos"] = [slo for slo in data["slos"] if "ratio" in slo["sli"]]
     assert "prometheus/rules/stages.yml" not in render_all(parse_checked_spec(data))
+    # Why a latency SLO burns: every fleet gets the verdict, and a spec of ratios alone none.
+    assert "prometheus/rules/verdict.yml" in stock
+    assert "prometheus/rules/verdict.yml" not in render_all(parse_checked_spec(data))
 
 
 def test_a_new_rule_set_is_one_module_and_nothing_else(extra_module: Path) -> None:
     (extra_module / "extra.py").write_text(EXTRA_RULESET, encoding="utf-8")
     assert [f.name for f in rulesets()] == ["classes", "extra", "slo", "control", "health", "scale",
-                                            "stages"]
+                                            "stages", "verdict"]
     files = render_all(load_checked_spec(ROOT / "slo.yaml"))
     assert "InterTokenLatencyExtra" in files["prometheus/rules/extra-inter-token-latency.yml"]
     assert not any("extra-availability" in path or path.startswith("prometheus/tests/extra")

@@ -14,7 +14,9 @@ MODULES = ["governor.contracts", "governor.contracts.declaration",
            "governor.dashboards.variables",
            "governor.common.cli", "governor.contracts.batching", "governor.common.quantiles",
            "governor.common.commands", "governor.common.prometheus_api",
-           "governor.contracts.alerting"]
+           "governor.contracts.alerting", "governor.contracts.causes",
+           "governor.contracts.simdevice", "governor.contracts.metrics.verdict",
+           "governor.contracts.engine_core"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -148,3 +149,30 @@ async def test_an_unreachable_prometheus_is_a_prometheus_error() -> None:
                                   timeout_seconds=1.0)
         with pytest.raises(PrometheusError):
             await client.query("up")
+
+
+async def test_the_verdict_reaches_each_instances_observation(
+    aiohttp_server: ServerFactory,
+) -> None:
+    queries = replace(QuerySet.default(), service="inference", itl_slo="inter-token-latency",
+                      ttft_slo="time-to-first-token")
+    verdicts = queries.verdict_expressions()
+
+    def by_cause(*samples: tuple[str, str, str]) -> dict[str, Any]:
+        return {"status": "success", "data": {"resultType": "vector", "result": [
+            {"metric": {"instance": i, "cause": c}, "value": [0, v]} for i, c, v in samples]}}
+
+    answers = {
+        queries.targets(): vector(("a:8000", "1"), ("b:8000", "1")),
+        verdicts["itl_causes"]: by_cause(("a:8000", "gpu_throttled", "0.8"),
+                                         ("a:8000", "batching", "0.2")),
+        verdicts["ttft_causes"]: by_cause(("b:8000", "queue", "1")),
+    }
+    server = await aiohttp_server(prometheus_app(answers))
+    async with aiohttp.ClientSession() as session:
+        client = PrometheusClient(session, str(server.make_url("/")), queries)
+        snap = await client.snapshot([])
+    a, b = snap.observations["a:8000"], snap.observations["b:8000"]
+    assert a.itl_causes == {"gpu_throttled": 0.8, "batching": 0.2} and a.ttft_causes == {}
+    assert b.ttft_causes == {"queue": 1.0} and b.itl_causes == {}
+    assert a.as_inputs()["itl_causes.gpu_throttled"] == 0.8

@@ -85,3 +85,14 @@ def test_the_stage_means_are_per_instance_and_stage_over_both_windows_of_the_tar
         'sum by (instance, stage) (rate(governor_request_stage_seconds_count{job="vllm", '
         'namespace="llm"}[30s]))')
     assert "[300s]" in stages["stage_seconds_long"]
+
+
+def test_the_verdict_is_read_for_the_decode_and_ttft_slos_of_the_spec() -> None:
+    queries = objectives(load_spec(ROOT / "slo.yaml")).queries
+    assert queries.verdict_expressions() == {
+        "itl_causes": 'verdict:cause:share{slo="inter-token-latency", service="inference"}',
+        "ttft_causes": 'verdict:cause:share{slo="time-to-first-token", service="inference"}',
+        "gpu_conditions": 'verdict:slowdown:ratio or label_replace(verdict:fault:count, '
+                          '"cause", "gpu_fault", "", "")',
+    }
+    assert QuerySet.default().verdict_expressions() == {}  # no spec: no verdict to read

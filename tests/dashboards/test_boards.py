@@ -15,7 +15,7 @@ from governor.contracts.metrics import controller as c
 from governor.contracts.metrics import gpu as g
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import slo as n
-from governor.contracts.metrics import vllm
+from governor.contracts.metrics import verdict, vllm
 from governor.controller import grafana as controller_grafana
 from governor.controller.model import Action
 from governor.dashboards import controller_events
@@ -41,7 +41,7 @@ def known_metrics() -> set[str]:
                  n.CLASS_SLI_EVENTS_RATE, n.CLASS_SLI_ERROR_EVENTS_RATE,
                  n.CLASS_SLI_ERROR_RATIO, n.CLASS_BURN_RATE)}
     return (declared(svc) | declared(vllm) | declared(g) | declared(c) | declared(n)
-            | recorded)
+            | declared(verdict) | recorded)
 
 
 def base_name(name: str) -> str:
@@ -82,7 +82,17 @@ def test_the_slo_board_has_a_row_per_slo_with_its_objective_and_period() -> None
     board = boards()["governor-slo"]
     rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
     assert rows == ["inter-token-latency: 99% over 30d", "time-to-first-token: 99% over 30d",
-                    "availability: 99.9% over 30d"]
+                    "availability: 99.9% over 30d", "Why it burns"]
+
+
+def test_the_why_row_draws_each_latency_slos_verdict_by_cause_and_target() -> None:
+    board = boards()["governor-slo"]
+    for name in ("inter-token-latency", "time-to-first-token"):
+        panel = panel_titled(board, f"Why {name} burns")
+        (target,) = panel["targets"]
+        assert target["expr"] == f'verdict:cause:share{{slo="{name}", service="inference"}}'
+        assert target["legendFormat"] == "{{cause}} on {{instance}}"
+    assert not any(p["title"] == "Why availability burns" for p in panels(board))
 
 
 @pytest.mark.parametrize("name", [n.OBJECTIVE.name, n.SLI_ERROR_RATIO_PERIOD.name,

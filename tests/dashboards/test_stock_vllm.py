@@ -113,7 +113,7 @@ def test_the_slo_and_controller_boards_are_the_specs_like_any_other() -> None:
     slo, controller = (stock_boards()[uid] for uid in ("governor-slo", "governor-controller"))
     assert [p["title"] for p in slo["panels"] if p["type"] == "row"] == [
         "inter-token-latency: 99% over 30d", "time-to-first-token: 99% over 30d",
-        "availability: 99.9% over 30d"]
+        "availability: 99.9% over 30d", "Why it burns"]
     summary = next(p for p in panels(slo) if p["type"] == "text")["options"]["content"]
     assert "`vllm:inter_token_latency_seconds` at or below 0.1 s" in summary
     observed = panel_titled(controller, "Observed latency")

@@ -22,8 +22,8 @@ from governor.slo.spec import SloSpec
 from tests.alerts.cases import DEPLOY, EXAMPLES, ROOT
 
 SLO = str(ROOT / "slo.yaml")
-FILES = 33  # 22 on the rules side (the inference targets, 2 per-class rule files and their
-# tests, the scale family and its test, the stages family and its test), 6 for Grafana, 5
+FILES = 35  # 24 on the rules side (the inference targets, 2 per-class rule files and their
+# tests, the scale family, the stages family and the verdict, each with its test), 6 for Grafana, 5
 # Kubernetes manifests (the two autoscalers among them)
 
 

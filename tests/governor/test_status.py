@@ -24,6 +24,9 @@ PROMETHEUS = {
 STAGE_MEANS: dict[str, dict[str, float]] = {}
 INFO = [{"slo": "inter-token-latency", "metric": "governor_inter_token_latency_seconds"},
         {"slo": "availability"}]
+# The verdict on one target where the decode SLO burns.
+VERDICT = [("inter-token-latency", "a:8000", "batching", 0.25),
+           ("inter-token-latency", "a:8000", "gpu_throttled", 0.75)]
 ALERTS = [{"labels": {"alertname": "InterTokenLatencyP99High", "severity": "control",
                       "slo": "inter-token-latency", "instance": "a:8000"},
            "startsAt": "2026-12-01T10:00:00Z"}]
@@ -47,6 +50,9 @@ class Fake(BaseHTTPRequestHandler):
                       for slo, v in PROMETHEUS.get(query, [])]
             if query == "slo:info":
                 result = [{"metric": labels, "value": [0, "1"]} for labels in INFO]
+            if query == "verdict:cause:share":
+                result = [{"metric": {"slo": slo, "instance": i, "cause": c}, "value": [0, str(x)]}
+                          for slo, i, c, x in VERDICT]
             result += [{"metric": {"stage": stage}, "value": [0, str(v)]}
                        for stage, v in STAGE_MEANS.get(query, {}).items()]
             self._send({"status": "success", "data": {"resultType": "vector",
@@ -95,6 +101,8 @@ def test_one_screen_answers_how_the_slos_are_doing(
     assert "max_num_batched_tokens 2048 (of 8192)" in out
     assert "tighten  itl_breach: tighten max_num_batched_tokens 8192 → 2048" in out
     assert "hold     cooldown" in out
+    assert "inter-token-latency burns on a:8000: gpu_throttled 75%, batching 25% (governor why " \
+        "a:8000 says why)" in out
 
 
 def test_json_carries_the_same(apis: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -106,6 +114,8 @@ def test_json_carries_the_same(apis: str, capsys: pytest.CaptureFixture[str]) ->
     assert data["alerts"][0]["name"] == "InterTokenLatencyP99High"
     assert data["targets"]["a:8000"]["limits"]["max_num_batched_tokens"] == 2048
     assert data["errors"] == {}
+    assert itl["verdict"] == {"a:8000": [{"cause": "gpu_throttled", "share": 0.75},
+                                         {"cause": "batching", "share": 0.25}]}
 
 
 def test_a_source_that_does_not_answer_is_named_and_the_rest_still_shown(

@@ -74,7 +74,11 @@ OBSERVED: Final = Metric(
 SCALE_NOT_OVERLOADED: Final = "not_overloaded"
 SCALE_OVERLOAD: Final = "overload"
 SCALE_WITHIN_TOLERANCE: Final = "overload_within_tolerance"
-SCALE_REASONS: Final = (SCALE_NOT_OVERLOADED, SCALE_OVERLOAD, SCALE_WITHIN_TOLERANCE)
+# The verdict blames demand (queue) or the GPU's saturation by the engine's own work: a replica
+# more than it has, or as many as demand over what it serves.
+SCALE_CAPACITY: Final = "capacity"
+SCALE_REASONS: Final = (SCALE_NOT_OVERLOADED, SCALE_OVERLOAD, SCALE_WITHIN_TOLERANCE,
+                        SCALE_CAPACITY)
 # One series per target at a time (the current reason); 1 unless the law judges the target
 # overloaded at its best limits, then ceil(demand / what the replica serves).
 DESIRED_REPLICAS: Final = Metric(

@@ -100,6 +100,15 @@ REQUEST_DECODE_TIME: Final = Metric(
     "vllm:request_decode_time_seconds", "histogram",
     "Histogram of time spent in DECODE phase for request.", "seconds", ENGINE_LABELS,
     REQUEST_LATENCY_BUCKETS)
+# vLLM >= 0.34 (vllm/renderers/metrics.py): templating, tokenization and multimodal preprocessing
+# before a request reaches the engine, registered when the first request is rendered.
+LABEL_REQUEST_TYPE: Final = "request_type"
+REQUEST_RENDER_DURATION: Final = Metric(
+    "vllm:request_render_duration_seconds", "histogram",
+    "Time spent rendering a request, including chat templating, tokenization, and multimodal "
+    "preprocessing.", "seconds", (LABEL_MODEL, LABEL_REQUEST_TYPE),
+    (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+     5.0, 10.0))
 # A histogram whose name ends in _total (vLLM's choice): its series are _total_bucket, ….
 ITERATION_TOKENS: Final = Metric(
     "vllm:iteration_tokens_total", "histogram", "Histogram of number of tokens per engine_step.",

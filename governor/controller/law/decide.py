@@ -3,19 +3,22 @@
 One call per target per reconcile. In order:
 
 1. **Hold on missing data**: no inter-token tail or median, no action.
-2. **Cooldown**: one change per cooldown, which outlasts the observation window, so the next
+2. **Read the verdict** (:mod:`governor.controller.law.cause_guard`): a breach the generated rules
+   blame on a throttled, shared or faulty GPU, a saturated link or the service's own stages is
+   held; one blamed on demand or saturation is held with the scale-out signal raised.
+3. **Cooldown**: one change per cooldown, which outlasts the observation window, so the next
    verdict sees only data from after the change.
-3. **Verify the last change** against the first observation after its cooldown. P99 inter-token
+4. **Verify the last change** against the first observation after its cooldown. P99 inter-token
    latency is not monotonic in the budget (docs/h200-measurements.md), so no direction is assumed:
    a relaxation that brought a breach back is undone; a cut that made the tail worse is deepened
    when the spike model says a deeper cut clears the spikes, and undone otherwise; a cut that broke
    time to first token gives half of itself back. Undone values are avoided while load stays high.
-4. **Inter-token breach**: slow decode steps without prefill pressure → cut ``max_num_seqs``;
+5. **Inter-token breach**: slow decode steps without prefill pressure → cut ``max_num_seqs``;
    otherwise cut the budget multiplicatively to where the learnt spike height sits under the SLO,
    never so low that prefill capacity falls under the prompt arrival rate (the TTFT guard).
-5. **Preemptions or a full KV cache** → cut ``max_num_seqs``.
-6. **TTFT breach with decode margin** → raise the budget (or the sequence cap if requests wait).
-7. **Relax** one additive step, only after the stabilisation window without a breach, with margin
+6. **Preemptions or a full KV cache** → cut ``max_num_seqs``.
+7. **TTFT breach with decode margin** → raise the budget (or the sequence cap if requests wait).
+8. **Relax** one additive step, only after the stabilisation window without a breach, with margin
    under the SLO in both windows, never while the queue grows, never into an avoided value, and
    never by more than the tail's distance to the SLO can absorb: a larger budget makes prefill
    steps no more frequent, only taller, by the learnt cost per token; and while long prompts
@@ -28,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from governor.controller.law import overload, spike, stage_guard, timestamps
+from governor.controller.law import cause_guard, overload, spike, stage_guard, timestamps
 from governor.controller.law.context import (
     BUDGET,
     SEQS,
@@ -73,8 +76,10 @@ def decide(
     if ctx.tail is None or ctx.median is None:
         return ctx.hold(Reason.MISSING_DATA, "no inter-token latency tail or median in the window")
     ctx = overload.tracking(overload.scoring(ctx.noting_breach().learning()))
-    decision = stage_guard.held_outside_engine(ctx) or _decide(ctx)
-    return replace(decision, scale=overload.advice(replace(ctx, state=decision.state)))
+    decision = cause_guard.held_for_cause(ctx) or stage_guard.held_outside_engine(ctx) or \
+        _decide(ctx)
+    advice = overload.advice(replace(ctx, state=decision.state))
+    return replace(decision, scale=cause_guard.scale(ctx, decision, advice))
 
 
 def _decide(ctx: Context) -> Decision:

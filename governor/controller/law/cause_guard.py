@@ -1,0 +1,115 @@
+"""Act on the verdict: retune only for what retuning fixes. Pure.
+
+The generated rules name, per target and burning SLO, the causes of the breach and the share of
+it each explains (:mod:`governor.contracts.causes`; the observation's ``itl_causes`` and
+``ttft_causes``). The law reads them before it moves anything:
+
+* a throttled, shared or faulty GPU anywhere in the verdict (:data:`NEVER_CUT_FOR`): **hold**. A
+  cut would be judged on a tail it did not cause: the next verification would see the tail stay,
+  deepen the cut, and starve prefill for nothing;
+* a leading cause no batching limit moves (a saturated link, the service's own stages): **hold**,
+  naming it;
+* a leading cause of demand or of the GPU's saturation by the engine's own work (the queue,
+  compute- or memory-bound): **hold and raise the scale-out signal**, a replica more than the
+  target has (or as many as demand over what it serves, where the law measured both);
+* batching, the KV cache, ``unknown``, or no verdict at all (the rules not loaded, the SLO not
+  burning in the rules' window): the law decides as it always has.
+
+Each breach is judged on its own SLO's verdict: the inter-token one while decode is in trouble,
+the first-token one while only time to first token breaches. The controller's own window may
+show a breach a rule evaluation before the rules do: meanwhile a GPU condition they already
+record (a throttle, a co-tenant, a saturated link, a fault) holds the limits too::
+
+    decision = held_for_cause(ctx) or held_outside_engine(ctx) or _decide(ctx)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+
+from governor.contracts import causes
+from governor.contracts.causes import NEVER_CUT_FOR, Action
+from governor.controller.law.context import Context
+from governor.controller.model import CAPACITY_VERDICT, Decision, Reason, ScaleAdvice, finite
+
+
+def _judged(ctx: Context) -> tuple[str, Mapping[str, float]] | None:
+    """The breach the law is about to act on, and its verdict; ``None`` without one."""
+    if ctx.itl_trouble and ctx.obs.itl_causes:
+        return "inter-token latency", ctx.obs.itl_causes
+    if ctx.ttft_breach and not ctx.itl_trouble and ctx.obs.ttft_causes:
+        return "time to first token", ctx.obs.ttft_causes
+    return None
+
+
+def ranked(verdict: Mapping[str, float]) -> list[tuple[causes.Cause, float]]:
+    """The verdict's causes, largest share first (equal shares in the causes' own order);
+    names the law does not know are left out."""
+    known = [(causes.by_name(name), share) for name, share in verdict.items()
+             if name in causes.NAMES and finite(share) is not None]
+    return sorted(known, key=lambda item: (-item[1], causes.CAUSES.index(item[0])))
+
+
+def held_for_cause(ctx: Context) -> Decision | None:
+    """A hold when the verdict blames what no batching limit fixes; else ``None``."""
+    judged = _judged(ctx)
+    if judged is None:
+        return _held_for_condition(ctx)
+    breach, verdict = judged
+    order = ranked(verdict)
+    if not order:
+        return None
+    text = ", ".join(f"{cause.name} {share:.0%}" for cause, share in order)
+    gpu = [cause for cause, _ in order if cause.name in NEVER_CUT_FOR]
+    leading = order[0][0]
+    blamed = f"the {breach} breach is blamed on {text}"
+    if gpu:
+        return ctx.hold(Reason.OUTSIDE_BATCHING,
+                        f"{blamed}; {gpu[0].name}: {gpu[0].summary}; no batching limit fixes "
+                        "that, and a cut would be judged on a tail it did not cause")
+    if leading.action is Action.HOLD:
+        return ctx.hold(Reason.OUTSIDE_BATCHING,
+                        f"{blamed}; {leading.name}: {leading.summary}; no batching limit fixes "
+                        "that")
+    if leading.action is Action.SCALE:
+        return ctx.hold(Reason.CAPACITY,
+                        f"{blamed}; {leading.name}: {leading.summary}; the limits stay and the "
+                        "scale-out signal asks for more replicas")
+    return None
+
+
+def _held_for_condition(ctx: Context) -> Decision | None:
+    """Before the rules' window shows the breach (the controller may see it first), a GPU
+    condition the rules already record still forbids a cut."""
+    if not (ctx.itl_trouble or ctx.ttft_breach):
+        return None
+    held = [(name, value) for name, value in sorted(ctx.obs.gpu_conditions.items())
+            if name in _CONDITIONS and finite(value) is not None]
+    if not held:
+        return None
+    name, value = held[0]
+    cause = causes.by_name(name)
+    measure = (f"{value:.0f} event(s) in the window" if cause is causes.GPU_FAULT
+               else f"steps {value:.2f}x slower")
+    return ctx.hold(Reason.OUTSIDE_BATCHING,
+                    f"breaching while the GPU shows {name} ({measure}): {cause.summary}; no "
+                    "batching limit fixes that, and the verdict will say how much of the breach "
+                    "it explains")
+
+
+# The conditions read before any verdict: the GPU's, which no cut may be made for.
+_CONDITIONS = NEVER_CUT_FOR | {causes.INTERCONNECT.name}
+
+
+def scale(ctx: Context, decision: Decision, advice: ScaleAdvice) -> ScaleAdvice:
+    """The law's own advice, raised to a replica more while the verdict blames capacity."""
+    if decision.reason is not Reason.CAPACITY or advice.replicas > 1:
+        return advice
+    served, demand = finite(ctx.obs.ttft_per_second), ctx.demand
+    wanted = 2
+    if served and demand is not None and demand > served:
+        wanted = max(wanted, math.ceil(demand / served))
+    return replace(advice, replicas=wanted, reason=CAPACITY_VERDICT, demand_per_second=demand,
+                   served_per_second=served)

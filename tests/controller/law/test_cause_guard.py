@@ -1,0 +1,101 @@
+"""The law acts on the verdict: it retunes only for what retuning fixes; on a fake clock."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from governor.contracts.metrics.controller import SCALE_CAPACITY
+from governor.controller.law.cause_guard import ranked
+from governor.controller.model import Action, Observation, Reason
+from tests.controller.law.test_decide import calm, run, spiky
+
+
+def blamed(obs: Observation, itl: dict[str, float] | None = None,
+           ttft: dict[str, float] | None = None) -> Observation:
+    return replace(obs, itl_causes=itl or {}, ttft_causes=ttft or {})
+
+
+@pytest.mark.parametrize(("verdict", "named"), [
+    ({"gpu_throttled": 1.0}, "gpu_throttled"),
+    ({"gpu_shared": 0.8}, "gpu_shared"),
+    ({"gpu_fault": 1.0, "batching": 0.7}, "gpu_fault"),
+    # Batching explains more of it, but the clock deficit is there: never cut for it.
+    ({"batching": 0.6, "gpu_throttled": 0.3}, "gpu_throttled"),
+    ({"interconnect": 0.9}, "interconnect"),
+    ({"client_stream": 0.7, "batching": 0.2}, "client_stream"),
+], ids=["throttled", "shared", "a fault first", "throttled behind batching", "a saturated link",
+        "a slow reader leads"])
+def test_a_breach_blamed_on_what_no_limit_fixes_is_held_and_named(
+    verdict: dict[str, float], named: str,
+) -> None:
+    decision = run(blamed(spiky(0.21), verdict))
+    assert (decision.action, decision.reason) == (Action.HOLD, Reason.OUTSIDE_BATCHING)
+    assert decision.after == decision.before
+    assert "the inter-token latency breach is blamed on " in decision.explanation
+    assert f"; {named}: " in decision.explanation
+    assert decision.inputs[f"itl_causes.{named}"] == verdict[named]
+
+
+@pytest.mark.parametrize("verdict", [
+    {"batching": 1.0}, {"kv_cache": 0.4, "batching": 0.5}, {"unknown": 1.0}, {},
+], ids=["batching", "kv and batching", "unknown", "no verdict"])
+def test_a_breach_retuning_fixes_or_nobody_can_name_is_left_to_the_law(
+    verdict: dict[str, float],
+) -> None:
+    decision = run(blamed(spiky(0.21), verdict))
+    assert (decision.action, decision.reason) == (Action.TIGHTEN, Reason.ITL_BREACH)
+
+
+@pytest.mark.parametrize("leading", ["queue", "gpu_compute_bound", "gpu_memory_bound"])
+def test_a_breach_blamed_on_capacity_holds_and_asks_for_a_replica_more(leading: str) -> None:
+    obs = blamed(spiky(0.21), {leading: 0.9, "batching": 0.1})
+    decision = run(obs)
+    assert (decision.action, decision.reason) == (Action.HOLD, Reason.CAPACITY)
+    assert decision.scale.reason == SCALE_CAPACITY
+    assert decision.scale.replicas >= 2 and decision.scale.replicas_needed >= 2
+
+
+def test_a_first_token_breach_is_judged_on_its_own_verdict() -> None:
+    late = calm(ttft_tail_seconds=1.8)
+    held = run(blamed(late, itl={"batching": 1.0}, ttft={"tokenizer": 0.9}))
+    assert held.reason is Reason.OUTSIDE_BATCHING
+    assert "the time to first token breach is blamed on tokenizer 90%" in held.explanation
+    # The decode verdict says nothing about a first-token breach.
+    assert run(blamed(late, itl={"gpu_shared": 1.0})).reason is not Reason.OUTSIDE_BATCHING
+
+
+def test_without_a_breach_the_verdict_changes_nothing() -> None:
+    quiet = blamed(calm(), {"gpu_throttled": 1.0})
+    assert run(quiet).reason is not Reason.OUTSIDE_BATCHING
+
+
+def test_ranked_orders_by_share_then_by_the_causes_order_and_drops_strangers() -> None:
+    order = ranked({"batching": 0.5, "gpu_shared": 0.5, "nonsense": 1.0, "queue": 0.7,
+                    "kv_cache": float("nan")})
+    assert [(cause.name, share) for cause, share in order] == [
+        ("queue", 0.7), ("batching", 0.5), ("gpu_shared", 0.5)]
+
+
+@pytest.mark.parametrize(("conditions", "named"), [
+    ({"gpu_throttled": 2.0}, "gpu_throttled (steps 2.00x slower)"),
+    ({"gpu_shared": 1.6}, "gpu_shared (steps 1.60x slower)"),
+    ({"gpu_fault": 1.0}, "gpu_fault (1 event(s) in the window)"),
+    ({"interconnect": 1.3}, "interconnect (steps 1.30x slower)"),
+])
+def test_before_the_verdict_a_gpu_condition_already_recorded_holds_a_breach(
+    conditions: dict[str, float], named: str,
+) -> None:
+    decision = run(replace(spiky(0.21), gpu_conditions=conditions))
+    assert (decision.action, decision.reason) == (Action.HOLD, Reason.OUTSIDE_BATCHING)
+    assert f"breaching while the GPU shows {named}" in decision.explanation
+
+
+def test_a_gpu_condition_without_a_breach_changes_nothing_and_a_verdict_comes_first() -> None:
+    assert run(replace(calm(), gpu_conditions={"gpu_throttled": 2.0})).reason is not \
+        Reason.OUTSIDE_BATCHING
+    # The verdict, once there, is what is read: here it names batching alone, so the law cuts.
+    both = replace(spiky(0.21), itl_causes={"batching": 1.0},
+                   gpu_conditions={"gpu_shared": 1.05})
+    assert run(both).reason is Reason.ITL_BREACH
