@@ -1,8 +1,8 @@
 """Deadline-aware admission: turn away the request that can no longer be served in time, early.
 
 A request's deadline is its class's time-to-first-token target (times ``slack``, the bound a
-controller may move live), counted from its arrival. Its *predicted wait* is the prompt tokens
-ahead of it over the measured prefill rate:
+controller may move live), counted from its arrival. Its *predicted wait* for its first token
+is the prompt tokens ahead of it, and its own, over the measured prefill rate:
 
 * **ahead**: prompt tokens of requests that rank as high or higher (a class of the same or a
   lower priority number) and have no first token yet, whether still in the admission queue or
@@ -15,9 +15,11 @@ ahead of it over the measured prefill rate:
 The gate is then simple, and never takes back what it let in:
 
 1. At arrival a request is refused (``Judgement.admit`` false; the service answers 429 with
-   ``Retry-After``) when its predicted wait exceeds what is left of its deadline, or when more
-   than ``max_tokens_ahead`` prompt tokens are ahead (a static bound, off unless set). A request
-   with nothing ahead is never refused: waiting could not bring its first token sooner.
+   ``Retry-After``) when its predicted wait exceeds what is left of its deadline: it would be
+   late, and its prefill would make later requests late too. Or when more than
+   ``max_tokens_ahead`` prompt tokens are ahead (a static bound, off unless set). A request with
+   nothing ahead is never refused, however long its prompt: waiting could not bring its first
+   token sooner.
 2. A request that waits in the admission queue is shed once its deadline has passed, before it
    reaches the engine (:meth:`DeadlineGate.deadline_left` is when).
 3. A class without a TTFT target has no deadline: never refused or shed by it, its tokens still
@@ -37,9 +39,9 @@ or steps back adds nothing. The service drives it on asyncio, the benchmark in v
     8000.0
     >>> for key in "bcd":
     ...     gate.track(key, "chat", 8000, now=1.0, waiting=False)
-    >>> late = gate.judge("chat", 500, now=1.0)           # 24000 tokens ahead: 3 s of wait
-    >>> late.admit, late.wait_seconds, late.retry_after_seconds
-    (False, 3.0, 2)
+    >>> late = gate.judge("chat", 500, now=1.0)           # 24000 tokens ahead, and its 500
+    >>> late.admit, late.first_token_seconds, late.retry_after_seconds
+    (False, 3.0625, 3)
 """
 
 from __future__ import annotations
@@ -111,8 +113,8 @@ class Judgement:
     reason: str = ""  # why it was refused: REASON_DEADLINE or REASON_TOKENS_AHEAD
     tokens_ahead: int = 0
     deadline_seconds: float | None = None  # left of its deadline at the decision; None: none
-    wait_seconds: float | None = None  # predicted wait for the tokens ahead; None: no rate yet
-    first_token_seconds: float | None = None  # predicted wait for its own first token
+    wait_seconds: float | None = None  # predicted prefill of the tokens ahead; None: no rate
+    first_token_seconds: float | None = None  # …and of its own: its predicted wait, judged
     retry_after_seconds: int = 1  # a refusal's Retry-After
 
 
@@ -274,12 +276,12 @@ class DeadlineGate(Generic[K]):
             excess = (ahead - bound) / rate if rate else 1.0
             return replace(judged, admit=False, reason=REASON_TOKENS_AHEAD,
                            retry_after_seconds=self._retry_after(excess))
-        if wait is not None and left is not None and wait > left:
+        if first is not None and left is not None and first > left:
             deadline = self.deadline(name) or 0.0
             # A retry is a new request with a whole deadline: it fits once the backlog ahead has
             # drained to a deadline's worth (arrivals meanwhile are the client's jitter's job).
             return replace(judged, admit=False, reason=REASON_DEADLINE,
-                           retry_after_seconds=self._retry_after(wait - deadline))
+                           retry_after_seconds=self._retry_after(first - deadline))
         return judged
 
     def _retry_after(self, seconds: float) -> int:

@@ -123,8 +123,8 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                         "class for every request")
     p.add_argument("--deadlines", action="store_true",
                    help="first-token deadlines from --slo: a request is refused (429) when the "
-                        "prompt tokens ahead of it would take longer to prefill than its "
-                        "class's first-token target leaves, and shed (429) if it still waits "
+                        "prompt tokens ahead of it, and its own, would take longer to prefill "
+                        "than its class's first-token target leaves, and shed (429) if it waits "
                         "for an engine slot when that deadline passes")
     p.add_argument("--ttft-slo", default=DEFAULT_TTFT_SLO,
                    help="with --deadlines: the latency SLO of --slo whose per-class thresholds "

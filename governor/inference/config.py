@@ -25,10 +25,10 @@ class AdmissionSettings:
     ``Retry-After``); see :mod:`governor.admission.policy`.
 
     With first-token targets (slo.yaml's time-to-first-token SLO, per class), a request is
-    refused at arrival (429) when the prompt tokens ahead of it would take longer to prefill than
-    ``deadline_slack`` times its target leaves, and shed (429) if it is still waiting when that
-    deadline passes; ``max_tokens_ahead`` refuses past a fixed number of prompt tokens ahead
-    instead or as well. See :mod:`governor.admission.deadline`.
+    refused at arrival (429) when the prompt tokens ahead of it, and its own, would take longer to
+    prefill than ``deadline_slack`` times its target leaves, and shed (429) if it is still
+    waiting when that deadline passes; ``max_tokens_ahead`` refuses past a fixed number of
+    prompt tokens ahead instead or as well. See :mod:`governor.admission.deadline`.
     """
 
     max_in_flight: int = 512

@@ -398,10 +398,7 @@ def report(results: list[PolicyRun], scenario: Scenario, args: Any, out: Path) -
         "default_static": default.as_dict(best, default),
         "best_static": best.as_dict(best, default),
         "controller": controlled.as_dict(best, default),
-        "controller_decisions": [
-            {"at_s": round(t.at), "trigger": t.trigger, "action": t.decision.action.value,
-             "reason": t.decision.reason.value, **t.decision.after.as_dict()}
-            for t in results[1].traces],
+        "controller_decisions": _decisions(results[1]),
         "overload_episodes": [
             {"start_s": round(e.start), "end_s": None if e.end is None else round(e.end),
              "replicas_needed": e.replicas_median, "replicas_max": e.replicas_max}
@@ -448,8 +445,16 @@ def _admission_report(scenario: Scenario, args: Any, ungated: list[PolicyRun],
             "c": row("c", scores[1], ungated[1]),
             "c+": row("c+", tagged["c+"][1], tagged["c+"][0])}
     assert best.limits is not None
-    return whatif.summarize(rows, [row(r.name, s, r) for r, s in bounded],
-                            args.deadline_slack, args.bounds, best.limits)
+    summary = whatif.summarize(rows, [row(r.name, s, r) for r, s in bounded],
+                               args.deadline_slack, args.bounds, best.limits)
+    summary["controller_decisions"] = _decisions(tagged["c+"][0])
+    return summary
+
+
+def _decisions(run: PolicyRun) -> list[dict[str, Any]]:
+    return [{"at_s": round(t.at), "trigger": t.trigger, "action": t.decision.action.value,
+             "reason": t.decision.reason.value, **t.decision.after.as_dict()}
+            for t in run.traces]
 
 
 def _label(limits: Limits | None) -> str:

@@ -36,9 +36,9 @@ EXEMPLAR_TRACE_ID: Final = "trace_id"
 # Values of ``reason`` on ADMISSION_REJECTIONS: the queue was full (429), a waiting request gave
 # its place to a request of a higher class (429), or a request waited too long for an engine slot
 # (503). The deadline gate (governor.admission.deadline) adds: refused at arrival because the
-# prompt tokens ahead would take longer to prefill than its class's first-token deadline leaves
-# (429), or because more prompt tokens were ahead than the static bound allows (429); shed while
-# waiting because its deadline passed before an engine slot came free (429).
+# prompt tokens ahead, and its own, would take longer to prefill than its first-token deadline
+# leaves (429), or because more prompt tokens were ahead than the static bound allows (429);
+# shed while waiting because its deadline passed before an engine slot came free (429).
 REASON_QUEUE_FULL: Final = "queue_full"
 REASON_SHED: Final = "shed"
 REASON_QUEUE_TIMEOUT: Final = "queue_timeout"

@@ -5,13 +5,13 @@ class); up to ``max_queue`` more wait, the highest class first and first come fi
 within it. Which request runs, waits, is refused or gives its place up is decided by the pure
 policies of :mod:`governor.admission`, which the benchmark shares: the class ledger
 (:mod:`~governor.admission.policy`) and the deadline gate (:mod:`~governor.admission.deadline`).
-A request is refused at once when the prompt tokens ahead of it would take longer to prefill
-than its class's first-token deadline leaves (:class:`TooLate`, 429), or when the queue is full
-of requests ranking as high (:class:`QueueFull`, 429); one pushed out by a higher class while
-waiting is turned away (:class:`Shed`, 429), one still waiting when its deadline passes too
-(:class:`DeadlinePassed`, 429, before it reaches the engine), and one that waits longer than its
-timeout gets :class:`QueueTimeout` (503). A waiter whose client goes away leaves the queue
-without taking a slot; a request that runs is never taken back::
+A request is refused at once when the prompt tokens ahead of it, and its own, would take longer
+to prefill than its class's first-token deadline leaves (:class:`TooLate`, 429), or when the
+queue is full of requests ranking as high (:class:`QueueFull`, 429); one pushed out by a higher
+class while waiting is turned away (:class:`Shed`, 429), one still waiting when its deadline
+passes too (:class:`DeadlinePassed`, 429, before it reaches the engine), and one that waits
+longer than its timeout gets :class:`QueueTimeout` (503). A waiter whose client goes away
+leaves the queue without taking a slot; a request that runs is never taken back::
 
     queue = AdmissionQueue(max_in_flight=2, max_queue=8)
     async with queue.slot(timeout_seconds=30, tokens=812) as ticket:
