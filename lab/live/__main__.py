@@ -11,12 +11,16 @@ any machine with the simulated engine in real time), in steps that each fit a sh
     python -m lab.live stop --state /tmp/live
     python -m lab.live report OUT --out lab/results   # here, any time
 
+    python -m lab.live drill healthy,batching,gpu_shared --state /tmp/live --out OUT
+
 ``start --replicas 2`` runs two servers, one per GPU, and every later step drives both: the runs
 split the same arrivals between them round-robin, set a static policy's limits on both, and
 start one controller with both as its targets.
 
 Each step is a module: :mod:`lab.live.stack` (start, stop), :mod:`lab.live.table`,
 :mod:`lab.live.runs` and :mod:`lab.live.report`; :mod:`lab.live.state` is what they share.
+``drill`` (:mod:`lab.live.drill`) injects each cause of an SLO burn into the same stack, real
+traffic or a co-tenant on the GPU (:mod:`lab.live.drills`), and watches the verdict.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from governor.common.cli import EnvArgumentParser, non_negative_int, positive_int
+from lab.live.drill import Timing
+from lab.live.drills import NAMES as DRILL_NAMES
 from lab.live.runs import parse_policies
 
 
@@ -35,6 +41,15 @@ def _ints(text: str) -> tuple[int, ...]:
     if not values or min(values) <= 0:
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values
+
+
+def _drills(text: str) -> tuple[str, ...]:
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    unknown = [name for name in names if name not in DRILL_NAMES]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"expected drills among {', '.join(DRILL_NAMES)}, "
+                                         f"got {text!r}")
+    return names
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,9 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="added to every part's default port (a rehearsal beside another stack)")
     p.add_argument("--no-wait", action="store_true", help="return once everything is launched")
     p.add_argument("--parts", type=lambda s: tuple(s.split(",")),
-                   default=("inference", "alertmanager", "prometheus"),
-                   help="which of inference, alertmanager, prometheus to start (a slow engine "
-                        "can start in one command and the monitoring in the next)")
+                   default=("inference", "alertmanager", "prometheus", "exporter"),
+                   help="which of inference, alertmanager, prometheus, exporter to start (a slow "
+                        "engine can start in one command and the monitoring in the next); the "
+                        "exporter reads the real GPUs beside vLLM, fake ones following the sim, "
+                        "and starts once the engines answer")
+    p.add_argument("--classes", action="store_true",
+                   help="governor serve applies the spec's request classes (vLLM priority, "
+                        "per-class admission, the class label), as governor up runs it")
     p = commands.add_parser("table", help="vllm bench serve in closed loop at each concurrency")
     p.add_argument("--state", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
@@ -96,6 +116,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate-scale", type=float, default=1.0,
                    help="scale every arrival rate of phases (a rehearsal on a small machine)")
     p.add_argument("--first-index", type=int, default=0, help="number of the first run")
+    p = commands.add_parser("drill", help="inject causes of an SLO burn and watch the verdict")
+    p.add_argument("drills", type=_drills, metavar="DRILL[,DRILL]",
+                   help=f"one or more of {', '.join(DRILL_NAMES)}, comma-separated, in order")
+    p.add_argument("--state", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--load-scale", type=float, default=1.0,
+                   help="times every class's rate or clients (a rehearsal on a small machine)")
+    p.add_argument("--warm-up", type=float, default=Timing.warm_up_seconds, metavar="SECONDS",
+                   help="the healthy load alone before the onset")
+    p.add_argument("--wait", type=float, default=Timing.wait_seconds, metavar="SECONDS",
+                   help="how long after the onset a verdict is awaited (healthy: watched)")
+    p.add_argument("--settle", type=float, default=Timing.settle_seconds, metavar="SECONDS",
+                   help="polls after the verdict, for the controller's answer")
+    p.add_argument("--clear", type=float, default=Timing.clear_seconds, metavar="SECONDS",
+                   help="the longest wait for the last drill's burn to leave the window")
     p = commands.add_parser("stop", help="stop what start launched")
     p.add_argument("--state", type=Path, required=True)
     p = commands.add_parser("report", help="score run files like governor bench controller")
@@ -115,6 +151,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from lab.live.report import report
 
         return report(args)
+    if args.command == "drill":
+        from lab.live.drill import drill
+
+        args.timing = Timing(args.warm_up, args.wait, args.settle, args.clear)
+        return drill(args)
     from lab.live import runs, stack, table
 
     command = {"start": stack.start, "table": table.table, "runs": runs.runs,

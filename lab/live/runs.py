@@ -67,8 +67,9 @@ def parse_policies(text: str) -> tuple[Policy, ...]:
     return tuple(Policy.parse(part.strip()) for part in text.split(",") if part.strip())
 
 
-def _controller(state: State, run_dir: Path) -> Child:
-    """One controller for every replica: each is a target of its own."""
+def controller_child(state: State, run_dir: Path) -> Child:
+    """One controller for every replica, each a target of its own, with no tuning options;
+    its state and audit log in ``run_dir``."""
     folder = state.folder
     argv = Controller(slo=str(state.slo), host=LOCAL_HOST, port=state.port("controller"),
                       prometheus=state.url("prometheus"),
@@ -82,7 +83,9 @@ def _controller(state: State, run_dir: Path) -> Child:
                  run_dir / "controller.log")
 
 
-def _prompts(state: State) -> PromptBook:
+def prompt_book(state: State) -> PromptBook:
+    """Prompts of exact token lengths for the state's engine: the model's tokenizer's whole
+    words for vLLM, the simulated tokenizer's for the sim."""
     if state.engine != "vllm":
         return PromptBook.from_words(SIM_WORDS)
     vocab = json.loads((Path(state.model) / "tokenizer.json").read_text())["model"]["vocab"]
@@ -118,14 +121,14 @@ def one_run(state: State, policy: Policy, workload: Traffic, seed: int, index: i
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("controller-state.json", "audit.jsonl"):  # an aborted attempt's
         (run_dir / stale).unlink(missing_ok=True)
-    controller = _controller(state, run_dir) if policy.name == "controller" else None
+    controller = controller_child(state, run_dir) if policy.name == "controller" else None
     if controller is not None:
         controller.start().wait_healthy(60.0)
     arrivals = workload.arrivals(seed)
     started = time.time()
     try:
         traces = asyncio.run(replay(state.inference_urls(), SERVED, arrivals,
-                                    _prompts(state), seed=seed))
+                                    prompt_book(state), seed=seed))
     finally:
         if controller is not None:
             controller.stop()

@@ -9,6 +9,12 @@ uses; ``stop`` ends them. :func:`wait_ready` is how every later step waits for t
 ``--replicas N`` starts N servers side by side, replica ``i`` on GPU ``i``
 (``CUDA_VISIBLE_DEVICES=i``) at the inference port plus ``i``, all scraped by the one Prometheus;
 the runs split the arrivals between them (:func:`lab.live.replay.replica_of`).
+
+The GPU exporter (the part ``exporter``) reads the real GPUs through NVML beside vLLM, or shows
+fake GPUs following the simulated engines (each replica on a fake GPU of its own, as ``governor
+up`` runs them). It starts once the engines answer: vLLM allocates its memory while it starts,
+and an exporter watching that would show the verdict's rules a GPU whose memory grew by tens of
+GiB, which they read as another process on it for the length of their long window.
 """
 
 from __future__ import annotations
@@ -29,10 +35,11 @@ from pathlib import Path
 from governor.alerts.alertmanager import alertmanager_args
 from governor.alerts.prometheus_config import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
-from governor.common.commands import Serve, VllmServe, vllm_flags
+from governor.common.commands import Exporter, Serve, VllmServe, vllm_flags
 from governor.common.process import Child, http_ok
 from governor.common.secrets import write_private
 from governor.contracts.endpoints import HEALTH_PATH, LOCAL_HOST
+from governor.contracts.simdevice import fake_gpu_uuid
 from governor.generation.catalog import load_checked_spec
 from governor.generation.params import Endpoints, RenderParams
 from governor.vllm import MIDDLEWARE
@@ -65,7 +72,8 @@ def _environment(engine: str) -> dict[str, str]:
     return found
 
 
-def _service_argv(args: argparse.Namespace, model: str, token: Path, port: int) -> list[str]:
+def _service_argv(args: argparse.Namespace, model: str, token: Path, port: int,
+                  index: int = 0) -> list[str]:
     if args.server == "vllm":
         # Stock vLLM with Governor's admin middleware; the token comes from the environment.
         return VllmServe(model=model, host=LOCAL_HOST, port=port,
@@ -78,9 +86,11 @@ def _service_argv(args: argparse.Namespace, model: str, token: Path, port: int) 
                   served_model_name=SERVED, admin_token_file=str(token),
                   max_num_seqs=args.max_num_seqs,
                   max_num_batched_tokens=args.max_num_batched_tokens, min_num_seqs=1,
-                  min_num_batched_tokens=256, max_in_flight=2048, max_queue=8192)
+                  min_num_batched_tokens=256, max_in_flight=2048, max_queue=8192,
+                  slo=str(args.slo.resolve()) if args.classes else None)
     if args.engine != "vllm":
-        return replace(serve, preset=args.preset).python()
+        # Replica i runs on fake GPU i, which the exporter follows.
+        return replace(serve, preset=args.preset, gpu_uuid=fake_gpu_uuid(index)).python()
     return replace(serve, model=model, max_model_len=args.max_model_len,
                    max_tokens_limit=args.max_model_len,
                    engine_arg=tuple(args.engine_arg)).python()
@@ -96,10 +106,20 @@ def _replicas(args: argparse.Namespace, state: State, model: str, token: Path,
             env["CUDA_VISIBLE_DEVICES"] = str(index)
         name = replica_name(index, state.replicas)
         children.append(Child(name, _service_argv(args, model, token,
-                                                  state.port("inference", index)),
+                                                  state.port("inference", index), index),
                               f"http://{state.address('inference', index)}{HEALTH_PATH}",
                               logs / f"{name}.log", env=env))
     return children
+
+
+def exporter_child(args: argparse.Namespace, state: State, logs: Path) -> Child:
+    """The real GPUs through NVML beside vLLM; beside the simulated engine, one fake GPU per
+    replica, following it."""
+    sim = args.engine != "vllm"
+    argv = Exporter(fake_gpus=state.replicas if sim else None,
+                    follow=",".join(state.inference_urls()) if sim else None,
+                    host=LOCAL_HOST, port=state.port("exporter")).python()
+    return Child("exporter", argv, state.url("exporter") + HEALTH_PATH, logs / "exporter.log")
 
 
 def start(args: argparse.Namespace) -> int:
@@ -107,6 +127,9 @@ def start(args: argparse.Namespace) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     if args.server == "vllm" and args.engine != "vllm":
         raise SystemExit("--server vllm runs stock vllm serve: it needs --engine vllm")
+    if args.server == "vllm" and args.classes:
+        raise SystemExit("--classes applies the spec's request classes in governor serve; "
+                         "stock vllm serve has none")
     if not 1 <= args.replicas <= MAX_REPLICAS:
         raise SystemExit(f"--replicas must be between 1 and {MAX_REPLICAS}: got {args.replicas}")
     model = args.preset
@@ -123,14 +146,17 @@ def start(args: argparse.Namespace) -> int:
     environment["server"] = STOCK_SERVER if args.server == "vllm" else "governor serve"
     environment["replicas"] = str(args.replicas)
     environment["engine_args"] = " ".join(args.engine_arg)
+    environment["classes"] = "the spec's" if args.classes else "none"
     state = State(folder, args.engine, model, args.slo.resolve(),
                   {"max_num_seqs": args.max_num_seqs,
                    "max_num_batched_tokens": args.max_num_batched_tokens}, environment,
                   args.max_model_len, args.replicas, args.port_offset)
     spec = load_checked_spec(args.slo)
     params = RenderParams.fast(str(tokens["controller_token"]))
+    exporters = (state.address("exporter"),) if "exporter" in args.parts else ()
     endpoints = Endpoints(tuple(state.address("inference", i) for i in range(state.replicas)),
-                          (), (state.address("controller"),), (state.address("alertmanager"),))
+                          exporters, (state.address("controller"),),
+                          (state.address("alertmanager"),))
     deploy = folder / "deploy"
     write_all(render_all(spec, endpoints, params, source=str(args.slo)), deploy)
     logs = folder / "logs"
@@ -148,11 +174,12 @@ def start(args: argparse.Namespace) -> int:
               state.url("prometheus") + READY_PATH, logs / "prometheus.log"),
     ]
     children = [c for c in children if _part(c.name) in args.parts]
+    later = [exporter_child(args, state, logs)] if "exporter" in args.parts else []
     if args.alertmanager_templates is not None:
         install_templates(args.alertmanager_templates)
-    for child in children:
-        child.start()  # a session of its own: it outlives this command
-        (folder / f"{child.name}.pid").write_text(str(child.pid))
+    if args.no_wait:  # nobody waits for the engines: everything starts now
+        children, later = children + later, []
+    _launch(children, folder)
     state.save()
     print(json.dumps({"started": [c.name for c in children], "state": str(folder),
                       "environment": state.environment}), flush=True)
@@ -161,7 +188,18 @@ def start(args: argparse.Namespace) -> int:
     for child in children:
         seconds = child.wait_healthy(ENGINE_START_SECONDS)
         print(f"{child.name} healthy after {seconds:.0f} s", flush=True)
+    _launch(later, folder)
+    for child in later:
+        seconds = child.wait_healthy(MONITORING_START_SECONDS)
+        print(f"{child.name} started after the engines, healthy after {seconds:.0f} s",
+              flush=True)
     return 0
+
+
+def _launch(children: list[Child], folder: Path) -> None:
+    for child in children:
+        child.start()  # a session of its own: it outlives this command
+        (folder / f"{child.name}.pid").write_text(str(child.pid))
 
 
 def _part(name: str) -> str:
@@ -187,6 +225,8 @@ def wait_ready(state: State, limit_seconds: float = ENGINE_START_SECONDS) -> flo
     started = time.monotonic()
     parts = {replica_name(i, state.replicas): (url + HEALTH_PATH, limit_seconds)
              for i, url in enumerate(state.inference_urls())}
+    if (state.folder / "exporter.pid").exists():
+        parts["exporter"] = (state.url("exporter") + HEALTH_PATH, MONITORING_START_SECONDS)
     parts["prometheus"] = (state.url("prometheus") + READY_PATH, MONITORING_START_SECONDS)
     parts["alertmanager"] = (state.url("alertmanager") + READY_PATH, MONITORING_START_SECONDS)
     waiting = dict(parts)

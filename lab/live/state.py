@@ -1,7 +1,8 @@
 """What ``python -m lab.live start`` left running, and how the later steps talk to it.
 
 The state folder holds ``state.json`` (the engine, the model, the spec, the ceiling limits, the
-number of replicas, the machine's versions), the tokens, each part's pid and log. Every part
+number of replicas, the machine's versions), the tokens, each part's pid and log (the GPU
+exporter's among them when ``start`` ran it). Every part
 listens on the local host at its default port (:mod:`governor.contracts.endpoints`), shifted by
 ``port_offset``; replica ``i`` of the inference service at the inference port plus ``i``.
 """
@@ -20,6 +21,7 @@ from governor.contracts.endpoints import (
     ADMIN_BATCHING_PATH,
     ALERTMANAGER,
     CONTROLLER,
+    EXPORTER,
     INFERENCE,
     LOCAL_HOST,
     METRICS_PATH,
@@ -29,8 +31,9 @@ from governor.contracts.endpoints import (
 from governor.contracts.metrics import vllm
 
 SERVED = "llama-3-8b"  # the name clients use for the model
-PARTS: dict[str, Endpoint] = {"inference": INFERENCE, "controller": CONTROLLER,
-                              "prometheus": PROMETHEUS, "alertmanager": ALERTMANAGER}
+PARTS: dict[str, Endpoint] = {"inference": INFERENCE, "exporter": EXPORTER,
+                              "controller": CONTROLLER, "prometheus": PROMETHEUS,
+                              "alertmanager": ALERTMANAGER}
 MAX_REPLICAS = 8  # the inference ports stay below the others' (8000-8007)
 
 
