@@ -122,9 +122,12 @@ def engine_rules(spec: SloSpec, w: Windows) -> tuple[RecordingRule, ...]:
         _rule(v.ENGINE_ITL_MEDIAN, median),
         _rule(v.ENGINE_ITL_MEDIAN_BASELINE,
               f"quantile_over_time(0.1, {v.ENGINE_ITL_MEDIAN.name}[{w.long}:])"),
+        _rule(v.ENGINE_ITL_TAIL, histogram_quantile(0.99, itl, scope, w.short, TARGET)),
+        _rule(v.ENGINE_ITL_TAIL_BASELINE,
+              f"quantile_over_time(0.1, {v.ENGINE_ITL_TAIL.name}[{w.long}:])"),
         _rule(v.STEP_TOKENS, histogram_quantile(0.99, vllm.ITERATION_TOKENS.name, scope, w.short,
                                                 TARGET)),
-        _rule(v.RUNNING, sum_by(TARGET, f"avg_over_time({on(vllm.NUM_REQUESTS_RUNNING.name)}"
+        _rule(v.RUNNING, sum_by(TARGET, f"max_over_time({on(vllm.NUM_REQUESTS_RUNNING.name)}"
                                         f"[{w.short}])")),
         _rule(v.PREEMPTIONS, sum_by(TARGET, rate(on(vllm.NUM_PREEMPTIONS.total), w.short))),
         _rule(v.KV_USAGE, f"max by ({LABEL_INSTANCE}) "
@@ -191,10 +194,12 @@ class _GpuSeries:
     sm_active: str
     tensor_active: str
     dram_active: str
+    # The highest SM clock over the short window: a clock held down stays down all of it, while
+    # a power cap the engine's own prefill bursts reach lets it back up between them.
     sm_clock: str
     sm_clock_high: str  # the highest SM clock over the long window
     reasons: str  # 1 per (GPU, reason) held: a ``reason`` label
-    memory_growth: str  # bytes used now over the least over the long window
+    memory_used: str  # bytes of the GPU's memory in use
     second_process: str | None  # 1 per GPU with two processes holding memory, where known
     # The SM share of every process but the one holding the most memory (the engine), where
     # the exporter reads per-process utilisation.
@@ -226,12 +231,12 @@ def _governor_gpus(spec: SloSpec, w: Windows) -> _GpuSeries:
         sm_active=f"({on(gpu.SM_ACTIVE.name)} or {on(gpu.UTILIZATION.name)})",
         tensor_active=on(gpu.TENSOR_ACTIVE.name).render(),
         dram_active=on(gpu.DRAM_BANDWIDTH_UTILIZATION.name).render(),
-        sm_clock=f"max by ({per_gpu}) ({sm_clock})",
+        sm_clock=f"max by ({per_gpu}) ({max_over_time(sm_clock, w.short)})",
         sm_clock_high=f"max by ({per_gpu}) ({max_over_time(sm_clock, w.long)})",
         reasons=f"max by ({per_gpu}, {gpu.LABEL_REASON}) "
                 f"({on(gpu.CLOCK_EVENT_ACTIVE.name, one_of(gpu.LABEL_REASON, _THROTTLE_REASONS))}"
                 f" == 1)",
-        memory_growth=f"{used} - min_over_time({used}[{w.long}])",
+        memory_used=used.render(),
         second_process=f"count by ({per_gpu}) ({held}) > 1",
         cotenant_sm=(f"sum by ({per_gpu}) ({on(gpu.PROCESS_SM_UTILIZATION.name)}\n"
                      f"unless on ({per_gpu}, {gpu.LABEL_PID}) "
@@ -250,7 +255,6 @@ def _dcgm_gpus(spec: SloSpec, w: Windows) -> _GpuSeries:
                        gpu.LABEL_REASON, reason)
         for reason in _THROTTLE_REASONS)
     used = dcgm.FB_USED.base(on)
-    least = dcgm.FB_USED.base(on, lambda s: f"min_over_time({s}[{w.long}])")
     codes = dcgm.XID.base(on)
     before = dcgm.XID.base(on, lambda s: f"{s} offset {w.fault}")
     (ecc,) = dcgm.ECC_UNCORRECTED.fields
@@ -260,11 +264,12 @@ def _dcgm_gpus(spec: SloSpec, w: Windows) -> _GpuSeries:
         sm_active=f"({dcgm.SM_ACTIVE.base(on)} or {dcgm.GPU_UTIL.base(on)})",
         tensor_active=dcgm.TENSOR_ACTIVE.base(on),
         dram_active=dcgm.DRAM_ACTIVE.base(on),
-        sm_clock=f"max by ({per_gpu}) ({dcgm.SM_CLOCK.base(on)})",
+        sm_clock=f"max by ({per_gpu}) "
+                 f"({dcgm.SM_CLOCK.base(on, lambda s: max_over_time(s, w.short))})",
         sm_clock_high=f"max by ({per_gpu}) "
                       f"({dcgm.SM_CLOCK.base(on, lambda s: max_over_time(s, w.long))})",
         reasons=reasons,
-        memory_growth=f"{used} - {least}",
+        memory_used=used,
         second_process=None,  # DCGM lists no processes
         cotenant_sm=None,
         link=pcie,
@@ -283,10 +288,16 @@ def gpu_rules(spec: SloSpec, w: Windows) -> tuple[RecordingRule, ...]:
 
     deficit = (f"({g.reasons})\n* {on_gpu} group_left ()\n"
                f"(1 - {g.sm_clock} / {g.sm_clock_high})")
-    cotenant = f"({g.memory_growth}) > {format_number(causes.COTENANT_MEMORY_BYTES)}"
+    # The GPU's memory grown past its least over the long window *while the engine answered*:
+    # vLLM allocates its own at start, before it answers, so an exporter that saw the start
+    # does not read the engine as a co-tenant.
+    engine_up = placed(f"{Selector(UP.name, spec.targets.inference.matchers())} == 1")
+    used = placed(g.memory_used)
+    least = f"min_over_time(({used}\nand on ({v.LABEL_NODE}) {engine_up})[{w.long}:])"
+    grown = f"({used} - {least}) > {format_number(causes.COTENANT_MEMORY_BYTES)}"
+    present = f"max by ({v.LABEL_NODE}) ({grown})"
     if g.second_process is not None:
-        cotenant += f"\nor ({g.second_process})"
-    present = node_max(cotenant)
+        present += f"\nor {node_max(g.second_process)}"
     share = f"{present} * 0"
     if g.cotenant_sm is not None:
         share = f"({node_max(g.cotenant_sm)} and on ({v.LABEL_NODE}) {present})\nor {share}"

@@ -12,10 +12,11 @@ burns (its error ratio over the short window is past its error budget), the rule
    an uncorrected ECC error, a lost GPU) in the window explains all of it.
 2. **the service's own stages** (``governor serve`` only): reading the body, the text work, and
    writing to a slow client.
-3. **the engine's scheduling**: the waiting queue (the KV cache's when the engine preempts), the
-   prefill spikes of mixed steps (batching: only where the tallest steps carry prefill).
+3. **the engine's scheduling**: the waiting queue (the KV cache's when the cache bounds it, the
+   GPU's when its SMs and tensor pipes are saturated), the prefill spikes of mixed steps
+   (batching: only where the tallest steps carry prefill and the GPU has room for them).
 4. **saturation**: the rest of the step, where the GPU's SMs or DRAM are saturated by the
-   engine's own work.
+   engine's own work (and the spikes, where prefill saturates it while requests wait).
 
 Each step takes what it explains out of what is left, so the shares of one breach add up to at
 most 1, and a cause that would explain the breach only on a healthy GPU (the prefill spikes of a
@@ -139,6 +140,14 @@ def _growth() -> str:
     return f"clamp_min({_median()} / {v.ENGINE_ITL_MEDIAN_BASELINE.name}, 1)"
 
 
+def _tail_growth() -> str:
+    """The target's tail step against its usual one, or the median's growth, whichever is
+    larger (≥ 1). Every step slowed by a wait shows in the tail within seconds, while the
+    median needs half the window's observations, and a slowed engine makes fewer of them."""
+    tail = f"clamp_min({v.ENGINE_ITL_TAIL.name} / {v.ENGINE_ITL_TAIL_BASELINE.name}, 1)"
+    return f"({tail} >= {_growth()}\nor on ({LABEL_INSTANCE}) {_growth()})"
+
+
 def slowdown_rules() -> tuple[RecordingRule, ...]:
     """How much slower each GPU condition makes a target's steps, where it holds."""
     deficit = f"max by ({v.LABEL_NODE}) ({v.GPU_CLOCK_DEFICIT.name})"
@@ -150,7 +159,7 @@ def slowdown_rules() -> tuple[RecordingRule, ...]:
     shared = (f"((1 / (1 - {per_target(cotenant)})) >= {_growth()}\n"
               f"or on ({LABEL_INSTANCE}) {_growth()})\n"
               f"and on ({LABEL_INSTANCE}) {per_target(cotenant)}")
-    saturated_link = f"{_growth()}\nand on ({LABEL_INSTANCE}) ({per_target(link)} >= " \
+    saturated_link = f"{_tail_growth()}\nand on ({LABEL_INSTANCE}) ({per_target(link)} >= " \
                      f"{format_number(causes.LINK_SATURATED)})"
     spread = f"{v.RANK_SPREAD.name} >= {format_number(causes.RANK_SPREAD)}"
     interconnect = f"({spread})\nor on ({LABEL_INSTANCE}) ({saturated_link})"
@@ -184,6 +193,14 @@ def _saturated(compute: bool) -> str:
 def _tall_steps() -> str:
     return (f"{v.STEP_TOKENS.name} > {format_number(causes.TALL_STEP_PER_RUNNING)} * "
             f"{v.RUNNING.name} + {causes.TALL_STEP_TOKENS}")
+
+
+def _demand_saturated() -> str:
+    """The GPU's SMs and tensor pipes saturated by the engine while requests wait: prefill
+    demand past what the GPU computes. Every step then carries a chunk; a smaller budget would
+    only move the wait to the first token."""
+    return (f"({_saturated(True)})\nand on ({LABEL_INSTANCE}) "
+            f"({v.WAITING.name} >= {format_number(causes.WAITING_SATURATED)})")
 
 
 def _preempting() -> str:
@@ -266,23 +283,25 @@ def itl_rules(s: _Slo) -> tuple[RecordingRule, ...]:
         rules.append(s.rule(v.RESIDUAL.name, _after(left, writing, slow_reader),
                             step=v.STEP_SERVICE))
         left = s.residual(v.STEP_SERVICE)
+    # Prefill spikes are batching's while the GPU has room for them; saturated by a demand
+    # that waits, every step carries a chunk and the spikes are the GPU's (below).
+    batching = f"({_tall_steps()})\nunless on ({LABEL_INSTANCE}) ({_demand_saturated()})"
     for cause, condition, step in ((causes.KV_CACHE, _preempting(), v.STEP_KV),
-                                   (causes.BATCHING, _tall_steps(), v.STEP_BATCHING)):
+                                   (causes.BATCHING, batching, v.STEP_BATCHING)):
         rules.append(s.share(cause, f"{_smaller(spikes, left)}\n"
                                     f"and on ({LABEL_INSTANCE}) ({condition})"))
         rules.append(s.rule(v.RESIDUAL.name, _after(left, spikes, condition), step=step))
         left = s.residual(step)
-    rules += _saturation_shares(s, steady, left)
+    whole = f"{engine} / {factor}"
+    compute = f"(({whole})\nand on ({LABEL_INSTANCE}) ({_demand_saturated()}))\nor ({steady})"
+    rules += [s.share(causes.GPU_COMPUTE_BOUND, _saturation(compute, left, True)),
+              s.share(causes.GPU_MEMORY_BOUND, _saturation(steady, left, False))]
     return tuple(rules)
 
 
-def _saturation_shares(s: _Slo, steady: str, left: str) -> list[RecordingRule]:
-    """The engine's own steps, what is left of them, where the GPU is saturated by them."""
-    return [s.share(cause, f"{_smaller(steady, left)}\n"
-                           f"and on ({LABEL_INSTANCE}) ({_saturated(compute)})")
-            for cause, compute in ((causes.GPU_COMPUTE_BOUND, True),
-                                   (causes.GPU_MEMORY_BOUND, False))
-            if s.path in cause.explains]
+def _saturation(amount: str, left: str, compute: bool) -> str:
+    """``amount`` of what is left, where the GPU is saturated by the engine's own work."""
+    return f"{_smaller(amount, left)}\nand on ({LABEL_INSTANCE}) ({_saturated(compute)})"
 
 
 def _part(s: _Slo, part: str) -> str:
@@ -303,18 +322,22 @@ def ttft_rules(s: _Slo) -> tuple[RecordingRule, ...]:
     if s.client_view:
         steps += [(causes.REQUEST_READ, _part(s, v.PART_READ), None, v.STEP_READ),
                   (causes.TOKENIZER, _part(s, v.PART_TEXT), None, v.STEP_TEXT)]
-    steps += [# The queue is the KV cache's where the cache bounds it, else the queue's own.
-              (causes.KV_CACHE, queue, _cache_bound(), v.STEP_KV),
+    factor = f"on ({LABEL_INSTANCE}) group_left () {_factor()}"
+    # The queue is the KV cache's where the cache bounds it, the GPU's where its SMs and tensor
+    # pipes are saturated (with the prefill's own time), else the queue's own.
+    saturated = _saturated(True)
+    steps += [(causes.KV_CACHE, queue, _cache_bound(), v.STEP_KV),
+              (causes.GPU_COMPUTE_BOUND, f"({queue} + {prefill} / {factor})", saturated,
+               v.STEP_SATURATION),
               (causes.QUEUE, queue, f"{v.RUNNING.name} unless on ({LABEL_INSTANCE}) "
-                                    f"({_cache_bound()})", v.STEP_QUEUE)]
+                                    f"({_cache_bound()})\nunless on ({LABEL_INSTANCE}) "
+                                    f"({saturated})", v.STEP_QUEUE)]
     for cause, amount, condition, step in steps:
         gated = amount if condition is None else \
             f"{amount}\nand on ({LABEL_INSTANCE}) ({condition})"
         rules.append(s.share(cause, _smaller(gated, left)))
         rules.append(s.rule(v.RESIDUAL.name, _after(left, amount, condition), step=step))
         left = s.residual(step)
-    factor = f"on ({LABEL_INSTANCE}) group_left () {_factor()}"
-    rules += _saturation_shares(s, f"({prefill} / {factor})", left)
     return tuple(rules)
 
 

@@ -58,6 +58,7 @@ class Target:
     client_extra_itl: float = 0.0  # the client's gaps less the engine's (a slow reader)
     step_tokens: int = 40  # the tallest steps' tokens
     running: int = 32
+    waiting: int = 0
     preemptions_per_scrape: int = 0
     kv_usage: float = 0.3
     # First-token parts: seconds per request (governor serve's stages, vLLM's timings).
@@ -76,6 +77,7 @@ class Target:
     second_process: bool = False
     link_bytes_per_second: float = 1e9
     xid_events: int = 0  # XIDs raised per scrape
+    engine_up: bool = True  # the engine answers its scrapes
 
     @property
     def ttft(self) -> float:
@@ -89,6 +91,7 @@ class Scenario:
     after: Target
     expected: str | None  # the leading cause; None: no verdict at all
     client_side: bool = False  # a cause only the client's view shows (governor serve's stages)
+    before: Target | None = None  # the target before the onset; None: the healthy one
 
 
 def _slow(dist: Dist, factor: float) -> Dist:
@@ -137,19 +140,33 @@ def scenarios(itl: float, ttft: float) -> tuple[Scenario, ...]:
         Scenario("clients read slowly: client_stream", Latency.ITL,
                  replace(healthy, client_extra_itl=3 * itl, stream_write=1.5),
                  causes.CLIENT_STREAM.name, client_side=True),
+        # vLLM allocates its memory before it answers: an exporter that watched it start does not
+        # take the engine for a co-tenant, so slower steps stay unexplained.
+        Scenario("the engine starts beside the exporter: unknown, not gpu_shared", Latency.ITL,
+                 replace(healthy, engine_itl=_slow(healthy.engine_itl, 2.0)),
+                 causes.UNKNOWN.name, before=replace(healthy, engine_up=False,
+                                                     memory_used=2 * GIB)),
         Scenario("spikes nothing explains: unknown", Latency.ITL,
                  replace(healthy, engine_itl=spikes), causes.UNKNOWN.name),
         Scenario("requests wait for the engine: queue", Latency.TTFT,
-                 replace(healthy, queue=slow), causes.QUEUE.name),
+                 replace(healthy, queue=slow, waiting=40), causes.QUEUE.name),
+        Scenario("requests wait behind a saturated GPU: gpu_compute_bound", Latency.TTFT,
+                 replace(healthy, queue=slow, waiting=40, prefill=2 * ttft, sm_active=0.97,
+                         tensor_active=0.8), causes.GPU_COMPUTE_BOUND.name),
+        Scenario("prefill past the GPU, every step a chunk: gpu_compute_bound", Latency.ITL,
+                 replace(healthy, engine_itl=spikes, step_tokens=8000, sm_active=0.97,
+                         tensor_active=0.8, waiting=40), causes.GPU_COMPUTE_BOUND.name),
         Scenario("a slow tokenizer: tokenizer", Latency.TTFT,
                  replace(healthy, text=slow), causes.TOKENIZER.name, client_side=True),
         Scenario("bodies arrive slowly: request_read", Latency.TTFT,
                  replace(healthy, read=slow), causes.REQUEST_READ.name, client_side=True),
         Scenario("waiting for KV blocks: kv_cache", Latency.TTFT,
-                 replace(healthy, queue=slow, preemptions_per_scrape=30, kv_usage=0.99),
+                 replace(healthy, queue=slow, waiting=40, preemptions_per_scrape=30,
+                         kv_usage=0.99),
                  causes.KV_CACHE.name),
         Scenario("a full cache holds the queue, nothing preempted yet: kv_cache", Latency.TTFT,
-                 replace(healthy, queue=slow, kv_usage=0.97), causes.KV_CACHE.name),
+                 replace(healthy, queue=slow, waiting=40, kv_usage=0.97),
+                 causes.KV_CACHE.name),
         Scenario("an XID's stalls fill the queue: gpu_fault", Latency.TTFT,
                  replace(healthy, queue=slow, xid_events=1), causes.GPU_FAULT.name),
     )
@@ -196,7 +213,7 @@ def _engine(s: _Series, before: Target, after: Target) -> None:
     for slo in s.spec.slos:  # an SLI on vLLM's own histograms may pick a model
         if isinstance(slo.sli, LatencySLI) and slo.sli.metric.startswith("vllm:"):
             engine.update(slo.sli.selector)
-    s.add(UP.name, s.inference, 1, 1)
+    s.add(UP.name, s.inference, float(before.engine_up), float(after.engine_up))
     s.histogram(vllm.INTER_TOKEN_LATENCY.name, engine, vllm.INTER_TOKEN_LATENCY.buckets,
                 before.engine_itl, after.engine_itl)
     steps: Dist = ((float(before.running), OBSERVATIONS - 2), (float(before.step_tokens), 2))
@@ -205,7 +222,7 @@ def _engine(s: _Series, before: Target, after: Target) -> None:
     s.histogram(vllm.ITERATION_TOKENS.name, engine, vllm.ITERATION_TOKENS.buckets, steps,
                 steps_after)
     s.add(vllm.NUM_REQUESTS_RUNNING.name, engine, before.running, after.running)
-    s.add(vllm.NUM_REQUESTS_WAITING.name, engine, 0, 0)
+    s.add(vllm.NUM_REQUESTS_WAITING.name, engine, before.waiting, after.waiting)
     s.add(vllm.KV_CACHE_USAGE.name, engine, before.kv_usage, after.kv_usage)
     s.add(vllm.NUM_PREEMPTIONS.total, engine, before.preemptions_per_scrape,
           after.preemptions_per_scrape, counter=True)
@@ -357,13 +374,14 @@ def verdict_tests(spec: SloSpec, params: RenderParams) -> tuple[RuleTest, ...]:
         if slo is None or (scenario.client_side and not _client_view(slo)):
             continue
         s = _Series(spec, samples, onset)
-        _engine(s, healthy, scenario.after)
+        before = scenario.before or healthy
+        _engine(s, before, scenario.after)
         if not spec.stock_vllm:
-            _service(s, healthy, scenario.after)
+            _service(s, before, scenario.after)
         for each in spec.slos:
             if path_of(each) is not None:
-                _latency_sli(s, each, healthy, scenario.after)
-        _gpus(s, healthy, scenario.after)
+                _latency_sli(s, each, before, scenario.after)
+        _gpus(s, before, scenario.after)
         leading = (f"topk by ({LABEL_INSTANCE}, slo) (1, "
                    f"{Selector(v.CAUSE_SHARE.name, equal_to({'slo': slo.name}))}) > bool 0")
         anything = f"count({v.CAUSE_SHARE.name}) or vector(0)"

@@ -151,6 +151,8 @@ KV_FULL: Final = 0.95
 SM_SATURATED: Final = 0.9
 TENSOR_BUSY: Final = 0.5
 DRAM_SATURATED: Final = 0.7
+# Requests wait behind a saturated GPU when at least this many wait on average over the window.
+WAITING_SATURATED: Final = 1.0
 # A clock held this far under its own highest of the long window counts as throttled.
 CLOCK_DEFICIT: Final = 0.05
 # Another process is there: its memory (a second process holding more than PROCESS_MEMORY_BYTES,

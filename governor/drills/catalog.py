@@ -78,7 +78,7 @@ DRILLS: Final = (
     Drill("batching", "long documents arrive beside the chats at vLLM's default token budget: "
                       "their prefill chunks stall the chats' decode steps",
           workload=Workload((Traffic("documents", prompt_words=(5500, 6000), max_tokens=(16, 64),
-                                     rate_per_second=2.0, stream=False),))),
+                                     rate_per_second=3.0, stream=False),))),
     Drill("kv_cache", "150 more sequences with long answers join a KV cache that long "
                       "prompts keep ~75% full: it overflows within seconds and the engine "
                       "preempts",
@@ -98,11 +98,11 @@ DRILLS: Final = (
           serve=("--max-num-seqs", "32"),
           note="the engine starts with max_num_seqs 32 so that this machine's clients can "
                "outrun it"),
-    Drill("gpu_compute_bound", "~2,800-token prompts arrive at 14/s, past what the GPU "
-                               "prefills: every step is a full prefill chunk, the SMs and "
-                               "tensor pipes saturated",
+    Drill("gpu_compute_bound", "~2,800-token prompts arrive at 20/s, a quarter past what the "
+                               "GPU prefills (~45k tokens/s): every step is a full prefill "
+                               "chunk, the SMs and tensor pipes saturated, and requests wait",
           workload=Workload((Traffic("prefill", prompt_words=(2000, 2100), max_tokens=(1, 4),
-                                     rate_per_second=14.0, stream=False),))),
+                                     rate_per_second=20.0, stream=False),))),
     Drill("gpu_memory_bound", "280 sequences decoding long answers after short prompts "
                               "(starting over 30 s): every step reads the weights and a KV "
                               "cache of up to ~700k tokens from DRAM",

@@ -76,11 +76,19 @@ ENGINE_ITL_MEDIAN_BASELINE: Final = _gauge(
     "verdict:engine_itl_median_baseline:seconds",
     "The low decile of that median over the verdict's long window: the target's usual step.",
     "seconds", _TARGET)
+ENGINE_ITL_TAIL: Final = _gauge(
+    "verdict:engine_itl_p99:seconds", "vLLM's own 99th percentile inter-token latency on one "
+    "target.", "seconds", _TARGET)
+ENGINE_ITL_TAIL_BASELINE: Final = _gauge(
+    "verdict:engine_itl_p99_baseline:seconds",
+    "The low decile of that tail over the verdict's long window: the target's usual tail.",
+    "seconds", _TARGET)
 STEP_TOKENS: Final = _gauge(
     "verdict:step_tokens_p99:tokens", "The 99th percentile of tokens per engine step.",
     "tokens", _TARGET)
 RUNNING: Final = _gauge(
-    "verdict:running:requests", "Requests the engine runs, averaged over the window.",
+    "verdict:running:requests", "The most requests the engine ran at once over the window: "
+    "a decode-only step schedules at most that many tokens.",
     "requests", _TARGET)
 PREEMPTIONS: Final = _gauge(
     "verdict:preemptions:rate", "Preemptions per second over the window.", "per_second",
@@ -157,6 +165,7 @@ STEP_TEXT: Final = "text"
 STEP_KV: Final = "kv"
 STEP_BATCHING: Final = "batching"
 STEP_QUEUE: Final = "queue"
+STEP_SATURATION: Final = "saturation"
 
 # The recorded series that exist only while what they record happens (an SLO burning with enough
 # events, a throttle reason, a second process, a fault, two ranks): a healthy stack has none.

@@ -13,7 +13,8 @@ it each explains (:mod:`governor.contracts.causes`; the observation's ``itl_caus
   compute- or memory-bound): **hold and raise the scale-out signal**, a replica more than the
   target has (or as many as demand over what it serves, where the law measured both);
 * batching, the KV cache, ``unknown``, or no verdict at all (the rules not loaded, the SLO not
-  burning in the rules' window): the law decides as it always has.
+  burning in the rules' window): the law decides as it always has, unless (with ``unknown`` or
+  no verdict) a GPU condition holds, below.
 
 Each breach is judged on its own SLO's verdict: the inter-token one while decode is in trouble,
 the first-token one while only time to first token breaches. The controller's own window may
@@ -69,6 +70,10 @@ def held_for_cause(ctx: Context) -> Decision | None:
         return ctx.hold(Reason.OUTSIDE_BATCHING,
                         f"{blamed}; {gpu[0].name}: {gpu[0].summary}; no batching limit fixes "
                         "that, and a cut would be judged on a tail it did not cause")
+    if leading is causes.UNKNOWN:
+        # Nothing explains the breach yet (a slowed GPU shows in the tail before its median
+        # grows): a GPU condition the rules record still forbids a cut.
+        return _held_for_condition(ctx)
     if leading.action is Action.HOLD:
         return ctx.hold(Reason.OUTSIDE_BATCHING,
                         f"{blamed}; {leading.name}: {leading.summary}; no batching limit fixes "

@@ -99,3 +99,14 @@ def test_a_gpu_condition_without_a_breach_changes_nothing_and_a_verdict_comes_fi
     both = replace(spiky(0.21), itl_causes={"batching": 1.0},
                    gpu_conditions={"gpu_shared": 1.05})
     assert run(both).reason is Reason.ITL_BREACH
+
+
+def test_an_unknown_verdict_beside_a_gpu_condition_holds_and_alone_is_left_to_the_law() -> None:
+    # A saturated link slows every step: the tail shows it before anything explains it.
+    early = replace(spiky(0.21), itl_causes={"unknown": 1.0},
+                    gpu_conditions={"interconnect": 1.4})
+    decision = run(early)
+    assert (decision.action, decision.reason) == (Action.HOLD, Reason.OUTSIDE_BATCHING)
+    assert "breaching while the GPU shows interconnect (steps 1.40x slower)" in \
+        decision.explanation
+    assert run(replace(early, gpu_conditions={})).reason is Reason.ITL_BREACH
