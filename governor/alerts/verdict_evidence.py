@@ -59,7 +59,7 @@ def _node(metric: str) -> str:
 
 EVIDENCE: Final[Mapping[str, tuple[Evidence, ...]]] = {
     causes.BATCHING.name: (
-        Evidence("tokens in the tallest steps (p99)", _target(v.STEP_TOKENS.name), "count"),
+        Evidence("tokens in the tallest steps (p99.9)", _target(v.STEP_TOKENS.name), "count"),
         Evidence("requests running at most", _target(v.RUNNING.name), "count"),
         Evidence("median inter-token latency", _target(v.ENGINE_ITL_MEDIAN.name), "seconds"),
     ),

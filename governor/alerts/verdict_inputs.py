@@ -18,6 +18,7 @@ fault's onset); the long one, thirty times longer, holds the target's usual stat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -112,7 +113,9 @@ def engine_rules(spec: SloSpec, w: Windows) -> tuple[RecordingRule, ...]:
     median = histogram_quantile(0.5, itl, scope, w.short, TARGET)
     by_rank = histogram_quantile(0.5, itl, scope, w.short, (LABEL_INSTANCE, vllm.LABEL_ENGINE))
     ranks = f"count by ({LABEL_INSTANCE}) ({by_rank}) > 1"
-    waiting = sum_by(TARGET, f"avg_over_time({on(vllm.NUM_REQUESTS_WAITING.name)}[{w.short}])")
+    engine_waiting = sum_by(TARGET, f"avg_over_time({on(vllm.NUM_REQUESTS_WAITING.name)}"
+                                    f"[{w.short}])")
+    waiting = engine_waiting
     if not spec.stock_vllm:
         queued = sum_by(TARGET, f"avg_over_time({on(service.QUEUE_DEPTH.name)}[{w.short}])")
         waiting = f"{waiting}\n+ on ({LABEL_INSTANCE}) group_left ()\n({queued} or {waiting} * 0)"
@@ -125,13 +128,14 @@ def engine_rules(spec: SloSpec, w: Windows) -> tuple[RecordingRule, ...]:
         _rule(v.ENGINE_ITL_TAIL, histogram_quantile(0.99, itl, scope, w.short, TARGET)),
         _rule(v.ENGINE_ITL_TAIL_BASELINE,
               f"quantile_over_time(0.1, {v.ENGINE_ITL_TAIL.name}[{w.long}:])"),
-        _rule(v.STEP_TOKENS, histogram_quantile(0.99, vllm.ITERATION_TOKENS.name, scope, w.short,
+        _rule(v.STEP_TOKENS, histogram_quantile(0.999, vllm.ITERATION_TOKENS.name, scope, w.short,
                                                 TARGET)),
         _rule(v.RUNNING, sum_by(TARGET, f"max_over_time({on(vllm.NUM_REQUESTS_RUNNING.name)}"
                                         f"[{w.short}])")),
         _rule(v.PREEMPTIONS, sum_by(TARGET, rate(on(vllm.NUM_PREEMPTIONS.total), w.short))),
         _rule(v.KV_USAGE, f"max by ({LABEL_INSTANCE}) "
                           f"({max_over_time(on(vllm.KV_CACHE_USAGE.name), w.short)})"),
+        _rule(v.ENGINE_WAITING, engine_waiting),
         _rule(v.WAITING, waiting),
         _rule(v.RANK_SPREAD, f"(max by ({LABEL_INSTANCE}) ({by_rank})\n/\n"
                              f"min by ({LABEL_INSTANCE}) ({by_rank}))\nand on ({LABEL_INSTANCE})"
@@ -208,8 +212,15 @@ class _GpuSeries:
     faults: str  # fault events per GPU over the short window
 
 
+def _busiest(w: Windows) -> Callable[[Selector], str]:
+    """An activity gauge at its highest over the short window: a tail latency is made at the
+    GPU's busiest moments, and one exporter sample is a second of them."""
+    return lambda selector: max_over_time(selector, w.short)
+
+
 def _governor_gpus(spec: SloSpec, w: Windows) -> _GpuSeries:
     scope = spec.targets.gpu.matchers()
+    busiest = _busiest(w)
 
     def on(metric: str, *extra: Matcher) -> Selector:
         return Selector(metric, (*scope, *extra))
@@ -228,9 +239,10 @@ def _governor_gpus(spec: SloSpec, w: Windows) -> _GpuSeries:
               f"or sum by ({per_gpu}) (increase({ecc}[{w.fault}]) > 0)\n"
               f"or count by ({per_gpu}) ({on(gpu.UP.name)} == 0)")
     return _GpuSeries(
-        sm_active=f"({on(gpu.SM_ACTIVE.name)} or {on(gpu.UTILIZATION.name)})",
-        tensor_active=on(gpu.TENSOR_ACTIVE.name).render(),
-        dram_active=on(gpu.DRAM_BANDWIDTH_UTILIZATION.name).render(),
+        sm_active=f"({busiest(on(gpu.SM_ACTIVE.name))} or "
+                  f"{busiest(on(gpu.UTILIZATION.name))})",
+        tensor_active=busiest(on(gpu.TENSOR_ACTIVE.name)),
+        dram_active=busiest(on(gpu.DRAM_BANDWIDTH_UTILIZATION.name)),
         sm_clock=f"max by ({per_gpu}) ({max_over_time(sm_clock, w.short)})",
         sm_clock_high=f"max by ({per_gpu}) ({max_over_time(sm_clock, w.long)})",
         reasons=f"max by ({per_gpu}, {gpu.LABEL_REASON}) "
@@ -247,6 +259,7 @@ def _governor_gpus(spec: SloSpec, w: Windows) -> _GpuSeries:
 
 
 def _dcgm_gpus(spec: SloSpec, w: Windows) -> _GpuSeries:
+    busiest = _busiest(w)
     on = spec.targets.gpu.matchers()
     per_gpu = f"{LABEL_INSTANCE}, {dcgm.LABEL_GPU}"
     bitmask = dcgm.CLOCK_EVENT_REASONS.base(on)
@@ -261,9 +274,9 @@ def _dcgm_gpus(spec: SloSpec, w: Windows) -> _GpuSeries:
     pcie = (f"({dcgm.PCIE_TX.base(on)} + {dcgm.PCIE_RX.base(on)}) / "
             f"{format_number(2 * causes.PCIE_BYTES_PER_SECOND)}")
     return _GpuSeries(
-        sm_active=f"({dcgm.SM_ACTIVE.base(on)} or {dcgm.GPU_UTIL.base(on)})",
-        tensor_active=dcgm.TENSOR_ACTIVE.base(on),
-        dram_active=dcgm.DRAM_ACTIVE.base(on),
+        sm_active=f"({dcgm.SM_ACTIVE.base(on, busiest)} or {dcgm.GPU_UTIL.base(on, busiest)})",
+        tensor_active=dcgm.TENSOR_ACTIVE.base(on, busiest),
+        dram_active=dcgm.DRAM_ACTIVE.base(on, busiest),
         sm_clock=f"max by ({per_gpu}) "
                  f"({dcgm.SM_CLOCK.base(on, lambda s: max_over_time(s, w.short))})",
         sm_clock_high=f"max by ({per_gpu}) "

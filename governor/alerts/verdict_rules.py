@@ -200,7 +200,7 @@ def _demand_saturated() -> str:
     demand past what the GPU computes. Every step then carries a chunk; a smaller budget would
     only move the wait to the first token."""
     return (f"({_saturated(True)})\nand on ({LABEL_INSTANCE}) "
-            f"({v.WAITING.name} >= {format_number(causes.WAITING_SATURATED)})")
+            f"({v.ENGINE_WAITING.name} >= {format_number(causes.WAITING_SATURATED)})")
 
 
 def _preempting() -> str:

@@ -84,7 +84,8 @@ ENGINE_ITL_TAIL_BASELINE: Final = _gauge(
     "The low decile of that tail over the verdict's long window: the target's usual tail.",
     "seconds", _TARGET)
 STEP_TOKENS: Final = _gauge(
-    "verdict:step_tokens_p99:tokens", "The 99th percentile of tokens per engine step.",
+    "verdict:step_tokens_p999:tokens", "The 99.9th percentile of tokens per engine step: the "
+    "tallest steps, from the first few in a window.",
     "tokens", _TARGET)
 RUNNING: Final = _gauge(
     "verdict:running:requests", "The most requests the engine ran at once over the window: "
@@ -96,6 +97,9 @@ PREEMPTIONS: Final = _gauge(
 KV_USAGE: Final = _gauge(
     "verdict:kv_usage:ratio", "The fullest the KV cache was over the window.", "ratio",
     _TARGET)
+ENGINE_WAITING: Final = _gauge(
+    "verdict:engine_waiting:requests", "Requests waiting in the engine's own queue, averaged over "
+    "the window (not the service's admission queue).", "requests", _TARGET)
 WAITING: Final = _gauge(
     "verdict:waiting:requests", "Requests waiting (admission queue and the engine's), averaged.",
     "requests", _TARGET)
