@@ -11,8 +11,8 @@ SYSTEM_PACKAGES := prometheus prometheus-alertmanager
 COMPOSE_BINARIES := dockerd mmdebstrap
 COMPOSE_PACKAGES := docker.io mmdebstrap
 
-.PHONY: up test test-compose lint unit system-deps test-system-deps compose-machine venv venv-test \
-	venv-vllm secrets clean
+.PHONY: up test test-compose lint unit wheel system-deps test-system-deps compose-machine venv \
+	venv-test venv-vllm secrets clean
 
 up: system-deps venv
 	$(VENV)/bin/governor up --load
@@ -37,6 +37,15 @@ unit: venv-test
 # the images no registry gives here (tests/compose/machine.py); a second run is warm.
 test-compose: venv-test
 	$(PY) -m pytest -q -p no:cacheprovider -m compose
+
+# Governor as a wheel built from this checkout (dist/governor_slo-VERSION-py3-none-any.whl), to
+# install where vLLM runs with vLLM's own versions as constraints (docs/stock-vllm.md). build/ goes
+# first: setuptools would ship a module deleted since the last build from what it left there.
+wheel:
+	test -x $(PY) || python3 -m venv $(VENV)
+	rm -rf build dist/governor_slo-*.whl
+	$(PIP) wheel -q --no-deps -w dist .
+	@ls dist/governor_slo-*.whl
 
 system-deps:
 	@$(call apt-install,$(SYSTEM_BINARIES),$(SYSTEM_PACKAGES))
@@ -89,4 +98,4 @@ secrets:
 	done; chmod 644 .secrets/*; echo "tokens in .secrets/ (the folder is private; containers read the files as another user)"
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build dist

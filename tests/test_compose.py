@@ -244,6 +244,8 @@ def test_the_vllm_image_installs_what_serve_imports_and_smoke_imports_it() -> No
     text = (ROOT / "Dockerfile.vllm").read_text()
     deps_step = next(line for line in text.splitlines() if "-c /tmp/vllm-image.txt" in line)
     assert "--no-deps" not in deps_step
+    # vLLM's versions as constraints, written so that an editable vLLM does not void the file.
+    assert "RUN pip list --format=freeze --exclude-editable > /tmp/vllm-image.txt" in text
     assert "import governor.inference.app" in text
     assert "opentelemetry.exporter.otlp.proto.http" in text
     assert "vllm.general_plugins" in text

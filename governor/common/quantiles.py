@@ -1,6 +1,6 @@
 """Sample percentiles without numpy, equal to ``numpy.percentile``'s default (linear) method.
 
-The simulator scores its windows with them, and a plain ``pip install governor-slo`` does not
+The simulator scores its windows with them, and a plain install of ``governor-slo`` does not
 pull numpy, so the arithmetic is numpy's own, step for step (the index ``(n - 1) * q``, and the
 interpolation from the nearer neighbour), which makes the results equal to the last bit::
 

@@ -116,7 +116,7 @@ class Kubernetes:
     gpus_per_replica: int = 1
     # What the inference pods run: "governor" (governor serve --engine vllm, from vllm_image) or
     # "vllm" (stock vllm serve with Governor's admin middleware; vllm_image is then the team's
-    # own vLLM image with governor-slo installed into it).
+    # own vLLM image with Governor installed into it: docs/stock-vllm.md).
     server: str = "governor"
 
     @property

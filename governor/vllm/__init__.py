@@ -1,6 +1,7 @@
 """Governor inside the vLLM you already run: stock ``vllm serve`` retuned live.
 
-Install ``governor-slo`` into vLLM's image; then either
+Install Governor into vLLM's image (the wheel from ``make wheel`` with vLLM's versions as
+constraints, or ``Dockerfile.vllm``: docs/stock-vllm.md); then either
 
 * ``vllm serve MODEL --middleware governor.vllm.AdminMiddleware`` (any vLLM since 0.3), or
 * ``VLLM_PLUGINS=governor_batching,governor_admin vllm serve MODEL`` (vLLM ≥ 0.26's endpoint

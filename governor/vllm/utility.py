@@ -30,7 +30,7 @@ MISSING_METHODS: Final = (
     "(governor_batching, entry-point group vllm.general_plugins) did not load in the engine "
     "process. VLLM_PLUGINS filters every plugin group, so when it is set it must name "
     "governor_batching too (VLLM_PLUGINS=governor_batching,governor_admin); otherwise install "
-    "governor-slo into the interpreter that runs vLLM"
+    "Governor (governor-slo) into the interpreter that runs vLLM"
 )
 
 

