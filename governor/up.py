@@ -26,7 +26,8 @@ from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, rende
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
 from governor.common.commands import Controller, Exporter, Serve
 from governor.common.logs import FORMATS, setup_logging
-from governor.common.process import Child, ChildError, first_exited, running
+from governor.common.ports import taken_ports
+from governor.common.process import Child, ChildError, first_exited, http_ok, running
 from governor.common.secrets import write_private
 from governor.contracts.endpoints import (
     ALERTMANAGER,
@@ -96,6 +97,28 @@ class UpConfig:
 
     def inference_urls(self) -> list[str]:
         return [f"http://{self.host}:{port}" for port in self.inference_ports()]
+
+    def listening_ports(self) -> dict[str, int]:
+        """Every port the stack listens on, by the part that does (``inference-1``, …)."""
+        ports = self.inference_ports()
+        replicas = {"inference" if len(ports) == 1 else f"inference-{i}": port
+                    for i, port in enumerate(ports)}
+        return {**replicas, **{name: port for name, port in vars(self.ports).items()
+                               if name != "inference"}}
+
+    def check_free(self) -> None:
+        """Refuse to start anything while one of the stack's ports is taken (a stack already up
+        would answer this one's health probes), naming each port and what holds it."""
+        taken = taken_ports(self.host, self.listening_ports())
+        if not taken:
+            return
+        options = sorted({f"--{t.name.split('-')[0]}-port" for t in taken})
+        raise UpError(
+            f"nothing was started: {len(taken)} of the stack's ports on {self.host} "
+            f"{'is' if len(taken) == 1 else 'are'} in use\n"
+            + "".join(f"  {t}\n" for t in taken)
+            + f"stop what holds {'it' if len(taken) == 1 else 'them'} (another governor up?) "
+            f"or choose other ports ({', '.join(options)})")
 
 
 def find_binary(candidates: Sequence[str]) -> str:
@@ -210,7 +233,18 @@ def child_environment(env: Mapping[str, str], own_prefix: str | None) -> dict[st
             or (own_prefix is not None and key.startswith(own_prefix))}
 
 
-def summary(config: UpConfig) -> str:
+# Prometheus's alerts page: its own builds serve /alerts; Debian's (the one `make up` installs)
+# leave the new UI out and serve the classic one under /classic/, where /alerts is a 404.
+ALERTS_PAGES = ("/alerts", "/classic/alerts")
+
+
+def alerts_page(prometheus: str) -> str:
+    """The alerts page the Prometheus at ``prometheus`` serves (its base URL if neither does)."""
+    return next((prometheus + path for path in ALERTS_PAGES if http_ok(prometheus + path)),
+                prometheus)
+
+
+def summary(config: UpConfig, prometheus_page: str | None = None) -> str:
     h, p = config.host, config.ports
     return "\n".join([
         "governor up: the stack is running",
@@ -218,7 +252,7 @@ def summary(config: UpConfig) -> str:
           for url in config.inference_urls()),
         f"  exporter    http://{h}:{p.exporter}/metrics",
         f"  controller  http://{h}:{p.controller}/status",
-        f"  prometheus  http://{h}:{p.prometheus}",
+        f"  prometheus  {prometheus_page or f'http://{h}:{p.prometheus}'}",
         f"  alertmanager http://{h}:{p.alertmanager}",
         f"  logs, state and tokens in {config.run_dir.resolve()}",
         "Ctrl-C stops everything.",
@@ -249,6 +283,7 @@ def _ready(child: Child, seconds: float) -> None:
 
 def run(config: UpConfig) -> int:
     """Bring the stack up, supervise it, stop it; 0 at --duration's end, 130 on Ctrl-C."""
+    config.check_free()
     tokens, params = prepare(config)
     stack = children(config, tokens, params)
     interrupted = Interrupted()
@@ -259,7 +294,8 @@ def run(config: UpConfig) -> int:
     with running(stack, on_ready=_ready, should_stop=interrupted):
         if interrupted():
             return EXIT_INTERRUPTED
-        print(summary(config), flush=True)
+        print(summary(config, alerts_page(f"http://{config.host}:{config.ports.prometheus}")),
+              flush=True)
         if config.load:
             load = _load_child(config).start()
         try:

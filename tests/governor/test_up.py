@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -17,7 +20,17 @@ import pytest
 from governor.contracts.endpoints import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE
 from governor.contracts.metrics import service as svc
 from governor.contracts.simdevice import fake_gpu_uuid
-from governor.up import EXIT_INTERRUPTED, Ports, UpConfig, UpError, children, prepare
+from governor.up import (
+    EXIT_INTERRUPTED,
+    Ports,
+    UpConfig,
+    UpError,
+    alerts_page,
+    children,
+    prepare,
+    summary,
+)
+from governor.up import main as up_main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,6 +77,10 @@ def test_the_stack_comes_up_is_scraped_and_stops_on_sigint(tmp_path: Path) -> No
             banner += line
         for name in ("inference", "exporter", "controller", "alertmanager", "prometheus"):
             assert re.search(rf"{name} +ready in +\d+\.\ds".encode(), banner), banner
+        page = re.search(rb"prometheus +(http://\S+)", banner)  # the alerts page that answers
+        assert page is not None and page[1].endswith(b"alerts"), banner
+        with urllib.request.urlopen(page[1].decode(), timeout=5) as response:
+            assert response.status == 200
         up: dict[str, float] = {}
         while time.monotonic() < deadline:
             up = targets_up(ports.prometheus)
@@ -100,6 +117,70 @@ def test_an_invalid_slo_is_a_clear_error(tmp_path: Path) -> None:
         prepare(UpConfig(run_dir=tmp_path / "run", slo=bad))
 
 
+def test_a_second_stack_on_taken_ports_starts_nothing_and_names_the_port_and_its_holder(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ports = Ports(*free_ports(5))
+    argv = ["--run-dir", str(tmp_path / "run"), "--slo", str(ROOT / "slo.yaml")]
+    for name, port in vars(ports).items():
+        argv += [f"--{name}-port", str(port)]
+    with socket.socket() as first_stacks_prometheus:
+        first_stacks_prometheus.bind(("127.0.0.1", ports.prometheus))
+        first_stacks_prometheus.listen()
+        assert up_main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("governor up: nothing was started: 1 of the stack's ports on 127.0.0.1 "
+                          "is in use\n")
+    assert f"  port {ports.prometheus} (prometheus): pid {os.getpid()}, " in err
+    assert "--prometheus-port" in err
+    assert not (tmp_path / "run").exists()  # not even the configuration was written
+
+
+def test_every_taken_port_is_named_once_replicas_by_their_own_name(tmp_path: Path) -> None:
+    ports = Ports(*free_ports(5))
+    config = UpConfig(run_dir=tmp_path / "run", ports=ports, replicas=2)
+    with socket.socket() as a, socket.socket() as b:
+        for sock, port in ((a, ports.inference + 1), (b, ports.controller)):
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+        with pytest.raises(UpError) as caught:
+            config.check_free()
+    lines = str(caught.value).splitlines()
+    assert lines[1:3] == [f"  port {ports.inference + 1} (inference-1): pid {os.getpid()}, "
+                          + lines[1].split(", ", 1)[1],
+                          f"  port {ports.controller} (controller): pid {os.getpid()}, "
+                          + lines[2].split(", ", 1)[1]]
+    assert lines[3].endswith("(--controller-port, --inference-port)")
+
+
+class ClassicOnly(http.server.BaseHTTPRequestHandler):
+    """Debian's Prometheus: the classic pages under /classic/, a 404 at /alerts."""
+
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path == "/classic/alerts" else 404)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_summary_links_the_alerts_page_the_running_prometheus_serves() -> None:
+    server = http.server.HTTPServer(("127.0.0.1", 0), ClassicOnly)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        assert alerts_page(base) == f"{base}/classic/alerts"
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert alerts_page(base) == base  # nothing answers: the base URL, never a dead link
+    assert f"  prometheus  {base}/classic/alerts\n" in summary(UpConfig(), f"{base}/classic/alerts")
+
+
+def test_free_ports_pass_the_check(tmp_path: Path) -> None:
+    UpConfig(run_dir=tmp_path / "run", ports=Ports(*free_ports(5))).check_free()
+
+
 def test_tokens_are_written_once_and_private(tmp_path: Path) -> None:
     config = UpConfig(run_dir=tmp_path / "run", slo=ROOT / "slo.yaml")
     tokens, _ = prepare(config)
@@ -109,12 +190,14 @@ def test_tokens_are_written_once_and_private(tmp_path: Path) -> None:
     assert Path(tokens["admin_token"]).stat().st_mode & 0o077 == 0
 
 
-def _start_up(tmp_path: Path, ports: Ports) -> subprocess.Popen[bytes]:
+def _start_up(tmp_path: Path, ports: Ports,
+              env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "governor", "up", "--run-dir", str(tmp_path / "run"),
             "--slo", str(ROOT / "slo.yaml"), "--preset", "tiny"]
     for name, port in vars(ports).items():
         argv += [f"--{name}-port", str(port)]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT,
+                            env=None if env is None else {**os.environ, **env})
 
 
 @pytest.mark.integration
@@ -130,11 +213,9 @@ def test_ctrl_c_during_start_up_stops_at_once_with_130(tmp_path: Path) -> None:
 @pytest.mark.integration
 def test_a_child_that_dies_is_reported_with_the_end_of_its_log(tmp_path: Path) -> None:
     ports = Ports(*free_ports(5))
-    with socket.socket() as taken:  # the exporter cannot bind its port, so it exits
-        taken.bind(("127.0.0.1", ports.exporter))
-        taken.listen()
-        process = _start_up(tmp_path, ports)
-        output, _ = process.communicate(timeout=120)
+    # The exporter reads its own variables (governor up passes them on) and exits on a bad one.
+    process = _start_up(tmp_path, ports, env={"GOVERNOR_EXPORTER_INTERVAL": "soon"})
+    output, _ = process.communicate(timeout=120)
     assert process.returncode == 1
     text = output.decode()
     assert "inference" in text and "ready in" in text
