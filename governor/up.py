@@ -38,7 +38,14 @@ from governor.contracts.endpoints import (
     PROMETHEUS,
 )
 from governor.contracts.simdevice import fake_gpu_uuid
-from governor.contracts.tokens import ADMIN_TOKEN_ENV, GRAFANA_TOKEN_ENV, WEBHOOK_TOKEN_ENV
+from governor.contracts.tokens import (
+    ADMIN_TOKEN_ENV,
+    ADMIN_TOKEN_FILE_ENV,
+    GRAFANA_TOKEN_ENV,
+    GRAFANA_TOKEN_FILE_ENV,
+    WEBHOOK_TOKEN_ENV,
+    WEBHOOK_TOKEN_FILE_ENV,
+)
 from governor.generation.catalog import load_checked_spec
 from governor.generation.params import Endpoints, RenderParams
 from governor.slo.spec import SloSpec, SpecError
@@ -216,7 +223,8 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
 # Each child reads its own options' variables; governor up's own and the others' stay behind.
 OWN_PREFIX = {"inference": "GOVERNOR_SERVE_", "exporter": "GOVERNOR_EXPORTER_",
               "controller": "GOVERNOR_CONTROLLER_"}
-SHARED = frozenset({ADMIN_TOKEN_ENV, WEBHOOK_TOKEN_ENV, GRAFANA_TOKEN_ENV})
+SHARED = frozenset({ADMIN_TOKEN_ENV, WEBHOOK_TOKEN_ENV, GRAFANA_TOKEN_ENV, ADMIN_TOKEN_FILE_ENV,
+                    WEBHOOK_TOKEN_FILE_ENV, GRAFANA_TOKEN_FILE_ENV})
 
 
 def child_environment(env: Mapping[str, str], own_prefix: str | None) -> dict[str, str]:

@@ -111,8 +111,10 @@ class EnvArgumentParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose optional arguments default to ``GOVERNOR_*`` variables.
 
     Each component reads its own prefix (``GOVERNOR_SERVE_``, ``GOVERNOR_CONTROLLER_``, …), so
-    one environment can configure them all. ``legacy_prefix`` names the prefix an option used to
-    read: such a variable still works, with a warning, when the new one is not set.
+    one environment can configure them all; ``env=`` gives an option a variable of its own
+    instead (a token file every component shares). ``legacy_prefix`` names the prefix an option
+    used to read, and ``old_env=`` older names of one option: such a variable still works, with a
+    warning, when the current one is not set.
     """
 
     def __init__(
@@ -122,30 +124,34 @@ class EnvArgumentParser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
         self._env = os.environ if env is None else env
-        self._env_prefix = env_prefix
+        self.env_prefix = env_prefix
         self._legacy_prefix = legacy_prefix
 
-    def _raw(self, option: str, variable: str) -> tuple[str | None, str]:
-        """The variable's value (or the legacy one's, warned about) and the name it came from."""
+    def _raw(self, option: str, variable: str,
+             old: tuple[str, ...] = ()) -> tuple[str | None, str]:
+        """The variable's value (or an old name's, warned about) and the name it came from."""
         raw = self._env.get(variable)
-        if raw is not None or self._legacy_prefix is None:
-            return raw, variable
-        legacy = env_name(option, self._legacy_prefix)
-        raw = self._env.get(legacy)
         if raw is not None:
-            print(f"{self.prog}: {legacy} is deprecated, use {variable} (the old name works "
-                  "until the next release)", file=sys.stderr)
-        return raw, legacy
+            return raw, variable
+        prefixed = () if self._legacy_prefix is None else (env_name(option, self._legacy_prefix),)
+        for legacy in (name for name in (*old, *prefixed) if name != variable):
+            raw = self._env.get(legacy)
+            if raw is not None:
+                print(f"{self.prog}: {legacy} is deprecated, use {variable} (the old name works "
+                      "until the next release)", file=sys.stderr)
+                return raw, legacy
+        return None, variable
 
     def add_argument(self, *names: Any, **kwargs: Any) -> argparse.Action:
         long_names = [n for n in names if isinstance(n, str) and n.startswith("--")]
         if not long_names or kwargs.get("action") in {"help", "version"}:
             return super().add_argument(*names, **kwargs)
-        variable = kwargs.pop("env", None) or env_name(long_names[0], self._env_prefix)
+        variable = kwargs.pop("env", None) or env_name(long_names[0], self.env_prefix)
+        old = tuple(kwargs.pop("old_env", ()))
         help_text = kwargs.get("help")
         if help_text is not argparse.SUPPRESS:
             kwargs["help"] = f"{help_text or ''} [env {variable}]".strip()
-        raw, variable = self._raw(long_names[0], variable)
+        raw, variable = self._raw(long_names[0], variable, old)
         if raw is not None:
             if kwargs.get("action") in {"store_true", "store_false"}:
                 try:

@@ -1,8 +1,9 @@
 """The environment variables that carry the stack's bearer tokens, shared by every component.
 
-A token file (``--…-token-file``) is preferred: it keeps the token out of ``/proc/*/environ``. The
-variables are the fallback, with the same names for every component (the service checks
-``GOVERNOR_ADMIN_TOKEN`` on its admin API; the controller sends it).
+A token file (``--…-token-file``, or its variable ``GOVERNOR_…_TOKEN_FILE``) is preferred: it
+keeps the token out of ``/proc/*/environ``. The token variables are the fallback. Each has one
+name for every component: the service and stock vLLM's admin route check the admin token,
+the controller sends it, so all of them read ``GOVERNOR_ADMIN_TOKEN_FILE``.
 """
 
 from __future__ import annotations
@@ -12,3 +13,8 @@ from typing import Final
 ADMIN_TOKEN_ENV: Final = "GOVERNOR_ADMIN_TOKEN"  # the service's admin API
 WEBHOOK_TOKEN_ENV: Final = "GOVERNOR_WEBHOOK_TOKEN"  # Alertmanager → the controller's webhook
 GRAFANA_TOKEN_ENV: Final = "GOVERNOR_GRAFANA_TOKEN"  # the controller's annotations
+
+# The files that hold them (a mounted secret), by the same rule.
+ADMIN_TOKEN_FILE_ENV: Final = "GOVERNOR_ADMIN_TOKEN_FILE"
+WEBHOOK_TOKEN_FILE_ENV: Final = "GOVERNOR_WEBHOOK_TOKEN_FILE"
+GRAFANA_TOKEN_FILE_ENV: Final = "GOVERNOR_GRAFANA_TOKEN_FILE"

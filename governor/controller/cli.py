@@ -21,6 +21,7 @@ from aiohttp import web
 
 from governor.common.cli import (
     EnvArgumentParser,
+    env_name,
     field_default,
     parse_duration_seconds,
     positive_int,
@@ -28,7 +29,14 @@ from governor.common.cli import (
 from governor.common.logs import add_logging_options, setup_logging
 from governor.common.secrets import Secret, TokenError, read_token
 from governor.contracts.metrics.latency import HISTOGRAM_BUCKETS
-from governor.contracts.tokens import ADMIN_TOKEN_ENV, GRAFANA_TOKEN_ENV, WEBHOOK_TOKEN_ENV
+from governor.contracts.tokens import (
+    ADMIN_TOKEN_ENV,
+    ADMIN_TOKEN_FILE_ENV,
+    GRAFANA_TOKEN_ENV,
+    GRAFANA_TOKEN_FILE_ENV,
+    WEBHOOK_TOKEN_ENV,
+    WEBHOOK_TOKEN_FILE_ENV,
+)
 from governor.controller.actuators import actuator_names
 from governor.controller.app import Secrets, create_app
 from governor.controller.config import ControllerConfig, without_credentials
@@ -149,13 +157,16 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    help="how limits are read and moved on the targets: admin-api (GET/PUT "
                         "/admin/batching), or another installed actuator by name")
     p.add_argument("--grafana-url", default=None, help="annotate changes on this Grafana")
-    p.add_argument("--grafana-token-file", type=Path, default=None,
+    p.add_argument("--grafana-token-file", type=Path, default=None, env=GRAFANA_TOKEN_FILE_ENV,
+                   old_env=(env_name("--grafana-token-file", p.env_prefix),),
                    help=f"Grafana service-account token (or {ENV_GRAFANA_TOKEN})")
-    p.add_argument("--webhook-token-file", type=Path, default=None,
+    p.add_argument("--webhook-token-file", type=Path, default=None, env=WEBHOOK_TOKEN_FILE_ENV,
+                   old_env=(env_name("--webhook-token-file", p.env_prefix),),
                    help=f"bearer token Alertmanager must send (or {ENV_WEBHOOK_TOKEN})")
     p.add_argument("--allow-unauthenticated-webhook", action="store_true",
                    help="accept alerts without a bearer token (demos only)")
-    p.add_argument("--admin-token-file", type=Path, default=None,
+    p.add_argument("--admin-token-file", type=Path, default=None, env=ADMIN_TOKEN_FILE_ENV,
+                   old_env=(env_name("--admin-token-file", p.env_prefix),),
                    help=f"bearer token for the targets' admin API (or {ENV_ADMIN_TOKEN})")
     add_logging_options(p)
     return p

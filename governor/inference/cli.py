@@ -17,6 +17,7 @@ from aiohttp import web
 from governor.admission.deadline import DEFAULT_TTFT_SLO, first_token_targets
 from governor.common.cli import (
     EnvArgumentParser,
+    env_name,
     non_negative_int,
     parse_duration_seconds,
     positive_int,
@@ -24,7 +25,7 @@ from governor.common.cli import (
 from governor.common.logs import add_logging_options, setup_logging
 from governor.common.secrets import Secret, TokenError, read_token
 from governor.contracts.metrics.latency import HISTOGRAM_BUCKETS
-from governor.contracts.tokens import ADMIN_TOKEN_ENV
+from governor.contracts.tokens import ADMIN_TOKEN_ENV, ADMIN_TOKEN_FILE_ENV
 from governor.inference.config import (
     AdmissionSettings,
     ConnectionSettings,
@@ -81,7 +82,8 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                         "--follow)")
     p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="vllm: an extra AsyncEngineArgs field, repeatable")
-    p.add_argument("--admin-token-file", default=None,
+    p.add_argument("--admin-token-file", default=None, env=ADMIN_TOKEN_FILE_ENV,
+                   old_env=(env_name("--admin-token-file", p.env_prefix),),
                    help=f"file holding the admin bearer token (or set {ADMIN_TOKEN_ENV})")
     p.add_argument("--max-body-bytes", type=positive_int, default=service.max_body_bytes,
                    help="largest accepted request body")

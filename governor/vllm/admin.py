@@ -45,13 +45,13 @@ from governor.contracts.errors import (
     UNAVAILABLE,
     error_body,
 )
-from governor.contracts.tokens import ADMIN_TOKEN_ENV
+from governor.contracts.tokens import ADMIN_TOKEN_ENV, ADMIN_TOKEN_FILE_ENV
 from governor.vllm.plugin import UTILITY_REPORT, UTILITY_SET
 from governor.vllm.utility import Failure, UtilityError, call_every_engine
 
 log = logging.getLogger("governor.vllm.admin")
 
-TOKEN_FILE_ENV: Final = "GOVERNOR_ADMIN_TOKEN_FILE"
+TOKEN_FILE_ENV: Final = ADMIN_TOKEN_FILE_ENV  # the name serve and the controller read too
 FLOOR_ENV: Final = {Param.MAX_NUM_SEQS: "GOVERNOR_ADMIN_MIN_NUM_SEQS",
                     Param.MAX_NUM_BATCHED_TOKENS: "GOVERNOR_ADMIN_MIN_NUM_BATCHED_TOKENS"}
 MAX_BODY_BYTES: Final = 64 * 1024

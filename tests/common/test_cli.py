@@ -82,3 +82,21 @@ def test_an_options_default_is_read_from_the_configuration() -> None:
         field_default(_Config, "required")
     with pytest.raises(ValueError, match="no field 'prot'"):
         field_default(_Config, "prot")
+
+
+def test_an_option_with_a_shared_variable_reads_it_and_its_old_name_with_a_warning(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def shared(env: dict[str, str]) -> str | None:
+        p = EnvArgumentParser(prog="t", env=env, env_prefix="GOVERNOR_T_")
+        p.add_argument("--token-file", env="GOVERNOR_TOKEN_FILE",
+                       old_env=("GOVERNOR_T_TOKEN_FILE",), help="token")
+        value: str | None = p.parse_args([]).token_file
+        return value
+
+    assert shared({"GOVERNOR_TOKEN_FILE": "/a"}) == "/a"
+    assert capsys.readouterr().err == ""
+    assert shared({"GOVERNOR_T_TOKEN_FILE": "/b"}) == "/b"
+    assert capsys.readouterr().err == ("t: GOVERNOR_T_TOKEN_FILE is deprecated, use "
+                                       "GOVERNOR_TOKEN_FILE (the old name works until the next "
+                                       "release)\n")
+    assert shared({"GOVERNOR_TOKEN_FILE": "/a", "GOVERNOR_T_TOKEN_FILE": "/b"}) == "/a"
