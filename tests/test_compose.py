@@ -197,6 +197,11 @@ def test_jaeger_is_the_maintained_v2_line() -> None:
     assert image.startswith("jaegertracing/jaeger:2."), image
 
 
+def test_the_controller_listens_on_every_interface_of_its_container_because_it_is_told() -> None:
+    command = compose()["services"]["controller"]["command"]
+    assert command[command.index("--host") + 1] == "0.0.0.0"  # its default is 127.0.0.1
+
+
 def test_the_nvml_exporter_runs_with_the_privileges_gpm_needs() -> None:
     exporter = compose()["services"]["exporter-nvml"]
     assert exporter["privileged"] is True and exporter["pid"] == "host"

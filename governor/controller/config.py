@@ -9,7 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from governor.contracts.alerting import ALERT_EXPIRY_REPEATS, CONTROL_REPEAT_INTERVAL_SECONDS
-from governor.contracts.endpoints import CONTROLLER, LISTEN_HOST, PROMETHEUS_URL
+from governor.contracts.endpoints import CONTROLLER, LOCAL_HOST, PROMETHEUS_URL
 from governor.controller.actuators import DEFAULT as DEFAULT_ACTUATOR
 from governor.controller.law.tuning import LawConfig
 from governor.controller.model import SloTargets, Target
@@ -49,8 +49,9 @@ class ControllerConfig:
     # An alert Alertmanager has not re-sent for this long is forgotten (it re-sends a firing one
     # every repeat interval of the controller's route).
     alert_expiry_seconds: float = float(ALERT_EXPIRY_REPEATS * CONTROL_REPEAT_INTERVAL_SECONDS)
-    # Where the webhook, /status and /metrics listen.
-    host: str = LISTEN_HOST
+    # Where the webhook, /status and /metrics listen: this machine only, unless told (the
+    # controller holds the admin token of every target); compose and Kubernetes pass 0.0.0.0.
+    host: str = LOCAL_HOST
     port: int = CONTROLLER.port
 
     def target_for(self, instance: str) -> Target:

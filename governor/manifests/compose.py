@@ -31,6 +31,7 @@ from governor.contracts.endpoints import (
     INFERENCE,
     JAEGER_OTLP,
     JAEGER_UI,
+    LISTEN_HOST,
     PROMETHEUS,
     Endpoint,
 )
@@ -257,7 +258,7 @@ def exporter_nvml() -> Service:
 
 def controller(params: RenderParams, layout: Layout) -> Service:
     command = Controller(
-        slo=SPEC_PATH, prometheus=PROMETHEUS.url(), targets=INFERENCE.url(),
+        slo=SPEC_PATH, host=LISTEN_HOST, prometheus=PROMETHEUS.url(), targets=INFERENCE.url(),
         scrape_interval=f"{params.scrape_interval_seconds}s",
         admin_token_file=secret(ADMIN_TOKEN_KEY), webhook_token_file=secret(WEBHOOK_TOKEN_KEY),
         state_file=f"{STATE_DIR}/state.json", audit_log=f"{STATE_DIR}/audit.jsonl").argv()

@@ -276,7 +276,7 @@ def discovery_pattern(port: int) -> str:
 def controller_deployment(spec: SloSpec) -> Object:
     k8s, inference = spec.kubernetes, spec.targets.inference
     args = Controller(
-        slo=f"{SPEC_DIR}/slo.yaml", prometheus=k8s.prometheus,
+        slo=f"{SPEC_DIR}/slo.yaml", host=LISTEN_HOST, prometheus=k8s.prometheus,
         # Replicas come and go with their pods: the controller manages the instances
         # Prometheus scrapes in the inference job, whose address is a pod's on the port.
         job=inference.job, discover=discovery_pattern(k8s.inference_port),

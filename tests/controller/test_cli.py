@@ -167,3 +167,12 @@ def test_the_old_shared_prefix_still_works_with_a_warning(
     err = capsys.readouterr().err
     assert "GOVERNOR_PROMETHEUS is deprecated, use GOVERNOR_CONTROLLER_PROMETHEUS" in err
     assert "GOVERNOR_RESYNC is deprecated" not in err
+
+
+def test_the_controller_listens_on_this_machine_only_unless_told() -> None:
+    """It holds every target's admin token: like governor up's parts, it binds 127.0.0.1 by
+    default; compose and Kubernetes pass --host 0.0.0.0 (tests/test_compose.py, tests/deploy)."""
+    options = ["--slo", SLO_YAML]
+    assert build_config(build_parser({}).parse_args(options)).host == "127.0.0.1"
+    told = build_parser({}).parse_args([*options, "--host", "0.0.0.0"])
+    assert build_config(told).host == "0.0.0.0"

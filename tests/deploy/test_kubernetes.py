@@ -196,6 +196,7 @@ def test_each_container_command_is_one_its_program_accepts(tmp_path: Path) -> No
     config = build_config(controller_parser().parse_args(options))
     assert config.queries.target.job == "vllm-fleet"
     assert config.queries.target.selector == {"namespace": "llm"}
+    assert config.host == "0.0.0.0"  # reachable from Alertmanager's pod: said, not defaulted
     assert config.discover is not None
     assert config.discover.fullmatch("10.42.0.17:8000")
     assert config.discover.fullmatch("[fd00::5]:8000")
