@@ -147,13 +147,16 @@ class QuerySet:
 
     def verdict_expressions(self) -> dict[str, str]:
         """Observation field → PromQL returning one sample per ``instance`` and ``cause``: the
-        verdict of the generated rules for the decode and TTFT SLOs (empty while they do not
-        burn)."""
+        verdict of the generated rules for the decode and TTFT SLOs over the short window (empty
+        while they do not burn)."""
         out = {}
+        # Each cause at its largest over the short window: a cause that held a few evaluations
+        # ago still counts when one evaluation reads unknown (a GPU reading between samples).
+        short = promql.format_seconds(self.short_window_seconds)
         for name, slo in (("itl_causes", self.itl_slo), ("ttft_causes", self.ttft_slo)):
             if slo and self.service:
-                out[name] = promql.Selector(verdict.CAUSE_SHARE.name, (
-                    promql.eq(LABEL_SLO, slo), promql.eq(LABEL_SERVICE, self.service))).render()
+                out[name] = promql.max_over_time(promql.Selector(verdict.CAUSE_SHARE.name, (
+                    promql.eq(LABEL_SLO, slo), promql.eq(LABEL_SERVICE, self.service))), short)
         if out:
             # The GPU's conditions as soon as the rules record them, before any SLO burns in
             # the rules' window: a breach the controller sees first is still not cut for them.

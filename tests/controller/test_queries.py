@@ -90,8 +90,12 @@ def test_the_stage_means_are_per_instance_and_stage_over_both_windows_of_the_tar
 def test_the_verdict_is_read_for_the_decode_and_ttft_slos_of_the_spec() -> None:
     queries = objectives(load_spec(ROOT / "slo.yaml")).queries
     assert queries.verdict_expressions() == {
-        "itl_causes": 'verdict:cause:share{slo="inter-token-latency", service="inference"}',
-        "ttft_causes": 'verdict:cause:share{slo="time-to-first-token", service="inference"}',
+        # Each cause at its largest over the short window: one evaluation's unknown between
+        # two that name a cause does not hide it.
+        "itl_causes": 'max_over_time(verdict:cause:share{slo="inter-token-latency", '
+                      'service="inference"}[30s])',
+        "ttft_causes": 'max_over_time(verdict:cause:share{slo="time-to-first-token", '
+                       'service="inference"}[30s])',
         "gpu_conditions": 'verdict:slowdown:ratio or label_replace(verdict:fault:count, '
                           '"cause", "gpu_fault", "", "")',
     }
