@@ -65,10 +65,18 @@ class Windows:
 
     short_seconds: int
     long_seconds: int
+    scrape_seconds: int = 15
 
     @classmethod
     def of(cls, params: RenderParams) -> Windows:
-        return cls(params.fast_window_seconds, LONG_FACTOR * params.fast_window_seconds)
+        return cls(params.fast_window_seconds, LONG_FACTOR * params.fast_window_seconds,
+                   params.scrape_interval_seconds)
+
+    @property
+    def recent(self) -> str:
+        """The last two scrapes (at most the short window): a reading held that long is held,
+        one sample is a moment."""
+        return format_duration(min(2 * self.scrape_seconds, self.short_seconds))
 
     @property
     def short(self) -> str:
@@ -198,8 +206,8 @@ class _GpuSeries:
     sm_active: str
     tensor_active: str
     dram_active: str
-    # The highest SM clock over the short window: a clock held down stays down all of it, while
-    # a power cap the engine's own prefill bursts reach lets it back up between them.
+    # The highest SM clock over the last two scrapes: a clock held down stays down, while a
+    # power cap the engine's own prefill bursts reach lets it back up between them.
     sm_clock: str
     sm_clock_high: str  # the highest SM clock over the long window
     reasons: str  # 1 per (GPU, reason) held: a ``reason`` label
@@ -243,7 +251,7 @@ def _governor_gpus(spec: SloSpec, w: Windows) -> _GpuSeries:
                   f"{busiest(on(gpu.UTILIZATION.name))})",
         tensor_active=busiest(on(gpu.TENSOR_ACTIVE.name)),
         dram_active=busiest(on(gpu.DRAM_BANDWIDTH_UTILIZATION.name)),
-        sm_clock=f"max by ({per_gpu}) ({max_over_time(sm_clock, w.short)})",
+        sm_clock=f"max by ({per_gpu}) ({max_over_time(sm_clock, w.recent)})",
         sm_clock_high=f"max by ({per_gpu}) ({max_over_time(sm_clock, w.long)})",
         reasons=f"max by ({per_gpu}, {gpu.LABEL_REASON}) "
                 f"({on(gpu.CLOCK_EVENT_ACTIVE.name, one_of(gpu.LABEL_REASON, _THROTTLE_REASONS))}"
@@ -278,7 +286,7 @@ def _dcgm_gpus(spec: SloSpec, w: Windows) -> _GpuSeries:
         tensor_active=dcgm.TENSOR_ACTIVE.base(on, busiest),
         dram_active=dcgm.DRAM_ACTIVE.base(on, busiest),
         sm_clock=f"max by ({per_gpu}) "
-                 f"({dcgm.SM_CLOCK.base(on, lambda s: max_over_time(s, w.short))})",
+                 f"({dcgm.SM_CLOCK.base(on, lambda s: max_over_time(s, w.recent))})",
         sm_clock_high=f"max by ({per_gpu}) "
                       f"({dcgm.SM_CLOCK.base(on, lambda s: max_over_time(s, w.long))})",
         reasons=reasons,
