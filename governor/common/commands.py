@@ -82,6 +82,7 @@ class Serve(_Command):
     otlp_endpoint: str | None = None
     request_log: str | None = None
     engine_arg: tuple[str, ...] = ()
+    deadlines: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
