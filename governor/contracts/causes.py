@@ -151,7 +151,8 @@ KV_FULL: Final = 0.95
 SM_SATURATED: Final = 0.9
 TENSOR_BUSY: Final = 0.5
 DRAM_SATURATED: Final = 0.7
-# Requests wait behind a saturated GPU when at least this many wait on average over the window.
+# Requests wait behind a saturated GPU when at least this many wait in the engine's own queue on
+# average over the window (the service's admission queue is a class limit, not the GPU's).
 WAITING_SATURATED: Final = 1.0
 # A clock held this far under its own highest of the long window counts as throttled.
 CLOCK_DEFICIT: Final = 0.05
