@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from governor.status import main
+from tests.support.fake_http import QuietHandler, send_json, serving
 
 PROMETHEUS = {
     "slo:objective:ratio": [("inter-token-latency", 0.99), ("availability", 0.999)],
@@ -41,7 +40,7 @@ CONTROLLER = {"targets": {"a:8000": {
          "explanation": "hold: last change 10s ago"}]}}}
 
 
-class Fake(BaseHTTPRequestHandler):
+class Fake(QuietHandler):
     def do_GET(self) -> None:
         url = urlsplit(self.path)
         if url.path == "/api/v1/query":
@@ -65,25 +64,13 @@ class Fake(BaseHTTPRequestHandler):
             self.send_error(404)
 
     def _send(self, data: Any) -> None:
-        body = json.dumps(data).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet."""
+        send_json(self, data)
 
 
 @pytest.fixture
 def apis() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Fake)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
+    with serving(Fake) as url:
+        yield url
 
 
 def argv(url: str, *extra: str) -> list[str]:
@@ -136,13 +123,8 @@ def test_a_source_that_answers_nonsense_is_an_error_not_a_trace(
         def do_GET(self) -> None:
             self._send({"what": "ever"})
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Nonsense)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serving(Nonsense) as url:
         assert main(argv(url, "--json")) == 1
-    finally:
-        server.shutdown()
     errors = json.loads(capsys.readouterr().out)["errors"]
     assert set(errors) == {"prometheus", "alertmanager"}  # the controller's answer had no targets
 

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from governor.why import main
+from tests.support.fake_http import QuietHandler, send_json, serving
 
 TARGET = "10.0.0.7:8000"
 SHARES = [("inter-token-latency", "batching", 0.2), ("inter-token-latency", "gpu_throttled", 0.8),
@@ -23,7 +21,7 @@ SERIES = {
 }
 
 
-class Fake(BaseHTTPRequestHandler):
+class Fake(QuietHandler):
     queries: list[str] = []
 
     def do_GET(self) -> None:
@@ -46,26 +44,14 @@ class Fake(BaseHTTPRequestHandler):
             result = [{"metric": {}, "value": [0, value]}]
         else:
             result = []
-        body = json.dumps({"status": "success", "data": {"resultType": "vector",
-                                                         "result": result}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet."""
+        send_json(self, {"status": "success", "data": {"resultType": "vector",
+                                                       "result": result}})
 
 
 @pytest.fixture
 def prometheus() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Fake)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
+    with serving(Fake) as url:
+        yield url
 
 
 def test_causes_are_ranked_with_their_evidence_action_and_runbook(
