@@ -49,6 +49,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"must be 1-64: {text!r}")
+    return value
+
+
 def _numbers(kind: type[int] | type[float]) -> Callable[[str], tuple[float, ...]]:
     """A parser of comma-separated numbers: ``"1,2,3"`` → ``(1, 2, 3)``."""
 
@@ -94,6 +104,9 @@ def build_parser() -> EnvArgumentParser:
                         help="the healthy drill's load scales (comma-separated)")
     matrix.add_argument("--out", type=Path, default=Path(".run/drills"),
                         help="drills.jsonl and each drill's run directory")
+    matrix.add_argument("--parallel", type=_positive_int, default=1, metavar="N",
+                        help="drills at once, each on its own ports (--port-base + 10 per "
+                             "drill); give each a core or two")
     matrix.add_argument("--summarize", type=Path, default=None, metavar="DIR",
                         help="print the score of DIR/drills.jsonl and run nothing")
     return p
@@ -147,7 +160,7 @@ def _options(args: argparse.Namespace, drill: str) -> DrillOptions:
 def _matrix_options(args: argparse.Namespace) -> MatrixOptions:
     return MatrixOptions(out=args.out, base=_options(args, catalog.HEALTHY_NAME),
                          seeds=tuple(int(s) for s in args.seeds),
-                         loads=tuple(float(x) for x in args.loads))
+                         loads=tuple(float(x) for x in args.loads), parallel=args.parallel)
 
 
 def _summarize(out: Path) -> int:

@@ -4,7 +4,14 @@ the other, each drill's JSON line appended to ``OUT/drills.jsonl`` as it ends; t
 It is resumable: a drill already in ``drills.jsonl`` (the same drill, seed, load and spec) is
 not run again, so a matrix cut short goes on where it stopped. Healthy runs take the seeds in
 turn, one per load. Drills the spec cannot see (a slow reader under a stock-vLLM spec, which
-reads vLLM's own histograms) are left out::
+reads vLLM's own histograms) are left out.
+
+With ``parallel`` above one, that many drills run at once, each on a stack of its own: the
+``i``-th slot's five ports start at ``port_base + PORT_STRIDE * i``, and each line a drill
+prints starts with its name and seed. The simulated engine keeps real time only while the
+machine has a core or two free for each drill (the heavy drills' engines step hundreds of
+sequences): on a machine too small, a lagging engine reads as prefill stalls. One drill that
+cannot run stops the matrix from starting others; those running end first::
 
     >>> base = DrillOptions(drill="healthy", slo=Path("slo.yaml"))
     >>> planned = plan(MatrixOptions(Path("out"), base, seeds=(1, 2), loads=(0.5, 1.5)),
@@ -16,7 +23,9 @@ reads vLLM's own histograms) are left out::
 from __future__ import annotations
 
 import dataclasses
+import queue
 import shutil
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +33,12 @@ from typing import Any, Final
 
 from governor.drills import catalog
 from governor.drills.report import Result
-from governor.drills.run import DrillError, DrillOptions, run_drill, say
+from governor.drills.run import DrillError, DrillOptions, Interrupted, run_drill, say
 from governor.drills.score import read_records, render, score
 from governor.drills.spec import DrillSpecError, check
 
 JSONL: Final = "drills.jsonl"
+PORT_STRIDE: Final = 10  # between the port bases of drills that run at once
 # Prometheus's and Alertmanager's data are dropped once a drill has ended (its logs are kept).
 _DROPPED: Final = ("prometheus-data", "alertmanager-data")
 
@@ -39,6 +49,7 @@ class MatrixOptions:
     base: DrillOptions  # every option but the drill, seed, load and run directory
     seeds: tuple[int, ...] = (1, 2, 3)
     loads: tuple[float, ...] = (0.5, 1.0, 1.5)
+    parallel: int = 1  # drills at once, each on its own ports
 
 
 Key = tuple[str, int, float, str]
@@ -81,22 +92,81 @@ def run_matrix(options: MatrixOptions, should_stop: Callable[[], bool] = lambda:
     jsonl = options.out / JSONL
     finished = done(read_records(jsonl)) if jsonl.exists() else set()
     planned = plan(options, stock)
-    for index, drill in enumerate(planned, 1):
-        if key(drill.drill, drill.seed, drill.load_scale, str(drill.slo)) in finished:
-            continue
-        write(f"== drill {index}/{len(planned)}: {drill.drill}, seed {drill.seed}, "
-              f"load x{drill.load_scale:g}")
-        run_drill(drill, write, should_stop, on_result=lambda r: _append(jsonl, r, write))
-        for name in _DROPPED:
-            shutil.rmtree(drill.run_dir / name, ignore_errors=True)
+    todo = [(index, drill) for index, drill in enumerate(planned, 1)
+            if key(drill.drill, drill.seed, drill.load_scale, str(drill.slo)) not in finished]
+    if options.parallel <= 1:
+        for index, drill in todo:
+            write(f"== drill {index}/{len(planned)}: {drill.drill}, seed {drill.seed}, "
+                  f"load x{drill.load_scale:g}")
+            _run_one(drill, jsonl, write, should_stop, threading.Lock())
+    else:
+        _run_parallel(options, todo, len(planned), jsonl, write, should_stop)
     write(summarize(options.out))
     return 0
 
 
-def _append(jsonl: Path, result: Result, write: Callable[[str], None]) -> None:
+def _run_one(drill: DrillOptions, jsonl: Path, write: Callable[[str], None],
+             should_stop: Callable[[], bool], lock: threading.Lock) -> None:
+    run_drill(drill, write, should_stop, on_result=lambda r: _append(jsonl, r, write, lock))
+    for name in _DROPPED:
+        shutil.rmtree(drill.run_dir / name, ignore_errors=True)
+
+
+def _run_parallel(options: MatrixOptions, todo: list[tuple[int, DrillOptions]], total: int,
+                  jsonl: Path, write: Callable[[str], None], should_stop: Callable[[], bool]
+                  ) -> None:
+    """``options.parallel`` workers, each on its own ports, take the drills in order."""
+    work: queue.Queue[tuple[int, DrillOptions]] = queue.Queue()
+    for item in todo:
+        work.put(item)
+    lock = threading.Lock()
+    failed: list[str] = []
+    stop = threading.Event()
+
+    def stopping() -> bool:
+        return stop.is_set() or should_stop()
+
+    def worker(slot: int) -> None:
+        base = options.base.port_base + PORT_STRIDE * slot
+        while not stopping():
+            try:
+                index, drill = work.get_nowait()
+            except queue.Empty:
+                return
+            drill = dataclasses.replace(drill, port_base=base)
+            tag = f"[{drill.drill} s{drill.seed} x{drill.load_scale:g}]"
+
+            def tagged(line: str, tag: str = tag) -> None:
+                with lock:
+                    write(f"{tag} {line}")
+            tagged(f"== drill {index}/{total} on ports {base}-{base + 4}")
+            try:
+                _run_one(drill, jsonl, tagged, stopping, lock)
+            except DrillError as exc:
+                tagged(f"could not run: {exc}")
+                failed.append(f"{drill.drill} seed {drill.seed}: {exc}")
+                stop.set()
+            except Interrupted:
+                stop.set()
+                return
+
+    threads = [threading.Thread(target=worker, args=(slot,), name=f"drill-{slot}")
+               for slot in range(options.parallel)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if should_stop():
+        raise Interrupted()
+    if failed:
+        raise DrillError("; ".join(failed))
+
+
+def _append(jsonl: Path, result: Result, write: Callable[[str], None],
+            lock: threading.Lock) -> None:
     line = result.json_line()
     write(line)
-    with jsonl.open("a", encoding="utf-8") as handle:
+    with lock, jsonl.open("a", encoding="utf-8") as handle:
         handle.write(line + "\n")
 
 

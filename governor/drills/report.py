@@ -8,7 +8,7 @@ the verdict's ranking changing, the controller deciding — and keeps what the J
     >>> timeline = Timeline(lines.append)
     >>> timeline.snapshot(12.0, Snapshot(burns={"itl": 3.2}, alerts=(Alert("ItlP99High"),)))
     >>> lines
-    ['  +12.0s  burning: itl (burn 3.2x)', '  +12.0s  alert firing: ItlP99High']
+    ['   +12.0s  burning: itl (burn 3.2x)', '   +12.0s  alert firing: ItlP99High']
 """
 
 from __future__ import annotations
@@ -139,6 +139,7 @@ class Result:
     leading: list[list[Any]] = field(default_factory=list)  # [seconds, cause] at each change
     max_burn: dict[str, float] = field(default_factory=dict)
     max_share: dict[str, float] = field(default_factory=dict)
+    stock_vllm_spec: bool = False  # the spec reads vLLM's own series (a stock-vLLM fleet)
 
     def json_line(self) -> str:
         return json.dumps(asdict(self), allow_nan=False)

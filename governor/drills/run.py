@@ -67,9 +67,10 @@ def injected(drill: Drill) -> dict[str, Any]:
             "itl_threshold_seconds": drill.itl_threshold_seconds}
 
 
-def _setup(options: DrillOptions, drill: Drill, notes: list[str]) -> tuple[Stack, bool]:
-    """The drill's stack, on the user's spec or a tightened copy, and whether the spec can see
-    the drill's cause; notes what it changed."""
+def _setup(options: DrillOptions, drill: Drill, notes: list[str]
+           ) -> tuple[Stack, bool, bool]:
+    """The drill's stack, on the user's spec or a tightened copy, whether the spec can see
+    the drill's cause, and whether it is a stock-vLLM spec; notes what it changed."""
     try:
         spec = check(options.slo)
         slo = options.slo
@@ -95,7 +96,7 @@ def _setup(options: DrillOptions, drill: Drill, notes: list[str]) -> tuple[Stack
                                   serve=(*drill.serve, "--seed", str(options.seed)), dcgm=dcgm))
     except StackError as exc:
         raise DrillError(str(exc)) from None
-    return stack, drill.stock_vllm or not spec.stock_vllm
+    return stack, drill.stock_vllm or not spec.stock_vllm, spec.stock_vllm
 
 
 class _Run:
@@ -109,7 +110,8 @@ class _Run:
         except catalog.UnknownDrill as exc:
             raise DrillError(str(exc)) from None
         self.notes: list[str] = []
-        self.stack, self.applicable = _setup(options, self.drill, self.notes)
+        self.stack, self.applicable, self.stock_vllm_spec = _setup(options, self.drill,
+                                                                    self.notes)
         self.finder = Finder()
         self.changes: list[Decision] = []
 
@@ -223,7 +225,8 @@ class _Run:
             controller_reasons=reasons, notes=self.notes, load_scale=self.options.load_scale,
             expected=self.drill.cause, applicable=self.applicable,
             verdict_polls=timeline.verdict_polls, leading=timeline.leading,
-            max_burn=timeline.max_burn, max_share=timeline.max_share)
+            max_burn=timeline.max_burn, max_share=timeline.max_share,
+            stock_vllm_spec=self.stock_vllm_spec)
 
 
 def say(line: str) -> None:

@@ -7,16 +7,23 @@ injected; a healthy drill when no verdict was seen at any poll after its onset. 
 * healthy drills see no verdict;
 * a right verdict holds within :data:`TARGET_SECONDS` of the onset;
 * the controller changes limits only in the drills of causes it retunes for (``batching``,
-  ``kv_cache``: :attr:`governor.contracts.causes.Action.RETUNE`).
+  ``kv_cache``: :attr:`governor.contracts.causes.Action.RETUNE`);
+* and the matrix is whole: for each spec it ran on, every fault drill that spec can see on at
+  least :data:`MIN_SEEDS` seeds, and healthy at :data:`MIN_LOADS` loads or more. A few drills
+  that happen to be right are not a score.
 
 Drills a spec cannot see (a slow reader under a stock-vLLM spec) are listed, not scored::
 
-    >>> s = score([{"drill": "batching", "expected": "batching", "found": "batching",
+    >>> s = score([{"drill": "batching", "spec": "slo.yaml", "expected": "batching",
+    ...             "found": "batching",
     ...             "onset_to_verdict_seconds": 40.0, "controller_changes": 1},
-    ...            {"drill": "healthy", "expected": None, "found": None, "verdict_polls": 0,
+    ...            {"drill": "healthy", "spec": "slo.yaml", "expected": None, "found": None,
+    ...             "verdict_polls": 0,
     ...             "controller_changes": 0}])
-    >>> s.accuracy, s.healthy_quiet, s.met
-    (1.0, 1, True)
+    >>> s.accuracy, s.healthy_quiet, s.late, s.stray_changes
+    (1.0, 1, 0, 0)
+    >>> s.met, s.missing[0]
+    (False, 'slo.yaml: batching on 1 seed')
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ from governor.drills import catalog
 
 TARGET_ACCURACY: Final = 0.95
 TARGET_SECONDS: Final = 120.0
+MIN_SEEDS: Final = 3  # runs of each fault drill, per spec
+MIN_LOADS: Final = 3  # distinct load scales of the healthy drill, per spec
 RETUNED: Final = frozenset(c.name for c in causes.CAUSES if c.action is causes.Action.RETUNE)
 
 Record = Mapping[str, Any]
@@ -72,6 +81,7 @@ class Score:
     late: int  # right verdicts later than TARGET_SECONDS
     stray_changes: int  # limit changes in drills of causes the controller does not retune for
     not_scored: tuple[str, ...]  # drills the spec cannot see
+    missing: tuple[str, ...] = ()  # what the matrix lacks to be whole, per spec
 
     @property
     def accuracy(self) -> float | None:
@@ -81,7 +91,7 @@ class Score:
     def met(self) -> bool:
         return ((self.accuracy is None or self.accuracy >= TARGET_ACCURACY)
                 and self.healthy_quiet == self.healthy_runs and self.late == 0
-                and self.stray_changes == 0)
+                and self.stray_changes == 0 and not self.missing)
 
 
 def _row(drill: str, records: Sequence[Record]) -> Row:
@@ -94,6 +104,7 @@ def _row(drill: str, records: Sequence[Record]) -> Row:
 
 
 def score(records: Iterable[Record]) -> Score:
+    records = list(records)
     scored: dict[str, list[Record]] = {}
     skipped = set()
     for record in records:
@@ -113,7 +124,32 @@ def score(records: Iterable[Record]) -> Score:
                  and float(r.get("onset_to_verdict_seconds") or 0) > TARGET_SECONDS),
         stray_changes=sum(int(r.get("controller_changes") or 0) for rs in scored.values()
                           for r in rs if r.get("drill") not in RETUNED),
-        not_scored=tuple(sorted(skipped - set(scored))))
+        not_scored=tuple(sorted(skipped - set(scored))), missing=_missing(records))
+
+
+def _missing(records: Sequence[Record]) -> tuple[str, ...]:
+    """For each spec, the fault drills it can see with fewer than :data:`MIN_SEEDS` seeds and
+    a healthy drill at fewer than :data:`MIN_LOADS` loads."""
+    specs: dict[str, list[Record]] = {}
+    for record in records:
+        specs.setdefault(str(record.get("spec")), []).append(record)
+    missing = []
+    for spec, runs in specs.items():
+        # A record without the key predates it: read as a spec that sees every cause (stricter).
+        stock = any(bool(r.get("stock_vllm_spec")) for r in runs)
+        for drill in catalog.DRILLS:
+            if drill.cause is None or (stock and not drill.stock_vllm):
+                continue
+            seeds = {r.get("seed") for r in runs if r.get("drill") == drill.name}
+            if len(seeds) < MIN_SEEDS:
+                missing.append(f"{spec}: {drill.name} on {len(seeds)} "
+                               f"seed{'' if len(seeds) == 1 else 's'}")
+        loads = {round(float(r.get("load_scale") or 1), 3) for r in runs
+                 if r.get("drill") == catalog.HEALTHY_NAME}
+        if len(loads) < MIN_LOADS:
+            missing.append(f"{spec}: {catalog.HEALTHY_NAME} at {len(loads)} "
+                           f"load{'' if len(loads) == 1 else 's'}")
+    return tuple(missing)
 
 
 def _seconds(value: float | None) -> str:
@@ -140,6 +176,10 @@ def render(s: Score) -> str:
         f"{_mark(s.late == 0)} right verdicts later than {TARGET_SECONDS:.0f} s: {s.late}",
         f"{_mark(s.stray_changes == 0)} limit changes outside {'/'.join(sorted(RETUNED))} "
         f"drills: {s.stray_changes}",
+        f"{_mark(not s.missing)} a whole matrix (each fault drill on {MIN_SEEDS} seeds, "
+        f"healthy at {MIN_LOADS} loads, per spec)" + ("" if not s.missing else
+                                                      f": {len(s.missing)} short"),
+        *(f"       {line}" for line in s.missing),
         f"targets {'met' if s.met else 'not met'}",
     ]
     return "\n".join(lines)

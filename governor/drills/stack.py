@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from governor.common.ports import taken_ports
 from governor.common.process import Child, running
 from governor.contracts.endpoints import LOCAL_HOST
 from governor.contracts.simdevice import FAULTS_PATH
@@ -110,10 +111,12 @@ class Stack:
         return self.config.run_dir.resolve() / "controller" / "audit.jsonl"
 
     def check_ports(self) -> None:
-        taken = ports_in_use(self.config.host, self.config.ports)
+        """Refuse to start while a port is taken, naming each and what holds it (a stack
+        already up there would answer this one's health probes)."""
+        taken = taken_ports(self.config.host, vars(self.config.ports))
         if taken:
-            listed = ", ".join(f"{port} ({name})" for name, port in taken)
-            raise StackError(f"port{'s' if len(taken) > 1 else ''} {listed} already in use: "
+            listed = "; ".join(str(t) for t in taken)
+            raise StackError(f"already in use: {listed}; "
                              "choose another --port-base")
 
     def children(self) -> list[Child]:

@@ -4,6 +4,7 @@ a traceback, and nothing started."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -75,7 +76,7 @@ def test_a_port_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None
              str(ROOT / "slo.yaml"), "--port-base", str(base), "--run-dir", str(tmp_path)],
             capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == EXIT_FAILED
-    assert f"{port} (prometheus) already in use" in done.stderr
+    assert f"already in use: port {port} (prometheus): pid {os.getpid()}" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "logs").exists()
 

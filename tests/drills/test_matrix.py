@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,14 +12,14 @@ import pytest
 from governor.drills import catalog, matrix
 from governor.drills.matrix import JSONL, MatrixOptions, plan, run_matrix
 from governor.drills.report import Result
-from governor.drills.run import DrillOptions
+from governor.drills.run import DrillError, DrillOptions
 from governor.drills.score import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def options(out: Path, slo: Path = ROOT / "slo.yaml") -> MatrixOptions:
-    return MatrixOptions(out, DrillOptions(drill="healthy", slo=slo), seeds=(1, 2),
+    return MatrixOptions(out, DrillOptions(drill="healthy", slo=slo), seeds=(1, 2, 3),
                          loads=(0.5, 1.0, 1.5))
 
 
@@ -26,7 +28,7 @@ def test_every_cause_on_every_seed_then_healthy_per_load() -> None:
     faults = [d.name for d in catalog.DRILLS if d.cause is not None]
     assert [(o.drill, o.seed) for o in planned[:len(faults)]] == [(f, 1) for f in faults]
     assert [(o.drill, o.seed, o.load_scale) for o in planned[-3:]] == [
-        ("healthy", 1, 0.5), ("healthy", 2, 1.0), ("healthy", 1, 1.5)]
+        ("healthy", 1, 0.5), ("healthy", 2, 1.0), ("healthy", 3, 1.5)]
     assert len({o.run_dir for o in planned}) == len(planned)
     assert not any(o.keep for o in planned)
 
@@ -66,3 +68,43 @@ def test_the_matrix_appends_each_line_and_resumes_where_it_stopped(
     run_matrix(options(tmp_path), write=out.append)
     assert len(ran) == len(planned) - 5
     assert len(read_records(tmp_path / JSONL)) == len(planned)
+
+
+def test_drills_run_side_by_side_each_on_its_own_ports(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+    bases: dict[str, set[int]] = {}
+    inner = fake_drill(ran)
+
+    def run(drill: DrillOptions, write: Callable[[str], None],
+            should_stop: Callable[[], bool], on_result: Callable[[Result], None]) -> Result:
+        bases.setdefault(threading.current_thread().name, set()).add(drill.port_base)
+        write("a line")
+        return inner(drill, write, should_stop, on_result)
+    monkeypatch.setattr(matrix, "run_drill", run)
+    out: list[str] = []
+    opts = dataclasses.replace(options(tmp_path), parallel=3)
+    assert run_matrix(opts, write=out.append) == 0
+    planned = plan(opts, stock_vllm=False)
+    assert sorted(ran) == sorted(o.drill for o in planned)
+    assert len(read_records(tmp_path / JSONL)) == len(planned)
+    # Each worker keeps one port base, PORT_STRIDE apart from the others'.
+    assert all(len(b) == 1 for b in bases.values())
+    used = sorted(b for bs in bases.values() for b in bs)
+    assert used == [opts.base.port_base + matrix.PORT_STRIDE * i for i in range(len(used))]
+    assert any(line.startswith("[batching s1 x1] a line") for line in out)
+    assert "targets met" in out[-1]
+
+
+def test_a_drill_that_cannot_run_stops_the_others_from_starting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+
+    def run(drill: DrillOptions, write: Callable[[str], None],
+            should_stop: Callable[[], bool], on_result: Callable[[Result], None]) -> Result:
+        ran.append(drill.drill)
+        raise DrillError("the inference part died")
+    monkeypatch.setattr(matrix, "run_drill", run)
+    with pytest.raises(DrillError, match="the inference part died"):
+        run_matrix(dataclasses.replace(options(tmp_path), parallel=2), write=lambda line: None)
+    assert len(ran) <= 2

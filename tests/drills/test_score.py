@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from governor.drills import catalog
 from governor.drills.matrix import JSONL, summarize
-from governor.drills.score import read_records, render, right, score
+from governor.drills.score import MIN_LOADS, MIN_SEEDS, read_records, render, right, score
 
 
 def drill(name: str, found: str | None, seconds: float | None = 30.0, changes: int = 0,
@@ -18,6 +19,18 @@ def drill(name: str, found: str | None, seconds: float | None = 30.0, changes: i
     return {"drill": name, "seed": 1, "expected": expected, "found": found,
             "onset_to_verdict_seconds": seconds if found else None,
             "controller_changes": changes, "verdict_polls": 3 if found else 0, **extra}
+
+
+def whole(stock_vllm_spec: bool = False, spec: str = "slo.yaml") -> list[dict[str, Any]]:
+    """A whole matrix, every drill right: each fault drill the spec sees on three seeds, healthy
+    at three loads."""
+    faults = [d.name for d in catalog.DRILLS
+              if d.cause is not None and (d.stock_vllm or not stock_vllm_spec)]
+    extra = {"spec": spec, "stock_vllm_spec": stock_vllm_spec}
+    return ([{**drill(name, name), "seed": seed, **extra} for name in faults
+             for seed in range(1, MIN_SEEDS + 1)]
+            + [{**drill("healthy", None), "load_scale": 0.5 * (i + 1), **extra}
+               for i in range(MIN_LOADS)])
 
 
 def test_a_fault_drill_is_right_when_its_cause_leads() -> None:
@@ -34,13 +47,39 @@ def test_a_healthy_drill_is_right_only_without_any_verdict() -> None:
 
 
 def test_every_target_met() -> None:
-    s = score([drill("batching", "batching", 40, changes=2), drill("kv_cache", "kv_cache", 70,
-                                                                 changes=1),
-               drill("gpu_throttled", "gpu_throttled", 25), drill("healthy", None)])
-    assert (s.fault_runs, s.fault_right, s.healthy_runs, s.healthy_quiet) == (3, 3, 1, 1)
-    assert s.accuracy == 1.0 and s.late == 0 and s.stray_changes == 0
+    records = whole()
+    records[0] = {**records[0], "controller_changes": 2}  # batching: the controller retunes
+    s = score(records)
+    faults = len(records) - MIN_LOADS
+    assert (s.fault_runs, s.fault_right, s.healthy_runs, s.healthy_quiet) == (
+        faults, faults, MIN_LOADS, MIN_LOADS)
+    assert s.accuracy == 1.0 and s.late == 0 and s.stray_changes == 0 and not s.missing
     assert s.met
     assert "targets met" in render(s)
+
+
+def test_a_matrix_short_of_seeds_or_loads_meets_no_target() -> None:
+    """Six right drills are not a score: each fault drill needs three seeds, healthy three
+    loads, per spec."""
+    s = score([drill(name, name) for name in ("batching", "kv_cache", "queue")]
+              + [drill("healthy", None)])
+    assert s.accuracy == 1.0 and not s.met
+    text = render(s)
+    assert "MISS a whole matrix" in text and "batching on 1 seed" in text
+    assert "gpu_throttled on 0 seeds" in text and "healthy at 1 load" in text
+    short = whole()
+    short = [r for r in short if not (r["drill"] == "queue" and r["seed"] == 3)]
+    assert score(short).missing == ("slo.yaml: queue on 2 seeds",)
+
+
+def test_a_stock_vllm_spec_is_whole_without_what_it_cannot_see() -> None:
+    s = score(whole(stock_vllm_spec=True, spec="stock.yaml"))
+    assert not s.missing and s.met
+    both = whole() + whole(stock_vllm_spec=True, spec="stock.yaml")
+    assert score(both).met
+    # A default spec's matrix needs the service-side drills too.
+    cut = [r for r in whole() if r["drill"] != "client_stream"]
+    assert score(cut).missing == ("slo.yaml: client_stream on 0 seeds",)
 
 
 @pytest.mark.parametrize(("records", "miss"), [
@@ -60,7 +99,8 @@ def test_each_target_can_be_missed(records: list[dict[str, Any]], miss: str | No
     s = score(records)
     text = render(s)
     if miss is None:
-        assert s.met, text
+        assert not any(line.startswith("MISS") for line in text.splitlines()
+                       if "whole matrix" not in line), text
     else:
         assert not s.met
         assert any(line.startswith("MISS") and miss in line for line in text.splitlines()), text
