@@ -107,6 +107,10 @@ def build_parser() -> EnvArgumentParser:
     matrix.add_argument("--parallel", type=_positive_int, default=1, metavar="N",
                         help="drills at once, each on its own ports (--port-base + 10 per "
                              "drill); give each a core or two")
+    matrix.add_argument("--start-by", type=parse_duration_seconds, default=None,
+                        metavar="DURATION",
+                        help="start no drill after this long (a time-boxed job); run the "
+                             "matrix again to go on where it stopped")
     matrix.add_argument("--summarize", type=Path, default=None, metavar="DIR",
                         help="print the score of DIR/drills.jsonl and run nothing")
     return p
@@ -160,7 +164,8 @@ def _options(args: argparse.Namespace, drill: str) -> DrillOptions:
 def _matrix_options(args: argparse.Namespace) -> MatrixOptions:
     return MatrixOptions(out=args.out, base=_options(args, catalog.HEALTHY_NAME),
                          seeds=tuple(int(s) for s in args.seeds),
-                         loads=tuple(float(x) for x in args.loads), parallel=args.parallel)
+                         loads=tuple(float(x) for x in args.loads), parallel=args.parallel,
+                         start_by=args.start_by)
 
 
 def _summarize(out: Path) -> int:

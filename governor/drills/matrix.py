@@ -26,6 +26,7 @@ import dataclasses
 import queue
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,7 @@ class MatrixOptions:
     seeds: tuple[int, ...] = (1, 2, 3)
     loads: tuple[float, ...] = (0.5, 1.0, 1.5)
     parallel: int = 1  # drills at once, each on its own ports
+    start_by: float | None = None  # seconds after the start: no drill starts later (resume)
 
 
 Key = tuple[str, int, float, str]
@@ -94,13 +96,24 @@ def run_matrix(options: MatrixOptions, should_stop: Callable[[], bool] = lambda:
     planned = plan(options, stock)
     todo = [(index, drill) for index, drill in enumerate(planned, 1)
             if key(drill.drill, drill.seed, drill.load_scale, str(drill.slo)) not in finished]
+    started = time.monotonic()
+
+    def too_late() -> bool:
+        late = (options.start_by is not None
+                and time.monotonic() - started > options.start_by)
+        if late:
+            write(f"== no drill starts after {options.start_by:g} s: run the matrix again to "
+                  "go on where it stopped")
+        return late
     if options.parallel <= 1:
         for index, drill in todo:
+            if too_late():
+                break
             write(f"== drill {index}/{len(planned)}: {drill.drill}, seed {drill.seed}, "
                   f"load x{drill.load_scale:g}")
             _run_one(drill, jsonl, write, should_stop, threading.Lock())
     else:
-        _run_parallel(options, todo, len(planned), jsonl, write, should_stop)
+        _run_parallel(options, todo, len(planned), jsonl, write, should_stop, too_late)
     write(summarize(options.out))
     return 0
 
@@ -113,8 +126,8 @@ def _run_one(drill: DrillOptions, jsonl: Path, write: Callable[[str], None],
 
 
 def _run_parallel(options: MatrixOptions, todo: list[tuple[int, DrillOptions]], total: int,
-                  jsonl: Path, write: Callable[[str], None], should_stop: Callable[[], bool]
-                  ) -> None:
+                  jsonl: Path, write: Callable[[str], None], should_stop: Callable[[], bool],
+                  too_late: Callable[[], bool]) -> None:
     """``options.parallel`` workers, each on its own ports, take the drills in order."""
     work: queue.Queue[tuple[int, DrillOptions]] = queue.Queue()
     for item in todo:
@@ -132,6 +145,10 @@ def _run_parallel(options: MatrixOptions, todo: list[tuple[int, DrillOptions]], 
             try:
                 index, drill = work.get_nowait()
             except queue.Empty:
+                return
+            with lock:
+                late = too_late()
+            if late:
                 return
             drill = dataclasses.replace(drill, port_base=base)
             tag = f"[{drill.drill} s{drill.seed} x{drill.load_scale:g}]"

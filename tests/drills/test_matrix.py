@@ -108,3 +108,20 @@ def test_a_drill_that_cannot_run_stops_the_others_from_starting(
     with pytest.raises(DrillError, match="the inference part died"):
         run_matrix(dataclasses.replace(options(tmp_path), parallel=2), write=lambda line: None)
     assert len(ran) <= 2
+
+
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_no_drill_starts_after_start_by_and_the_next_run_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parallel: int) -> None:
+    ran: list[str] = []
+    monkeypatch.setattr(matrix, "run_drill", fake_drill(ran))
+    clock = iter(range(0, 10_000, 100))  # each look at the clock is 100 s later
+    monkeypatch.setattr(matrix.time, "monotonic", lambda: float(next(clock)))
+    out: list[str] = []
+    opts = dataclasses.replace(options(tmp_path), parallel=parallel, start_by=250.0)
+    run_matrix(opts, write=out.append)
+    assert 0 < len(ran) < len(plan(opts, stock_vllm=False))
+    assert any("no drill starts after 250 s" in line for line in out)
+    monkeypatch.setattr(matrix.time, "monotonic", lambda: 0.0)
+    run_matrix(opts, write=out.append)
+    assert len(read_records(tmp_path / JSONL)) == len(plan(opts, stock_vllm=False))
