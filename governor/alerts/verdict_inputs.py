@@ -242,8 +242,11 @@ def _governor_gpus(spec: SloSpec, w: Windows) -> _GpuSeries:
     nvlink = (f"({on(gpu.NVLINK_TRANSMIT_RATE.name)} + {on(gpu.NVLINK_RECEIVE_RATE.name)}) / "
               f"{format_number(2 * causes.NVLINK_BYTES_PER_SECOND)}")
     xid, ecc = on(gpu.XID_ERRORS.total), on(gpu.ECC_UNCORRECTED_ERRORS.total)
-    faults = (f"sum by ({per_gpu}) (increase({xid}[{w.fault}]))\n"
-              f"or sum by ({per_gpu}) ({xid} unless {xid} offset {w.fault})\n"
+    # Each branch keeps only its faults: a counter that did not rise reads 0, and a 0 on the
+    # left of ``or`` would hide the same GPU's fault on the right (an XID whose series is new:
+    # ``increase`` misses its first count).
+    faults = (f"sum by ({per_gpu}) (increase({xid}[{w.fault}])) > 0\n"
+              f"or sum by ({per_gpu}) ({xid} unless {xid} offset {w.fault}) > 0\n"
               f"or sum by ({per_gpu}) (increase({ecc}[{w.fault}]) > 0)\n"
               f"or count by ({per_gpu}) ({on(gpu.UP.name)} == 0)")
     return _GpuSeries(

@@ -77,6 +77,9 @@ class Target:
     second_process: bool = False
     link_bytes_per_second: float = 1e9
     xid_events: int = 0  # XIDs raised per scrape
+    # One XID at the onset and no more, on a series new then (governor's exporter names each
+    # code when it first occurs): the stall it caused still explains the breach after it.
+    xid_once: bool = False
     engine_up: bool = True  # the engine answers its scrapes
 
     @property
@@ -137,6 +140,14 @@ def scenarios(itl: float, ttft: float) -> tuple[Scenario, ...]:
                  replace(healthy, engine_itl=uniform, running=1000, step_tokens=1000,
                          sm_active=0.95, tensor_active=0.2, dram_active=0.92),
                  causes.GPU_MEMORY_BOUND.name),
+        # Every decode step past the threshold, a few prefill chunks past it further: the breach
+        # stays without the spikes, so a smaller budget is not the answer.
+        Scenario("steady steps past the SLO, spikes above them, DRAM saturated: "
+                 "gpu_memory_bound", Latency.ITL,
+                 replace(healthy, engine_itl=((1.4 * itl, 90), (4 * itl, 10)), running=280,
+                         step_tokens=3000, sm_active=0.95, tensor_active=0.2,
+                         dram_active=0.92),
+                 causes.GPU_MEMORY_BOUND.name),
         Scenario("clients read slowly: client_stream", Latency.ITL,
                  replace(healthy, client_extra_itl=3 * itl, stream_write=1.5),
                  causes.CLIENT_STREAM.name, client_side=True),
@@ -169,6 +180,8 @@ def scenarios(itl: float, ttft: float) -> tuple[Scenario, ...]:
                  causes.KV_CACHE.name),
         Scenario("an XID's stalls fill the queue: gpu_fault", Latency.TTFT,
                  replace(healthy, queue=slow, xid_events=1), causes.GPU_FAULT.name),
+        Scenario("one XID, its counter new and then flat, left a queue: gpu_fault", Latency.TTFT,
+                 replace(healthy, queue=slow, xid_once=True), causes.GPU_FAULT.name),
     )
 
 
@@ -194,6 +207,12 @@ class _Series:
         else:
             values = f"{format_number(before)}x{n - 1} {format_number(after)}x{m - 1}"
         self.out.append(InputSeries(name, values))
+
+    def appears(self, metric: str, labels: Mapping[str, str], value: float) -> None:
+        """A series absent before the onset, ``value`` from it on."""
+        name = Selector(metric, equal_to(dict(labels))).render()
+        after = self.samples - self.onset - 1
+        self.out.append(InputSeries(name, f"_x{self.onset} {format_number(value)}x{after}"))
 
     def histogram(self, metric: str, labels: Mapping[str, str], edges: Sequence[float],
                   before: Dist, after: Dist) -> None:
@@ -303,8 +322,11 @@ def _gpus(s: _Series, before: Target, after: Target) -> None:
           after.link_bytes_per_second / 2)
     s.add(gpu.PCIE_RECEIVE_RATE.name, g, before.link_bytes_per_second / 2,
           after.link_bytes_per_second / 2)
-    s.add(gpu.XID_ERRORS.total, {**g, gpu.LABEL_XID: "48"}, before.xid_events,
-          after.xid_events, counter=True)
+    if after.xid_once:
+        s.appears(gpu.XID_ERRORS.total, {**g, gpu.LABEL_XID: "48"}, 1)
+    else:
+        s.add(gpu.XID_ERRORS.total, {**g, gpu.LABEL_XID: "48"}, before.xid_events,
+              after.xid_events, counter=True)
     s.add(gpu.ECC_UNCORRECTED_ERRORS.total, g, 0, 0, counter=True)
 
 
@@ -332,7 +354,8 @@ def _dcgm(s: _Series, before: Target, after: Target) -> None:
     field(dcgm.CLOCK_EVENT_REASONS, mask(before), mask(after))
     xid = dcgm.XID.in_release(dcgm.RELEASE_4_9)
     assert xid is not None
-    s.add(xid.name, {**g, dcgm.LABEL_XID_CODE: "0"}, 0, 48 if after.xid_events else 0)
+    s.add(xid.name, {**g, dcgm.LABEL_XID_CODE: "0"}, 0,
+          48 if after.xid_events or after.xid_once else 0)
 
 
 def _slo_for(spec: SloSpec, latency: Latency) -> SLO | None:
