@@ -59,6 +59,7 @@ class Reason(enum.StrEnum):
     # predicts it would breach
     OUTSIDE_BATCHING = "outside_batching"  # the verdict names a cause no batching limit fixes
     # (a throttled, shared or faulty GPU, a saturated link, the service's own stages): hold
+    AWAITING_VERDICT = "awaiting_verdict"  # a new inter-token breach the rules have yet to judge
     CAPACITY = "capacity"  # the verdict names demand or the GPU's saturation by the engine's own
     # work: hold the limits and raise the scale-out signal
     AT_FLOOR = "at_floor"  # breaching, but both knobs are at their floors
@@ -155,6 +156,10 @@ class Observation:
     # burns yet: gpu_throttled, gpu_shared, interconnect → how much slower the steps run;
     # gpu_fault → events in the window.
     gpu_conditions: Mapping[str, float] = field(default_factory=dict)
+    # The generated rules' burn ratio of the decode SLO on this target (its error ratio over
+    # the short window, over the error budget): present wherever the rules judge the target,
+    # burning or not. ``None`` where they are not loaded, or see too few events.
+    itl_verdict_burn: float | None = None
 
     def as_inputs(self) -> dict[str, float | None]:
         """The observation as the audit log prints it (NaN shown as ``None``); the stages as

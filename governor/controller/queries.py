@@ -123,6 +123,10 @@ class QuerySet:
                 promql.Selector(itl.metric + "_bucket", itl.good_matchers()),
                 promql.Selector(itl.metric + "_count", itl.matchers), short,
                 BY_RANK)
+        if self.itl_slo and self.service:
+            exprs["itl_verdict_burn"] = promql.Selector(verdict.BURN.name, (
+                promql.eq(LABEL_SLO, self.itl_slo),
+                promql.eq(LABEL_SERVICE, self.service))).render()
         if self.ttft is not None:
             ttft = self._sli(self.ttft)
             exprs["ttft_tail_seconds"] = _quantile(self.ttft_quantile, ttft, short)

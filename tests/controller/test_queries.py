@@ -5,8 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import yaml
+
+from governor.alerts.render import RULES_DIR, render_all
+from governor.contracts.metrics import verdict
 from governor.controller.queries import HistogramSli, QuerySet
 from governor.controller.slo import objectives
+from governor.generation.params import Endpoints, RenderParams
 from governor.slo.fleet import Target
 from governor.slo.spec import load_spec
 
@@ -100,3 +105,18 @@ def test_the_verdict_is_read_for_the_decode_and_ttft_slos_of_the_spec() -> None:
                           '"cause", "gpu_fault", "", "")',
     }
     assert QuerySet.default().verdict_expressions() == {}  # no spec: no verdict to read
+
+
+def test_the_rules_burn_ratio_is_read_as_the_rules_record_it() -> None:
+    """The law waits on a new breach only where the rules judge the target: their burn ratio of
+    the decode SLO, selected by the labels the generated rule writes."""
+    spec = load_spec(ROOT / "slo.yaml")
+    queries = objectives(spec).queries
+    expr = queries.expressions()["itl_verdict_burn"]
+    assert expr == 'verdict:burn:ratio{slo="inter-token-latency", service="inference"}'
+    rendered = render_all(spec, Endpoints.local(), RenderParams())
+    rules = [rule for group in yaml.safe_load(rendered[f"{RULES_DIR}/verdict.yml"])["groups"]
+             for rule in group["rules"] if rule.get("record") == verdict.BURN.name]
+    assert any(rule["labels"].get("slo") == "inter-token-latency"
+               and rule["labels"].get("service") == "inference" for rule in rules)
+    assert "itl_verdict_burn" not in QuerySet.default().expressions()  # no spec: no rules

@@ -19,9 +19,13 @@ it each explains (:mod:`governor.contracts.causes`; the observation's ``itl_caus
 Each breach is judged on its own SLO's verdict: the inter-token one while decode is in trouble,
 the first-token one while only time to first token breaches. The controller's own window may
 show a breach a rule evaluation before the rules do: meanwhile a GPU condition they already
-record (a throttle, a co-tenant, a saturated link, a fault) holds the limits too::
+record (a throttle, a co-tenant, a saturated link, a fault) holds the limits too. And where the
+rules judge the target but have not yet judged a new inter-token breach (their burn ratio is
+there, their verdict not), the law holds one pass for it (:data:`NEW_BREACH_GAP_SECONDS`): a
+clock held down two scrapes ago shows in the tail a scrape or two before the rules can say it
+was held, and a cut made in between is a cut for a throttled GPU::
 
-    decision = held_for_cause(ctx) or held_outside_engine(ctx) or _decide(ctx)
+    decision = held_for_cause(ctx, new_breach) or held_outside_engine(ctx) or _decide(ctx)
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Final
 
 from governor.contracts import causes
 from governor.contracts.causes import NEVER_CUT_FOR, Action
@@ -53,11 +58,23 @@ def ranked(verdict: Mapping[str, float]) -> list[tuple[causes.Cause, float]]:
     return sorted(known, key=lambda item: (-item[1], causes.CAUSES.index(item[0])))
 
 
-def held_for_cause(ctx: Context) -> Decision | None:
-    """A hold when the verdict blames what no batching limit fixes; else ``None``."""
+# An inter-token breach is new when the last one the law saw ended this long ago (or never was).
+NEW_BREACH_GAP_SECONDS: Final = 30.0
+
+
+def new_breach(ctx: Context) -> bool:
+    """Whether inter-token trouble in ``ctx`` is new: the state (before this observation was
+    noted) saw none in the last :data:`NEW_BREACH_GAP_SECONDS`."""
+    last = ctx.state.last_breach_at
+    return ctx.itl_trouble and (last is None or ctx.now - last > NEW_BREACH_GAP_SECONDS)
+
+
+def held_for_cause(ctx: Context, breach_is_new: bool = False) -> Decision | None:
+    """A hold when the verdict blames what no batching limit fixes, or, on a new inter-token
+    breach, while the rules have yet to judge it; else ``None``."""
     judged = _judged(ctx)
     if judged is None:
-        return _held_for_condition(ctx)
+        return _held_for_condition(ctx) or (_awaiting_verdict(ctx) if breach_is_new else None)
     breach, verdict = judged
     order = ranked(verdict)
     if not order:
@@ -102,6 +119,18 @@ def _held_for_condition(ctx: Context) -> Decision | None:
                     f"breaching while the GPU shows {name} ({measure}): {cause.summary}; no "
                     "batching limit fixes that, and the verdict will say how much of the breach "
                     "it explains")
+
+
+def _awaiting_verdict(ctx: Context) -> Decision | None:
+    """A new inter-token breach the rules judge the target for but have no verdict on yet:
+    one pass for them to name its cause before anything moves."""
+    burn = finite(ctx.obs.itl_verdict_burn)
+    if not ctx.itl_trouble or ctx.obs.itl_causes or burn is None:
+        return None
+    return ctx.hold(Reason.AWAITING_VERDICT,
+                    f"a new inter-token breach the rules have not judged yet (their burn "
+                    f"{burn:.2f}x): the next pass acts on their verdict, so that no cut is made "
+                    "for a GPU condition they are about to record")
 
 
 # The conditions read before any verdict: the GPU's, which no cut may be made for.

@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 
 from governor.contracts.metrics.controller import SCALE_CAPACITY
-from governor.controller.law.cause_guard import ranked
-from governor.controller.model import Action, Observation, Reason
-from tests.controller.law.test_decide import calm, run, spiky
+from governor.controller.law.cause_guard import NEW_BREACH_GAP_SECONDS, ranked
+from governor.controller.model import Action, Observation, Reason, TargetState
+from tests.controller.law.test_decide import T0, calm, run, spiky
 
 
 def blamed(obs: Observation, itl: dict[str, float] | None = None,
@@ -110,3 +110,34 @@ def test_an_unknown_verdict_beside_a_gpu_condition_holds_and_alone_is_left_to_th
     assert "breaching while the GPU shows interconnect (steps 1.40x slower)" in \
         decision.explanation
     assert run(replace(early, gpu_conditions={})).reason is Reason.ITL_BREACH
+
+
+def test_a_new_breach_the_rules_judge_but_have_not_named_waits_one_pass_for_them() -> None:
+    """A throttled clock shows in the tail a scrape or two before the rules record it: the law
+    waits for their verdict on a new breach instead of cutting for a GPU it cannot fix."""
+    fresh = replace(spiky(0.21), itl_verdict_burn=0.6)
+    first = run(fresh)
+    assert (first.action, first.reason) == (Action.HOLD, Reason.AWAITING_VERDICT)
+    assert first.after == first.before
+    assert "the rules have not judged yet (their burn 0.60x)" in first.explanation
+    assert first.state.last_breach_at == T0
+    # The next pass acts on what the rules say: a throttled GPU holds, nothing named cuts.
+    later = T0 + 5
+    throttled = run(replace(fresh, itl_causes={"gpu_throttled": 1.0}), state=first.state,
+                    now=later)
+    assert (throttled.action, throttled.reason) == (Action.HOLD, Reason.OUTSIDE_BATCHING)
+    still = run(fresh, state=first.state, now=later)
+    assert (still.action, still.reason) == (Action.TIGHTEN, Reason.ITL_BREACH)
+
+
+def test_without_the_rules_or_with_their_verdict_a_new_breach_is_acted_on_at_once() -> None:
+    assert run(spiky(0.21)).reason is Reason.ITL_BREACH  # no rules: no burn ratio to wait on
+    named = replace(spiky(0.21), itl_verdict_burn=2.0, itl_causes={"batching": 1.0})
+    assert run(named).reason is Reason.ITL_BREACH
+    # A breach that came back within NEW_BREACH_GAP_SECONDS is not new.
+    recent = TargetState(last_breach_at=T0 - NEW_BREACH_GAP_SECONDS / 2)
+    assert run(replace(spiky(0.21), itl_verdict_burn=0.6), state=recent).reason is \
+        Reason.ITL_BREACH
+    old = TargetState(last_breach_at=T0 - 2 * NEW_BREACH_GAP_SECONDS)
+    assert run(replace(spiky(0.21), itl_verdict_burn=0.6), state=old).reason is \
+        Reason.AWAITING_VERDICT
