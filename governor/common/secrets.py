@@ -13,10 +13,20 @@ import hmac
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
+
+# The most a token file may hold. A token is one short line (``secrets.token_urlsafe(32)`` is 43
+# bytes); a bound keeps ``/dev/zero`` or a wrong path to a large file from exhausting memory.
+MAX_TOKEN_FILE_BYTES: Final = 4096
 
 
 class EmptySecret(ValueError):
     """A token that is empty or only whitespace: it would match an empty credential."""
+
+
+class BadTokenFile(ValueError):
+    """A token file that cannot hold a token: too large, or not UTF-8 text. The message names
+    the file, never its content."""
 
 
 class Secret:
@@ -31,8 +41,20 @@ class Secret:
 
     @classmethod
     def from_file(cls, path: str | Path) -> Secret:
-        """Read a token file as Docker and Kubernetes mount them (trailing newline dropped)."""
-        value = Path(path).read_text(encoding="utf-8").strip()
+        """Read a token file as Docker and Kubernetes mount them (trailing newline dropped).
+
+        At most :data:`MAX_TOKEN_FILE_BYTES` are read, and they must be UTF-8: anything else is
+        :class:`BadTokenFile`, whose message does not quote a byte of the file."""
+        with Path(path).open("rb") as file:
+            raw = file.read(MAX_TOKEN_FILE_BYTES + 1)
+        if len(raw) > MAX_TOKEN_FILE_BYTES:
+            raise BadTokenFile(f"token file {path} holds more than {MAX_TOKEN_FILE_BYTES} bytes: "
+                               "a token is one short line")
+        try:
+            value = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            # Its message would quote the offending byte, a byte of the token: not kept.
+            raise BadTokenFile(f"token file {path} is not UTF-8 text") from None
         if not value:
             raise EmptySecret(f"token file {path} is empty: write a token into it (for example "
                               "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`)")
@@ -91,15 +113,15 @@ def _as_bytes(text: str) -> bytes:
 def read_token(path: str | Path | None, variable: str,
                env: Mapping[str, str]) -> Secret | None:
     """A token from a file (preferred) or an environment variable; ``None`` when neither is
-    given. An unreadable or empty file, or a variable set to whitespace, is an error
-    (:class:`TokenError`): a component must never start with a token that matches nothing —
-    or everything."""
+    given. An unreadable, empty, oversized or non-UTF-8 file, or a variable set to whitespace,
+    is an error (:class:`TokenError`): a component must never start with a token that matches
+    nothing — or everything."""
     if path is not None:
         try:
             return Secret.from_file(path)
         except OSError as exc:
             raise TokenError(f"cannot read token file {path}: {exc.strerror or exc}") from None
-        except EmptySecret as exc:
+        except (EmptySecret, BadTokenFile) as exc:
             raise TokenError(str(exc)) from None
     value = env.get(variable)
     if value is None or value == "":

@@ -50,15 +50,16 @@ class ConnectionSettings:
 
     At most ``max_connections`` connections are open, and ``max_connections_per_client`` from
     one client address (``None``: half of ``max_connections``); one more is answered 503 and
-    closed at once, unless it asks for ``/health`` or ``/metrics`` (served on a reserved
-    place). A request's headers must arrive within ``header_timeout_seconds`` of its first byte
-    (for a new connection, of its opening), else the connection is closed; its body within
-    ``body_timeout_seconds`` plus a second per MiB of it, else a 408 (and the connection closes
-    at most ``body_timeout_seconds`` later). A write that waits ``write_timeout_seconds`` for a
-    client that does not read ends its request (counted 408: the client's fault), which frees
-    its engine slot. A request still running ``request_timeout_seconds`` after it arrived ends
-    too: 408 if its body had not arrived, else 504 (a stream ends with an error event). Idle
-    connections close after ``keepalive_timeout_seconds``.
+    closed at once, unless it asks for ``/health`` or ``/metrics`` (served on a reserved place
+    once its whole request head has arrived). A request's headers must arrive within
+    ``header_timeout_seconds`` of its first byte (for a new connection, of its opening), else
+    the connection is closed; its body within ``body_timeout_seconds`` plus a second per MiB of
+    it, else a 408 (and the connection closes at most ``body_timeout_seconds`` later). A write
+    that waits ``write_timeout_seconds`` for a client that does not read ends its request
+    (counted 408: the client's fault), which frees its engine slot. A request still running
+    ``request_timeout_seconds`` after it arrived ends too: 408 if its body had not arrived, else
+    504 (a stream ends with an error event). Idle connections close after
+    ``keepalive_timeout_seconds``.
     """
 
     max_connections: int = 2048

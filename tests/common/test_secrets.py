@@ -116,3 +116,31 @@ def test_token_files_are_private_from_the_first_byte(tmp_path: Path) -> None:
     assert path.read_text() == "secret\n"
     assert path.stat().st_mode & 0o777 == 0o600
     assert not list(tmp_path.glob(".token.*"))  # the temporary name is gone
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param(b"x" * 4097, "holds more than 4096 bytes", id="one byte over the bound"),
+        pytest.param(b"s3cr\xffet\n", "is not UTF-8 text", id="a byte that is not UTF-8"),
+        pytest.param("clé".encode("latin-1"), "is not UTF-8 text", id="latin-1 text"),
+    ],
+)
+def test_a_token_file_too_large_or_not_utf8_is_one_line_that_quotes_none_of_it(
+    tmp_path: Path, content: bytes, message: str,
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_bytes(content)
+    with pytest.raises(TokenError) as error:
+        read_token(token_file, "V", {})
+    assert str(error.value) == f"token file {token_file} {message}" + (
+        ": a token is one short line" if "bytes" in message else "")
+    assert "\\x" not in str(error.value) and "0xff" not in str(error.value)
+    token_file.write_bytes(b"x" * 4096)  # the bound itself is a token
+    found = read_token(token_file, "V", {})
+    assert found is not None and found.matches("x" * 4096)
+
+
+def test_dev_zero_as_a_token_file_is_refused_without_reading_it_whole() -> None:
+    with pytest.raises(TokenError, match="token file /dev/zero holds more than 4096 bytes"):
+        read_token("/dev/zero", "V", {})

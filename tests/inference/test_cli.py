@@ -167,3 +167,21 @@ def test_a_slack_that_is_not_a_positive_number_is_refused(
     with pytest.raises(SystemExit):
         config(["--deadline-slack", slack])
     assert "--deadline-slack" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [pytest.param(None, "holds more than 4096 bytes", id="/dev/zero"),
+     pytest.param(b"tok\xfe\xff\n", "is not UTF-8 text", id="not UTF-8")],
+)
+def test_a_token_file_too_large_or_not_utf8_is_a_start_up_error(
+    tmp_path: Path, content: bytes | None, message: str,
+) -> None:
+    token_file = Path("/dev/zero")
+    if content is not None:
+        token_file = tmp_path / "token"
+        token_file.write_bytes(content)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--admin-token-file", str(token_file)], {})
+    assert exit_.value.code == f"governor serve: token file {token_file} {message}" + (
+        ": a token is one short line" if "bytes" in message else "")

@@ -73,10 +73,11 @@ def test_the_default_spec_holds_the_three_slos_of_the_design() -> None:
     assert (itl.objective, itl.controller) == (0.99, True)
     assert ttft.sli == LatencySLI(svc.TIME_TO_FIRST_TOKEN.name, 1.0, {})
     assert (ttft.objective, ttft.controller) == (0.99, False)
-    # The generation routes only: probes, scrapes, admin calls and 404s would dilute it.
+    # The generation routes only: probes, scrapes, admin calls and 404s would dilute it; and
+    # a client's error (4xx) on them is no event, neither good nor bad.
     routes = f'route=~"{"|".join(GENERATION_PATHS)}"'
     assert availability.sli == RatioSLI(f'{svc.REQUESTS.total}{{{routes}, code=~"5.."}}',
-                                        f"{svc.REQUESTS.total}{{{routes}}}")
+                                        f'{svc.REQUESTS.total}{{{routes}, code!~"4.."}}')
     assert (availability.objective, availability.controller) == (0.999, False)
 
 

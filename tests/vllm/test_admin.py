@@ -223,6 +223,7 @@ def test_the_token_comes_from_a_file_or_the_variable(tmp_path: Path) -> None:
     "env",
     [
         pytest.param({"GOVERNOR_ADMIN_TOKEN_FILE": "/nonexistent/token"}, id="a missing file"),
+        pytest.param({"GOVERNOR_ADMIN_TOKEN_FILE": "/dev/zero"}, id="an endless file"),
         pytest.param({"GOVERNOR_ADMIN_TOKEN": "   "}, id="a token of whitespace"),
         pytest.param({"GOVERNOR_ADMIN_MIN_NUM_SEQS": "zero"}, id="a floor that is not a number"),
         pytest.param({"GOVERNOR_ADMIN_MIN_NUM_BATCHED_TOKENS": "0"}, id="a floor of zero"),

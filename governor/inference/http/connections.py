@@ -3,9 +3,10 @@
 A client address has a share of the connections (``max_connections_per_client``), so that one
 client cannot take them all; past its share, or past ``max_connections`` in all, a connection
 gets no regular place. It may still take one of a few reserved places, which the listener gives
-only to ``/health`` and ``/metrics`` (:mod:`governor.inference.http.listener`): at most
-:data:`RESERVED_CONNECTIONS` at once, :data:`RESERVED_PER_CLIENT` per address, so that one
-client holding them cannot keep the probes and the scrape out either::
+only to a whole ``/health`` or ``/metrics`` request, once its head has arrived
+(:mod:`governor.inference.http.listener`): at most :data:`RESERVED_CONNECTIONS` at once,
+:data:`RESERVED_PER_CLIENT` per address, so that one client cannot take them all for the time
+its requests are answered either::
 
     book = ConnectionBook(total=4, per_client=2)
     book.refusal("10.0.0.7")                  # None: it may open one

@@ -7,13 +7,19 @@ before it has sent a byte. A :class:`Gate` stands before aiohttp's protocol on e
   from one client address (:mod:`governor.inference.http.connections`), so that one client cannot
   take them all.
 * **Probes and the scrape always answered.** Past a limit, a connection is read as far as its
-  request line and no further. ``GET /health`` and ``GET /metrics`` are served anyway, on one of
-  a few reserved places, one request each; anything else is answered a fixed ``503``
-  (``Retry-After: 1``) and closed, never parsed, never given a task, not counted as a request
-  (it never was one). The path is read rather than capacity kept aside because only the path
-  tells a probe from a flood: a reserve handed out by arrival would go to whoever fills it, and
-  would shrink the cap for everyone all the time. When the service is not full, nothing is read
-  early and nothing is held back.
+  request head and no further. ``GET /health`` and ``GET /metrics`` without a body are served
+  anyway, on one of a few reserved places, one request each; anything else is answered a fixed
+  ``503`` (``Retry-After: 1``) and closed as soon as its request line shows it, never parsed,
+  never given a task, not counted as a request (it never was one). The path is read rather
+  than capacity kept aside because only the path tells a probe from a flood: a reserve handed
+  out by arrival would go to whoever fills it, and would shrink the cap for everyone all the
+  time. When the service is not full, nothing is read early and nothing is held back.
+* **Only a whole probe holds a reserved place.** A reserved place is given once the request's
+  head has fully arrived, so it is held only while the service answers: a half-sent request
+  holds none, from any number of addresses. Until then the connection waits, at most
+  :data:`PROBE_HEAD_SECONDS` (a probe or a scrape sends its head in one write), among at most
+  :data:`WAITING_CONNECTIONS`; past that bound the one waiting longest is refused, so a flood
+  of half-sent requests cannot keep a probe from waiting its turn either.
 * **Headers on time.** A request's headers must arrive within ``header_timeout_seconds`` of its
   first byte (of the connection, for its first request), else the connection is closed; a
   body keeps its own pace (:mod:`governor.inference.http.body`). So neither a trickling client nor
@@ -61,8 +67,18 @@ log = logging.getLogger(__name__)
 _BACKLOG = 128
 # Descriptors beside the connections: the engine, logs, the text threads' files.
 _SPARE_FILES = 256
-# The longest request line read from a connection past a limit (aiohttp's own limit).
+# The longest request line read from a connection past a limit (aiohttp's own limit), and the
+# longest head (request line and headers; a probe's or a scrape's is a few hundred bytes).
 _MAX_REQUEST_LINE = 8190
+_MAX_PROBE_HEAD = 8190
+# How long a connection past a limit has to send its whole request head. Kubelet and Prometheus
+# send it in one write as soon as they connect; kubelet's probes give up after 1 s by default.
+PROBE_HEAD_SECONDS: Final = 1.0
+# Connections past a limit waiting for their request head, at most; one more refuses the one
+# waiting longest. As many as the kernel queues for accept: to push out a probe whose head is
+# on its way (a round trip on the network), a flood must open more connections in that moment
+# than the kernel's queue holds, and the kernel then drops the probe's connection itself.
+WAITING_CONNECTIONS: Final = _BACKLOG
 # What a connection past a limit may still ask for, as its request line names it.
 _ALWAYS_ANSWERED: Final = frozenset(path.encode() for path in (HEALTH_PATH, METRICS_PATH))
 
@@ -91,6 +107,29 @@ def always_answered(request_line: bytes) -> bool:
             and parts[1].split(b"?", 1)[0] in _ALWAYS_ANSWERED)
 
 
+def head_end(received: bytes | bytearray) -> int:
+    """Where the request head in ``received`` ends (after its blank line); -1 until it has.
+
+    >>> head_end(b"GET /health HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n"), head_end(b"GET /health\\r\\n")
+    (33, -1)
+    """
+    ends = [at + len(mark) for mark in (b"\r\n\r\n", b"\n\n")
+            if (at := received.find(mark)) >= 0]
+    return min(ends, default=-1)
+
+
+def declares_body(head: bytes) -> bool:
+    """Whether a request head announces a body (``Content-Length`` above 0, or
+    ``Transfer-Encoding``): a probe has none, and a body would keep its place while it comes."""
+    for line in head.split(b"\n")[1:]:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"transfer-encoding" or (name == b"content-length"
+                                            and value.strip().lstrip(b"0") != b""):
+            return True
+    return False
+
+
 class Gatekeeper:
     """A protocol factory for ``loop.create_server``: a :class:`Gate` per connection, and what
     the gates share (the book of places, the limits, the refusal counter and log)."""
@@ -103,6 +142,24 @@ class Gatekeeper:
         self.loop = loop
         self._on_refused = on_refused
         self._log = RateLimitedLog(log, "connection refused", loop=loop)
+        # Connections past a limit awaiting their request head, the longest waiting first.
+        self._waiting: dict[Gate, None] = {}
+        self.head_seconds = min(PROBE_HEAD_SECONDS, settings.header_timeout_seconds)
+
+    @property
+    def waiting(self) -> int:
+        """Connections past a limit whose request head has not arrived yet."""
+        return len(self._waiting)
+
+    def wait(self, gate: Gate) -> None:
+        """Let ``gate`` wait for its request head; the one waiting longest is refused if too
+        many do."""
+        if len(self._waiting) >= WAITING_CONNECTIONS:
+            next(iter(self._waiting)).refuse()
+        self._waiting[gate] = None
+
+    def done_waiting(self, gate: Gate) -> None:
+        self._waiting.pop(gate, None)
 
     def __call__(self) -> Gate:
         return Gate(self)
@@ -111,7 +168,7 @@ class Gatekeeper:
         self._on_refused(reason)
         self._log.note(f"({reason}) from {peer or 'a local socket'}; {self.book.open} of "
                        f"{self.settings.max_connections} open, {self.book.reserved_open} of "
-                       f"{RESERVED_CONNECTIONS} reserved", reason)
+                       f"{RESERVED_CONNECTIONS} reserved, {self.waiting} waiting", reason)
 
     def close(self) -> None:
         self._log.flush()
@@ -127,7 +184,7 @@ class Gate(asyncio.Protocol):
         self._peer = ""
         self._place: Place | None = None
         self._inner: asyncio.Protocol | None = None  # aiohttp's, once it is served
-        self._line: bytearray | None = None  # its request line, while read past a limit
+        self._head: bytearray | None = None  # its request head, while read past a limit
         self._refusal = ""  # why it had no regular place
         self._deadline: asyncio.TimerHandle | None = None  # for the headers awaited
         self._busy = False  # a request's headers are in, and it is being served
@@ -147,12 +204,11 @@ class Gate(asyncio.Protocol):
         if reason is None:
             self._place = book.take(self._peer)
             self._serve()
-        elif book.may_reserve(self._peer):
-            self._place = book.take(self._peer, reserved=True)
-            self._line, self._refusal = bytearray(), reason
-            self._await_headers()
         else:
-            self._refuse(reason)
+            self._head, self._refusal = bytearray(), reason
+            self._keeper.wait(self)
+            self._deadline = self._keeper.loop.call_later(self._keeper.head_seconds,
+                                                          self._headers_late)
 
     def data_received(self, data: bytes) -> None:
         if self._inner is not None:
@@ -164,9 +220,9 @@ class Gate(asyncio.Protocol):
                 # closed at the header timeout rather than the keep-alive timeout.)
                 self._await_headers()
             self._inner.data_received(data)
-        elif self._line is not None:
-            self._line += data
-            self._read_request_line()
+        elif self._head is not None:
+            self._head += data
+            self._read_head()
 
     def eof_received(self) -> bool | None:
         return self._inner.eof_received() if self._inner is not None else None
@@ -181,6 +237,7 @@ class Gate(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_waiting()
+        self._keeper.done_waiting(self)
         if self._place is not None:
             self._keeper.book.give_back(self._place)
             self._place = None
@@ -202,18 +259,34 @@ class Gate(asyncio.Protocol):
         if self._deadline is None:
             self._await_headers()
 
-    def _read_request_line(self) -> None:
-        assert self._line is not None
-        end = self._line.find(b"\n")
-        if end < 0 and len(self._line) <= _MAX_REQUEST_LINE:
-            return  # not all of it yet
-        if end >= 0 and always_answered(bytes(self._line[:end])):
-            received, self._line = bytes(self._line), None
-            self._serve()
-            assert self._inner is not None
-            self._inner.data_received(received)
-        else:
-            self._refuse(self._refusal)
+    def _read_head(self) -> None:
+        """Past a limit: refuse as soon as the request line asks for anything but /health or
+        /metrics; give a reserved place once the whole head has arrived."""
+        assert self._head is not None
+        line = self._head.find(b"\n")
+        if line < 0:
+            if len(self._head) > _MAX_REQUEST_LINE:
+                self.refuse()
+            return  # not all of the request line yet
+        if not always_answered(bytes(self._head[:line])):
+            self.refuse()
+            return
+        end = head_end(self._head)
+        if end < 0:
+            if len(self._head) > _MAX_PROBE_HEAD:
+                self.refuse()
+            return  # not all of the head yet
+        book = self._keeper.book
+        if declares_body(bytes(self._head[:end])) or not book.may_reserve(self._peer):
+            self.refuse()
+            return
+        received, self._head = bytes(self._head), None
+        self._keeper.done_waiting(self)
+        self._stop_waiting()
+        self._place = book.take(self._peer, reserved=True)
+        self._serve()
+        assert self._inner is not None
+        self._inner.data_received(received)
 
     def _await_headers(self) -> None:
         self._deadline = self._keeper.loop.call_later(
@@ -226,17 +299,20 @@ class Gate(asyncio.Protocol):
 
     def _headers_late(self) -> None:
         self._deadline = None
-        if self._line is not None:  # past a limit, and no request line in time
-            self._refuse(self._refusal)
+        if self._head is not None:  # past a limit, and no whole head in time
+            self.refuse()
         elif self._transport is not None and not self._busy:
             self._keeper.refused(REASON_HEADER_TIMEOUT, self._peer)
             self._transport.close()
 
-    def _refuse(self, reason: str) -> None:
+    def refuse(self) -> None:
+        """Past a limit: the fixed 503 for why it had no regular place, then close."""
         assert self._transport is not None
-        self._line = None
-        self._keeper.refused(reason, self._peer)
-        self._transport.write(REFUSALS[reason])
+        self._head = None
+        self._keeper.done_waiting(self)
+        self._stop_waiting()
+        self._keeper.refused(self._refusal, self._peer)
+        self._transport.write(REFUSALS[self._refusal])
         self._transport.close()
 
 
@@ -339,11 +415,11 @@ async def stopped() -> None:
 
 def allow_open_files(max_connections: int) -> None:
     """Raise the soft limit on open files to what ``max_connections`` needs (and the reserved
-    places), as far as the hard limit allows: past it, accept() would fail (and asyncio stop
-    accepting for a second) before the cap is reached."""
+    places and the connections waiting for one), as far as the hard limit allows: past it,
+    accept() would fail (and asyncio stop accepting for a second) before the cap is reached."""
     import resource
 
-    wanted = max_connections + RESERVED_CONNECTIONS + _SPARE_FILES
+    wanted = max_connections + RESERVED_CONNECTIONS + WAITING_CONNECTIONS + _SPARE_FILES
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < wanted:
         raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)

@@ -23,7 +23,13 @@ from governor.inference import keys
 from governor.inference.app import create_app
 from governor.inference.config import ConnectionSettings, ServiceConfig
 from governor.inference.engines.settings import EngineSettings
-from governor.inference.http.listener import REFUSALS, Listener, listening
+from governor.inference.http import listener as listener_module
+from governor.inference.http.listener import (
+    REFUSALS,
+    WAITING_CONNECTIONS,
+    Listener,
+    listening,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIG = ServiceConfig(engine=EngineSettings(kind="sim", preset="tiny"))
@@ -112,16 +118,14 @@ async def test_past_the_cap_a_connection_is_refused_at_once_and_the_rest_are_ser
                 sock.send(GENERATION)
             # The fixed 503, then the end of the connection: nothing was parsed.
             assert [await read_all(sock) for sock in read] == [REFUSALS[MAX]] * 2
-            await eventually(lambda: listener.book.reserved_open == 0)
-            # While two more wait for theirs on the reserved places this address may have…
-            waiting = [await connect(listener.port, "127.0.0.4") for _ in range(2)]
-            connections.extend(waiting)
-            await eventually(lambda: listener.book.reserved_open == 2)
-            # …three get no place at all: refused before they send a byte.
-            unread = [await connect(listener.port, "127.0.0.4") for _ in range(3)]
-            connections.extend(unread)
-            assert [await read_all(sock) for sock in unread] == [REFUSALS[MAX]] * 3
-        assert refused(app, MAX) == 5
+            # Three that send nothing wait for a request no longer than a probe's takes to
+            # arrive, and hold no reserved place meanwhile.
+            silent = [await connect(listener.port, "127.0.0.4") for _ in range(3)]
+            connections.extend(silent)
+            await eventually(lambda: listener.keeper.waiting == 3)
+            assert listener.book.reserved_open == 0
+            assert [await read_all(sock) for sock in silent] == [REFUSALS[MAX]] * 3
+        assert refused(app, MAX) == 5 and listener.keeper.waiting == 0
         # One line at once; the other four are told in one line when the interval ends.
         assert len([r for r in caplog.records if "connection refused" in r.message]) == 1
         connections.pop(0).close()
@@ -175,18 +179,23 @@ async def test_health_and_metrics_are_answered_when_every_connection_is_held(
         assert status == 200 and svc.CONNECTIONS_REFUSED.total in exposition
         assert await completion(listener, "127.0.0.3") == 503  # anything else is refused
         await eventually(lambda: listener.book.reserved_open == 0)  # one request each
-        # A client that holds its reserved places with requests it never finishes…
-        for _ in range(2):
+        # A client whose requests never finish holds no reserved place with them…
+        for _ in range(3):
             held = await connect(listener.port, "127.0.0.3")
             held.send(b"GET /health HTTP/1.1\r\nHost: x\r\n")
             connections.append(held)
-        await eventually(lambda: listener.book.reserved_open == 2)
-        unread = await connect(listener.port, "127.0.0.3")
-        connections.append(unread)
-        assert await read_all(unread) == REFUSALS[MAX]  # …gets no third
-        assert await healthy(listener, "127.0.0.4") == 200  # another client does
+        await eventually(lambda: listener.keeper.waiting == 3)
+        assert listener.book.reserved_open == 0
+        assert await healthy(listener, "127.0.0.3") == 200  # …not even from its own address
+        assert await healthy(listener, "127.0.0.4") == 200
         status, _ = await get(listener, "/v1/models", "127.0.0.4")
         assert status == 503
+        # A probe has no body: one declared would keep a reserved place while it comes.
+        for declared in (b"Content-Length: 10\r\n", b"Transfer-Encoding: chunked\r\n"):
+            with_body = await connect(listener.port, "127.0.0.5")
+            connections.append(with_body)
+            with_body.send(b"GET /health HTTP/1.1\r\nHost: x\r\n" + declared + b"\r\n")
+            assert await read_all(with_body) == REFUSALS[MAX]
 
 
 async def test_trickled_headers_and_silent_connections_lose_their_place_at_the_header_timeout(
@@ -245,6 +254,61 @@ async def test_twenty_stalled_bodies_lock_nobody_out(connections: list[socket.so
             svc.REQUESTS.total, {"route": "/v1/completions", "code": "408",
                                  "class": svc.UNCLASSIFIED})
         assert counted == 10
+
+
+async def test_half_sent_requests_from_many_addresses_cannot_hold_the_reserved_places(
+    connections: list[socket.socket],
+) -> None:
+    """The red team's: two addresses fill the regular places with idle keep-alives; eight
+    more each hold their 2 of the 16 reserved places with half-sent requests (and reconnect
+    within the header timeout). A prober got 503 on 75 of 76 /health and /metrics calls.
+    Here twelve such addresses, half-sent in every way: nothing, part of the request line, the
+    whole request line, all but the blank line that ends the headers."""
+    app = create_app(CONFIG, env={})
+    settings = ConnectionSettings(max_connections=2, header_timeout_seconds=30)
+    async with listening(app, "127.0.0.1", 0, settings) as listener:
+        connections.extend([await connect(listener.port, f"127.0.0.{n}") for n in (2, 3)])
+        await eventually(lambda: listener.book.open == 2)
+        halves = [b"", b"GET /hea", b"GET /health HTTP/1.1\r\n",
+                  b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n"]
+        for n in range(4, 16):
+            for half in (halves[n % 4], halves[(n + 1) % 4]):
+                sock = await connect(listener.port, f"127.0.0.{n}")
+                connections.append(sock)
+                sock.send(half)
+        await asyncio.sleep(0.2)  # every half has arrived
+        for _ in range(3):
+            assert await healthy(listener, "127.0.0.20") == 200
+            assert (await get(listener, "/metrics", "127.0.0.21"))[0] == 200
+        # A half-sent request holds no place (the probes' are given back as their connections
+        # close), and waits for the rest of its head no longer than a probe's would take: then
+        # the fixed 503, not the 30 s header timeout.
+        await eventually(lambda: listener.book.reserved_open == 0)
+        await eventually(lambda: refused(app, MAX) == 24)
+        assert [await read_all(sock) for sock in connections[2:]] == [REFUSALS[MAX]] * 24
+
+
+async def test_past_the_bound_on_waiting_connections_the_one_waiting_longest_is_refused(
+    connections: list[socket.socket], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A flood of half-sent requests cannot keep a probe from waiting its turn: a new
+    connection pushes out the one that has waited longest, never itself."""
+    monkeypatch.setattr(listener_module, "PROBE_HEAD_SECONDS", 60.0)  # none leaves on time
+    app = create_app(CONFIG, env={})
+    async with listening(app, "127.0.0.1", 0, ConnectionSettings(max_connections=1)) as listener:
+        connections.append(await connect(listener.port, "127.0.0.2"))
+        await eventually(lambda: listener.book.open == 1)
+        flood = WAITING_CONNECTIONS + 32
+        for n in range(flood):
+            sock = await connect(listener.port, f"127.0.1.{n % 40 + 1}")
+            connections.append(sock)
+            sock.send(b"GET /health HTTP/1.1\r\n")
+        await eventually(lambda: refused(app, MAX) == 32)
+        assert listener.keeper.waiting == WAITING_CONNECTIONS
+        assert await read_all(connections[1]) == REFUSALS[MAX]  # the first of the flood
+        assert await healthy(listener, "127.0.0.3") == 200
+        assert refused(app, MAX) == 33
+        await eventually(lambda: listener.book.reserved_open == 0)
 
 
 MALFORMED = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -141,6 +142,37 @@ async def test_the_shipped_availability_sli_counts_api_requests_not_probes_scrap
 
         await asyncio.gather(*(get(path, headers) for path, headers in dilution))
     assert selected(service, sli.errors) / selected(service, sli.total) == 0.5
+
+
+async def test_the_shipped_availability_sli_counts_no_client_error_on_the_generation_routes(
+    scripted: Callable[..., Awaitable[Service]],
+) -> None:
+    """An unknown model is a 404 on /v1/chat/completions (the red team sent ~2,000 a second
+    on one pipelined connection), a malformed body a 400: each was a good event. Now a client's
+    error is no event at all, and the service's own error still counts."""
+    sli = load_spec(ROOT / "slo.yaml").slo("availability").sli
+    assert isinstance(sli, RatioSLI)
+    script = Script(fail_before_first=EngineError(EngineErrorKind.DEAD, "engine core died"))
+    service = await scripted(script)
+    body = {"model": "scripted", "max_tokens": 2,
+            "messages": [{"role": "user", "content": "a b"}]}
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{service.url}/v1/chat/completions", json=body) as response:
+            assert response.status == 503
+        script.fail_before_first = None
+        async with session.post(f"{service.url}/v1/chat/completions", json=body) as response:
+            assert response.status == 200
+
+        async def post(path: str, data: bytes, expected: int) -> None:
+            async with session.post(service.url + path, data=data,
+                                    headers={"Content-Type": "application/json"}) as answer:
+                await answer.read()
+                assert answer.status == expected
+
+        unknown = json.dumps({**body, "model": "no-such-model"}).encode()
+        await asyncio.gather(*[post("/v1/chat/completions", unknown, 404) for _ in range(200)],
+                             *[post("/v1/completions", b"{not json", 400) for _ in range(20)])
+    assert (selected(service, sli.errors), selected(service, sli.total)) == (1, 2)
 
 
 # promtool lints vLLM's own names ("vllm:…" has a colon; "vllm:iteration_tokens_total" is a
