@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -24,10 +23,13 @@ import aiohttp
 from governor.common.secrets import Secret
 from governor.contracts.batching import BatchingReport
 from governor.contracts.endpoints import ADMIN_BATCHING_PATH
+from governor.controller import answers
 from governor.controller.actuators import ActuatorEntry
 from governor.controller.model import Limits, Target, TargetLimits
 
-_MAX_RESPONSE_BYTES = 64 * 1024
+# The most an admin answer may take: a report is a few hundred bytes, and stock vLLM's adds a
+# few hundred per data-parallel rank (256 ranks: under 100 KiB).
+MAX_ANSWER_BYTES = 1024 * 1024
 
 
 class ErrorKind(enum.StrEnum):
@@ -77,8 +79,8 @@ def parse_limits(body: Any) -> TargetLimits:
 
 def _error_message(status: int, raw: bytes) -> str:
     try:
-        message = json.loads(raw)["error"]["message"]
-    except (ValueError, KeyError, TypeError):
+        message = answers.loads(raw)["error"]["message"]
+    except (ValueError, KeyError, TypeError):  # AnswerError included
         message = raw[:200].decode("utf-8", "replace")
     return f"HTTP {status}: {str(message)[:300]}"
 
@@ -132,23 +134,35 @@ class BatchingClient:
             async with self._session.request(method, target.url.rstrip("/") + ADMIN_BATCHING_PATH,
                                              json=body, headers=headers,
                                              timeout=self._timeout) as response:
-                raw = await response.content.read(_MAX_RESPONSE_BYTES)
                 status = response.status
                 retry_after = _retry_after(response.headers.get("Retry-After"))
+                raw = await self._body(method, target, response)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise _Retry(f"{method} {target.name}: {type(exc).__name__}: {exc}", None,
                          0.0) from None
         if status == 200:
             try:
-                return parse_limits(json.loads(raw))
-            except ValueError as exc:
-                raise ActuationError(ErrorKind.PERMANENT, f"answer is not JSON: {exc}",
-                                     status=status) from None
+                return parse_limits(answers.loads(raw))
+            except answers.AnswerError as exc:
+                raise ActuationError(ErrorKind.PERMANENT, f"{method} {target.name}: refused: "
+                                     f"{exc}", status=status) from None
         kind, retry_now = classify(status)
         message = f"{method} {target.name}: {_error_message(status, raw)}"
         if retry_now:
             raise _Retry(message, status, retry_after)
         raise ActuationError(kind, message, status=status)
+
+    @staticmethod
+    async def _body(method: str, target: Target, response: aiohttp.ClientResponse) -> bytes:
+        """The answer whole; past its limit a refusal, or for an error status only its
+        message (the status decides what happens)."""
+        try:
+            return await answers.read_whole(response, MAX_ANSWER_BYTES)
+        except answers.AnswerError as exc:
+            if response.status == 200:
+                raise ActuationError(ErrorKind.PERMANENT, f"{method} {target.name}: refused: "
+                                     f"{exc}", status=200) from None
+            return str(exc).encode()
 
 
 class _Retry(Exception):

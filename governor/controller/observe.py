@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
@@ -30,7 +29,7 @@ from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.contracts.metrics.service import LABEL_STAGE
 from governor.contracts.metrics.verdict import LABEL_CAUSE
 from governor.contracts.metrics.vllm import LABEL_ENGINE
-from governor.controller import ranks
+from governor.controller import answers, ranks
 from governor.controller.model import MAPPED_FIELDS, Observation
 from governor.controller.queries import QuerySet
 
@@ -137,15 +136,13 @@ class PrometheusClient:
         try:
             async with self._session.get(self._url, params={"query": expr},
                                          timeout=self._timeout) as response:
-                raw = await response.content.read(MAX_ANSWER_BYTES + 1)
-                if len(raw) > MAX_ANSWER_BYTES:
-                    raise PrometheusError("answer too large")
                 if response.status >= 500 or response.status == 429:
                     raise PrometheusError(f"HTTP {response.status}")
-                body = _json(raw)
+                return answers.loads(await answers.read_whole(response, MAX_ANSWER_BYTES))
+        except answers.AnswerError as exc:
+            raise PrometheusError(str(exc)) from None
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise PrometheusError(f"{type(exc).__name__}: {exc}") from exc
-        return body
 
     async def snapshot(self, instances: Iterable[str]) -> Snapshot:
         """Observations for ``instances`` plus every instance Prometheus scrapes for the job."""
@@ -163,10 +160,3 @@ class PrometheusClient:
                                  dict(zip(stage_names, by_stage, strict=True)),
                                  dict(zip(verdict_names, by_cause, strict=True))),
                         frozenset(scraped))
-
-
-def _json(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise PrometheusError(f"answer is not JSON: {exc}") from exc

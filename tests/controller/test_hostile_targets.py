@@ -1,0 +1,98 @@
+"""The controller against hostile targets and their Prometheus (tests/controller/hostile.py):
+answers in small pieces, slow, huge, deep, with hostile labels and values. Each test names the
+finding of issue 32 it covers (docs/reliability.md, "Red-team findings, turn 4")."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from governor.contracts.metrics import controller as names
+from governor.controller.model import Limits
+from tests.controller.fakes import CEILING
+from tests.controller.hostile import HostileFleet, Hostility, Pieces
+
+ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
+# A TCP segment's payload on a 1500-byte Ethernet path, a millisecond apart: how a large answer
+# reaches the controller across a real network.
+SEGMENTS = Pieces(size=1448, delay_seconds=0.001)
+
+
+def reconciles(stack_registry_metric: Callable[..., float | None], result: str) -> float:
+    return stack_registry_metric(names.RECONCILES.name + "_total", result=result) or 0.0
+
+
+async def test_n1_answers_in_small_pieces_are_read_whole_at_100_targets(
+    aiohttp_server: ServerFactory, tmp_path: Path,
+) -> None:
+    """Every Prometheus and admin answer in 1,448-byte pieces 1 ms apart, 100 targets of eight
+    data-parallel ranks: every target is observed and its limits read, as with answers in one
+    piece."""
+    fleet = HostileFleet(100, pieces=SEGMENTS, ranks=8)
+    server = await aiohttp_server(fleet.app())
+    async with fleet.controller(server, tmp_path) as stack:
+        await stack.reconciler.reconcile_once()
+        reconciler = stack.reconciler
+        assert reconciler.prometheus_error is None
+        assert len(reconciler.targets) == 100
+        for name, rt in reconciler.targets.items():
+            assert (rt.last_result, rt.last_error) == (names.RESULT_OK, None), name
+            assert rt.limits is not None and rt.limits.current == CEILING
+            assert rt.observation is not None and rt.observation.itl_tail_seconds == 0.05
+            assert rt.observation.rank_itl_tails.keys() == {str(r) for r in range(8)}
+            assert rt.observation.stage_seconds.keys() == set(fleet.stages)
+        assert reconciles(stack.metric, names.RESULT_OK) == 100
+    # The premise: the answers did arrive in many pieces.
+    assert max(fleet.sent["prometheus"]) > 10
+    assert min(fleet.sent["admin"]) >= 2 and len(fleet.sent["admin"]) == 100
+
+
+async def test_n1_an_answer_past_its_limit_is_refused_by_name(
+    aiohttp_server: ServerFactory, tmp_path: Path,
+) -> None:
+    fleet = HostileFleet(2, hostile={1: Hostility(body=b" " * (1024 * 1024 + 1) + b"{}")})
+    server = await aiohttp_server(fleet.app())
+    async with fleet.controller(server, tmp_path) as stack:
+        await stack.reconciler.reconcile_once()
+        ok, refused = stack.reconciler.targets["t000:8000"], stack.reconciler.targets["t001:8000"]
+    assert ok.last_result == names.RESULT_OK
+    assert refused.last_result == names.RESULT_PERMANENT_ERROR
+    assert refused.last_error == ("GET t001:8000: refused: the answer is larger than 1048576 "
+                                  "bytes")
+
+
+async def test_n12_an_answer_nested_100000_deep_is_a_refused_answer(
+    aiohttp_server: ServerFactory, tmp_path: Path,
+) -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    fleet = HostileFleet(2, hostile={1: Hostility(body=deep)})
+    server = await aiohttp_server(fleet.app())
+    async with fleet.controller(server, tmp_path) as stack:
+        await stack.reconciler.reconcile_once()
+        refused = stack.reconciler.targets["t001:8000"]
+        assert refused.last_result == names.RESULT_PERMANENT_ERROR
+        assert refused.last_error == ("GET t001:8000: refused: the answer is JSON nested too "
+                                      "deeply (over 32 levels)")
+        assert reconciles(stack.metric, names.RESULT_INTERNAL_ERROR) == 0
+        assert stack.reconciler.targets["t000:8000"].last_result == names.RESULT_OK
+
+
+async def test_n12_a_deep_value_inside_a_report_is_refused_too(
+    aiohttp_server: ServerFactory, tmp_path: Path,
+) -> None:
+    """Deep enough to pass the parser, too deep for an error message that prints it."""
+    nested: object = 1
+    for _ in range(900):
+        nested = [nested]
+    report = {**Limits(1, 1).as_dict(), "floor": nested, "ceiling": CEILING.as_dict()}
+    fleet = HostileFleet(1, hostile={0: Hostility(body=report)})
+    server = await aiohttp_server(fleet.app())
+    async with fleet.controller(server, tmp_path) as stack:
+        await stack.reconciler.reconcile_once()
+        rt = stack.reconciler.targets["t000:8000"]
+        assert rt.last_result == names.RESULT_PERMANENT_ERROR
+        assert rt.last_error is not None and "nested too deeply" in rt.last_error
+        assert reconciles(stack.metric, names.RESULT_INTERNAL_ERROR) == 0
