@@ -74,7 +74,8 @@ def parse_limits(body: Any) -> TargetLimits:
         return BatchingReport.from_dict(body)
     except ValueError as exc:
         raise ActuationError(ErrorKind.PERMANENT,
-                             f"malformed admin answer: {str(body)[:200]}") from exc
+                             f"malformed admin answer ({str(exc)[:300]}): {str(body)[:200]}"
+                             ) from exc
 
 
 def _error_message(status: int, raw: bytes) -> str:

@@ -162,14 +162,15 @@ class HostileFleet:
         name = f"t{index:03d}:8000"
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
             return await self._send(request, "admin", 401, b'{"error": {"message": "no"}}', {})
+        wanted = await request.json() if request.method == "PUT" else None
+        if wanted is not None:
+            self.puts.append((name, wanted))
         hostile = self.hostile.get(index)
         if hostile is not None:
             body = hostile.body if isinstance(hostile.body, bytes) else \
                 json.dumps(hostile.body).encode()
             return await self._send(request, "admin", hostile.status, body, hostile.headers)
-        if request.method == "PUT":
-            wanted = await request.json()
-            self.puts.append((name, wanted))
+        if wanted is not None:
             current = self.limits.get(name, CEILING)
             self.limits[name] = Limits(wanted.get("max_num_seqs", current.max_num_seqs),
                                        wanted.get("max_num_batched_tokens",

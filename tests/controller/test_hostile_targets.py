@@ -12,7 +12,8 @@ from aiohttp.test_utils import TestServer
 
 from governor.contracts.metrics import controller as names
 from governor.controller.model import Limits
-from tests.controller.fakes import CEILING
+from governor.controller.state import PersistedTarget, StateStore
+from tests.controller.fakes import CEILING, FLOOR
 from tests.controller.hostile import HostileFleet, Hostility, Pieces
 
 ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
@@ -96,3 +97,34 @@ async def test_n12_a_deep_value_inside_a_report_is_refused_too(
         assert rt.last_result == names.RESULT_PERMANENT_ERROR
         assert rt.last_error is not None and "nested too deeply" in rt.last_error
         assert reconciles(stack.metric, names.RESULT_INTERNAL_ERROR) == 0
+
+
+BREACH = {"itl_tail_seconds": 0.3, "itl_tail_long_seconds": 0.3, "itl_spike_seconds": 0.35,
+          "itl_good_ratio": 0.9}
+
+
+async def test_n5_limits_past_the_contracts_bounds_are_neither_used_nor_saved(
+    aiohttp_server: ServerFactory, tmp_path: Path,
+) -> None:
+    """A target reporting 10^30 is refused before the law sees it: nothing is put back, and
+    the state file, written for the target the law did retune, loads whole after a restart."""
+    huge = {"max_num_seqs": 256, "max_num_batched_tokens": 10**30}
+    report = {**huge, "floor": FLOOR.as_dict(), "ceiling": huge}
+    fleet = HostileFleet(2, hostile={1: Hostility(body=report)})
+    fleet.values.update(BREACH)
+    server = await aiohttp_server(fleet.app())
+    async with fleet.controller(server, tmp_path) as stack:
+        await stack.reconciler.reconcile_once()
+        refused = stack.reconciler.targets["t001:8000"]
+        assert refused.last_result == names.RESULT_PERMANENT_ERROR
+        assert refused.last_error is not None
+        assert "integers from 1 to 2147483647" in refused.last_error
+    assert [name for name, _ in fleet.puts] == ["t000:8000"]  # the law retuned the other
+    saved, aside = restart(tmp_path)
+    assert saved["t000:8000"].state.limits == fleet.limits["t000:8000"]
+    assert aside == []
+
+
+def restart(tmp: Path) -> tuple[dict[str, PersistedTarget], list[Path]]:
+    """What a restarted controller loads, and the state files it moved aside."""
+    return StateStore(tmp / "state.json").load(), list(tmp.glob("state.json.corrupt-*"))
