@@ -27,6 +27,10 @@ from governor.controller import answers
 from governor.controller.actuators import ActuatorEntry
 from governor.controller.model import Limits, Target, TargetLimits
 
+# A call waits for a retry at most this long (a longer Retry-After ends the call, and the
+# reconciler leaves the target alone that long instead); no Retry-After counts past an hour.
+MAX_WAIT_SECONDS = 2.0
+MAX_RETRY_AFTER_SECONDS = 3600.0
 # The most an admin answer may take: a report is a few hundred bytes, and stock vLLM's adds a
 # few hundred per data-parallel rank (256 ranks: under 100 KiB).
 MAX_ANSWER_BYTES = 1024 * 1024
@@ -38,11 +42,15 @@ class ErrorKind(enum.StrEnum):
 
 
 class ActuationError(Exception):
-    def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None) -> None:
+    """``retry_after_seconds``: how long the target asked to be left alone (``Retry-After``)."""
+
+    def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None,
+                 retry_after_seconds: float = 0.0) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.status = status
+        self.retry_after_seconds = retry_after_seconds
 
 
 # Status → (kind, whether to retry within the same call). 422 means the floor or ceiling moved
@@ -118,11 +126,15 @@ class BatchingClient:
             try:
                 return await self._once(method, target, body)
             except _Retry as retry:
-                if attempt == self._attempts:
+                if attempt == self._attempts or retry.after > MAX_WAIT_SECONDS:
+                    # A longer Retry-After is the reconciler's to honour, by not coming back
+                    # for that long: waiting here would hold the pass.
                     raise ActuationError(ErrorKind.TEMPORARY,
-                                         f"{retry.message} (after {attempt} attempts)",
-                                         status=retry.status) from None
-                await self._sleep(min(max(delay, retry.after), 10.0))
+                                         f"{retry.message} (after {attempt} attempt"
+                                         f"{'s' if attempt > 1 else ''})",
+                                         status=retry.status,
+                                         retry_after_seconds=retry.after) from None
+                await self._sleep(min(max(delay, retry.after), MAX_WAIT_SECONDS))
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
@@ -173,10 +185,17 @@ class _Retry(Exception):
 
 
 def _retry_after(value: str | None) -> float:
+    """``Retry-After`` in seconds (0 when absent or not a number of seconds), at most
+    :data:`MAX_RETRY_AFTER_SECONDS`.
+
+    >>> [_retry_after(v) for v in (None, "2", "1e308", "nan", "-5", "Wed, 21 Oct 2015")]
+    [0.0, 2.0, 3600.0, 0.0, 0.0, 0.0]
+    """
     try:
-        return max(0.0, float(value)) if value is not None else 0.0
+        seconds = float(value) if value is not None else 0.0
     except ValueError:
         return 0.0
+    return min(seconds, MAX_RETRY_AFTER_SECONDS) if seconds > 0 else 0.0
 
 
 def _admin_api(session: aiohttp.ClientSession, token: Secret | None) -> BatchingClient:

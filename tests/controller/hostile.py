@@ -36,7 +36,7 @@ from prometheus_client import CollectorRegistry
 
 from governor.common.secrets import Secret
 from governor.contracts.stages import Stage
-from governor.controller.actuator import BatchingClient
+from governor.controller.actuator import BatchingClient, Sleep
 from governor.controller.audit import AuditLog
 from governor.controller.config import ControllerConfig
 from governor.controller.intake import AlertBook
@@ -79,6 +79,7 @@ class Hostility:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | Any = None
+    stall: bool = False  # send nothing until the fleet's ``released`` is set
 
 
 @dataclass
@@ -95,9 +96,11 @@ class HostileFleet:
     hostile: dict[int, Hostility] = field(default_factory=dict)  # by target index
     limits: dict[str, Limits] = field(default_factory=dict)
     puts: list[tuple[str, Any]] = field(default_factory=list)
+    calls: list[tuple[str, str]] = field(default_factory=list)  # (target, method), in order
     # How many pieces each answer took, by kind ("prometheus", "admin").
     sent: dict[str, list[int]] = field(default_factory=lambda: {"prometheus": [], "admin": []})
     queries: QuerySet = field(default_factory=QuerySet.default)
+    released: asyncio.Event = field(default_factory=asyncio.Event)  # ends every stall
 
     def names(self) -> list[str]:
         return [f"t{i:03d}:8000" for i in range(self.targets)]
@@ -114,9 +117,11 @@ class HostileFleet:
 
     @contextlib.asynccontextmanager
     async def controller(self, server: TestServer, tmp: Path, *, timeout_seconds: float = 120.0,
-                         **config: Any) -> AsyncIterator[Stack]:
+                         sleep: Sleep = asyncio.sleep, **config: Any) -> AsyncIterator[Stack]:
         """A controller with the real Prometheus and admin clients, managing every target of
-        the fleet; ``timeout_seconds`` generous, so a loaded machine does not fail a test."""
+        the fleet; ``timeout_seconds`` generous, so a loaded machine does not fail a test;
+        ``sleep``: how the admin client waits between its attempts. Stalled answers are
+        released as it closes."""
         async with aiohttp.ClientSession() as session:
             settings = ControllerConfig(
                 slo=SLO, queries=self.queries, static_targets=self.static_targets(server),
@@ -126,10 +131,14 @@ class HostileFleet:
                 settings,
                 PrometheusClient(session, str(server.make_url("/")), self.queries,
                                  timeout_seconds=timeout_seconds),
-                BatchingClient(session, Secret(TOKEN), timeout_seconds=timeout_seconds),
+                BatchingClient(session, Secret(TOKEN), timeout_seconds=timeout_seconds,
+                               sleep=sleep),
                 StateStore(settings.state_path, clock=clock), AuditLog(settings.audit_path),
                 ControllerMetrics(registry), AlertBook(), clock=clock)
-            yield Stack(reconciler, registry, clock, tmp)
+            try:
+                yield Stack(reconciler, registry, clock, tmp)
+            finally:
+                self.released.set()
 
     # ---- Prometheus ------------------------------------------------------------------------
 
@@ -160,6 +169,7 @@ class HostileFleet:
     async def _admin(self, request: web.Request) -> web.StreamResponse:
         index = int(request.match_info["index"])
         name = f"t{index:03d}:8000"
+        self.calls.append((name, request.method))
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
             return await self._send(request, "admin", 401, b'{"error": {"message": "no"}}', {})
         wanted = await request.json() if request.method == "PUT" else None
@@ -167,6 +177,8 @@ class HostileFleet:
             self.puts.append((name, wanted))
         hostile = self.hostile.get(index)
         if hostile is not None:
+            if hostile.stall:
+                await self.released.wait()
             body = hostile.body if isinstance(hostile.body, bytes) else \
                 json.dumps(hostile.body).encode()
             return await self._send(request, "admin", hostile.status, body, hostile.headers)

@@ -4,6 +4,7 @@ finding of issue 32 it covers (docs/reliability.md, "Red-team findings, turn 4")
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -128,3 +129,48 @@ async def test_n5_limits_past_the_contracts_bounds_are_neither_used_nor_saved(
 def restart(tmp: Path) -> tuple[dict[str, PersistedTarget], list[Path]]:
     """What a restarted controller loads, and the state files it moved aside."""
     return StateStore(tmp / "state.json").load(), list(tmp.glob("state.json.corrupt-*"))
+
+
+async def test_n6_a_stalling_target_is_cut_off_at_its_deadline_and_the_pass_goes_on(
+    aiohttp_server: ServerFactory, tmp_path: Path,
+) -> None:
+    """One target sends nothing at all: the pass ends at its deadline, the others reconciled.
+    Without the deadline the pass would wait for the admin client's own timeout (here two
+    minutes, past the test's guard)."""
+    fleet = HostileFleet(3, hostile={1: Hostility(stall=True)})
+    server = await aiohttp_server(fleet.app())
+    async with fleet.controller(server, tmp_path, target_deadline_seconds=2.0) as stack:
+        await asyncio.wait_for(stack.reconciler.reconcile_once(), timeout=60.0)
+        targets = stack.reconciler.targets
+        stalled = targets["t001:8000"]
+        assert stalled.last_result == names.RESULT_TEMPORARY_ERROR
+        assert stalled.last_error == ("no answer within the pass's deadline for one target "
+                                      "(2s, --target-deadline)")
+        assert stalled.retry_at > stack.clock.now
+        assert targets["t000:8000"].last_result == targets["t002:8000"].last_result == \
+            names.RESULT_OK
+
+
+async def test_n6_a_long_retry_after_is_the_reconcilers_wait_not_the_passs(
+    aiohttp_server: ServerFactory, tmp_path: Path,
+) -> None:
+    """``Retry-After: 1e308`` on a 503: no wait within the call, and the target is left alone
+    for the longest backoff, not for 10^308 seconds."""
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    busy = Hostility(status=503, headers={"Retry-After": "1e308"},
+                     body={"error": {"message": "engine not ready"}})
+    fleet = HostileFleet(2, hostile={1: busy})
+    server = await aiohttp_server(fleet.app())
+    async with fleet.controller(server, tmp_path, sleep=sleep) as stack:
+        await stack.reconciler.reconcile_once()
+        rt = stack.reconciler.targets["t001:8000"]
+        assert rt.last_result == names.RESULT_TEMPORARY_ERROR
+        assert rt.last_error == ("GET t001:8000: HTTP 503: engine not ready (after 1 attempt)")
+        max_backoff = stack.reconciler.config.max_backoff_seconds
+        assert rt.retry_at == stack.clock.now + max_backoff
+    assert waits == []
+    assert [call for call in fleet.calls if call[0] == "t001:8000"] == [("t001:8000", "GET")]
