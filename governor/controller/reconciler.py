@@ -230,6 +230,7 @@ class Reconciler:
             if name not in managed and now - seen > self.config.forget_after_seconds:
                 del self.targets[name]
                 del self._last_seen[name]
+                self._metrics.forget(name)
 
     def _runtime(self, target: Target) -> TargetRuntime:
         runtime = self.targets.get(target.name)

@@ -25,7 +25,7 @@ import contextlib
 import json
 import math
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,8 @@ class HostileFleet:
     targets: int
     pieces: Pieces = field(default_factory=Pieces)
     ranks: int = 2  # data-parallel ranks per target (stock vLLM's ``ranks`` in each report)
+    # The ``engine`` label values of each target's series (default: one per rank, "0", "1", …).
+    engines: tuple[str, ...] | None = None
     stages: tuple[str, ...] = STAGES  # the ``stage`` label values each target's series carry
     causes: tuple[str, ...] = ()  # the ``cause`` label values of the verdict while it burns
     values: dict[str, float] = field(default_factory=lambda: dict(CALM))
@@ -99,7 +101,9 @@ class HostileFleet:
     calls: list[tuple[str, str]] = field(default_factory=list)  # (target, method), in order
     # How many pieces each answer took, by kind ("prometheus", "admin").
     sent: dict[str, list[int]] = field(default_factory=lambda: {"prometheus": [], "admin": []})
-    queries: QuerySet = field(default_factory=QuerySet.default)
+    queries: QuerySet = field(default_factory=lambda: replace(
+        QuerySet.default(), service="inference", itl_slo="inter-token-latency",
+        ttft_slo="time-to-first-token"))
     released: asyncio.Event = field(default_factory=asyncio.Event)  # ends every stall
 
     def names(self) -> list[str]:
@@ -154,8 +158,9 @@ class HostileFleet:
         fields = {e: n for n, e in queries.expressions().items()}
         if expr in fields and fields[expr] in self.values:
             value = self.values[fields[expr]]
-            return [_sample({"instance": name, "engine": str(rank)}, value)
-                    for name in names for rank in range(self.ranks)]
+            engines = self.engines or tuple(str(rank) for rank in range(self.ranks))
+            return [_sample({"instance": name, "engine": engine}, value)
+                    for name in names for engine in engines]
         if expr in queries.stage_expressions().values():
             return [_sample({"instance": name, "stage": stage}, self.stage_seconds)
                     for name in names for stage in self.stages]
@@ -237,6 +242,11 @@ class Stack:
         """How many samples the controller's registry exposes under ``name``."""
         return sum(1 for family in self.registry.collect() for sample in family.samples
                    if sample.name == name)
+
+    def labels(self, name: str) -> list[dict[str, str]]:
+        """The label sets of the samples the controller's registry exposes under ``name``."""
+        return [sample.labels for family in self.registry.collect()
+                for sample in family.samples if sample.name == name]
 
     def metric(self, name: str, **labels: str) -> float | None:
         return self.registry.get_sample_value(name, labels)

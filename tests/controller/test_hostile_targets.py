@@ -5,17 +5,22 @@ finding of issue 32 it covers (docs/reliability.md, "Red-team findings, turn 4")
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from governor.contracts import causes
 from governor.contracts.metrics import controller as names
+from governor.controller.app import _target_status
 from governor.controller.model import Limits
+from governor.controller.observe import MAX_LABEL_VALUES
+from governor.controller.ranks import MAX_RANKS
 from governor.controller.state import PersistedTarget, StateStore
 from tests.controller.fakes import CEILING, FLOOR
-from tests.controller.hostile import HostileFleet, Hostility, Pieces
+from tests.controller.hostile import STAGES, HostileFleet, Hostility, Pieces
 
 ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
 # A TCP segment's payload on a 1500-byte Ethernet path, a millisecond apart: how a large answer
@@ -174,3 +179,33 @@ async def test_n6_a_long_retry_after_is_the_reconcilers_wait_not_the_passs(
         assert rt.retry_at == stack.clock.now + max_backoff
     assert waits == []
     assert [call for call in fleet.calls if call[0] == "t001:8000"] == [("t001:8000", "GET")]
+
+
+async def test_n4_label_values_from_a_target_are_bounded_and_go_when_they_go(
+    aiohttp_server: ServerFactory, tmp_path: Path,
+) -> None:
+    """5,000 stage, cause and rank values on one target: the controller keeps a bounded few
+    (the contract's stages among them), its audit line and /status stay small, and once the
+    values go, so do their series."""
+    many = [f"hostile-{i:05d}" for i in range(5000)]
+    fleet = HostileFleet(1, stages=STAGES + tuple(many), causes=causes.NAMES + tuple(many),
+                         engines=tuple(str(i) for i in range(5000)))
+    fleet.values.update(BREACH)
+    server = await aiohttp_server(fleet.app())
+    async with fleet.controller(server, tmp_path) as stack:
+        await stack.reconciler.reconcile_once()
+        rt = stack.reconciler.targets["t000:8000"]
+        assert rt.last_result == names.RESULT_OK and rt.observation is not None
+        assert set(STAGES) <= rt.observation.stage_seconds.keys()
+        assert len(rt.observation.stage_seconds) == MAX_LABEL_VALUES
+        assert len(rt.observation.rank_itl_tails) == MAX_RANKS
+        assert stack.series(names.OBSERVED.name) <= 30 + MAX_RANKS + 4 * MAX_LABEL_VALUES
+        (line,) = stack.audit()
+        assert len(json.dumps(line)) < 64 * 1024
+        assert len(json.dumps(_target_status(rt))) < 128 * 1024
+        fleet.stages, fleet.causes, fleet.engines = STAGES, (), None
+        stack.clock.now += 60.0
+        await stack.reconciler.reconcile_once()
+        quantities = {labels["quantity"] for labels in stack.labels(names.OBSERVED.name)}
+        assert quantities == set(rt.observation.as_inputs())
+        assert not any("hostile" in quantity for quantity in quantities)
