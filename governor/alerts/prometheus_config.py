@@ -25,6 +25,12 @@ RULES_GLOB = "rules/*.yml"
 INFERENCE_TARGETS = "targets/inference.json"
 DEFAULT_SCRAPE_TIMEOUT = 10
 MAX_EXEMPLARS = 100_000
+# The most samples one scrape of a target may return; past it Prometheus fails that scrape
+# (``up`` 0) rather than store them, so a target exposing label values without end costs its
+# own series, never the server's memory or every other target's. Each is about ten times what
+# the job exposes at its largest: a vLLM server of eight data-parallel ranks, a node of eight
+# GPUs and their processes, a controller of 256 targets with every label at its bound.
+SAMPLE_LIMITS = {"inference": 50_000, "gpu": 20_000, "controller": 200_000}
 
 
 def retention_seconds(spec: SloSpec, params: RenderParams) -> int:
@@ -32,18 +38,20 @@ def retention_seconds(spec: SloSpec, params: RenderParams) -> int:
     return spec.period_seconds + params.retention_margin_seconds
 
 
-def _static(target: Target, addresses: tuple[str, ...]) -> dict[str, object]:
+def _static(target: Target, addresses: tuple[str, ...], sample_limit: int
+            ) -> dict[str, object]:
     group: dict[str, object] = {"targets": list(addresses)}
     if target.selector:
         group["labels"] = dict(target.selector)
-    return {"job_name": target.job, "static_configs": [group]}
+    return {"job_name": target.job, "sample_limit": sample_limit, "static_configs": [group]}
 
 
 def prometheus_config(endpoints: Endpoints, params: RenderParams,
                       targets: Targets | None = None) -> dict[str, object]:
     """``targets``: the spec's jobs and target labels (Governor's own by default)."""
     targets = targets or Targets()
-    others = ((targets.gpu, endpoints.exporter), (targets.controller, endpoints.controller))
+    others = ((targets.gpu, endpoints.exporter, SAMPLE_LIMITS["gpu"]),
+              (targets.controller, endpoints.controller, SAMPLE_LIMITS["controller"]))
     timeout = min(DEFAULT_SCRAPE_TIMEOUT, params.scrape_interval_seconds)
     return {
         "global": {
@@ -55,9 +63,10 @@ def prometheus_config(endpoints: Endpoints, params: RenderParams,
         "alerting": {"alertmanagers": [{"static_configs": [
             {"targets": list(endpoints.alertmanager)}]}]},
         "scrape_configs": [
-            {"job_name": targets.inference.job,
+            {"job_name": targets.inference.job, "sample_limit": SAMPLE_LIMITS["inference"],
              "file_sd_configs": [{"files": [INFERENCE_TARGETS]}]},
-            *(_static(target, addresses) for target, addresses in others if addresses),
+            *(_static(target, addresses, limit) for target, addresses, limit in others
+              if addresses),
         ],
         # Exemplars (trace ids on latency buckets) link Grafana's panels to Jaeger's traces.
         "storage": {"exemplars": {"max_exemplars": MAX_EXEMPLARS}},

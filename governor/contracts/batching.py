@@ -67,15 +67,22 @@ class BatchingLimits:
 
     @classmethod
     def from_dict(cls, raw: object) -> BatchingLimits:
-        """Both limits from a JSON object; :class:`ValueError` unless both are positive integers."""
+        """Both limits from a JSON object; :class:`ValueError` unless both are integers from 1
+        to :data:`MAX_LIMIT`."""
         if not isinstance(raw, Mapping):
             raise ValueError(f"limits must be an object, got {type(raw).__name__}")
         values = {name: raw.get(name) for name in FIELDS}
-        positive = {name: v for name, v in values.items() if isinstance(v, int) and _is_int(v)
-                    and v > 0}
-        if len(positive) != len(FIELDS):
-            raise ValueError(f"limits must be positive integers, got {_short(values)}")
-        return cls(**positive)
+        valid = {name: v for name, v in values.items() if isinstance(v, int) and _is_int(v)
+                 and 0 < v <= MAX_LIMIT}
+        if len(valid) != len(FIELDS):
+            raise ValueError(f"limits must be integers from 1 to {MAX_LIMIT}, got "
+                             f"{_short(values)}")
+        return cls(**valid)
+
+
+# The largest limit any party accepts: vLLM keeps both in 32-bit integers, and the controller's
+# state file holds nothing larger. A server's report past it is refused, never stored.
+MAX_LIMIT: Final = 2**31 - 1
 
 
 # The lowest limits a server lets the admin API set unless told otherwise: one running request,
@@ -97,11 +104,20 @@ class BatchingReport:
 
     @classmethod
     def from_dict(cls, raw: object) -> BatchingReport:
-        """A report as a server sent it; :class:`ValueError` when it is not one."""
+        """A report as a server sent it; :class:`ValueError` when it is not one: each limit
+        an integer from 1 to :data:`MAX_LIMIT`, the floor at most the ceiling, and the limits
+        in force between them (what a server enforces on every ``PUT``)."""
         if not isinstance(raw, Mapping):
             raise ValueError(f"a report must be an object, got {type(raw).__name__}")
-        return cls(BatchingLimits.from_dict(raw), BatchingLimits.from_dict(raw.get("floor")),
-                   BatchingLimits.from_dict(raw.get("ceiling")))
+        report = cls(BatchingLimits.from_dict(raw), BatchingLimits.from_dict(raw.get("floor")),
+                     BatchingLimits.from_dict(raw.get("ceiling")))
+        if any(report.floor.get(p) > report.ceiling.get(p) for p in Param):
+            raise ValueError(f"the floor {report.floor.as_dict()} lies above the ceiling "
+                             f"{report.ceiling.as_dict()}")
+        if not report.current.within(report.floor, report.ceiling):
+            raise ValueError(f"the limits in force {report.current.as_dict()} lie outside "
+                             f"[{report.floor.as_dict()}, {report.ceiling.as_dict()}]")
+        return report
 
 
 class BodyError(ValueError):

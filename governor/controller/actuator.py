@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -24,10 +23,17 @@ import aiohttp
 from governor.common.secrets import Secret
 from governor.contracts.batching import BatchingReport
 from governor.contracts.endpoints import ADMIN_BATCHING_PATH
+from governor.controller import answers
 from governor.controller.actuators import ActuatorEntry
 from governor.controller.model import Limits, Target, TargetLimits
 
-_MAX_RESPONSE_BYTES = 64 * 1024
+# A call waits for a retry at most this long (a longer Retry-After ends the call, and the
+# reconciler leaves the target alone that long instead); no Retry-After counts past an hour.
+MAX_WAIT_SECONDS = 2.0
+MAX_RETRY_AFTER_SECONDS = 3600.0
+# The most an admin answer may take: a report is a few hundred bytes, and stock vLLM's adds a
+# few hundred per data-parallel rank (256 ranks: under 100 KiB).
+MAX_ANSWER_BYTES = 1024 * 1024
 
 
 class ErrorKind(enum.StrEnum):
@@ -36,11 +42,15 @@ class ErrorKind(enum.StrEnum):
 
 
 class ActuationError(Exception):
-    def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None) -> None:
+    """``retry_after_seconds``: how long the target asked to be left alone (``Retry-After``)."""
+
+    def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None,
+                 retry_after_seconds: float = 0.0) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.status = status
+        self.retry_after_seconds = retry_after_seconds
 
 
 # Status → (kind, whether to retry within the same call). 422 means the floor or ceiling moved
@@ -72,13 +82,14 @@ def parse_limits(body: Any) -> TargetLimits:
         return BatchingReport.from_dict(body)
     except ValueError as exc:
         raise ActuationError(ErrorKind.PERMANENT,
-                             f"malformed admin answer: {str(body)[:200]}") from exc
+                             f"malformed admin answer ({str(exc)[:300]}): {str(body)[:200]}"
+                             ) from exc
 
 
 def _error_message(status: int, raw: bytes) -> str:
     try:
-        message = json.loads(raw)["error"]["message"]
-    except (ValueError, KeyError, TypeError):
+        message = answers.loads(raw)["error"]["message"]
+    except (ValueError, KeyError, TypeError):  # AnswerError included
         message = raw[:200].decode("utf-8", "replace")
     return f"HTTP {status}: {str(message)[:300]}"
 
@@ -115,11 +126,15 @@ class BatchingClient:
             try:
                 return await self._once(method, target, body)
             except _Retry as retry:
-                if attempt == self._attempts:
+                if attempt == self._attempts or retry.after > MAX_WAIT_SECONDS:
+                    # A longer Retry-After is the reconciler's to honour, by not coming back
+                    # for that long: waiting here would hold the pass.
                     raise ActuationError(ErrorKind.TEMPORARY,
-                                         f"{retry.message} (after {attempt} attempts)",
-                                         status=retry.status) from None
-                await self._sleep(min(max(delay, retry.after), 10.0))
+                                         f"{retry.message} (after {attempt} attempt"
+                                         f"{'s' if attempt > 1 else ''})",
+                                         status=retry.status,
+                                         retry_after_seconds=retry.after) from None
+                await self._sleep(min(max(delay, retry.after), MAX_WAIT_SECONDS))
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
@@ -132,23 +147,35 @@ class BatchingClient:
             async with self._session.request(method, target.url.rstrip("/") + ADMIN_BATCHING_PATH,
                                              json=body, headers=headers,
                                              timeout=self._timeout) as response:
-                raw = await response.content.read(_MAX_RESPONSE_BYTES)
                 status = response.status
                 retry_after = _retry_after(response.headers.get("Retry-After"))
+                raw = await self._body(method, target, response)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise _Retry(f"{method} {target.name}: {type(exc).__name__}: {exc}", None,
                          0.0) from None
         if status == 200:
             try:
-                return parse_limits(json.loads(raw))
-            except ValueError as exc:
-                raise ActuationError(ErrorKind.PERMANENT, f"answer is not JSON: {exc}",
-                                     status=status) from None
+                return parse_limits(answers.loads(raw))
+            except answers.AnswerError as exc:
+                raise ActuationError(ErrorKind.PERMANENT, f"{method} {target.name}: refused: "
+                                     f"{exc}", status=status) from None
         kind, retry_now = classify(status)
         message = f"{method} {target.name}: {_error_message(status, raw)}"
         if retry_now:
             raise _Retry(message, status, retry_after)
         raise ActuationError(kind, message, status=status)
+
+    @staticmethod
+    async def _body(method: str, target: Target, response: aiohttp.ClientResponse) -> bytes:
+        """The answer whole; past its limit a refusal, or for an error status only its
+        message (the status decides what happens)."""
+        try:
+            return await answers.read_whole(response, MAX_ANSWER_BYTES)
+        except answers.AnswerError as exc:
+            if response.status == 200:
+                raise ActuationError(ErrorKind.PERMANENT, f"{method} {target.name}: refused: "
+                                     f"{exc}", status=200) from None
+            return str(exc).encode()
 
 
 class _Retry(Exception):
@@ -158,10 +185,17 @@ class _Retry(Exception):
 
 
 def _retry_after(value: str | None) -> float:
+    """``Retry-After`` in seconds (0 when absent or not a number of seconds), at most
+    :data:`MAX_RETRY_AFTER_SECONDS`.
+
+    >>> [_retry_after(v) for v in (None, "2", "1e308", "nan", "-5", "Wed, 21 Oct 2015")]
+    [0.0, 2.0, 3600.0, 0.0, 0.0, 0.0]
+    """
     try:
-        return max(0.0, float(value)) if value is not None else 0.0
+        seconds = float(value) if value is not None else 0.0
     except ValueError:
         return 0.0
+    return min(seconds, MAX_RETRY_AFTER_SECONDS) if seconds > 0 else 0.0
 
 
 def _admin_api(session: aiohttp.ClientSession, token: Secret | None) -> BatchingClient:

@@ -123,6 +123,10 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    help="manage at most this many targets")
     p.add_argument("--resync", type=parse_duration_seconds, default=_default("resync_seconds"),
                    help="reconcile this often even without alerts")
+    p.add_argument("--target-deadline", type=parse_duration_seconds,
+                   default=_default("target_deadline_seconds"),
+                   help="the most one target may take of a pass (read, decide, apply); a "
+                        "slower one is retried later with backoff")
     p.add_argument("--scrape-interval", type=parse_duration_seconds,
                    default=law.scrape_interval_seconds,
                    help="Prometheus's scrape interval for the inference job")
@@ -209,6 +213,7 @@ def build_config(args: argparse.Namespace) -> ControllerConfig:
         instance_scheme=args.instance_scheme, ca_file=args.ca_file,
         insecure_skip_verify=args.insecure_skip_verify, max_targets=args.max_targets,
         resync_seconds=args.resync, alert_expiry_seconds=args.alert_expiry,
+        target_deadline_seconds=args.target_deadline,
         dry_run=args.dry_run, actuator=args.actuator, state_path=args.state_file,
         audit_path=args.audit_log,
         grafana_url=args.grafana_url, host=args.host, port=args.port,

@@ -35,6 +35,9 @@ class ControllerConfig:
     max_targets: int = 256
     forget_after_seconds: float = 600.0
     resync_seconds: float = 10.0
+    # The most one target may take of a pass (its limits read, the law, a change applied): a
+    # slow or stalling target is cut off and retried with backoff, the others' pass goes on.
+    target_deadline_seconds: float = 15.0
     # After a permanent error (bad token, no live retuning) a target is retried this rarely.
     permanent_retry_seconds: float = 300.0
     max_backoff_seconds: float = 120.0

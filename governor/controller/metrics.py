@@ -40,6 +40,9 @@ class ControllerMetrics:
         self.desired_replicas = gauge(names.DESIRED_REPLICAS, registry)
         for result in names.RESULTS:
             self.reconciles.labels(result)
+        # The quantities last set per target: a stage, rank or cause that goes away from a
+        # target's observation takes its series with it.
+        self._observed: dict[str, frozenset[str]] = {}
 
     def decision(self, decision: Decision) -> None:
         self.decisions.labels(decision.action.value, decision.reason.value).inc()
@@ -56,8 +59,24 @@ class ControllerMetrics:
 
     def observation(self, target: str, observation: Observation) -> None:
         # NaN, not a stale value, for "no data": a panel then shows a gap, not a lie.
-        for quantity, value in observation.as_inputs().items():
+        inputs = observation.as_inputs()
+        for quantity in self._observed.get(target, frozenset()) - inputs.keys():
+            self.observed.remove(target, quantity)
+        for quantity, value in inputs.items():
             self.observed.labels(target, quantity).set(math.nan if value is None else value)
+        self._observed[target] = frozenset(inputs)
+
+    def forget(self, target: str) -> None:
+        """Every series of a target the controller no longer manages."""
+        for quantity in self._observed.pop(target, frozenset()):
+            self.observed.remove(target, quantity)
+        for per_param in (self.target_limits, self.target_floor, self.target_ceiling):
+            for param in Param:
+                with contextlib.suppress(KeyError):  # never set for this target
+                    per_param.remove(target, param.value)
+        for reason in names.SCALE_REASONS:
+            with contextlib.suppress(KeyError):
+                self.desired_replicas.remove(target, reason)
 
     def scale(self, target: str, advice: ScaleAdvice) -> None:
         """One series per target, labelled with the current reason (the others removed), worth

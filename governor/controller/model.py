@@ -138,7 +138,7 @@ class Observation:
     ttft_good_per_second: float | None = None
     ttft_per_second: float | None = None
     itl_good_ratio: float | None = None
-    # Where the service's requests spend their time: mean seconds per request in each stage
+    # Where the service's requests spend their time: median seconds per request in each stage
     # (governor.contracts.stages, by label value) over the short window and the long one.
     stage_seconds: Mapping[str, float] = field(default_factory=dict)
     stage_seconds_long: Mapping[str, float] = field(default_factory=dict)

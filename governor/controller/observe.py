@@ -16,24 +16,31 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 
 from governor.common.prometheus_api import MAX_ANSWER_BYTES, QUERY_PATH, result
 from governor.common.prometheus_api import PrometheusError as PrometheusError  # the controller's
+from governor.contracts import causes
 from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.contracts.metrics.service import LABEL_STAGE
 from governor.contracts.metrics.verdict import LABEL_CAUSE
 from governor.contracts.metrics.vllm import LABEL_ENGINE
-from governor.controller import ranks
+from governor.contracts.stages import Stage
+from governor.controller import answers, ranks
 from governor.controller.model import MAPPED_FIELDS, Observation
 from governor.controller.queries import QuerySet
 
+# What one instance's observation keeps of a label a target's series carry (a stage, a cause):
+# the contract names a dozen values of each; ranks have their own bound (controller.ranks).
+MAX_LABEL_VALUES: Final = 32
+MAX_LABEL_LENGTH: Final = 64
+_STAGES: Final = frozenset(stage.value for stage in Stage)
+_CAUSES: Final = frozenset(causes.NAMES)
 _OBSERVATION_FIELDS = frozenset(f.name for f in fields(Observation)) - MAPPED_FIELDS
 _NOTHING = Observation(itl_tail_seconds=None, itl_median_seconds=None)
 # Per field, per instance: the values of one label (a stage, a rank) and their samples.
@@ -58,16 +65,30 @@ def parse_vector(body: Any) -> dict[str, float]:
     return out
 
 
-def parse_vector_by(body: Any, label: str) -> dict[str, dict[str, float]]:
+def parse_vector_by(body: Any, label: str, known: frozenset[str] = frozenset()
+                    ) -> dict[str, dict[str, float]]:
     """An instant-vector answer → ``{instance: {value of label: value}}``; finite values only
-    (a stage without requests in the window has no mean)."""
+    (a stage without requests in the window has no value).
+
+    The label's values come from the targets, so they are bounded: at most
+    :data:`MAX_LABEL_VALUES` per instance, the ``known`` ones (the contract's) first, then the
+    others in order; a value longer than :data:`MAX_LABEL_LENGTH` is left out.
+    """
     out: dict[str, dict[str, float]] = {}
     for sample in result(body, "vector"):
         instance, value = _sample(sample)
         key = sample["metric"].get(label)
-        if instance is not None and isinstance(key, str) and math.isfinite(value):
+        if instance is not None and isinstance(key, str) and len(key) <= MAX_LABEL_LENGTH \
+                and math.isfinite(value):
             out.setdefault(instance, {})[key] = value
-    return out
+    return {instance: _bounded(values, known) for instance, values in out.items()}
+
+
+def _bounded(values: dict[str, float], known: frozenset[str]) -> dict[str, float]:
+    if len(values) <= MAX_LABEL_VALUES:
+        return values
+    kept = sorted(values, key=lambda key: (key not in known, key))[:MAX_LABEL_VALUES]
+    return {key: values[key] for key in kept}
 
 
 def parse_vector_by_rank(body: Any) -> dict[str, dict[str, float]]:
@@ -127,8 +148,9 @@ class PrometheusClient:
     async def query(self, expr: str) -> dict[str, float]:
         return parse_vector(await self._answer(expr))
 
-    async def query_by(self, expr: str, label: str) -> dict[str, dict[str, float]]:
-        return parse_vector_by(await self._answer(expr), label)
+    async def query_by(self, expr: str, label: str, known: frozenset[str]
+                       ) -> dict[str, dict[str, float]]:
+        return parse_vector_by(await self._answer(expr), label, known)
 
     async def query_by_rank(self, expr: str) -> dict[str, dict[str, float]]:
         return parse_vector_by_rank(await self._answer(expr))
@@ -137,15 +159,13 @@ class PrometheusClient:
         try:
             async with self._session.get(self._url, params={"query": expr},
                                          timeout=self._timeout) as response:
-                raw = await response.content.read(MAX_ANSWER_BYTES + 1)
-                if len(raw) > MAX_ANSWER_BYTES:
-                    raise PrometheusError("answer too large")
                 if response.status >= 500 or response.status == 429:
                     raise PrometheusError(f"HTTP {response.status}")
-                body = _json(raw)
+                return answers.loads(await answers.read_whole(response, MAX_ANSWER_BYTES))
+        except answers.AnswerError as exc:
+            raise PrometheusError(str(exc)) from None
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise PrometheusError(f"{type(exc).__name__}: {exc}") from exc
-        return body
 
     async def snapshot(self, instances: Iterable[str]) -> Snapshot:
         """Observations for ``instances`` plus every instance Prometheus scrapes for the job."""
@@ -156,17 +176,12 @@ class PrometheusClient:
         scraped, by_rank, by_stage, by_cause = await asyncio.gather(
             self.query(queries.targets()),
             asyncio.gather(*(self.query_by_rank(exprs[n]) for n in names)),
-            asyncio.gather(*(self.query_by(staged[n], LABEL_STAGE) for n in stage_names)),
-            asyncio.gather(*(self.query_by(verdicts[n], LABEL_CAUSE) for n in verdict_names)))
+            asyncio.gather(*(self.query_by(staged[n], LABEL_STAGE, _STAGES)
+                             for n in stage_names)),
+            asyncio.gather(*(self.query_by(verdicts[n], LABEL_CAUSE, _CAUSES)
+                             for n in verdict_names)))
         wanted = set(instances) | set(scraped)
         return Snapshot(assemble(dict(zip(names, by_rank, strict=True)), wanted,
                                  dict(zip(stage_names, by_stage, strict=True)),
                                  dict(zip(verdict_names, by_cause, strict=True))),
                         frozenset(scraped))
-
-
-def _json(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise PrometheusError(f"answer is not JSON: {exc}") from exc

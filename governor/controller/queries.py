@@ -33,6 +33,8 @@ BY_RANK: Final = (LABEL_INSTANCE, vllm.LABEL_ENGINE)
 BY_STAGE: Final = (LABEL_INSTANCE, LABEL_STAGE)
 # The quantile that shows prefill spikes while they are too rare for the SLO's P99.
 SPIKE_QUANTILE: Final = 0.999
+# Where the stage guard reads a typical request's time in each stage: the median.
+STAGE_QUANTILE: Final = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,14 +141,19 @@ class QuerySet:
 
     def stage_expressions(self) -> dict[str, str]:
         """Observation field → PromQL returning one sample per ``instance`` and ``stage``: each
-        stage's mean seconds per request over the short window and over the long one."""
+        stage's median seconds per request over the short window and over the long one.
+
+        The median, not the mean: a client sets its own requests' ``read`` (headers and body
+        sent slowly) and ``stream_write`` (a stream read slowly), and a mean moves with a few
+        such requests (3% of requests 30 s in ``read`` add 0.9 s to every request's mean), so
+        an engine breach would look like the service's. A median moves only once most requests
+        spend the time there (:mod:`governor.controller.law.stage_guard`)."""
         return {
-            "stage_seconds": promql.mean(service.REQUEST_STAGE.name, self.scope,
-                                         promql.format_seconds(self.short_window_seconds),
-                                         BY_STAGE),
-            "stage_seconds_long": promql.mean(service.REQUEST_STAGE.name, self.scope,
-                                              promql.format_seconds(self.long_window_seconds),
-                                              BY_STAGE),
+            field: promql.histogram_quantile(STAGE_QUANTILE, service.REQUEST_STAGE.name,
+                                             self.scope, promql.format_seconds(window),
+                                             by=(*BY_STAGE, LABEL_LE))
+            for field, window in (("stage_seconds", self.short_window_seconds),
+                                  ("stage_seconds_long", self.long_window_seconds))
         }
 
     def verdict_expressions(self) -> dict[str, str]:

@@ -143,7 +143,7 @@ class Reconciler:
         runtime = self.targets.get(name)
         try:
             runtime = self._runtime(self.config.target_for(name))
-            await self._reconcile(runtime, observation)
+            await self._within_deadline(runtime, observation)
         except Exception as exc:
             error = f"internal error: {type(exc).__name__}: {str(exc)[:200]}"
             if runtime is None or runtime.last_error != error:  # each new failure, once
@@ -151,6 +151,22 @@ class Reconciler:
             self._metrics.reconciles.labels(names.RESULT_INTERNAL_ERROR).inc()
             if runtime is not None:
                 self._backoff(runtime, names.RESULT_INTERNAL_ERROR, error, self._clock())
+
+    async def _within_deadline(self, rt: TargetRuntime, observation: Observation) -> None:
+        """Reconcile one target within ``target_deadline_seconds``: past it, a temporary error
+        (retried with backoff), so that one slow or stalling target never holds the pass, and
+        with it every other target, for longer. A change it cut short in flight is absolute:
+        the next pass reads what is in force."""
+        deadline = self.config.target_deadline_seconds
+        try:
+            async with asyncio.timeout(deadline) as scope:
+                await self._reconcile(rt, observation)
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            self._failed(rt, ActuationError(
+                ErrorKind.TEMPORARY, f"no answer within the pass's deadline for one target "
+                                     f"({deadline:g}s, --target-deadline)"), self._clock())
 
     async def _persist(self) -> None:
         """Write the state; a disk that cannot take it costs the memory across a restart, never
@@ -214,6 +230,7 @@ class Reconciler:
             if name not in managed and now - seen > self.config.forget_after_seconds:
                 del self.targets[name]
                 del self._last_seen[name]
+                self._metrics.forget(name)
 
     def _runtime(self, target: Target) -> TargetRuntime:
         runtime = self.targets.get(target.name)
@@ -281,6 +298,10 @@ class Reconciler:
             else names.RESULT_TEMPORARY_ERROR
         repeated = rt.last_error == exc.message
         self._backoff(rt, result, exc.message, now)
+        # A target that asked for longer (Retry-After) is left alone that long, within the
+        # longest backoff: the wait is the target's, never the pass's.
+        rt.retry_at = max(rt.retry_at, now + min(exc.retry_after_seconds,
+                                                 self.config.max_backoff_seconds))
         if not repeated:
             log.warning("target %s: %s error: %s (next try in %.0fs)", rt.target.name,
                         exc.kind.value, exc.message, rt.retry_at - now)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from governor.contracts.batching import MAX_LIMIT
 from governor.controller.law.tuning import LawConfig
 from governor.controller.model import (
     Avoid,
@@ -91,12 +92,15 @@ def encode_state(s: TargetState) -> dict[str, Any]:
 
 
 def decode(data: Any, *, now: float = math.inf,
-           avoid_seconds: float = LawConfig().avoid_seconds) -> dict[str, PersistedTarget]:
+           avoid_seconds: float = LawConfig().avoid_seconds,
+           unusable: dict[str, str] | None = None) -> dict[str, PersistedTarget]:
     """The inverse of :func:`encode`; :class:`StateError` on anything it did not write.
 
     Strict, because a restart acts on what it reads: every field has its type, every number is
     finite, limits are positive integers, and no moment lies ahead of ``now`` (an avoided range
-    ends at most ``avoid_seconds`` ahead) beyond :data:`FUTURE_TOLERANCE_SECONDS`.
+    ends at most ``avoid_seconds`` ahead) beyond :data:`FUTURE_TOLERANCE_SECONDS`. With
+    ``unusable``, a target that is not what :func:`encode` wrote costs that target alone: its
+    reason goes there and the others are returned.
     """
     if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
         raise StateError(f"not a version-{FORMAT_VERSION} controller state document")
@@ -104,13 +108,20 @@ def decode(data: Any, *, now: float = math.inf,
     if not isinstance(targets, dict):
         raise StateError("targets: must be an object")
     read = _Reader(now + FUTURE_TOLERANCE_SECONDS, avoid_seconds)
-    return {name: read.target(f"targets[{name[:80]!r}]", raw) for name, raw in targets.items()}
+    out = {}
+    for name, raw in targets.items():
+        try:
+            out[name] = read.target(f"targets[{name[:80]!r}]", raw)
+        except StateError as exc:
+            if unusable is None:
+                raise
+            unusable[name] = str(exc)
+    return out
 
 
 # A moment further ahead than this was written by a clock that has since stepped back (or by
 # no clock at all): read as it is, it would hold a cooldown for as long.
 FUTURE_TOLERANCE_SECONDS = 60.0
-MAX_LIMIT = 2**31 - 1
 MAX_ENTRIES = 1000  # avoided ranges or ledger entries per target; the law keeps a few
 MAX_URL = 2048
 
@@ -259,15 +270,35 @@ class StateStore:
 
     def load(self) -> dict[str, PersistedTarget]:
         """The state on disk; a file that is not one is moved aside, and the controller starts
-        from no memory rather than crash on every restart."""
+        from no memory rather than crash on every restart. A target whose state is not what
+        the controller writes costs that target's memory alone: the file is moved aside (the
+        next save writes the others anew) and the other targets load."""
         if self.path is None or not self.path.exists():
             return {}
+        unusable: dict[str, str] = {}
         try:
-            return decode(_parse(self._read()), now=self._clock(),
-                          avoid_seconds=self._avoid_seconds)
+            targets = decode(_parse(self._read()), now=self._clock(),
+                             avoid_seconds=self._avoid_seconds, unusable=unusable)
         except (ValueError, OSError) as exc:  # StateError and UnicodeDecodeError included
             self._move_aside(str(exc))
             return {}
+        if unusable:
+            first = next(iter(unusable.values()))
+            self._move_aside(f"{len(unusable)} of {len(unusable) + len(targets)} targets "
+                             f"unusable, the first: {first}", whom=" of those targets")
+            self._keep(targets)
+        return targets
+
+    def _keep(self, targets: Mapping[str, PersistedTarget]) -> None:
+        """The targets that loaded, written back at once: until the next pass that changes a
+        state, they would otherwise live in memory only."""
+        if not targets:
+            return
+        try:
+            self.save(targets)
+        except OSError as exc:
+            log.error("cannot write back the %d targets that loaded from %s: %s", len(targets),
+                      self.path, exc)
 
     def _read(self) -> bytes:
         assert self.path is not None
@@ -277,7 +308,7 @@ class StateStore:
             raise StateError(f"larger than {MAX_STATE_BYTES} bytes")
         return raw
 
-    def _move_aside(self, why: str) -> None:
+    def _move_aside(self, why: str, whom: str = "") -> None:
         assert self.path is not None
         stem = f"{self.path.name}.corrupt-{int(self._clock())}"
         aside = self.path.with_name(stem)
@@ -289,10 +320,10 @@ class StateStore:
             self.path.replace(aside)
         except OSError as move_error:
             log.error("state file %s is unusable (%s) and cannot be moved aside (%s); starting "
-                      "without memory", self.path, why[:300], move_error)
+                      "without memory%s", self.path, why[:300], move_error, whom)
             return
-        log.error("state file %s is unusable (%s); moved to %s, starting without memory",
-                  self.path, why[:300], aside)
+        log.error("state file %s is unusable (%s); moved to %s, starting without memory%s",
+                  self.path, why[:300], aside, whom)
 
     def save(self, targets: Mapping[str, PersistedTarget]) -> None:
         if self.path is None:

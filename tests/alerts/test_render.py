@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from governor.alerts.prometheus_config import prometheus_args, retention_seconds
+from governor.alerts.prometheus_config import SAMPLE_LIMITS, prometheus_args, retention_seconds
 from governor.alerts.render import (
     ALERTMANAGER_CONFIG,
     PROMETHEUS_CONFIG,
@@ -206,6 +206,15 @@ def test_prometheus_scrapes_the_three_jobs_and_loads_the_rules() -> None:
     assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == [
         "alertmanager:9093"]
     assert config["storage"]["exemplars"]["max_exemplars"] > 0
+
+
+def test_every_scrape_sets_a_sample_limit() -> None:
+    """N4 (issue 32): a target exposing label values without end fails its own scrape, past
+    its job's limit, instead of growing Prometheus."""
+    config = load(default_files()[PROMETHEUS_CONFIG])
+    limits = {job["job_name"]: job.get("sample_limit") for job in config["scrape_configs"]}
+    assert limits == {"inference": SAMPLE_LIMITS["inference"], "gpu": SAMPLE_LIMITS["gpu"],
+                      "controller": SAMPLE_LIMITS["controller"]}
 
 
 def test_local_endpoints_and_fast_params_reach_the_configs() -> None:

@@ -82,3 +82,27 @@ def test_a_malformed_answer_is_refused_by_the_controller(answer: Any) -> None:
         BatchingReport.from_dict(answer)
     with pytest.raises(ActuationError, match="malformed admin answer"):
         parse_limits(answer)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        pytest.param({**REPORT.as_dict(), "max_num_batched_tokens": 10**30},
+                     "integers from 1 to 2147483647", id="a limit of 10^30"),
+        pytest.param({**REPORT.as_dict(), "ceiling": {"max_num_seqs": 2**31,
+                                                      "max_num_batched_tokens": 8192}},
+                     "integers from 1 to 2147483647", id="a ceiling past 32 bits"),
+        pytest.param({**REPORT.as_dict(), "floor": {"max_num_seqs": 512,
+                                                    "max_num_batched_tokens": 256}},
+                     "lies above the ceiling", id="a floor above the ceiling"),
+        pytest.param({**REPORT.as_dict(), "max_num_batched_tokens": 100},
+                     "lie outside", id="limits in force below the floor"),
+    ],
+)
+def test_a_report_past_the_contracts_bounds_is_refused_before_use(answer: Any,
+                                                                  message: str) -> None:
+    """N5: the controller neither decides on nor saves limits no server can hold."""
+    with pytest.raises(ValueError, match=message):
+        BatchingReport.from_dict(answer)
+    with pytest.raises(ActuationError, match=message):
+        parse_limits(answer)

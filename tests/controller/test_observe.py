@@ -103,7 +103,7 @@ async def test_snapshot_queries_every_expression_and_discovers_scraped_instances
     assert snap.observations["static:9000"].itl_tail_seconds is None
 
 
-async def test_the_stage_means_reach_each_instances_observation(
+async def test_the_stage_medians_reach_each_instances_observation(
     aiohttp_server: ServerFactory,
 ) -> None:
     queries = QuerySet.default()

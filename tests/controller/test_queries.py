@@ -80,15 +80,13 @@ def test_with_request_classes_the_latency_queries_read_the_classes_at_the_slos_t
     assert "class" not in exprs["prompt_tokens_per_second"]  # the engine's: every class
 
 
-def test_the_stage_means_are_per_instance_and_stage_over_both_windows_of_the_target() -> None:
+def test_the_stage_medians_are_per_instance_and_stage_over_both_windows_of_the_target() -> None:
     queries = QuerySet(HistogramSli("m_itl"), 0.99, None, 0.99,
                        target=Target("vllm", {"namespace": "llm"}))
     stages = queries.stage_expressions()
     assert stages["stage_seconds"] == (
-        'sum by (instance, stage) (rate(governor_request_stage_seconds_sum{job="vllm", '
-        'namespace="llm"}[30s]))\n/\n'
-        'sum by (instance, stage) (rate(governor_request_stage_seconds_count{job="vllm", '
-        'namespace="llm"}[30s]))')
+        'histogram_quantile(0.5, sum by (instance, stage, le) '
+        '(rate(governor_request_stage_seconds_bucket{job="vllm", namespace="llm"}[30s])))')
     assert "[300s]" in stages["stage_seconds_long"]
 
 

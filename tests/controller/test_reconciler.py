@@ -289,11 +289,20 @@ async def test_the_managed_set_is_bounded_and_vanished_targets_are_forgotten(
     h.observer.scraped = {f"n{i}:8000" for i in range(50)}
     await h.reconciler.reconcile_once()
     assert len(h.reconciler.targets) == 3  # a:8000 and the first two discovered
+    assert _series_targets(h.registry) == set(h.reconciler.targets)
     h.observer.scraped = set()
     h.clock.now += 61.0
     await h.reconciler.reconcile_once()
     await h.reconciler.reconcile_once()
     assert sorted(h.reconciler.targets) == ["a:8000"]
+    # N4: a forgotten target's series go with it.
+    assert _series_targets(h.registry) == {"a:8000"}
+
+
+def _series_targets(registry: CollectorRegistry) -> set[str]:
+    """The targets any of the controller's per-target series names."""
+    return {sample.labels["target"] for family in registry.collect()
+            for sample in family.samples if "target" in sample.labels}
 
 
 async def test_hostile_alert_labels_cannot_grow_the_controllers_memory(tmp_path: Path) -> None:

@@ -188,3 +188,23 @@ def test_a_state_file_from_before_the_goodput_memory_still_loads(tmp_path: Path)
     assert (state.ledger, state.overload_since, state.queue_growing_since, state.drain_from) == (
         (), None, None, None)
     assert state.limits == Limits(64, 2048)
+
+
+def test_one_unusable_target_costs_that_target_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """N5: a limit past 32 bits in one target's state (as an older controller saved what a
+    target reported) no longer quarantines every target: the others load and are written back;
+    the original file is kept aside."""
+    good = {f"t{i}:8000": PersistedTarget(f"http://t{i}:8000", FULL) for i in range(3)}
+    data = encode({**good, "bad:8000": PersistedTarget("http://bad:8000", FULL)})
+    data["targets"]["bad:8000"]["state"]["limits"]["max_num_batched_tokens"] = 10**30
+    path = tmp_path / "state.json"
+    content = json.dumps(data).encode()
+    path.write_bytes(content)
+    assert StateStore(path, clock=lambda: NOW).load() == good
+    assert (tmp_path / f"state.json.corrupt-{int(NOW)}").read_bytes() == content
+    assert StateStore(path, clock=lambda: NOW).load() == good  # written back whole
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "1 of 4 targets unusable, the first: targets['bad:8000'].state.limits" in line
+    assert "starting without memory of those targets" in line

@@ -8,12 +8,18 @@ or raising a budget, and a change made for it would be judged on a tail it did n
 
 So for each breaching latency — the inter-token tail (or its spikes at risk), the TTFT tail —
 the guard compares, on the stages that latency lies on, the service's own stages with the
-engine's. It holds when every breach sits outside the engine, either way:
+engine's, each as its median seconds per request (:meth:`QuerySet.stage_expressions`): a typical
+request's time, which a few hostile clients cannot move. A client sets its own requests'
+``read`` and ``stream_write``, so with means a few slow-header clients made any engine breach
+look like ``read`` and turned the fix into a hold; a median moves only once most requests spend
+the time there. The price: a service stage slow for a few requests only is no longer held for,
+and the law decides as it does without stage readings (the ``BurnNotInEngine`` alert, on means,
+still names it). It holds when every breach sits outside the engine, either way:
 
 * **grown**: from the long window to the short one, the service's stages grew more than the
   engine's did, and by a material share of the latency (the alert's test, on the controller's
   windows);
-* **most of it**: the service's stages take longer per request than the engine's now, so no
+* **most of it**: the service's stages take longer for a typical request than the engine's, so no
   change of the engine's could bring the latency down by much (this one outlasts the long
   window, which a long incident fills).
 
