@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from governor.contracts.metrics import controller as c
+from governor.contracts.metrics import dcgm, vllm
 from governor.contracts.metrics import service as svc
-from governor.contracts.metrics import vllm
 from governor.dashboards.readback import panels
 from governor.dashboards.render import render_all
 from governor.generation.catalog import load_checked_spec
@@ -41,9 +41,16 @@ def stock_queries() -> list[Any]:
     return [q for board in stock_boards().values() for q in queries(board)]
 
 
+# Prometheus's own series of each scrape: the dcgm board's view of dcgm-exporter's health.
+SCRAPE_SERIES = frozenset({"scrape_samples_scraped", "scrape_duration_seconds", "up"})
+
+
 def test_every_query_selects_a_series_something_on_the_stock_fleet_exports() -> None:
-    """vLLM's, the controller's, the GPU exporter's or a recording rule's; a typo fails too."""
+    """vLLM's, the controller's, the GPU exporter's (dcgm-exporter's fields under each release's
+    names where the example reads it) or a recording rule's; a typo fails too."""
     exported = known_metrics() - declared(svc)
+    if STOCK.targets.gpu.dcgm:
+        exported |= {f.name for r in dcgm.READINGS for f in r.fields} | SCRAPE_SERIES
     unknown = {(q.where, name) for q in stock_queries() for name in metric_references(q.expr)
                if base_name(name) not in exported}
     assert unknown == set()
