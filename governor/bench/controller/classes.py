@@ -71,6 +71,10 @@ class ClassPlan:
         return "priority" if self.apply else "fcfs"
 
     def classify(self, arrival: Arrival) -> RequestClass:
+        """The class a request log recorded, where the spec declares it; else the spec's rules'
+        verdict on a chat completion of its prompt length."""
+        if arrival.recorded_class in self.classes.names:
+            return self.classes.get(arrival.recorded_class)
         return self.classes.classify(CHAT_COMPLETIONS_PATH, {}, arrival.prompt_tokens)
 
     def observed(self, name: str, itl_seconds: float,

@@ -20,7 +20,11 @@ from ``start`` (in the log's own time), and ``speed`` replays it that many times
 prompt longer than the context is capped (and counted); a row that cannot be read is skipped
 and counted by reason, with the first few located (``file:line: what``); a file with no
 usable row, or no known schema, is a :class:`~governor.bench.controller.workload.WorkloadError`.
-Each request's class is the spec's classes' verdict, as the service would classify it::
+Each request's class is the one Governor's request log recorded where the spec declares it, and
+otherwise the spec's classes' verdict, as the service would classify it (a recorded class the
+spec does not declare is counted in the report, ``undeclared_classes``). Lines may end in LF,
+CRLF or CR alone; a line is never held past :data:`MAX_LINE_BYTES`, and a replay lasts at most
+:data:`MAX_REPLAY_SECONDS` (one stray time would otherwise stretch it over years)::
 
     log = load_request_log(Path("trace.csv"), ReplayOptions(speed=2.0), name="azure")
     log.arrivals(seed=1)       # the same list whatever the seed: the log is the randomness
@@ -31,18 +35,20 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
-import io
+import itertools
 import json
 import math
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import numpy as np
 
 from governor.bench.controller.workload import (
+    MAX_DURATION_SECONDS,
     VERSION,
     Arrival,
     Workload,
@@ -55,9 +61,16 @@ from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH
 from governor.slo.classes import RequestClasses
 
 MAX_ROWS: Final = 20_000_000
+# The longest replay, as long as the longest workload: a run's memory and time grow with it.
+MAX_REPLAY_SECONDS: Final = MAX_DURATION_SECONDS
+# Schemas whose clock is Unix time: an error shows their times as dates.
+UNIX_CLOCKS: Final = frozenset({"azure", "governor"})
 MAX_PROBLEMS_SHOWN: Final = 5
-# A JSON line or CSV row longer than this is not a request: skipped, not parsed.
+# A JSON line or CSV row longer than this is not a request: skipped, not parsed, never held.
 MAX_LINE_BYTES: Final = 64 * 1024
+# A line with no end this far is not a request log's: reading stops (/dev/zero, a disk image).
+MAX_RUNAWAY_BYTES: Final = 1024 * 1024
+CHUNK_BYTES: Final = 64 * 1024
 FAILED: Final = "failed (0 response tokens)"
 NOT_SERVED: Final = "not served (no output token)"
 BAD_ROW: Final = "unreadable"
@@ -199,6 +212,7 @@ class _Tally:
     rows: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
+    lines: array[int] = field(default_factory=lambda: array("Q"))  # of each row kept, in order
 
     def skip(self, line: int, reason: str) -> None:
         key = BAD_ROW if reason.startswith(BAD_ROW) else reason
@@ -207,30 +221,74 @@ class _Tally:
             self.problems.append(f"{self.source}:{line}: {reason.removeprefix(BAD_ROW + ': ')}")
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Numbered lines of text; a line past :data:`MAX_LINE_BYTES` comes back empty (skipped)."""
+def _lines(path: Path) -> Iterator[tuple[int, str | None]]:
+    """Numbered lines of text, ended by LF, CRLF or CR alone; ``None`` for a line past
+    :data:`MAX_LINE_BYTES` (skipped). A line with no end within :data:`MAX_RUNAWAY_BYTES` is no
+    request log's (``/dev/zero``, a disk image): reading stops there, with its line."""
+    number = 0
     try:
         with path.open("rb") as handle:
-            for number, raw in enumerate(handle, start=1):
-                if len(raw) > MAX_LINE_BYTES:
-                    yield number, "\0"
-                    continue
-                yield number, raw.decode("utf-8", errors="replace").lstrip("\ufeff")
+            for number, raw in enumerate(_split(handle), start=1):
+                yield number, None if raw is None else \
+                    raw.decode("utf-8", errors="replace").lstrip("\ufeff")
+    except _RunawayLine:
+        raise WorkloadError(str(path), [
+            f"line {number}: no line end in its first {MAX_RUNAWAY_BYTES // 1024} KiB: not a "
+            "request log (one request a line)"]) from None
     except OSError as exc:
         raise WorkloadError(str(path), [f"cannot read: {exc}"]) from exc
+
+
+class _RunawayLine(Exception):
+    """A line still without an end after :data:`MAX_RUNAWAY_BYTES`."""
+
+
+def _split(handle: BinaryIO) -> Iterator[bytes | None]:
+    """Lines without their ends, read in chunks: never more than a chunk and
+    :data:`MAX_LINE_BYTES` held. A longer line is ``None`` as soon as it is that long, and its
+    bytes are dropped as they come."""
+    held = b""  # the current line's start, while it is short enough to keep
+    dropped = 0  # bytes of the current line dropped since it came out as None
+    while chunk := handle.read(CHUNK_BYTES):
+        *ended, held = (held + chunk).splitlines(keepends=True)
+        if held.endswith(b"\n"):
+            ended.append(held)
+            held = b""
+        # A CR at the very end may be the first half of a CRLF: the next chunk says.
+        for piece in ended:
+            line = piece.rstrip(b"\r\n")
+            if dropped:  # the end of a line already out as None
+                dropped = 0
+            else:
+                yield None if len(line) > MAX_LINE_BYTES else line
+        if dropped or len(held) - held.endswith(b"\r") > MAX_LINE_BYTES:
+            if not dropped:
+                yield None
+            dropped += len(held)
+            if dropped > MAX_RUNAWAY_BYTES:
+                raise _RunawayLine
+            held = b"\r" if held.endswith(b"\r") else b""
+    if held and not dropped:  # the last line, without an end or with a CR
+        line = held.removesuffix(b"\r")
+        yield None if len(line) > MAX_LINE_BYTES else line
 
 
 def read_rows(path: Path) -> tuple[str, list[Row], _Tally]:
     """The schema's name, the usable rows and the tally of the rest."""
     tally = _Tally(str(path))
     lines = _lines(path)
-    first = next(((n, text) for n, text in lines if text.strip()), None)
+    first = next(((n, text) for n, text in lines if text is None or text.strip()), None)
     if first is None:
         raise WorkloadError(str(path), ["empty: not a request log"])
-    if first[1].lstrip().startswith("{"):
-        name, rows = _jsonl(first, lines, tally)
+    number, text = first
+    if text is None:
+        raise WorkloadError(str(path), [f"line {number}: longer than "
+                                        f"{MAX_LINE_BYTES // 1024} KiB: not a request log (its "
+                                        "first line is a header or one request)"])
+    if text.lstrip().startswith("{"):
+        name, rows = _jsonl((number, text), lines, tally)
     else:
-        name, rows = _csv(first, lines, tally)
+        name, rows = _csv((number, text), lines, tally)
     if not rows:
         reasons = ", ".join(f"{n} {r}" for r, n in tally.skipped.most_common()) or "none"
         raise WorkloadError(str(path), [f"no usable request among {tally.rows} rows "
@@ -238,15 +296,25 @@ def read_rows(path: Path) -> tuple[str, list[Row], _Tally]:
     return name, rows, tally
 
 
-def _jsonl(first: tuple[int, str], lines: Iterator[tuple[int, str]],
+def _requests(lines: Iterator[tuple[int, str | None]], tally: _Tally
+              ) -> Iterator[tuple[int, str]]:
+    """The lines that may be requests, counted; blank ones passed over, long ones skipped."""
+    for number, text in lines:
+        if text is not None and not text.strip():
+            continue
+        _count_row(tally, str(number))
+        if text is None:
+            tally.skip(number, f"{BAD_ROW}: longer than {MAX_LINE_BYTES // 1024} KiB")
+            continue
+        yield number, text
+
+
+def _jsonl(first: tuple[int, str], lines: Iterator[tuple[int, str | None]],
            tally: _Tally) -> tuple[str, list[Row]]:
     parse: Callable[[Mapping[str, Any]], Row | str] | None = None
     name = ""
     rows: list[Row] = []
-    for number, text in _chain(first, lines):
-        if not text.strip():
-            continue
-        _count_row(tally, str(number))
+    for number, text in _requests(_chain(first, lines), tally):
         try:
             data = json.loads(text)
         except (ValueError, RecursionError) as exc:
@@ -272,9 +340,13 @@ def _jsonl_schema(data: Mapping[str, Any], source: str,
     return schema.name, schema.row
 
 
-def _csv(first: tuple[int, str], lines: Iterator[tuple[int, str]],
+def _csv(first: tuple[int, str], lines: Iterator[tuple[int, str | None]],
          tally: _Tally) -> tuple[str, list[Row]]:
-    header = next(csv.reader([first[1]]), [])
+    try:
+        header = next(csv.reader([first[1]]), [])
+    except csv.Error as exc:
+        raise WorkloadError(tally.source, [f"line {first[0]}: not a CSV header ({exc})"]) \
+            from None
     columns = {c.strip() for c in header}
     schema = next((s for s in SCHEMAS if s.matches(columns)), None)
     if schema is None:
@@ -282,12 +354,9 @@ def _csv(first: tuple[int, str], lines: Iterator[tuple[int, str]],
                                            f"the columns {sorted(columns)[:8]} ({_known()})"])
     names = [c.strip() for c in header]
     rows: list[Row] = []
-    for number, text in lines:
-        if not text.strip():
-            continue
-        _count_row(tally, str(number))
+    for number, text in _requests(lines, tally):
         try:
-            values = next(csv.reader(io.StringIO(text)))
+            values = next(csv.reader([text]))
         except (csv.Error, StopIteration) as exc:
             tally.skip(number, f"{BAD_ROW}: not a CSV row ({exc})")
             continue
@@ -298,8 +367,8 @@ def _csv(first: tuple[int, str], lines: Iterator[tuple[int, str]],
     return schema.name, rows
 
 
-def _chain(first: tuple[int, str], rest: Iterator[tuple[int, str]]
-           ) -> Iterator[tuple[int, str]]:
+def _chain(first: tuple[int, str], rest: Iterator[tuple[int, str | None]]
+           ) -> Iterator[tuple[int, str | None]]:
     yield first
     yield from rest
 
@@ -316,6 +385,7 @@ def _keep(parsed: Row | str, line: int, rows: list[Row], tally: _Tally) -> None:
         tally.skip(line, parsed)
     else:
         rows.append(parsed)
+        tally.lines.append(line)
 
 
 def _known() -> str:
@@ -379,12 +449,14 @@ def load_request_log(paths: Path | Sequence[Path], options: ReplayOptions, *,
         whole = max(0.0, span + options.start_seconds)
         raise WorkloadError(where, [f"slice: the log spans {whole:g} s; nothing from "
                                     f"{options.start_seconds:g} s on"])
+    if length / options.speed > MAX_REPLAY_SECONDS:
+        raise WorkloadError(where, _too_long(rows, _Origins(tallies, schemas), length, options))
     end = start + length if options.duration_seconds is not None else math.inf
     chosen = sorted((r for r in rows if start <= r.time < end), key=lambda r: r.time)
     if not chosen:
         raise WorkloadError(where, [f"slice: no request between {options.start_seconds:g} s and "
                                     f"{options.start_seconds + length:g} s of the log"])
-    arrivals, capped = _arrivals(chosen, start, options)
+    arrivals, capped, undeclared = _arrivals(chosen, start, options)
     duration = max(length / options.speed, 1.0)
     report = {
         "files": [str(p) for p in files], "schemas": schemas,
@@ -393,23 +465,90 @@ def load_request_log(paths: Path | Sequence[Path], options: ReplayOptions, *,
         "problems": [p for t in tallies for p in t.problems][:MAX_PROBLEMS_SHOWN],
         "capped_to_context": capped, "context_tokens": options.context_tokens,
         "speed": options.speed, "slice_seconds": [options.start_seconds, length],
+        "undeclared_classes": dict(sorted(undeclared.items())),
     }
     label = name or (files[0].stem if len(files) == 1 else "+".join(p.stem for p in files))
     return RequestLog(label, duration, tuple(arrivals), description, report)
 
 
+@dataclass(frozen=True, slots=True)
+class _Origins:
+    """Where each of the merged rows came from: ``file:line``, and its clock."""
+
+    tallies: Sequence[_Tally]
+    schemas: Sequence[str]
+
+    def _find(self, index: int) -> tuple[_Tally, str, int]:
+        for tally, schema in zip(self.tallies, self.schemas, strict=True):
+            if index < len(tally.lines):
+                return tally, schema, tally.lines[index]
+            index -= len(tally.lines)
+        raise IndexError(index)
+
+    def where(self, index: int) -> str:
+        tally, _, line = self._find(index)
+        return f"{tally.source}:{line}"
+
+    def moment(self, index: int, time: float) -> str:
+        """The time as the log gives it: seconds, with the date where its clock is Unix time."""
+        _, schema, _ = self._find(index)
+        if schema in UNIX_CLOCKS:
+            try:
+                moment = dt.datetime.fromtimestamp(time, dt.UTC)
+                return moment.isoformat(sep=" ", timespec="seconds").replace("+00:00", " UTC")
+            except (OverflowError, ValueError, OSError):
+                pass
+        return f"{time:.15g} s"
+
+
+def _too_long(rows: Sequence[Row], origins: _Origins, length: float,
+              options: ReplayOptions) -> list[str]:
+    """Why a replay would last past :data:`MAX_REPLAY_SECONDS`: the slice asked for, or the
+    log's first and last requests and its largest gap (a stray time is one line)."""
+    limit = (f"a replay lasts at most {_span(MAX_REPLAY_SECONDS)} (the log's time over "
+             f"--speed, here {options.speed:g})")
+    if options.duration_seconds is not None:
+        return [f"slice: {_span(length)} of the log replay for {_span(length / options.speed)}; "
+                f"{limit}: take a shorter slice"]
+    order = sorted(range(len(rows)), key=lambda i: rows[i].time)
+    first, last = order[0], order[-1]
+    before, after = max(itertools.pairwise(order), default=(first, last),
+                        key=lambda p: rows[p[1]].time - rows[p[0]].time)
+    gap = rows[after].time - rows[before].time
+    return [f"the log spans {_span(rows[last].time - rows[first].time)}, from "
+            f"{origins.where(first)} ({origins.moment(first, rows[first].time)}) to "
+            f"{origins.where(last)} ({origins.moment(last, rows[last].time)}); {limit}",
+            f"its largest gap, {_span(gap)}, is between {origins.where(before)} and "
+            f"{origins.where(after)}: delete a stray line, or replay a part of the log with "
+            "--slice START:DURATION (in the log's own time, from its first request)"]
+
+
+def _span(seconds: float) -> str:
+    """``7 days``, ``54.1 years``, ``3.2 h``: a duration at the scale a person reads it."""
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400.0), ("h", 3600.0), ("s", 1.0)):
+        if seconds >= size or unit == "s":
+            value = seconds / size
+            return f"{value:.3g} {unit}" if value < 1000 else f"{value:,.0f} {unit}"
+    raise AssertionError("unreachable")
+
+
 def _arrivals(rows: Sequence[Row], start: float,
-              options: ReplayOptions) -> tuple[list[Arrival], int]:
-    """The rows as arrivals in replay time; prompts capped so that prompt + output fit."""
-    out, capped = [], 0
-    context = options.context_tokens
+              options: ReplayOptions) -> tuple[list[Arrival], int, Counter[str]]:
+    """The rows as arrivals in replay time; prompts capped so that prompt + output fit. A class
+    the log recorded is kept where the spec declares it; one it does not declare is counted,
+    and the request classified by the spec's rules instead."""
+    out, capped, undeclared = [], 0, Counter[str]()
+    context, classes = options.context_tokens, options.classes
     for row in rows:
         output = min(max(row.output_tokens, 1), context - 1)
         prompt = min(row.prompt_tokens, context - output)
         capped += prompt < row.prompt_tokens or output < row.output_tokens
-        kind = row.request_class or options.classes.classify(row.route, {}, prompt).name
-        out.append(Arrival((row.time - start) / options.speed, prompt, output, kind))
-    return out, capped
+        recorded = row.request_class if row.request_class in classes.names else None
+        if row.request_class and recorded is None:
+            undeclared[row.request_class] += 1
+        kind = recorded or classes.classify(row.route, {}, prompt).name
+        out.append(Arrival((row.time - start) / options.speed, prompt, output, kind, recorded))
+    return out, capped, undeclared
 
 
 def parse_slice(text: str) -> tuple[float, float]:
@@ -436,7 +575,11 @@ def describe(log: RequestLog) -> str:
             f"{r['capped_to_context']} capped to the {r['context_tokens']}-token context")
     kinds = Counter(a.kind for a in log.requests)
     peak = _peak_rate(log)
-    return text + f"; classes {dict(sorted(kinds.items()))}, peak {peak:.1f} req/s over 10 s"
+    text += f"; classes {dict(sorted(kinds.items()))}, peak {peak:.1f} req/s over 10 s"
+    if r["undeclared_classes"]:
+        text += (f"; recorded classes the spec does not declare, classified by its rules "
+                 f"instead: {r['undeclared_classes']}")
+    return text
 
 
 def _peak_rate(log: RequestLog) -> float:

@@ -65,6 +65,9 @@ class Arrival:
     prompt_tokens: int
     output_tokens: int
     kind: str  # the request class
+    # The class a request log recorded for it, where the spec declares that class: the
+    # benchmark's per-class scoring keeps it rather than classifying the request again.
+    recorded_class: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

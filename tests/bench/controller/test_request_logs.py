@@ -3,16 +3,23 @@ classes by the spec's rules, and every bad file or row a located error or a coun
 
 from __future__ import annotations
 
+import io
 import json
+import tracemalloc
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
-from governor.bench.controller import main
+from governor.bench.controller import main, request_logs
+from governor.bench.controller.classes import ClassPlan
 from governor.bench.controller.request_logs import (
     FAILED,
     ReplayOptions,
     RequestLog,
+    describe,
     load_request_log,
     load_traffic,
     parse_slice,
@@ -195,3 +202,166 @@ def test_bad_replay_options_are_usage_errors(argv: list[str], problem: str,
 def test_a_missing_log_is_an_error_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--workload", "/nonexistent/log.csv", "--no-plots", "--jobs", "1"]) == 2
     assert "/nonexistent/log.csv: cannot read" in capsys.readouterr().err
+
+
+# ---- bounds: the replayed span, line length, line ends (docs/reliability.md, N7 to N9) -------
+
+def burstgpt(path: Path, times: list[str]) -> Path:
+    path.write_text("Timestamp,Request tokens,Response tokens\n"
+                    + "".join(f"{t},100,10\n" for t in times))
+    return path
+
+
+def test_one_stray_time_is_a_located_error_not_a_replay_of_54_years(tmp_path: Path) -> None:
+    log = burstgpt(tmp_path / "trace.csv",
+                   ["1700000000", "0", *(str(1700000000 + k) for k in range(1, 40))])
+    with pytest.raises(WorkloadError) as caught:
+        replay(log)
+    first, gap = caught.value.errors
+    assert "the log spans 53.9 years, from " in first
+    assert f"from {log}:3 (0 s) to {log}:42 (1700000039 s)" in first
+    assert "a replay lasts at most 7 days" in first
+    assert f"largest gap, 53.9 years, is between {log}:3 and {log}:2" in gap
+    assert "--slice START:DURATION" in gap
+
+
+@pytest.mark.parametrize(("name", "text", "where"), [
+    ("azure.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n0001-01-01 00:00:00,100,10\n"
+                  "9999-12-31 23:59:59,100,10\n",
+     ":2 (0001-01-01 00:00:00 UTC) to {log}:3 (9999-12-31 23:59:59 UTC)"),
+    ("burst.csv", "Timestamp,Request tokens,Response tokens\n0,100,10\n1e12,100,10\n",
+     ":2 (0 s) to {log}:3 (1000000000000 s)"),
+    ("mooncake.jsonl", '{"timestamp": 0, "input_length": 100, "output_length": 10}\n'
+                       '{"timestamp": 1e300, "input_length": 100, "output_length": 10}\n',
+     ":1 (0 s) to {log}:2 (1e+297 s)"),
+], ids=["Azure's dates 0001 to 9999", "BurstGPT over 1e12 s", "Mooncake over 1e297 s"])
+def test_spans_past_any_replay_are_located_errors_not_tracebacks(
+    tmp_path: Path, name: str, text: str, where: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    log = tmp_path / name
+    log.write_text(text)
+    with pytest.raises(WorkloadError, match="a replay lasts at most 7 days") as caught:
+        replay(log)
+    assert f"from {log}" + where.format(log=log) in caught.value.errors[0]
+    assert main(["--workload", str(log), "--no-plots", "--jobs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"governor bench controller: error: {log}: the log spans")
+    assert "Traceback" not in err
+
+
+def test_the_bound_is_on_the_replay_a_week_at_most_and_a_slice_or_speed_brings_it_within(
+    tmp_path: Path,
+) -> None:
+    log = burstgpt(tmp_path / "trace.csv", ["0", "600000", "1200000"])
+    with pytest.raises(WorkloadError, match=r"the log spans 13\.9 days"):
+        replay(log)
+    assert replay(log, speed=2.0).duration_seconds == 600000.0
+    assert len(replay(log, start_seconds=600000.0).arrivals(1)) == 2
+    with pytest.raises(WorkloadError, match="slice: 10 days of the log replay for 10 days; a "
+                                            "replay lasts at most 7 days"):
+        replay(log, duration_seconds=864000.0)
+
+
+def test_dev_zero_is_refused_at_once(tmp_path: Path) -> None:
+    with pytest.raises(WorkloadError, match="/dev/zero: line 1: longer than 64 KiB: not a "
+                                            "request log"):
+        replay(Path("/dev/zero"))
+
+
+def test_a_line_without_end_stops_the_read_at_its_bound(tmp_path: Path) -> None:
+    log = burstgpt(tmp_path / "trace.csv", ["0", "1"])
+    with log.open("ab") as handle:  # a sparse run of zeros: 64 MiB read as one line before
+        handle.truncate(log.stat().st_size + 64 * 1024 * 1024)
+    with pytest.raises(WorkloadError, match=r"trace.csv: line 4: no line end in its first "
+                                            r"1024 KiB: not a request log"):
+        replay(log)
+
+
+def test_a_long_line_is_skipped_without_being_held(tmp_path: Path) -> None:
+    log = tmp_path / "trace.csv"
+    log.write_bytes(b"Timestamp,Request tokens,Response tokens\n0,100,10\n"
+                    + b"1," + b"9" * 900_000 + b",10\n2,100,10\n")
+    tracemalloc.start()
+    try:
+        _, rows, tally = read_rows(log)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [r.time for r in rows] == [0.0, 2.0]
+    assert tally.problems == [f"{log}:3: longer than 64 KiB"]
+    assert peak < 500_000  # the 900 kB line was never in memory whole
+
+
+@pytest.mark.parametrize("end", [b"\r", b"\r\n", b"\n"], ids=["CR (old Mac)", "CRLF", "LF"])
+def test_lines_may_end_in_cr_crlf_or_lf(tmp_path: Path, end: bytes) -> None:
+    log = tmp_path / "trace.csv"
+    log.write_bytes(end.join([b"Timestamp,Request tokens,Response tokens", b"1,2,3", b"5,6,7",
+                              b""]))
+    assert [(r.time, r.prompt_tokens) for r in read_rows(log)[1]] == [(1.0, 2), (5.0, 6)]
+
+
+def test_a_stray_cr_in_the_header_is_a_located_error(tmp_path: Path) -> None:
+    log = tmp_path / "trace.csv"
+    log.write_bytes(b"Timestamp,Request tokens\r,Response tokens\n1,2,3\n")
+    with pytest.raises(WorkloadError, match=r"line 1: no known request-log schema in the "
+                                            r"columns \['Request tokens', 'Timestamp'\]"):
+        replay(log)
+    log.write_bytes(b'Timestamp,"Request tokens,Response tokens\n1,2,3\n')
+    with pytest.raises(WorkloadError, match="line 1: "):
+        replay(log)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(st.binary(max_size=12).filter(lambda b: b"\r" not in b and b"\n" not in b),
+                      max_size=8),
+       ends=st.lists(st.sampled_from([b"\n", b"\r\n", b"\r"]), min_size=8, max_size=8),
+       last=st.booleans(), chunk=st.integers(1, 9))
+def test_lines_are_split_alike_whatever_the_chunks(lines: list[bytes], ends: list[bytes],
+                                                   last: bool, chunk: int) -> None:
+    # A CR end before an empty line's LF reads as one CRLF: not two lines, whatever the reader.
+    assume(not any(ends[k] == b"\r" and not lines[k + 1] for k in range(len(lines) - 1)))
+    data = b"".join(line + end for line, end in zip(lines, ends, strict=False))
+    if lines and not last:
+        data = data.removesuffix(ends[len(lines) - 1])
+    expected = [line if len(line) <= 10 else None for line in lines]
+    if expected and not last and expected[-1] == b"":
+        expected.pop()  # an empty last line without an end is no line
+    with patch.multiple(request_logs, CHUNK_BYTES=chunk, MAX_LINE_BYTES=10,
+                        MAX_RUNAWAY_BYTES=10 ** 6):
+        assert list(request_logs._split(io.BytesIO(data))) == expected
+
+
+# ---- the classes a Governor request log recorded (docs/reliability.md, N15) -----------------
+
+def governor_log(path: Path, classes: list[str]) -> Path:
+    base = {"v": "governor/request-log/v1", "route": "/v1/chat/completions", "ttft_seconds": 0.2,
+            "itl_p99_seconds": 0.03, "status": "200", "prompt_tokens": 300, "output_tokens": 20}
+    path.write_text("".join(json.dumps({**base, "at": 1700000000.0 + k, "request_class": c})
+                            + "\n" for k, c in enumerate(classes)))
+    return path
+
+
+def test_per_class_scoring_keeps_the_class_the_log_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    log = governor_log(tmp_path / "requests.jsonl", ["doc"] * 40 + ["chat"] * 80)
+    code = main(["--workload", str(log), "--classes", "spec", "--budgets", "2048",
+                 "--seqs", "256", "--jobs", "1", "--no-plots", "--out", str(tmp_path / "out")])
+    assert code == 0
+    summary = json.loads((tmp_path / "out" / "requests" / "summary.json").read_text())
+    scored = summary["classes"]["runs"]["controller"]
+    assert (scored["doc"]["requests"], scored["chat"]["requests"]) == (40, 80)
+    assert summary["request_log"]["undeclared_classes"] == {}
+    plan = ClassPlan.of(SPEC, itl_slo="inter-token-latency", ttft_slo=None, apply=True)
+    assert {plan.classify(a).name for a in replay(log).arrivals(1)[:40]} == {"doc"}
+
+
+def test_a_recorded_class_the_spec_does_not_declare_is_reported_and_classified_by_its_rules(
+    tmp_path: Path,
+) -> None:
+    log = replay(governor_log(tmp_path / "requests.jsonl", ["vip"] * 40 + ["doc"] * 2))
+    assert log.report["undeclared_classes"] == {"vip": 40}
+    assert [a.kind for a in log.arrivals(1)] == ["chat"] * 40 + ["doc"] * 2  # 300-token prompts
+    assert [a.recorded_class for a in log.arrivals(1)] == [None] * 40 + ["doc"] * 2
+    assert ("recorded classes the spec does not declare, classified by its rules instead: "
+            "{'vip': 40}") in describe(log)
