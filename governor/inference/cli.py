@@ -34,7 +34,11 @@ from governor.inference.config import (
 from governor.inference.engines.registry import engine_names, load_engine
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.http.listener import allow_open_files, listening, stopped
-from governor.inference.telemetry.request_log import RequestLogSettings
+from governor.inference.telemetry.request_log import (
+    RequestLogPathError,
+    RequestLogSettings,
+    open_log,
+)
 from governor.inference.telemetry.tracing import TracingSettings, traces_endpoint
 from governor.inference.textwork import SMALL_BODY_BYTES
 from governor.slo.classes import RequestClasses
@@ -230,7 +234,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
     except ValueError as exc:
         raise SystemExit(f"governor serve: {exc}") from None
     try:
-        return ServiceConfig(
+        config = ServiceConfig(
             host=args.host, port=args.port, engine=engine,
             admission=_admission(args, spec),
             connections=ConnectionSettings(
@@ -248,6 +252,19 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
         )
     except ValueError as exc:
         raise SystemExit(f"governor serve: {exc}") from None
+    _check_request_log(config.request_log.path)
+    return config
+
+
+def _check_request_log(path: Path | None) -> None:
+    """Open the request log once at start: a path that cannot be one (a directory, a FIFO,
+    under /proc, below a file) is one line and exit 1 here, not a traceback or a wait later."""
+    if path is None:
+        return
+    try:
+        open_log(path).close()
+    except RequestLogPathError as exc:
+        raise SystemExit(f"governor serve: --request-log {exc}") from None
 
 
 async def _serve(app: web.Application, config: ServiceConfig) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import stat
 import threading
 from array import array
 from dataclasses import dataclass, field
@@ -35,6 +36,11 @@ from governor.contracts.request_log import RequestRecord
 from governor.inference.telemetry.stages import RequestStages
 
 log = logging.getLogger(__name__)
+
+# What a path is when it is not a regular file, by its mode.
+_NOT_FILES: Final = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                     (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                     (stat.S_ISSOCK, "a socket"))
 
 # The quantile of a request's own inter-token gaps the record carries (the ITL SLO's).
 ITL_QUANTILE: Final = 0.99
@@ -122,10 +128,7 @@ class RequestLogWriter:
         self._thread.start()
 
     def _open(self) -> IO[str]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Owner-only: the log says how the service is used, if nothing of what was said.
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        return os.fdopen(fd, "a", encoding="utf-8")
+        return open_log(self.path)
 
     def submit(self, facts: RequestFacts, route: str, request_class: str, status: str) -> None:
         """Hand an ended request to the writer; never blocks (a full queue drops it, counted).
@@ -149,7 +152,8 @@ class RequestLogWriter:
                 self._write(facts.record(route, request_class, status).to_json() + "\n")
                 if self._queue.empty():
                     self._file.flush()
-        except OSError as exc:  # a full disk: say so once, and stop logging, not serving
+        # A full disk, or a FIFO put where the log was: say so once, stop logging, not serving.
+        except (OSError, RequestLogPathError) as exc:
             log.error("request log %s: %s; no more records are written", self.path, exc)
             self._discard()
         finally:
@@ -181,3 +185,44 @@ class RequestLogWriter:
 
     def _backup(self, k: int) -> Path:
         return self.path if k == 0 else self.path.with_name(f"{self.path.name}.{k}")
+
+
+class RequestLogPathError(ValueError):
+    """A path that cannot be a request log: what it is, or why it cannot be opened."""
+
+
+def open_log(path: Path) -> IO[str]:
+    """``path`` opened to append, owner-only (the log says how the service is used, if nothing
+    of what was said), its folders made. Never waits: a FIFO, a directory, a device, a file
+    where a folder should be or a place that takes no file is a :class:`RequestLogPathError`
+    saying which, as ``governor serve`` checks it at start::
+
+        open_log(Path("/proc/x"))   # RequestLogPathError: /proc/x: cannot create it here: …
+    """
+    for ancestor in path.parents:  # the nearest one there must be a folder
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise RequestLogPathError(f"{path}: {ancestor} is a file, not a folder")
+            break
+    _check_kind(path, path.stat().st_mode if path.exists() else stat.S_IFREG)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # O_NONBLOCK: a FIFO put there since the check fails at once instead of waiting for a
+        # reader; on a regular file it changes nothing.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK, 0o600)
+    except OSError as exc:
+        raise RequestLogPathError(f"{path}: cannot create or append to it here: "
+                                  f"{exc.strerror or exc}") from None
+    try:
+        _check_kind(path, os.fstat(fd).st_mode)
+    except RequestLogPathError:
+        os.close(fd)
+        raise
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
+def _check_kind(path: Path, mode: int) -> None:
+    for test, kind in _NOT_FILES:
+        if test(mode):
+            raise RequestLogPathError(f"{path}: {kind}, not a regular file")

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,7 @@ from governor.inference import keys
 from governor.inference.cli import build_parser, config_from_args
 from governor.inference.telemetry.request_log import (
     RequestFacts,
+    RequestLogPathError,
     RequestLogSettings,
     RequestLogWriter,
 )
@@ -173,3 +178,72 @@ def _post_bad(url: str) -> int:
             return int(response.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
+
+
+# ---- the path, checked at start (docs/reliability.md, N10) --------------------------------------
+
+def fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    return path
+
+
+def under_a_file(tmp_path: Path) -> Path:
+    (tmp_path / "file").touch()
+    return tmp_path / "file" / "logs" / "requests.jsonl"
+
+
+@pytest.mark.parametrize(("where", "problem"), [
+    (lambda tmp: tmp, "{path}: a directory, not a regular file"),
+    (fifo, "{path}: a FIFO, not a regular file"),
+    (lambda tmp: Path("/dev/null"), "{path}: a character device, not a regular file"),
+    (under_a_file, "{path}: {tmp}/file is a file, not a folder"),
+    (lambda tmp: Path("/proc/governor-request-log"),
+     "{path}: cannot create or append to it here: "),
+], ids=["a directory", "a FIFO", "a device", "a file as its folder", "under /proc"])
+def test_a_path_that_cannot_be_a_log_is_one_line_at_start(
+    tmp_path: Path, where: Callable[[Path], Path], problem: str,
+) -> None:
+    path = where(tmp_path)
+    args = build_parser({}).parse_args(["--request-log", str(path)])
+    with pytest.raises(SystemExit) as caught:
+        config_from_args(args, {})
+    expected = "governor serve: --request-log " + problem.format(path=path, tmp=tmp_path)
+    assert str(caught.value.code).startswith(expected)
+    assert "\n" not in str(caught.value.code)
+
+
+def test_a_fifo_never_holds_the_writer(tmp_path: Path) -> None:
+    path = fifo(tmp_path)
+    failed: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            RequestLogWriter(RequestLogSettings(path))
+        except RequestLogPathError as exc:
+            failed.append(exc)
+
+    opener = threading.Thread(target=start, daemon=True)
+    opener.start()
+    opener.join(10)
+    waiting = opener.is_alive()
+    if waiting:  # let the thread go: a reader comes
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+    assert not waiting, "the writer waited for a reader of the FIFO"
+    assert [str(e) for e in failed] == [f"{path}: a FIFO, not a regular file"]
+
+
+def test_governor_serve_exits_at_once_on_a_fifo_with_one_line(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "governor", "serve", "--request-log",
+                           str(fifo(tmp_path)), "--port", "1"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    assert done.stderr == f"governor serve: --request-log {tmp_path}/pipe: a FIFO, not a " \
+                          "regular file\n"
+
+
+def test_a_good_path_gets_its_folders_and_an_owner_only_file(tmp_path: Path) -> None:
+    path = tmp_path / "logs" / "today" / "requests.jsonl"
+    config = config_from_args(build_parser({}).parse_args(["--request-log", str(path)]), {})
+    assert config.request_log.path == path
+    assert path.is_file() and path.stat().st_mode & 0o777 == 0o600
