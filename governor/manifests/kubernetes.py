@@ -95,6 +95,26 @@ def _job_relabeling(target: Target) -> list[Object]:
              "targetLabel": LABEL_NODE}]
 
 
+def _resources(k8s: Kubernetes, container: str, gpus: int = 0) -> Object:
+    """The container's requests and limits (the spec's over the defaults), and its GPUs."""
+    given = k8s.resources_of(container)
+    limits: dict[str, str | int] = {**given.limits, **({GPU_RESOURCE: gpus} if gpus else {})}
+    return {"requests": dict(given.requests), **({"limits": limits} if limits else {})}
+
+
+def _unprivileged(user: int | None) -> Object:
+    """A container's securityContext: no privilege to gain, no capability; ``user``: the
+    image's non-root user, which the kubelet checks (``None``: the image's own user)."""
+    as_user = {} if user is None else {"runAsNonRoot": True, "runAsUser": user}
+    return {**as_user, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def _pod_security() -> Object:
+    """The pod's: the runtime's default seccomp profile, and mounted Secrets readable by the
+    Dockerfiles' user's group."""
+    return {"fsGroup": GOVERNOR_UID, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
 def _governor_container(name: str, image: str, args: list[str], port: int) -> Object:
     return {
         "name": name, "image": image, "args": args,
@@ -115,8 +135,7 @@ def exporter_daemonset(spec: SloSpec) -> Object:
                 {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"}],
         # GPM profiling samples answer NO_PERMISSION without privileges.
         "securityContext": {"privileged": True, "runAsUser": 0},
-        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
-                      "limits": {"memory": "256Mi"}},
+        "resources": _resources(k8s, "exporter"),
     })
     return {
         "apiVersion": "apps/v1", "kind": "DaemonSet",
@@ -198,7 +217,9 @@ def inference_deployment(spec: SloSpec) -> Object:
         # Weights, compilation, CUDA graphs: failed probes in this time do not count.
         "startupProbe": _probe(HEALTH_PATH, "http",
                                failures=INFERENCE_START_SECONDS // PROBE_PERIOD_SECONDS),
-        "resources": {"limits": {GPU_RESOURCE: k8s.gpus_per_replica}},
+        "resources": _resources(k8s, "inference", gpus=k8s.gpus_per_replica),
+        # Dockerfile.vllm's user; stock vLLM's image runs as root, its caches under /root.
+        "securityContext": _unprivileged(None if spec.stock_vllm else GOVERNOR_UID),
         "volumeMounts": [*_mounts(), {"name": "shm", "mountPath": "/dev/shm"},  # noqa: S108
                          {"name": "hf-cache",
                           "mountPath": STOCK_HF_HOME if spec.stock_vllm else HF_HOME}],
@@ -216,6 +237,7 @@ def inference_deployment(spec: SloSpec) -> Object:
                     # with back-off, as for vLLM's own server.
                     "restartPolicy": "Always",
                     "terminationGracePeriodSeconds": 30,
+                    "securityContext": _pod_security(),
                     "containers": [container],
                     "volumes": [
                         _spec_volume(), _tokens_volume(ADMIN_TOKEN_KEY),
@@ -287,11 +309,8 @@ def controller_deployment(spec: SloSpec) -> Object:
     container = _governor_container("controller", k8s.image, args, k8s.controller_port)
     container.update({
         "volumeMounts": [*_mounts(), {"name": "state", "mountPath": STATE_DIR}],
-        "securityContext": {"runAsNonRoot": True, "runAsUser": GOVERNOR_UID,
-                            "allowPrivilegeEscalation": False,
-                            "readOnlyRootFilesystem": True},
-        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"},
-                      "limits": {"memory": "512Mi"}},
+        "securityContext": {**_unprivileged(GOVERNOR_UID), "readOnlyRootFilesystem": True},
+        "resources": _resources(k8s, "controller"),
     })
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
@@ -304,7 +323,7 @@ def controller_deployment(spec: SloSpec) -> Object:
             "template": {
                 "metadata": {"labels": _labels(CONTROLLER_NAME)},
                 "spec": {
-                    "securityContext": {"fsGroup": GOVERNOR_UID},
+                    "securityContext": _pod_security(),
                     "containers": [container],
                     "volumes": [
                         _spec_volume(), _tokens_volume(ADMIN_TOKEN_KEY, WEBHOOK_TOKEN_KEY),

@@ -99,6 +99,39 @@ class Alerting:
         return f"{self.runbooks}#{alert.lower()}"
 
 
+# The containers whose CPU and memory ``kubernetes.resources`` may set, and what it may set.
+CONTAINERS: Final = ("inference", "controller", "exporter")
+RESOURCE_NAMES: Final = ("cpu", "memory")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What a container asks for (``requests``: the scheduler places it by them) and may not
+    pass (``limits``): resource name → Kubernetes quantity (``500m``, ``4``, ``16Gi``)."""
+
+    requests: Mapping[str, str] = field(default_factory=Labels)
+    limits: Mapping[str, str] = field(default_factory=Labels)
+
+    def over(self, defaults: Resources) -> Resources:
+        """These values over ``defaults``, resource by resource."""
+        return Resources(Labels({**defaults.requests, **self.requests}),
+                         Labels({**defaults.limits, **self.limits}))
+
+
+def default_resources(container: str, gpus: int) -> Resources:
+    """Each container's defaults, in one place. No CPU limit: a throttled server stalls every
+    stream it decodes. The inference server's scale with its GPUs (a worker each): vLLM's
+    processes, its tokenizers, and /dev/shm (memory-backed, 8 GiB at most) within the limit."""
+    if container == "inference":
+        return Resources(Labels({"cpu": str(4 * gpus), "memory": f"{16 * gpus}Gi"}),
+                         Labels({"memory": f"{32 * gpus}Gi"}))
+    if container == "controller":
+        return Resources(Labels({"cpu": "50m", "memory": "128Mi"}), Labels({"memory": "512Mi"}))
+    if container == "exporter":
+        return Resources(Labels({"cpu": "50m", "memory": "64Mi"}), Labels({"memory": "256Mi"}))
+    raise KeyError(f"no container named {container!r} (known: {', '.join(CONTAINERS)})")
+
+
 @dataclass(frozen=True)
 class Kubernetes:
     """The ``kubernetes`` section: what the manifests under ``deploy/kubernetes/`` say."""
@@ -118,6 +151,13 @@ class Kubernetes:
     # "vllm" (stock vllm serve with Governor's admin middleware; vllm_image is then the team's
     # own vLLM image with Governor installed into it: docs/stock-vllm.md).
     server: str = "governor"
+    # CPU and memory by container, over :func:`default_resources` resource by resource.
+    resources: tuple[tuple[str, Resources], ...] = ()
+
+    def resources_of(self, container: str) -> Resources:
+        """The container's requests and limits: the spec's values over the defaults."""
+        given = dict(self.resources).get(container, Resources())
+        return given.over(default_resources(container, self.gpus_per_replica))
 
     @property
     def inference_port(self) -> int:

@@ -6,16 +6,20 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Final, TypeVar
 
 from governor.contracts.promql import LABEL_NAME
 from governor.slo.fields import Problems, parse_mapping, parse_text, type_name
 from governor.slo.fleet import (
+    CONTAINERS,
     GPU_SOURCES,
+    RESOURCE_NAMES,
     SEVERITIES,
     Alerting,
     GpuTarget,
     Kubernetes,
+    Resources,
     Target,
     Targets,
 )
@@ -38,6 +42,12 @@ _RUNBOOKS: Final = re.compile(r"[A-Za-z0-9._~%/:+@-]{1,512}")
 _IMAGE: Final = re.compile(r"[a-z0-9]([a-zA-Z0-9._/:@-]{0,254})")
 _MODEL: Final = re.compile(r"[A-Za-z0-9._/:@+-]{1,256}")
 _SELECTOR_VALUE: Final = re.compile(r"[^\x00-\x1f\x7f]{0,256}")
+# A Kubernetes quantity without an exponent: 500m, 2, 0.5, 16Gi, 512M.
+_QUANTITY: Final = re.compile(r"(?P<number>[0-9]{1,12}(\.[0-9]{1,6})?|\.[0-9]{1,6})"
+                              r"(?P<suffix>m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?")
+_SUFFIXES: Final = {"": Decimal(1), "m": Decimal("0.001"),
+                    **{s: Decimal(1000) ** (k + 1) for k, s in enumerate("kMGTP")},
+                    **{f"{s}i": Decimal(1024) ** (k + 1) for k, s in enumerate("KMGTP")}}
 MAX_REPLICAS: Final = 64
 MAX_GPUS_PER_REPLICA: Final = 8
 # Labels a target's selector may not set: the generated queries set or aggregate them.
@@ -201,9 +211,79 @@ def _one_of(value: object, path: Path_, problems: Problems, allowed: tuple[str, 
     return value
 
 
+def quantity(text: str) -> Decimal:
+    """A Kubernetes quantity's value: ``500m`` → 0.5, ``1Gi`` → 1073741824.
+
+    >>> quantity("500m"), quantity("1.5Gi") == 1.5 * 2**30
+    (Decimal('0.500'), True)
+    """
+    found = _QUANTITY.fullmatch(text)
+    if found is None:
+        raise ValueError(f"not a Kubernetes quantity: {text!r}")
+    return Decimal(found["number"]) * _SUFFIXES[found["suffix"] or ""]
+
+
+def _quantity(value: object, path: Path_, problems: Problems) -> str | None:
+    text = str(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else value
+    if not isinstance(text, str) or not _QUANTITY.fullmatch(text) or quantity(text) <= 0:
+        problems.add(path, f"must be a positive Kubernetes quantity (500m, 4, 16Gi): got "
+                           f"{value!r}"[:200])
+        return None
+    return text
+
+
+def _amounts(value: object, path: Path_, problems: Problems) -> Labels | None:
+    fields = parse_mapping(value, path, problems, RESOURCE_NAMES)
+    if fields is None:
+        return None
+    parsed = {name: _quantity(item, (*path, name), problems) for name, item in fields.items()}
+    if any(item is None for item in parsed.values()):
+        return None
+    return Labels({name: item for name, item in parsed.items() if item is not None})
+
+
+def _container_resources(value: object, path: Path_, problems: Problems) -> Resources | None:
+    fields = parse_mapping(value, path, problems, ("requests", "limits"))
+    if fields is None:
+        return None
+    requests = _amounts(fields.get("requests", {}), (*path, "requests"), problems)
+    limits = _amounts(fields.get("limits", {}), (*path, "limits"), problems)
+    if requests is None or limits is None:
+        return None
+    return Resources(requests, limits)
+
+
+def _resources(value: object, path: Path_, problems: Problems
+               ) -> tuple[tuple[str, Resources], ...] | None:
+    fields = parse_mapping(value, path, problems, CONTAINERS)
+    if fields is None:
+        return None
+    parsed = {name: _container_resources(item, (*path, name), problems)
+              for name, item in fields.items()}
+    if any(item is None for item in parsed.values()):
+        return None
+    return tuple((name, item) for name, item in sorted(parsed.items()) if item is not None)
+
+
+def _requests_within_limits(k8s: Kubernetes, path: Path_, problems: Problems) -> bool:
+    """The API server refuses a container whose request passes its limit: say so here, with
+    the defaults the spec's values stand beside."""
+    fine = True
+    for container in CONTAINERS:
+        merged = k8s.resources_of(container)
+        for name in RESOURCE_NAMES:
+            request, limit = merged.requests.get(name), merged.limits.get(name)
+            if request is not None and limit is not None and quantity(request) > quantity(limit):
+                problems.add((*path, "resources", container), f"the {name} request {request} "
+                             f"passes its limit {limit}: raise limits.{name} too")
+                fine = False
+    return fine
+
+
 def kubernetes(value: object, path: Path_, problems: Problems) -> Kubernetes | None:
     keys = ("namespace", "labels", "prometheus", "image", "vllm_image", "model", "replicas",
-            "gpus_per_replica", "server")
+            "gpus_per_replica", "server", "resources")
     fields = parse_mapping(value, path, problems, keys)
     if fields is None:
         return None
@@ -228,7 +308,10 @@ def kubernetes(value: object, path: Path_, problems: Problems) -> Kubernetes | N
                                                     MAX_GPUS_PER_REPLICA)),
         "server": _field(fields, "server", d.server,
                          lambda v: _one_of(v, (*path, "server"), problems, SERVERS)),
+        "resources": _field(fields, "resources", d.resources,
+                            lambda v: _resources(v, (*path, "resources"), problems)),
     }
     if any(item is None for item in parsed.values()):
         return None
-    return Kubernetes(**parsed)  # type: ignore[arg-type]
+    k8s = Kubernetes(**parsed)  # type: ignore[arg-type]
+    return k8s if _requests_within_limits(k8s, path, problems) else None

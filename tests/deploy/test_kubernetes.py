@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ from governor.inference.cli import build_parser as serve_parser
 from governor.inference.engines.vllm.args import parse_extra_args
 from governor.manifests import kubernetes as k
 from governor.manifests.render import render_all
-from governor.slo.spec import load_spec, parse_spec
+from governor.slo.fleet_fields import quantity
+from governor.slo.spec import SpecError, load_spec, parse_spec
 from governor.vllm import MIDDLEWARE
 from governor.vllm.admin import TOKEN_FILE_ENV
 from tests.deploy.kube_schemas import errors, kinds
@@ -276,3 +278,98 @@ def test_vllms_own_parser_takes_the_stock_command_with_its_buckets() -> None:
     engine = AsyncEngineArgs.from_cli_args(args)
     assert engine.custom_histogram_buckets == {
         family: [float(e) for e in edges] for family, edges in CUSTOM.items()}
+
+
+# ---- resources and security contexts (docs/reliability.md, N14) ------------------------------
+
+def workloads(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d for d in objects if d["kind"] in {"Deployment", "DaemonSet", "StatefulSet"}]
+
+
+@pytest.mark.parametrize("tree", ["deploy", "examples/stock-vllm/deploy"])
+def test_every_workload_asks_for_cpu_and_memory_and_has_a_memory_limit(tree: str) -> None:
+    found = [d for path in sorted((ROOT / tree / "kubernetes").glob("*.yaml"))
+             for d in workloads(documents(path.read_text(encoding="utf-8")))]
+    assert {d["metadata"]["name"] for d in found} >= {k.INFERENCE_NAME, k.CONTROLLER_NAME}
+    for workload in found:
+        for container in workload["spec"]["template"]["spec"]["containers"]:
+            resources = container["resources"]
+            assert set(resources["requests"]) == {"cpu", "memory"}, workload["metadata"]["name"]
+            assert "memory" in resources["limits"], workload["metadata"]["name"]
+            assert "cpu" not in resources["limits"]  # a throttled server stalls its streams
+
+
+@pytest.mark.parametrize("tree", ["deploy", "examples/stock-vllm/deploy"])
+def test_every_workload_runs_unprivileged_but_the_exporter(tree: str) -> None:
+    found = [d for path in sorted((ROOT / tree / "kubernetes").glob("*.yaml"))
+             for d in workloads(documents(path.read_text(encoding="utf-8")))]
+    for workload in found:
+        pod = workload["spec"]["template"]["spec"]
+        for container in pod["containers"]:
+            context = container["securityContext"]
+            if workload["metadata"]["name"] == k.EXPORTER_NAME:  # GPM needs privileges
+                assert context["privileged"] is True
+                continue
+            assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+            assert context["allowPrivilegeEscalation"] is False
+            assert context["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_governors_inference_server_runs_as_its_images_user_and_stock_vllm_as_its_own() -> None:
+    governor = rendered(load_spec(ROOT / "slo.yaml"))[f"Deployment/{k.INFERENCE_NAME}"]
+    stock = rendered(load_spec(STOCK_SPEC))[f"Deployment/{k.INFERENCE_NAME}"]
+    ours = governor["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert (ours["runAsNonRoot"], ours["runAsUser"]) == (True, k.GOVERNOR_UID)
+    theirs = stock["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert "runAsNonRoot" not in theirs and "runAsUser" not in theirs  # vLLM's image: root
+    for deployment in (governor, stock):  # the admin token's Secret, readable by that group
+        assert deployment["spec"]["template"]["spec"]["securityContext"]["fsGroup"] == \
+            k.GOVERNOR_UID
+
+
+def test_the_specs_resources_go_over_the_defaults_resource_by_resource() -> None:
+    data = fleet_data()  # two GPUs a replica
+    data["kubernetes"]["resources"] = {
+        "inference": {"requests": {"memory": "64Gi"}, "limits": {"memory": "96Gi", "cpu": 16}},
+        "controller": {"limits": {"memory": "1Gi"}}}
+    objects = rendered(parse_spec(data))
+    inference = objects[f"Deployment/{k.INFERENCE_NAME}"]["spec"]["template"]["spec"][
+        "containers"][0]["resources"]
+    assert inference == {"requests": {"cpu": "8", "memory": "64Gi"},
+                         "limits": {"cpu": "16", "memory": "96Gi", k.GPU_RESOURCE: 2}}
+    controller = objects[f"Deployment/{k.CONTROLLER_NAME}"]["spec"]["template"]["spec"][
+        "containers"][0]["resources"]
+    assert controller == {"requests": {"cpu": "50m", "memory": "128Mi"},
+                          "limits": {"memory": "1Gi"}}
+    for key, document in objects.items():
+        assert errors(document) == [], key
+
+
+def test_bad_resources_are_spec_errors_every_one_at_once() -> None:
+    data = fleet_data()
+    data["kubernetes"]["resources"] = {
+        "inference": {"requests": {"memory": "8Gi"}},
+        "controller": {"requests": {"cpu": "a lot", "gpu": 1}},
+        "exporter": {"limits": {"memory": -1}},
+        "prometheus": {}}
+    data["kubernetes"]["gpus_per_replica"] = 1
+    with pytest.raises(SpecError) as raised:
+        parse_spec(data)
+    text = "\n".join(raised.value.errors)
+    for expected in ("kubernetes.resources.prometheus: unknown key",
+                     "kubernetes.resources.controller.requests.gpu: unknown key",
+                     "kubernetes.resources.controller.requests.cpu: must be a positive "
+                     "Kubernetes quantity (500m, 4, 16Gi): got 'a lot'",
+                     "kubernetes.resources.exporter.limits.memory: must be a positive "
+                     "Kubernetes quantity"):
+        assert expected in text, expected
+    data["kubernetes"]["resources"] = {"inference": {"requests": {"memory": "64Gi"}}}
+    with pytest.raises(SpecError, match=r"kubernetes\.resources\.inference: the memory request "
+                                        r"64Gi passes its limit 32Gi: raise limits\.memory too"):
+        parse_spec(data)
+
+
+@pytest.mark.parametrize(("text", "value"), [("500m", "0.5"), ("4", "4"), ("1.5Gi", "1610612736"),
+                                             ("2k", "2000"), (".5", "0.5")])
+def test_quantities_read_as_kubernetes_reads_them(text: str, value: str) -> None:
+    assert quantity(text) == Decimal(value)
