@@ -58,9 +58,10 @@ from governor.controller.cli import UsageError, build_config
 from governor.controller.cli import build_parser as controller_parser
 from governor.controller.model import Limits
 from governor.controller.queries import HistogramSli
-from governor.controller.slo import DEFAULT_TTFT_SLO, objectives
+from governor.controller.slo import objectives
 from governor.generation.catalog import histogram_edges, load_checked_spec
 from governor.inference.engines.sim.presets import get_preset
+from governor.slo.roles import ROLE_TTFT
 from governor.slo.spec import SloSpec, SpecError, camel_case
 
 TARGET_ATTAINMENT = 0.95
@@ -265,8 +266,9 @@ def _class_plan(args: Any, spec: SloSpec) -> ClassPlan | None:
         return None
     if args.classes == "spec" and not spec.classes.declared:
         raise ValueError(f"--classes spec: {args.slo} declares no request classes")
-    ttft = DEFAULT_TTFT_SLO if any(s.name == DEFAULT_TTFT_SLO for s in spec.slos) else None
-    return ClassPlan.of(spec, itl_slo=objectives(spec).itl_slo_name, ttft_slo=ttft,
+    ttft = spec.with_role(ROLE_TTFT)
+    return ClassPlan.of(spec, itl_slo=objectives(spec).itl_slo_name,
+                        ttft_slo=None if ttft is None else ttft.name,
                         apply=args.classes == "spec",
                         limits=AdmissionLimits(args.max_in_flight, args.max_queue,
                                                args.queue_timeout))
