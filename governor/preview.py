@@ -262,6 +262,18 @@ def build_parser() -> EnvArgumentParser:
     return p
 
 
+def board_line(path: Path, summary: Mapping[str, Any]) -> str:
+    """What one board's drawing came to, naming each panel that had no data.
+
+    >>> board_line(Path("slo.png"), {"panels": 12, "empty": ["Preemptions"]})
+    "slo.png: 12 panels, 1 without data: 'Preemptions'"
+    """
+    empty = summary["empty"]
+    names = ", ".join(repr(title) for title in empty)
+    return f"{path}: {summary['panels']} panels" + (
+        f", {len(empty)} without data: {names}" if empty else "")
+
+
 def _unreachable(prometheus: str, timeout: float) -> str | None:
     """Why Prometheus cannot answer a query at all, or ``None`` when it can."""
     try:
@@ -305,8 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = args.out / f"{uid}.png"
         summary = draw_board(boards[uid], prometheus, window, step, args.timeout, path)
         failures += len(summary["failed"])
-        empty = f", {len(summary['empty'])} without data" if summary["empty"] else ""
-        print(f"{path}: {summary['panels']} panels{empty}", flush=True)
+        print(board_line(path, summary), flush=True)
         for failure in summary["failed"][:5]:
             print(f"  failed: {failure}", file=sys.stderr)
     if failures:

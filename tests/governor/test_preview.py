@@ -127,3 +127,21 @@ def test_a_stacked_panel_is_drawn_stacked_on_one_time_axis() -> None:
     # A stage without a value at a moment adds nothing to the stack there.
     assert times == [0.0, 10.0, 20.0]
     assert rows == [[1.0, 2.0, 0.0], [0.0, 5.0, 0.0]]
+
+
+def test_the_panels_without_data_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    prometheus: str,
+) -> None:
+    from governor import preview
+
+    asked = preview.panel_series
+
+    def none_for_preemptions(panel: Any, *args: Any) -> Any:
+        series, failed = asked(panel, *args)
+        return ([], failed) if panel["title"] == "Preemptions" else (series, failed)
+
+    monkeypatch.setattr(preview, "panel_series", none_for_preemptions)
+    assert main(["--prometheus", prometheus, "--slo", str(ROOT / "slo.yaml"),
+                 "--out", str(tmp_path), "--board", "governor-inference"]) == 0
+    assert ", 1 without data: 'Preemptions'\n" in capsys.readouterr().out
