@@ -73,8 +73,9 @@ class Story:
         if look.received_at is not None:
             once("received", f"controller: its webhook received {self.alert}")
         if look.change is not None and "change" not in self.told:
-            self.woken_by_alert = look.received_at is not None and \
-                _when(look.received_at) <= _when(str(look.change.get("at")))
+            received, changed = _when(look.received_at), _when(look.change.get("at"))
+            self.woken_by_alert = received is not None and changed is not None \
+                and received <= changed
             once("change", f"controller: {_change(look.change)}, " + (
                 "woken by the alert" if self.woken_by_alert
                 else "on its own periodic check, before the alert reached it"))
@@ -89,8 +90,12 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 
 
-def _when(iso: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
+def _when(iso: object) -> dt.datetime | None:
+    """An ISO 8601 time as the controller writes it; ``None`` for anything else."""
+    try:
+        return dt.datetime.fromisoformat(str(iso).replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def _change(line: Mapping[str, Any]) -> str:

@@ -60,3 +60,10 @@ def test_a_webhook_that_received_the_alert_after_the_change_did_not_wake_it() ->
 def test_the_p99_coming_back_is_told_only_after_a_change() -> None:
     assert told([Look(p99_seconds=0.05), Look(p99_seconds=0.05, alert_state="pending")]) == [
         f"Prometheus: {ALERT} pending (p99 50 ms over the window)"]
+
+
+def test_a_change_without_a_readable_time_is_not_told_as_woken_by_the_alert() -> None:
+    story = Story(ALERT, 0.12)
+    lines = story.tell(Look(received_at="2026-12-06T10:34:16.996Z", change={**CUT, "at": None}))
+    assert story.woken_by_alert is False
+    assert lines[-1].endswith("on its own periodic check, before the alert reached it")
