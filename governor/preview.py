@@ -136,6 +136,26 @@ def _colour(name: str) -> str:
 def draw_board(board: Mapping[str, Any], prometheus: str, window: tuple[float, float],
                step: float, timeout: float, path: Path) -> dict[str, Any]:
     """One PNG of the board; returns what was drawn and what failed."""
+    import matplotlib.pyplot as plt
+
+    fig, summary = board_figure(board, prometheus, window, step, timeout)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=80, bbox_inches="tight")
+    plt.close(fig)
+    return summary
+
+
+# Room kept inside each panel's grid cells for its title above the plot, and for the tick labels
+# and the axis label below it. In inches, not in grid units: a gap between cells scales with the
+# cell (a GridSpec hspace of 1.6 left 0.24 in between panels, where a title over the tick labels
+# and the "minutes" label of the panel above need about half an inch, so they overlapped).
+TITLE_INCHES = 0.3
+AXIS_LABELS_INCHES = 0.45
+
+
+def board_figure(board: Mapping[str, Any], prometheus: str, window: tuple[float, float],
+                 step: float, timeout: float) -> tuple[Any, dict[str, Any]]:
+    """The board drawn on a matplotlib figure, and what was drawn and what failed."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only; never a display
@@ -146,7 +166,7 @@ def draw_board(board: Mapping[str, Any], prometheus: str, window: tuple[float, f
     items += [child for p in board["panels"] for child in p.get("panels", [])]
     height = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in items)
     fig = plt.figure(figsize=(FIGURE_WIDTH_INCHES, max(4.0, height * ROW_INCHES)))
-    grid = GridSpec(height, GRID_COLUMNS, figure=fig, hspace=1.6, wspace=1.2, top=0.97,
+    grid = GridSpec(height, GRID_COLUMNS, figure=fig, hspace=0.0, wspace=1.2, top=0.97,
                     bottom=0.03, left=0.04, right=0.99)
     summary: dict[str, Any] = {"board": board["uid"], "panels": 0, "empty": [], "failed": []}
     for panel in items:
@@ -155,6 +175,8 @@ def draw_board(board: Mapping[str, Any], prometheus: str, window: tuple[float, f
         if panel["type"] == "row":
             _draw_row(ax, panel)
             continue
+        _inset(ax, fig, top=TITLE_INCHES,
+               bottom=AXIS_LABELS_INCHES if panel["type"] == "timeseries" else 0.0)
         summary["panels"] += 1
         if panel["type"] == "text":
             _draw_text(ax, panel)
@@ -170,10 +192,16 @@ def draw_board(board: Mapping[str, Any], prometheus: str, window: tuple[float, f
             _draw_timeseries(ax, panel, series, window)
     span = format_duration(max(1, int(window[1] - window[0])))
     fig.suptitle(f"{board['title']} — last {span} from {prometheus}", fontsize=14, y=0.995)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80, bbox_inches="tight")
-    plt.close(fig)
-    return summary
+    return fig, summary
+
+
+def _inset(ax: Any, fig: Any, *, top: float, bottom: float) -> None:
+    """Shrink the axes inside its cells by ``top`` and ``bottom`` inches."""
+    box = ax.get_position()
+    figure_inches = fig.get_size_inches()[1]
+    low, high = box.y0 + bottom / figure_inches, box.y1 - top / figure_inches
+    if high > low:
+        ax.set_position([box.x0, low, box.width, high - low])
 
 
 def _draw_row(ax: Any, panel: Mapping[str, Any]) -> None:
@@ -262,6 +290,18 @@ def build_parser() -> EnvArgumentParser:
     return p
 
 
+def board_line(path: Path, summary: Mapping[str, Any]) -> str:
+    """What one board's drawing came to, naming each panel that had no data.
+
+    >>> board_line(Path("slo.png"), {"panels": 12, "empty": ["Preemptions"]})
+    "slo.png: 12 panels, 1 without data: 'Preemptions'"
+    """
+    empty = summary["empty"]
+    names = ", ".join(repr(title) for title in empty)
+    return f"{path}: {summary['panels']} panels" + (
+        f", {len(empty)} without data: {names}" if empty else "")
+
+
 def _unreachable(prometheus: str, timeout: float) -> str | None:
     """Why Prometheus cannot answer a query at all, or ``None`` when it can."""
     try:
@@ -305,8 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = args.out / f"{uid}.png"
         summary = draw_board(boards[uid], prometheus, window, step, args.timeout, path)
         failures += len(summary["failed"])
-        empty = f", {len(summary['empty'])} without data" if summary["empty"] else ""
-        print(f"{path}: {summary['panels']} panels{empty}", flush=True)
+        print(board_line(path, summary), flush=True)
         for failure in summary["failed"][:5]:
             print(f"  failed: {failure}", file=sys.stderr)
     if failures:

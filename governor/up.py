@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from governor.alerts.alertmanager import alertmanager_args
+from governor.alerts.control_rules import fast_tail
 from governor.alerts.prometheus_config import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
@@ -37,6 +38,7 @@ from governor.contracts.endpoints import (
     LOCAL_HOST,
     PROMETHEUS,
 )
+from governor.contracts.metrics.slo import FAST_ALERT_SUFFIX
 from governor.contracts.simdevice import fake_gpu_uuid
 from governor.contracts.tokens import (
     ADMIN_TOKEN_ENV,
@@ -48,11 +50,13 @@ from governor.contracts.tokens import (
 )
 from governor.generation.catalog import load_checked_spec
 from governor.generation.params import Endpoints, RenderParams
-from governor.slo.spec import SloSpec, SpecError
+from governor.slo.spec import LatencySLI, SloSpec, SpecError
+from governor.story import Sources, Story, look
 
 ALERTMANAGER_BINARIES = ("prometheus-alertmanager", "alertmanager")
 PROMETHEUS_BINARIES = ("prometheus",)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
+DEMO_RESYNC_SECONDS = 120.0
 
 
 class UpError(Exception):
@@ -85,6 +89,11 @@ class UpConfig:
     # Inference replicas, on consecutive ports from ports.inference; each is scraped, alerted on
     # and retuned on its own.
     replicas: int = 1
+    # The controller's periodic check. Deployed, it runs every 10 s and, with its own 30 s
+    # window and its prediction of prefill spikes, cuts before the fast alert could fire (15 s
+    # `for` on a 30 s window here, 1 m on 1 m deployed). The demo slows it so that the alert is
+    # what wakes the controller, as the README tells it; `--controller-resync 10s` shows the other.
+    controller_resync_seconds: float = DEMO_RESYNC_SECONDS
 
     def inference_ports(self) -> list[int]:
         return [self.ports.inference + i for i in range(self.replicas)]
@@ -203,6 +212,7 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
             prometheus=f"http://{host}:{ports.prometheus}",
             targets=",".join(config.inference_urls()),
             scrape_interval=f"{params.scrape_interval_seconds}s",
+            resync=f"{config.controller_resync_seconds:g}s",
             admin_token_file=tokens["admin_token"], webhook_token_file=tokens["controller_token"],
             state_file=str(run / "controller" / "state.json"),
             audit_log=str(run / "controller" / "audit.jsonl"),
@@ -299,27 +309,65 @@ def run(config: UpConfig) -> int:
     print(f"governor up: starting {len(stack)} components (logs in "
           f"{(config.run_dir / 'logs').resolve()}) …", flush=True)
     load: Child | None = None
-    with running(stack, on_ready=_ready, should_stop=interrupted):
-        if interrupted():
-            return EXIT_INTERRUPTED
-        print(summary(config, alerts_page(f"http://{config.host}:{config.ports.prometheus}")),
-              flush=True)
-        if config.load:
-            load = _load_child(config).start()
-        try:
-            _supervise(stack, config.duration_seconds, interrupted)
-        finally:
-            if load is not None:
-                load.stop()
+    try:
+        with running(stack, on_ready=_ready, should_stop=interrupted):
+            if interrupted():
+                return EXIT_INTERRUPTED
+            print(summary(config, alerts_page(f"http://{config.host}:{config.ports.prometheus}")),
+                  flush=True)
+            narrator = None
+            if config.load:
+                load = _load_child(config).start()
+                narrator = Narrator.of(config, params)
+            try:
+                _supervise(stack, config.duration_seconds, interrupted, narrator)
+            finally:
+                if load is not None:
+                    load.stop()
+    finally:
+        print("governor up: stopped" + (" (interrupted)" if interrupted() else ""), flush=True)
     return EXIT_INTERRUPTED if interrupted() else 0
 
 
-def _supervise(stack: list[Child], duration: float | None, interrupted: Interrupted) -> None:
+class Narrator:
+    """Tells the demo's story (:mod:`governor.story`) as the stack shows it, a look a second."""
+
+    def __init__(self, story: Story, sources: Sources) -> None:
+        self.story, self.sources = story, sources
+        self.started = self.last = time.monotonic()
+        self._say(story.opening())
+
+    @classmethod
+    def of(cls, config: UpConfig, params: RenderParams) -> Narrator | None:
+        spec = load(config.slo)
+        slo = next((s for s in spec.slos if s.controller), None)
+        if slo is None or not isinstance(slo.sli, LatencySLI):  # no fast alert: no story
+            return None
+        base, p = f"http://{config.host}", config.ports
+        return cls(Story(slo.camel_name + FAST_ALERT_SUFFIX, slo.sli.threshold_seconds),
+                   Sources(f"{base}:{p.prometheus}", f"{base}:{p.alertmanager}",
+                           f"{base}:{p.controller}", fast_tail(spec, slo, params)))
+
+    def __call__(self) -> None:
+        if time.monotonic() - self.last < 1.0:
+            return
+        self.last = time.monotonic()
+        for line in self.story.tell(look(self.sources, self.story.alert)):
+            self._say(line)
+
+    def _say(self, line: str) -> None:
+        print(f"  {time.monotonic() - self.started:+5.0f}s  {line}", flush=True)
+
+
+def _supervise(stack: list[Child], duration: float | None, interrupted: Interrupted,
+               narrator: Narrator | None = None) -> None:
     deadline = None if duration is None else time.monotonic() + duration
     while not interrupted() and (deadline is None or time.monotonic() < deadline):
         dead = first_exited(stack)
         if dead is not None:
             raise ChildError(dead, f"exited with status {dead.poll()}")
+        if narrator is not None:
+            narrator()
         time.sleep(0.5)
 
 
@@ -347,6 +395,10 @@ def build_parser() -> EnvArgumentParser:
                    help="inference replicas, on consecutive ports from --inference-port")
     p.add_argument("--log-format", choices=FORMATS, default="text",
                    help="the components' log format (json: one object per line, with trace ids)")
+    p.add_argument("--controller-resync", type=parse_duration_seconds,
+                   default=DEMO_RESYNC_SECONDS,
+                   help="the controller's periodic check (slower than deployed, 10 s, so that "
+                        "the fast alert is what wakes it)")
     p.add_argument("--duration", type=parse_duration_seconds, default=None,
                    help="stop after this long (default: until Ctrl-C)")
     for name, default in vars(Ports()).items():
@@ -363,7 +415,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = UpConfig(run_dir=args.run_dir, slo=args.slo, host=args.host, ports=ports,
                       preset=args.preset, fake_gpus=args.fake_gpus, real_gpus=args.real_gpus,
                       fast=not args.slow, load=args.load, duration_seconds=args.duration,
-                      log_format=args.log_format, replicas=args.replicas)
+                      log_format=args.log_format, replicas=args.replicas,
+                      controller_resync_seconds=args.controller_resync)
     try:
         config.check_ports()
     except UpError as exc:

@@ -53,13 +53,9 @@ from typing import Generic, TypeVar
 
 from governor.contracts.metrics.service import REASON_DEADLINE, REASON_TOKENS_AHEAD
 from governor.slo.model import LatencySLI, SloSpec
+from governor.slo.roles import ROLE_TTFT, pick
 
 K = TypeVar("K")
-
-# The latency SLO whose per-class thresholds are the deadlines, unless another is named (the
-# controller reads the same one).
-DEFAULT_TTFT_SLO = "time-to-first-token"
-
 
 @dataclass(frozen=True, slots=True)
 class ClassDeadline:
@@ -365,30 +361,21 @@ def _check_tokens(tokens: int) -> None:
         raise ValueError(f"a prompt cannot have {tokens} tokens")
 
 
-def class_deadlines(spec: SloSpec, ttft_slo: str | None = DEFAULT_TTFT_SLO
+def class_deadlines(spec: SloSpec, ttft_slo: str | None = None
                     ) -> tuple[ClassDeadline, ...]:
-    """Each of the spec's classes with its priority and its threshold for the latency SLO
-    ``ttft_slo``; without that SLO (or with ``None``) no class has a deadline.
-
-    A name given explicitly (not the default) must exist and be a latency SLO.
-    """
+    """Each of the spec's classes with its priority and its threshold for the first-token SLO:
+    the spec's ``role: ttft`` SLO (``ttft_slo`` None), none (``""``: no class has a deadline),
+    or the latency SLO named (which must exist)."""
     targets = first_token_targets(spec, ttft_slo)
     return tuple(ClassDeadline(c.name, c.priority, targets.get(c.name))
                  for c in spec.classes.classes)
 
 
-def first_token_targets(spec: SloSpec, ttft_slo: str | None = DEFAULT_TTFT_SLO
-                        ) -> Mapping[str, float]:
-    """Class name → its first-token target in seconds, read off the latency SLO ``ttft_slo``."""
-    if ttft_slo is None:
+def first_token_targets(spec: SloSpec, ttft_slo: str | None = None) -> Mapping[str, float]:
+    """Class name → its first-token target in seconds, read off the first-token SLO (as
+    :func:`class_deadlines` picks it); a name that is no latency SLO is a ``ValueError``."""
+    slo = pick(spec, ROLE_TTFT, ttft_slo)
+    if slo is None:
         return {}
-    found = [s for s in spec.slos if s.name == ttft_slo]
-    if not found:
-        if ttft_slo != DEFAULT_TTFT_SLO:
-            raise ValueError(f"no SLO named {ttft_slo!r} in the spec (it has: "
-                             f"{', '.join(s.name for s in spec.slos)})")
-        return {}
-    sli = found[0].sli
-    if not isinstance(sli, LatencySLI):
-        raise ValueError(f"SLO {ttft_slo!r} is not a latency SLO: it cannot give a deadline")
-    return spec.classes.thresholds(ttft_slo, sli.threshold_seconds)
+    assert isinstance(slo.sli, LatencySLI)  # roles and pick() admit latency SLOs only
+    return spec.classes.thresholds(slo.name, slo.sli.threshold_seconds)

@@ -42,14 +42,21 @@ def _sli(slo: SLO) -> LatencySLI:
     return slo.sli
 
 
+def fast_tail(spec: SloSpec, slo: SLO, params: RenderParams) -> str:
+    """What the fast alert compares with the threshold: the SLO's quantile over the short
+    window, per instance."""
+    sli = _sli(slo)
+    return histogram_quantile(slo.objective, sli.metric,
+                              (*sli_matchers(spec, sli), *own_threshold_classes(spec, slo)),
+                              format_duration(params.fast_window_seconds),
+                              by=(LABEL_INSTANCE, *spec.targets.inference.selector))
+
+
 def fast_alert(spec: SloSpec, slo: SLO, params: RenderParams) -> AlertRule:
     sli = _sli(slo)
     threshold = format_number(sli.threshold_seconds)
     window = format_duration(params.fast_window_seconds)
-    tail = histogram_quantile(slo.objective, sli.metric,
-                              (*sli_matchers(spec, sli), *own_threshold_classes(spec, slo)),
-                              window, by=(LABEL_INSTANCE, *spec.targets.inference.selector))
-    expr = f"{tail}\n> {threshold}"
+    expr = f"{fast_tail(spec, slo, params)}\n> {threshold}"
     percentile = format_number(to_decimal(slo.objective) * 100)
     return AlertRule(
         alert=slo.camel_name + n.FAST_ALERT_SUFFIX,

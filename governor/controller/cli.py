@@ -43,7 +43,7 @@ from governor.controller.config import ControllerConfig, without_credentials
 from governor.controller.law.tuning import LawConfig, LawConfigError
 from governor.controller.model import Target
 from governor.controller.queries import QuerySet
-from governor.controller.slo import DEFAULT_TTFT_SLO, ObjectiveError, objectives
+from governor.controller.slo import ObjectiveError, objectives
 from governor.slo.spec import SpecError, load_spec
 
 log = logging.getLogger("controller")
@@ -96,8 +96,9 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     p.add_argument("--slo", type=Path, default=Path("slo.yaml"), help="the SLO spec")
     p.add_argument("--itl-slo", default=None,
                    help="the decode SLO's name (default: the spec's controller-linked SLO)")
-    p.add_argument("--ttft-slo", default=DEFAULT_TTFT_SLO,
-                   help="the time-to-first-token SLO the law weighs ('' for none)")
+    p.add_argument("--ttft-slo", default=None,
+                   help="the time-to-first-token SLO the law weighs (default: the spec's SLO "
+                        "with `role: ttft`; '' for none)")
     p.add_argument("--prometheus", default=_default("prometheus_url"),
                    help="Prometheus base URL")
     p.add_argument("--targets", type=parse_targets, default=(),
@@ -220,6 +221,23 @@ def build_config(args: argparse.Namespace) -> ControllerConfig:
     )
 
 
+def guarded(config: ControllerConfig) -> list[tuple[int, str]]:
+    """What the controller will guard, said once at start (with its log level): a spec without
+    a first-token SLO gets no first-token guard, and the operator is told so."""
+    slo, queries = config.slo, config.queries
+    itl = (f"inter-token latency: SLO {queries.itl_slo!r}, p{slo.itl_quantile * 100:g} "
+           f"<= {slo.itl_seconds * 1000:g} ms")
+    if slo.ttft_seconds is None:
+        return [(logging.INFO, f"guarding {itl}"), (logging.WARNING, (
+            "no time-to-first-token SLO (none has `role: ttft`, nor was one named with "
+            "--ttft-slo): the controller will not guard time to first token: a budget cut may "
+            "leave prefill slower than prompts arrive, no cut that makes first tokens late is "
+            "given back, and no first-token breach raises the budget"))]
+    ttft = (f"time to first token: SLO {queries.ttft_slo!r}, p{slo.ttft_quantile * 100:g} "
+            f"<= {slo.ttft_seconds * 1000:g} ms")
+    return [(logging.INFO, f"guarding {itl}; weighing {ttft}")]
+
+
 def build_secrets(args: argparse.Namespace, env: Mapping[str, str]) -> Secrets:
     webhook = _secret(args.webhook_token_file, ENV_WEBHOOK_TOKEN, env)
     if webhook is None and not args.allow_unauthenticated_webhook:
@@ -248,6 +266,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if config.insecure_skip_verify:
         log.warning("--insecure-skip-verify: TLS certificates are not checked, so the admin "
                     "token goes to whoever answers")
+    for level, line in guarded(config):
+        log.log(level, "%s", line)
     log.info("controller on %s:%d, prometheus %s, %s", config.host, config.port,
              without_credentials(config.prometheus_url),
              "dry run" if config.dry_run else "applying changes")

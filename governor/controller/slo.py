@@ -1,8 +1,9 @@
 """From ``slo.yaml`` to what the controller needs: thresholds for the law, SLIs for the queries.
 
 The decode SLO is the spec's controller-linked latency SLO (exactly one, unless named); the
-time-to-first-token SLO, weighed by the law so that fixing decode does not break it, is the
-latency SLO named ``time-to-first-token`` unless another name is given (``""``: none). The
+time-to-first-token SLO, weighed by the law so that fixing decode does not break it, is the SLO
+with ``role: ttft`` (by default the one named ``time-to-first-token``) unless another name is
+given (``""``: none). The
 queries read the spec's inference target and, with request classes, only the classes judged at
 each SLO's own threshold: a class with a threshold of its own (documents allowed 20 s to a first
 token) would otherwise ask the controller to chase a miss that is none.
@@ -22,9 +23,8 @@ from dataclasses import dataclass
 from governor.controller.model import SloTargets
 from governor.controller.queries import HistogramSli, QuerySet
 from governor.slo import class_thresholds
+from governor.slo.roles import ROLE_TTFT, RoleError, pick
 from governor.slo.spec import SLO, LatencySLI, SloSpec
-
-DEFAULT_TTFT_SLO = "time-to-first-token"
 
 
 class ObjectiveError(ValueError):
@@ -39,12 +39,13 @@ class Objectives:
 
 
 def objectives(spec: SloSpec, *, itl_slo: str | None = None,
-               ttft_slo: str = DEFAULT_TTFT_SLO, short_window_seconds: int = 30,
+               ttft_slo: str | None = None, short_window_seconds: int = 30,
                long_window_seconds: int = 300) -> Objectives:
     itl = _latency(spec, itl_slo) if itl_slo else _controller_slo(spec)
-    ttft = _latency(spec, ttft_slo) if ttft_slo and _has(spec, ttft_slo) else None
-    if ttft_slo and ttft_slo != DEFAULT_TTFT_SLO and ttft is None:
-        raise ObjectiveError(f"--ttft-slo {ttft_slo!r}: no such SLO in the spec")
+    try:
+        ttft = pick(spec, ROLE_TTFT, ttft_slo)
+    except RoleError as exc:
+        raise ObjectiveError(f"--ttft-slo {ttft_slo!r}: {exc}") from None
     itl_sli, ttft_sli = _sli(itl), (_sli(ttft) if ttft else None)
     return Objectives(
         SloTargets(itl_sli.threshold_seconds, itl.objective,
@@ -75,10 +76,6 @@ def _controller_slo(spec: SloSpec) -> SLO:
         raise ObjectiveError(f"the spec must mark exactly one latency SLO `controller: true` "
                              f"(found: {names}); or name the decode SLO with --itl-slo")
     return linked[0]
-
-
-def _has(spec: SloSpec, name: str) -> bool:
-    return any(s.name == name for s in spec.slos)
 
 
 def _latency(spec: SloSpec, name: str) -> SLO:

@@ -27,6 +27,7 @@ from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.contracts.promql import (
     Matcher,
     Selector,
+    aggregate,
     eq,
     format_number,
     histogram_quantile,
@@ -315,11 +316,19 @@ def _scheduler_row(series: ServerSeries, board: Board) -> None:
              "each recomputes its prefill.", "short", width=8),
         [Query(sum_by((), _rate(vllm.NUM_PREEMPTIONS)), "preemptions/s")], bars=True))
     board.panel(timeseries(
-        Spec("Tokens per engine step", "Prefill plus decode tokens scheduled in one step, "
-             "against the max_num_batched_tokens budget (dashed per target below).", "short",
+        Spec("Tokens per engine step", "Tokens vLLM counts per engine step "
+             f"({vllm.ITERATION_TOKENS.name}), beside the requests running. A step that only "
+             "decodes counts one token per running request, so the median sits near the "
+             "running line. vLLM counts a prompt whole at the step its prefill ends, even when "
+             "chunked prefill spread it over steps each within max_num_batched_tokens: the "
+             "upper quantiles are prompt lengths and may exceed that budget, which they are "
+             "not measured against (the budget in force: max_num_batched_tokens, in the "
+             "Batching limits row).", "short",
              width=8),
-        [Query(histogram_quantile(q, vllm.ITERATION_TOKENS.name, LABELS, RATE_INTERVAL),
-               f"p{format_number(q * 100)}") for q in (0.5, 0.99)]))
+        [*(Query(histogram_quantile(q, vllm.ITERATION_TOKENS.name, LABELS, RATE_INTERVAL),
+                 f"p{format_number(q * 100)}") for q in (0.5, 0.99)),
+         Query(aggregate("avg", (), _series(vllm.NUM_REQUESTS_RUNNING.name)),
+               "requests running (mean of targets)")]))
     board.panel(timeseries(
         Spec("Finished requests by reason", "Why requests ended: stop, length, abort, error.",
              "reqps", width=8),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from governor.admission.deadline import DEFAULT_TTFT_SLO, first_token_targets
+from governor.admission.deadline import first_token_targets
 from governor.common.cli import (
     EnvArgumentParser,
     env_name,
@@ -132,9 +132,9 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                         "prompt tokens ahead of it, and its own, would take longer to prefill "
                         "than its class's first-token target leaves, and shed (429) if it waits "
                         "for an engine slot when that deadline passes")
-    p.add_argument("--ttft-slo", default=DEFAULT_TTFT_SLO,
+    p.add_argument("--ttft-slo", default=None,
                    help="with --deadlines: the latency SLO of --slo whose per-class thresholds "
-                        "are the deadlines (none without it)")
+                        "are the deadlines (default: the one with `role: ttft`; '' for none)")
     p.add_argument("--deadline-slack", type=_positive_float, default=admission.deadline_slack,
                    help="with --deadlines: each deadline is this times its class's first-token "
                         "target (above 1 admits more that may be late, below 1 refuses earlier)")

@@ -36,7 +36,12 @@ from governor.slo.model import (
     MAX_TEXT,
     MIN_PERIOD_SECONDS,
     RESERVED_LABELS,
+    ROLE_ITL,
+    ROLE_NONE,
+    ROLE_TTFT,
+    ROLES,
     SLO,
+    TTFT_NAME,
     Labels,
     LatencySLI,
     RatioSLI,
@@ -334,7 +339,8 @@ def _sli(
     return _ratio(fields["ratio"], (*path, "ratio"), problems)
 
 
-_SLO_KEYS = ("name", "description", "objective", "sli", "controller", "labels", "min_event_rate")
+_SLO_KEYS = ("name", "description", "objective", "sli", "controller", "role", "labels",
+             "min_event_rate")
 
 
 def parse_name(fields: Mapping[str, object], path: Path_, problems: Problems) -> str | None:
@@ -369,12 +375,43 @@ def _slo(
     elif controller and isinstance(sli, RatioSLI):
         problems.add((*path, "controller"), "the controller acts on latency quantiles; "
                                             "a ratio SLI cannot be controller-linked")
+    role = _role(fields, name, controller, sli, path, problems)
     labels = parse_labels(fields.get("labels"), (*path, "labels"), problems)
     min_rate = _event_rate(fields.get("min_event_rate", 0), (*path, "min_event_rate"), problems)
     if name is None or description is None or objective is None or sli is None \
             or min_rate is None:
         return None
-    return SLO(name, description, objective, sli, controller, labels, min_rate)
+    return SLO(name, description, objective, sli, controller, labels, min_rate, role)
+
+
+def _role(fields: Mapping[str, object], name: str | None, controller: bool,
+          sli: LatencySLI | RatioSLI | None, path: Path_, problems: Problems) -> str | None:
+    """``role``, or its default: ``itl`` for the controller-linked SLO, ``ttft`` for the one
+    named ``time-to-first-token`` (the name the controller read before roles existed)."""
+    if "role" not in fields:
+        if controller:
+            return ROLE_ITL
+        return ROLE_TTFT if name == TTFT_NAME and isinstance(sli, LatencySLI) else None
+    role = fields["role"]
+    if role not in ROLES:
+        close = difflib.get_close_matches(str(role), ROLES, n=1) if isinstance(role, str) else []
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        problems.add((*path, "role"), f"must be one of {', '.join(ROLES)}: got "
+                                      f"{str(role)[:80]!r}{hint}")
+        return None
+    if role == ROLE_NONE:
+        if controller:
+            problems.add((*path, "role"), f"a `controller: true` SLO has role {ROLE_ITL!r}")
+        return None
+    if isinstance(sli, RatioSLI):
+        problems.add((*path, "role"), f"role {role!r} reads a latency histogram; a ratio SLI "
+                                      "cannot have one")
+    elif controller != (role == ROLE_ITL):
+        problems.add((*path, "role"), f"role {ROLE_ITL!r} is the decode SLO the controller acts "
+                                      f"on, and only it: {ROLE_ITL!r} goes with "
+                                      f"`controller: true` (got role {role!r}, controller "
+                                      f"{str(controller).lower()})")
+    return str(role)
 
 
 def parse_slos(
@@ -389,6 +426,7 @@ def parse_slos(
         return ()
     slos = [_slo(item, (*path, index), problems, histograms) for index, item in enumerate(value)]
     _one_controller(slos, path, problems)
+    _one_per_role(slos, path, problems)
     seen: dict[str, int] = {}
     for index, slo in enumerate(slos):
         if slo is None:
@@ -401,6 +439,22 @@ def parse_slos(
                 break
             seen[key] = index
     return tuple(slo for slo in slos if slo is not None)
+
+
+def _one_per_role(slos: Sequence[SLO | None], path: Path_, problems: Problems) -> None:
+    """The controller and admission read one SLO per role, so no two may share one."""
+    first: dict[str, tuple[int, str]] = {}
+    for index, slo in enumerate(slos):
+        if slo is None or slo.role is None:
+            continue
+        if slo.role not in first:
+            first[slo.role] = (index, slo.name)
+            continue
+        held, holder = first[slo.role]
+        by_name = f" (by its name: give it `role: {ROLE_NONE}` if it is not the one)" \
+            if holder == TTFT_NAME else ""
+        problems.add((*path, index, "role"), f"slos[{held}] ({holder!r}) already has role "
+                                             f"{slo.role!r}{by_name}; one SLO per role")
 
 
 def _one_controller(slos: Sequence[SLO | None], path: Path_, problems: Problems) -> None:

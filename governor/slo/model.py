@@ -22,6 +22,16 @@ MAX_LABELS: Final = 32
 MAX_TEXT: Final = 1024
 # ``kubernetes.server`` of a fleet of stock ``vllm serve``.
 STOCK_VLLM: Final = "vllm"
+# What a latency SLO measures, for the parts that read one SLO by what it is rather than by its
+# name: the controller (it acts on the decode SLO and weighs the first-token one) and deadline
+# admission (a class's first-token target is its deadline).
+ROLE_ITL: Final = "itl"
+ROLE_TTFT: Final = "ttft"
+ROLE_NONE: Final = "none"  # what an SLO named time-to-first-token says to take no role
+ROLES: Final = (ROLE_ITL, ROLE_TTFT, ROLE_NONE)
+# Specs written before roles existed: the SLO of this name has the ``ttft`` role unless it says
+# otherwise (the controller-linked SLO has ``itl``).
+TTFT_NAME: Final = "time-to-first-token"
 # Labels the generated rules set themselves; a spec may not override them.
 RESERVED_LABELS: Final = frozenset(
     {"slo", "service", "severity", "alertname", "instance", "job", "le", "quantile"}
@@ -65,6 +75,9 @@ class SLO:
     labels: Mapping[str, str]
     # Burn-rate alerts stay quiet while the SLI sees fewer events per second than this (0: off).
     min_event_rate_per_second: float = 0.0
+    # What it measures (ROLE_ITL, ROLE_TTFT), for the controller and deadline admission; None:
+    # neither reads it.
+    role: str | None = None
 
     @property
     def camel_name(self) -> str:
@@ -99,6 +112,10 @@ class SloSpec:
         (``kubernetes.server: vllm``): vLLM's series only, no ``governor_*`` series of the
         service, so the boards read vLLM's."""
         return self.kubernetes.server == STOCK_VLLM
+
+    def with_role(self, role: str) -> SLO | None:
+        """The SLO of ``role`` (at most one has it: validation says so), or ``None``."""
+        return next((slo for slo in self.slos if slo.role == role), None)
 
     def slo(self, name: str) -> SLO:
         for slo in self.slos:

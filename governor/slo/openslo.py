@@ -4,9 +4,10 @@ What maps: one rolling ``timeWindow`` in days or weeks shared by every document,
 ``budgetingMethod: Occurrences``, one objective (``target`` or ``targetPercent``), and an inline
 Prometheus ``ratioMetric`` that is either ``bad``/``total`` (a ratio SLI) or ``good`` = a histogram
 bucket ``X_bucket{le="T"}`` over ``total`` = ``X_count`` (a latency SLI with threshold T).
-Governor's own settings ride in annotations: ``governor.dev/controller: "true"`` and
-``governor.dev/min-event-rate: "30/m"``. Everything else (calendar windows, time slices,
-``indicatorRef``, ``thresholdMetric``, alert policies) is refused with the reason, never ignored.
+Governor's own settings ride in annotations: ``governor.dev/controller: "true"``,
+``governor.dev/role: ttft`` and ``governor.dev/min-event-rate: "30/m"``. Everything else
+(calendar windows, time slices, ``indicatorRef``, ``thresholdMetric``, alert policies) is refused
+with the reason, never ignored.
 ``Service`` documents are skipped: the service name comes from each SLO's ``spec.service``.
 
 The translation keeps, for every native path, the OpenSLO path it came from, so that the spec
@@ -25,6 +26,7 @@ from governor.slo.yamlio import Path_
 API_VERSION: Final = "openslo/v1"
 CONTROLLER_ANNOTATION: Final = "governor.dev/controller"
 MIN_EVENT_RATE_ANNOTATION: Final = "governor.dev/min-event-rate"
+ROLE_ANNOTATION: Final = "governor.dev/role"
 
 _SPEC_KEYS = ("description", "service", "indicator", "indicatorRef", "timeWindow",
               "budgetingMethod", "objectives", "alertPolicies")
@@ -206,6 +208,9 @@ def _annotations(metadata: dict[str, object], slo: dict[str, object], path: Path
     if MIN_EVENT_RATE_ANNOTATION in annotations:
         slo["min_event_rate"] = annotations[MIN_EVENT_RATE_ANNOTATION]
         origins[(*native, "min_event_rate")] = (*path, "annotations", MIN_EVENT_RATE_ANNOTATION)
+    if ROLE_ANNOTATION in annotations:
+        slo["role"] = annotations[ROLE_ANNOTATION]
+        origins[(*native, "role")] = (*path, "annotations", ROLE_ANNOTATION)
 
 
 def _slo(document: dict[str, object], index: int, out: Translation) -> None:

@@ -284,7 +284,16 @@ def test_deadlines_come_from_each_class_s_first_token_target() -> None:
     spec = parse_spec(SPEC)
     assert dict(first_token_targets(spec)) == {"doc": 20.0, "chat": 1.0}
     assert class_deadlines(spec) == (ClassDeadline("doc", 10, 20.0), ClassDeadline("chat", 0, 1.0))
-    assert class_deadlines(spec, None) == (ClassDeadline("doc", 10), ClassDeadline("chat", 0))
+    assert class_deadlines(spec, "") == (ClassDeadline("doc", 10), ClassDeadline("chat", 0))
+
+
+def test_the_deadlines_follow_the_ttft_role_not_the_name() -> None:
+    renamed = [{**SPEC["slos"][0], "name": "ttft"}, *SPEC["slos"][1:]]
+    classes = [{**SPEC["classes"][0], "targets": {"ttft": "20s"}}, SPEC["classes"][1]]
+    assert first_token_targets(parse_spec({**SPEC, "slos": renamed, "classes": classes})) == {}
+    with_role = [{**renamed[0], "role": "ttft"}, *renamed[1:]]
+    spec = parse_spec({**SPEC, "slos": with_role, "classes": classes})
+    assert dict(first_token_targets(spec)) == {"doc": 20.0, "chat": 1.0}
 
 
 def test_a_spec_without_the_default_first_token_slo_has_no_deadlines() -> None:

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
-from governor.controller.cli import build_config, build_parser, build_secrets, main, parse_targets
+from governor.controller.cli import (
+    build_config,
+    build_parser,
+    build_secrets,
+    guarded,
+    main,
+    parse_targets,
+)
 from governor.controller.model import SloTargets
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,7 +64,7 @@ def test_options_read_the_environment() -> None:
         (["--at-risk-share", "0"], {}, "at_risk_share: must be in (0, 1]"),
         (["--at-risk-share", "nan"], {}, "at_risk_share: must be in (0, 1], got nan"),
         (["--itl-slo", "availability"], {}, "not a latency SLO"),
-        (["--ttft-slo", "nope"], {}, "no such SLO"),
+        (["--ttft-slo", "nope"], {}, "no SLO named 'nope' in the spec"),
         (["--static-only", "--discover"], {}, "contradict"),
         (["--ca-file", "/nonexistent/ca.pem"], {}, "--ca-file /nonexistent/ca.pem: no such file"),
         ([], {"GOVERNOR_WEBHOOK_TOKEN": "   "}, "only whitespace"),
@@ -176,3 +184,61 @@ def test_the_controller_listens_on_this_machine_only_unless_told() -> None:
     assert build_config(build_parser({}).parse_args(options)).host == "127.0.0.1"
     told = build_parser({}).parse_args([*options, "--host", "0.0.0.0"])
     assert build_config(told).host == "0.0.0.0"
+
+
+def _spec_with_ttft(tmp_path: Path, ttft_entry: str) -> str:
+    """slo.yaml with its time-to-first-token SLO entry's first line replaced."""
+    text = Path(SLO_YAML).read_text(encoding="utf-8")
+    assert "  - name: time-to-first-token\n" in text
+    name = ttft_entry.split("\n")[0].removeprefix("  - name: ")
+    path = tmp_path / "slo.yaml"
+    path.write_text(text.replace("  - name: time-to-first-token\n", ttft_entry)
+                    .replace("      time-to-first-token: 20s", f"      {name}: 20s"),
+                    encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("entry", "ttft_seconds"),
+    [
+        ("  - name: time-to-first-token\n", 1.0),
+        ("  - name: ttft\n    role: ttft\n", 1.0),
+        ("  - name: ttft\n", None),
+        ("  - name: time-to-first-token\n    role: none\n", None),
+    ],
+    ids=["by its old name", "renamed, by its role", "renamed without a role",
+         "opted out with role none"],
+)
+def test_the_law_weighs_the_slo_with_the_ttft_role_whatever_its_name(
+        tmp_path: Path, entry: str, ttft_seconds: float | None) -> None:
+    config = build_config(build_parser({}).parse_args(
+        ["--slo", _spec_with_ttft(tmp_path, entry)]))
+    assert config.slo.ttft_seconds == ttft_seconds
+    assert (config.queries.ttft is None) == (ttft_seconds is None)
+
+
+def test_at_start_the_controller_says_it_will_not_guard_first_tokens_without_a_ttft_slo(
+        tmp_path: Path) -> None:
+    renamed = build_config(build_parser({}).parse_args(
+        ["--slo", _spec_with_ttft(tmp_path, "  - name: ttft\n")]))
+    levels = [level for level, _ in guarded(renamed)]
+    assert levels == [logging.INFO, logging.WARNING]
+    assert "will not guard time to first token" in guarded(renamed)[1][1]
+    default = build_config(build_parser({}).parse_args(["--slo", SLO_YAML]))
+    assert guarded(default) == [(logging.INFO, (
+        "guarding inter-token latency: SLO 'inter-token-latency', p99 <= 120 ms; weighing time "
+        "to first token: SLO 'time-to-first-token', p99 <= 1000 ms"))]
+    named = build_config(build_parser({}).parse_args(
+        ["--slo", _spec_with_ttft(tmp_path, "  - name: ttft\n"), "--ttft-slo", "ttft"]))
+    assert named.slo.ttft_seconds == 1.0
+
+
+def test_the_start_up_log_says_what_is_not_guarded(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("governor.controller.cli.web.run_app", lambda *a, **k: None)
+    token = tmp_path / "token"
+    token.write_text("t\n", encoding="utf-8")
+    assert main(["--slo", _spec_with_ttft(tmp_path, "  - name: ttft\n"),
+                 "--webhook-token-file", str(token)], env={}) == 0
+    assert "WARNING controller: no time-to-first-token SLO" in capsys.readouterr().err

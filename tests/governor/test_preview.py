@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 
-from governor.preview import main, scale_for, thresholds
+from governor.dashboards.readback import boards_of
+from governor.dashboards.render import render_all
+from governor.generation.catalog import load_checked_spec
+from governor.preview import board_figure, main, scale_for, thresholds
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -127,3 +130,46 @@ def test_a_stacked_panel_is_drawn_stacked_on_one_time_axis() -> None:
     # A stage without a value at a moment adds nothing to the stack there.
     assert times == [0.0, 10.0, 20.0]
     assert rows == [[1.0, 2.0, 0.0], [0.0, 5.0, 0.0]]
+
+
+def test_the_panels_without_data_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    prometheus: str,
+) -> None:
+    from governor import preview
+
+    asked = preview.panel_series
+
+    def none_for_preemptions(panel: Any, *args: Any) -> Any:
+        series, failed = asked(panel, *args)
+        return ([], failed) if panel["title"] == "Preemptions" else (series, failed)
+
+    monkeypatch.setattr(preview, "panel_series", none_for_preemptions)
+    assert main(["--prometheus", prometheus, "--slo", str(ROOT / "slo.yaml"),
+                 "--out", str(tmp_path), "--board", "governor-inference"]) == 0
+    assert ", 1 without data: 'Preemptions'\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("uid", ["governor-inference", "governor-gpu"])
+def test_no_panel_title_overlaps_the_axis_labels_of_the_panel_above(
+        prometheus: str, uid: str) -> None:
+    import matplotlib.pyplot as plt
+
+    board = boards_of(render_all(load_checked_spec(ROOT / "slo.yaml")))[uid]
+    end = time.time()
+    fig, _ = board_figure(board, prometheus, (end - 600, end), 60.0, 5.0)
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        titled = [ax for ax in fig.axes if ax.get_title(loc="left")]
+        labelled = [ax for ax in fig.axes if ax.get_xlabel()]
+        assert titled and labelled
+        for above in labelled:
+            below = above.xaxis.get_tightbbox(renderer)
+            for ax in titled:
+                if ax is not above:
+                    title = ax._left_title  # set_title(loc="left") draws this one
+                    assert not title.get_window_extent(renderer).overlaps(below), (
+                        ax.get_title(loc="left"), above.get_title(loc="left"))
+    finally:
+        plt.close(fig)

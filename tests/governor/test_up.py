@@ -20,6 +20,7 @@ import pytest
 from governor.contracts.endpoints import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE
 from governor.contracts.metrics import service as svc
 from governor.contracts.simdevice import fake_gpu_uuid
+from governor.generation.params import RenderParams
 from governor.up import (
     EXIT_INTERRUPTED,
     Ports,
@@ -235,3 +236,64 @@ def test_each_replica_runs_on_a_fake_gpu_the_exporter_follows(tmp_path: Path) ->
     exporter = argv["exporter"]
     assert exporter[exporter.index("--follow") + 1] == \
         ",".join(config.inference_urls()[:2])  # the third runs on no fake GPU
+
+
+STORY = ("load on:", "InterTokenLatencyP99High pending", "InterTokenLatencyP99High firing",
+         "Alertmanager: routed it to the controller's webhook",
+         "controller: its webhook received InterTokenLatencyP99High", "woken by the alert",
+         "inter-token p99 back under 120 ms")
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_demo_tells_the_readme_s_story_in_order_the_alert_waking_the_cut(
+        tmp_path: Path) -> None:
+    """The README's demo: under the demo load the fast alert fires, Alertmanager routes it, the
+    controller's webhook receives it and the cut follows, then the p99 comes back. The periodic
+    check is pushed past the test's end, so nothing but the alert can wake the controller after
+    its first pass (which holds: no data yet) and the order holds however slow the machine;
+    that governor up's own default leaves the alert room is the next test."""
+    ports = Ports(*free_ports(5))
+    argv = [sys.executable, "-m", "governor", "up", "--run-dir", str(tmp_path / "run"),
+            "--slo", str(ROOT / "slo.yaml"), "--load", "--controller-resync", "10m"]
+    for name, port in vars(ports).items():
+        argv += [f"--{name}-port", str(port)]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT,
+                               text=True)
+    lines: list[str] = []
+    try:
+        assert process.stdout is not None
+        deadline = time.monotonic() + 300
+        while not any(STORY[-1] in line for line in lines) and time.monotonic() < deadline:
+            line = process.stdout.readline()
+            assert line, "governor up exited early:\n" + "".join(lines)
+            lines.append(line)
+        told = [next((i for i, line in enumerate(lines) if chapter in line), -1)
+                for chapter in STORY]
+        assert -1 not in told and told == sorted(told), "".join(lines)
+        status = get_json(f"http://127.0.0.1:{ports.controller}/status")
+        targets = status["targets"]
+        assert isinstance(targets, dict)
+        changes = sorted(d["at"] for t in targets.values() for d in t["recent_decisions"]
+                         if d["applied"])
+        received = re.search(r"\+ *(\d+)s  controller: its webhook received", "".join(lines))
+        cut = re.search(r"\+ *(\d+)s  controller: .*woken by the alert", "".join(lines))
+        assert changes and received and cut and int(received[1]) <= int(cut[1])
+    finally:
+        process.send_signal(signal.SIGINT)
+        rest, _ = process.communicate(timeout=60)
+    assert process.returncode == EXIT_INTERRUPTED
+    assert rest.rstrip().endswith("governor up: stopped (interrupted)"), rest
+
+
+def test_the_demo_s_periodic_check_leaves_the_alert_path_twice_its_time() -> None:
+    """From a breach to the webhook: the fast window fills, the alert waits its `for`, the next
+    evaluation fires it, Alertmanager waits its group_wait; governor up's periodic check comes
+    later than twice that, so the alert, not the timer, wakes the controller in the demo."""
+    params = RenderParams.fast("token")
+    alert_path = (params.fast_window_seconds + params.fast_for_seconds
+                  + params.evaluation_interval_seconds + params.control_group_wait_seconds)
+    assert UpConfig().controller_resync_seconds >= 2 * alert_path
+    argv = children(UpConfig(slo=ROOT / "slo.yaml"), {"admin_token": "a", "controller_token": "c"},
+                    params)[2].argv
+    assert argv[argv.index("--resync") + 1] == f"{UpConfig().controller_resync_seconds:g}s"

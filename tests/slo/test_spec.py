@@ -45,6 +45,11 @@ def minimal() -> dict[str, Any]:
     }
 
 
+def ttft_slo(name: str = "time-to-first-token") -> dict[str, Any]:
+    return {"name": name, "objective": 99,
+            "sli": {"latency": {"metric": svc.TIME_TO_FIRST_TOKEN.name, "threshold": "1s"}}}
+
+
 def errors_of(data: object, **kwargs: Any) -> tuple[str, ...]:
     with pytest.raises(SpecError) as caught:
         parse_checked_spec(data, **kwargs)
@@ -272,6 +277,17 @@ slos:
         (lambda d: d.update({1: 2}), "(top level): keys must be strings: got 1"),
         (lambda d: d["slos"].append({**copy.deepcopy(d["slos"][0]), "name": "ttft"}),
          "slos[2].controller: only one SLO may drive the controller, and slos[0] already does"),
+        (lambda d: d["slos"][0].update(role="ttf"),
+         "slos[0].role: must be one of itl, ttft, none: got 'ttf' (did you mean 'ttft'?)"),
+        (lambda d: d["slos"][1].update(role="ttft"),
+         "slos[1].role: role 'ttft' reads a latency histogram; a ratio SLI cannot have one"),
+        (lambda d: d["slos"][0].update(role="ttft"),
+         "slos[0].role: role 'itl' is the decode SLO the controller acts on, and only it"),
+        (lambda d: d["slos"].append({**ttft_slo("ttft"), "role": "itl"}),
+         "slos[2].role: role 'itl' is the decode SLO the controller acts on, and only it"),
+        (lambda d: d["slos"].extend([ttft_slo(), {**ttft_slo("ttft-p90"), "role": "ttft"}]),
+         "slos[3].role: slos[2] ('time-to-first-token') already has role 'ttft' (by its name: "
+         "give it `role: none` if it is not the one); one SLO per role"),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )
@@ -279,6 +295,41 @@ def test_a_mistake_is_reported_where_it_is(change: Any, message: str) -> None:
     data = minimal()
     change(data)
     assert any(message in error for error in errors_of(data)), errors_of(data)
+
+
+# ---- roles ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "roles"),
+    [
+        ([ttft_slo()], ("itl", None, "ttft")),  # specs written before roles: by the names
+        ([ttft_slo("ttft")], ("itl", None, None)),  # renamed without a role: no first-token SLO
+        ([{**ttft_slo("ttft"), "role": "ttft"}], ("itl", None, "ttft")),
+        ([{**ttft_slo(), "role": "none"}], ("itl", None, None)),
+    ],
+    ids=["time-to-first-token is ttft by its name", "a renamed one without role has none",
+         "any name with role ttft", "role none opts out"],
+)
+def test_each_slo_has_the_role_it_declares_or_the_one_its_name_gave_before_roles(
+        extra: list[dict[str, Any]], roles: tuple[str | None, ...]) -> None:
+    data = minimal()
+    data["slos"] += extra
+    spec = parse_checked_spec(data)
+    assert tuple(slo.role for slo in spec.slos) == roles
+    assert (spec.with_role("ttft") is None) == (roles[2] is None)
+
+
+def test_a_role_mistake_names_its_file_and_line(tmp_path: Path) -> None:
+    text = yaml.safe_dump({**minimal(), "slos": [*minimal()["slos"],
+                                                 {**ttft_slo("ttft"), "role": "first-token"}]},
+                          sort_keys=False)
+    line = next(i for i, text_line in enumerate(text.splitlines(), 1) if "first-token" in text_line)
+    with pytest.raises(SpecError) as caught:
+        load_checked_spec(write(tmp_path, text))
+    assert caught.value.errors == (
+        f"{tmp_path / 'slo.yaml'}:{line}: slos[2].role: must be one of itl, ttft, none: got "
+        "'first-token'",)
 
 
 # ---- hostile input -----------------------------------------------------------------------------
@@ -460,7 +511,7 @@ def test_openslo_documents_map_to_the_same_model(tmp_path: Path) -> None:
                                                                  "governor/v1")
     assert itl == SLO("inter-token-latency", "Decode inter-token latency", 0.99,
                       LatencySLI(svc.INTER_TOKEN_LATENCY.name, 0.12, {}), True,
-                      {"team": "inference"})
+                      {"team": "inference"}, role="itl")
     assert availability == SLO("availability", "non-5xx answers", 0.999,
                                RatioSLI(ERRORS, svc.REQUESTS.total), False, {}, 0.5)
 
@@ -503,6 +554,9 @@ def test_openslo_problems_point_at_the_document_and_line(tmp_path: Path) -> None
          "document 3: metadata.name: 'Availability' must be lower-case"),
         (("governor.dev/controller: \"true\"", "governor.dev/controller: \"maybe\""),
          "document 2: metadata.annotations.governor.dev/controller: must be true or false"),
+        (("governor.dev/controller: \"true\"", "governor.dev/role: ttfd"),
+         ":13: document 2: metadata.annotations.governor.dev/role: must be one of itl, ttft, "
+         "none: got 'ttfd' (did you mean 'ttft'?)"),
         (("type: prometheus", "type: Datadog"), "only Prometheus sources map: got 'Datadog'"),
         (("service: inference\n  budgetingMethod: Occurrences\n  timeWindow: [",
           "service: other\n  budgetingMethod: Occurrences\n  timeWindow: ["),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -14,6 +15,7 @@ from matplotlib.axes import Axes
 
 from governor.bench.controller.loop import PolicyRun
 from governor.bench.controller.request_logs import Traffic
+from governor.bench.controller.scoring import WindowScore
 from governor.controller.model import Param, SloTargets
 
 COLOURS = {"tighten": "tab:red", "undo": "tab:purple", "relax": "tab:green"}
@@ -82,15 +84,30 @@ def _limits_panel(ax: Axes, run: PolicyRun, workload: Traffic) -> None:
 
 
 def plot_comparison(runs: Sequence[PolicyRun], slo: SloTargets, path: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(12, 4.5))
-    for run in runs:
-        ax.plot([(w.start + w.end) / 2 / 60 for w in run.windows],
-                [w.itl_tail * 1000 for w in run.windows], drawstyle="steps-mid", label=run.name)
-    ax.axhline(slo.itl_seconds * 1000, color="black", linestyle="--", label="SLO")
-    ax.set_yscale("log")
-    ax.set_xlabel("minutes")
-    ax.set_ylabel(f"ITL p{slo.itl_quantile * 100:g} per window (ms)")
-    ax.legend(fontsize=8)
+    """Each policy's tail per window against each SLO it is judged on: inter-token latency,
+    and time to first token where the spec has that SLO, each titled with the share of
+    windows that failed it, so the plot shows which SLO a low attainment is made of."""
+    judged: list[tuple[str, float, float, Callable[[WindowScore], float]]] = [
+        ("ITL", slo.itl_quantile, slo.itl_seconds, lambda w: w.itl_tail)]
+    if slo.ttft_seconds is not None:
+        judged.append(("TTFT", slo.ttft_quantile, slo.ttft_seconds, lambda w: w.ttft_tail))
+    fig, axes = plt.subplots(len(judged), 1, figsize=(12, 4.5 * len(judged)), sharex=True,
+                             squeeze=False)
+    for ax, (what, quantile, threshold, tail) in zip(axes[:, 0], judged, strict=True):
+        shares = []
+        for run in runs:
+            values = [tail(w) for w in run.windows]
+            ax.plot([(w.start + w.end) / 2 / 60 for w in run.windows],
+                    [v * 1000 for v in values], drawstyle="steps-mid", label=run.name)
+            failed = sum(v > threshold for v in values if math.isfinite(v))
+            shares.append(f"{run.name.split(' ')[0]} {failed / max(1, len(values)):.0%}")
+        ax.axhline(threshold * 1000, color="black", linestyle="--", label="SLO")
+        ax.set_yscale("log")
+        ax.set_ylabel(f"{what} p{quantile * 100:g} per window (ms)")
+        ax.set_title(f"{what}: windows over the SLO: {', '.join(shares)}", loc="left",
+                     fontsize=10)
+        ax.legend(fontsize=8)
+    axes[-1, 0].set_xlabel("minutes")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

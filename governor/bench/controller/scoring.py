@@ -98,6 +98,36 @@ def attainment(windows: Sequence[WindowScore], *, itl_slo: float,
     return sum(w.meets(itl_slo, ttft_slo) for w in windows) / len(windows)
 
 
+@dataclass(frozen=True, slots=True)
+class Missed:
+    """The share of windows in which each SLO failed (``ttft`` None: no TTFT SLO), so a summary
+    says which one a low attainment is made of."""
+
+    itl: float
+    ttft: float | None
+
+    def as_dict(self) -> dict[str, float | None]:
+        return {"itl": round(self.itl, 4),
+                "ttft": None if self.ttft is None else round(self.ttft, 4)}
+
+
+def missed(windows: Sequence[WindowScore], *, itl_slo: float, ttft_slo: float | None) -> Missed:
+    """The share of windows over each SLO's threshold (a window without first tokens misses no
+    TTFT):
+
+    >>> missed([WindowScore(0, 30, 0.05, 2.0), WindowScore(30, 60, 0.2, 0.4)],
+    ...        itl_slo=0.12, ttft_slo=1.0)
+    Missed(itl=0.5, ttft=0.5)
+    """
+    if not windows:
+        return Missed(math.nan, None if ttft_slo is None else math.nan)
+    itl = sum(not w.meets(itl_slo, None) for w in windows) / len(windows)
+    if ttft_slo is None:
+        return Missed(itl, None)
+    late = sum(not math.isnan(w.ttft_tail) and w.ttft_tail > ttft_slo for w in windows)
+    return Missed(itl, late / len(windows))
+
+
 def goodput(outcomes: Sequence[RequestOutcome], *, start: float, end: float, itl_slo: float,
             ttft_slo: float | None) -> float:
     """Good requests per second among those that arrived in ``[start, end)``."""

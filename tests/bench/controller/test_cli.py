@@ -32,8 +32,11 @@ def test_a_short_run_prints_one_json_summary_and_writes_plots(
     assert summary["pipeline"]["scrape_s"] == 15.0
     assert summary["default_static"]["limits"] == {"max_num_seqs": 1024,
                                                    "max_num_batched_tokens": 8192}
-    for key in ("attainment", "goodput_rps", "goodput_vs_best_static", "worst_recovery_seconds"):
+    for key in ("attainment", "windows_missed", "goodput_rps", "goodput_vs_best_static",
+                "worst_recovery_seconds"):
         assert key in summary["controller"]
+    assert summary["attainment"]["target"] == summary["targets"]["attainment"] == 0.99
+    assert summary["met"]["attainment"] is summary["attainment"]["met"]
     assert sorted(p.name for p in tmp_path.glob("*.png")) == [
         "comparison.png", "run-a.png", "run-b.png", "run-c.png"]
     assert json.loads((tmp_path / "summary.json").read_text()) == summary

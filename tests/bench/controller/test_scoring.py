@@ -8,9 +8,12 @@ import numpy as np
 
 from governor.bench.controller.scoring import (
     Episode,
+    Missed,
     RequestOutcome,
+    WindowScore,
     attainment,
     goodput,
+    missed,
     request_tail,
     series_episodes,
     window_scores,
@@ -27,6 +30,13 @@ def test_a_window_fails_on_either_tail_and_passes_without_first_tokens() -> None
     assert [w.meets(0.12, 1.0) for w in windows] == [True, False, False, True]
     assert attainment(windows, itl_slo=0.12, ttft_slo=1.0) == 0.5
     assert math.isnan(windows[3].ttft_tail)
+
+
+def test_the_windows_missed_say_which_slo_failed() -> None:
+    windows = [WindowScore(0, 30, 0.05, 2.0), WindowScore(30, 60, 0.2, 2.0),
+               WindowScore(60, 90, 0.05, math.nan), WindowScore(90, 120, 0.05, 0.4)]
+    assert missed(windows, itl_slo=0.12, ttft_slo=1.0) == Missed(0.25, 0.5)
+    assert missed(windows, itl_slo=0.12, ttft_slo=None) == Missed(0.25, None)
 
 
 def test_goodput_counts_finished_requests_meeting_both_slos() -> None:
