@@ -88,8 +88,11 @@ class _Slo:
         # The client's view (the service's own histograms) holds the service's stages; vLLM's
         # own starts at the engine and holds only the queue and the engine's steps.
         self.client_view = slo.sli.metric in {m.name for m in service.LATENCY_HISTOGRAMS}
+        # vLLM stamps a request's arrival before its renderer templates and tokenizes the
+        # prompt (vllm/renderers), so its own first-token time holds the text work too, which
+        # vLLM >= 0.34 records as its render duration; before that release the part is absent.
         self.parts = ((v.PART_READ, v.PART_TEXT, v.PART_QUEUE, v.PART_PREFILL)
-                      if self.client_view else (v.PART_QUEUE, v.PART_PREFILL))
+                      if self.client_view else (v.PART_TEXT, v.PART_QUEUE, v.PART_PREFILL))
 
     def on(self, metric: str, *extra: Matcher) -> str:
         """A per-SLO series of this SLO (``extra``: more matchers)."""
@@ -326,8 +329,8 @@ def ttft_rules(s: _Slo) -> tuple[RecordingRule, ...]:
     queue = _part(s, v.PART_QUEUE)
     steps: list[tuple[causes.Cause, str, str | None, str]] = []
     if s.client_view:
-        steps += [(causes.REQUEST_READ, _part(s, v.PART_READ), None, v.STEP_READ),
-                  (causes.TOKENIZER, _part(s, v.PART_TEXT), None, v.STEP_TEXT)]
+        steps += [(causes.REQUEST_READ, _part(s, v.PART_READ), None, v.STEP_READ)]
+    steps += [(causes.TOKENIZER, _part(s, v.PART_TEXT), None, v.STEP_TEXT)]
     factor = f"on ({LABEL_INSTANCE}) group_left () {_factor()}"
     # The queue is the KV cache's where the cache bounds it, the GPU's where its SMs and tensor
     # pipes are saturated (with the prefill's own time), else the queue's own.

@@ -168,7 +168,7 @@ def scenarios(itl: float, ttft: float) -> tuple[Scenario, ...]:
                  replace(healthy, engine_itl=spikes, step_tokens=8000, sm_active=0.97,
                          tensor_active=0.8, waiting=40), causes.GPU_COMPUTE_BOUND.name),
         Scenario("a slow tokenizer: tokenizer", Latency.TTFT,
-                 replace(healthy, text=slow), causes.TOKENIZER.name, client_side=True),
+                 replace(healthy, text=slow), causes.TOKENIZER.name),
         Scenario("bodies arrive slowly: request_read", Latency.TTFT,
                  replace(healthy, read=slow), causes.REQUEST_READ.name, client_side=True),
         Scenario("waiting for KV blocks: kv_cache", Latency.TTFT,

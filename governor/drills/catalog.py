@@ -18,12 +18,16 @@ for them, and say so in their output and JSON line:
   default 120 ms: the SLO is set where this workload's latency sits.
 
 Drills whose cause lives between the client and ``governor serve`` (slow readers, slow bodies)
-are invisible to a stock-vLLM spec, which reads vLLM's own histograms (``stock_vllm`` False)::
+are invisible to a stock-vLLM spec, which reads vLLM's own histograms (``stock_vllm`` False).
+So is a slow tokenizer here: real vLLM stamps a request's arrival before it renders the prompt,
+so its first-token time holds the text work (and vLLM >= 0.34 records it, which the verdict
+reads), but the simulated engine behind ``governor serve`` stamps it when the tokens reach it
+and records no render time::
 
     >>> by_name("gpu_throttled").faults["clock_reasons"]
     ('hw_thermal',)
     >>> [d.name for d in DRILLS if not d.stock_vllm]
-    ['client_stream', 'request_read']
+    ['tokenizer', 'client_stream', 'request_read']
 """
 
 from __future__ import annotations
@@ -128,7 +132,8 @@ DRILLS: Final = (
                        "KiB arrive",
           faults=_faults(tokenize_seconds_per_kib=0.3),
           workload=Workload((Traffic("long prompts", prompt_words=(500, 700),
-                                     max_tokens=(50, 100), rate_per_second=2.0),))),
+                                     max_tokens=(50, 100), rate_per_second=2.0),)),
+          stock_vllm=False),
     Drill("client_stream", "24 clients read long streams 4 KiB every 0.5 s through a 1 KiB "
                            "receive buffer: the server's writes wait for them",
           workload=Workload((Traffic("slow readers", prompt_words=(20, 40),
