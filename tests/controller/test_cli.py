@@ -190,6 +190,9 @@ def _spec_with_ttft(tmp_path: Path, ttft_entry: str) -> str:
     """slo.yaml with its time-to-first-token SLO entry's first line replaced."""
     text = Path(SLO_YAML).read_text(encoding="utf-8")
     assert "  - name: time-to-first-token\n" in text
+    # The shipped spec names the role too; each case says its own (or none).
+    assert text.count("    role: ttft\n") == 1
+    text = text.replace("    role: ttft\n", "")
     name = ttft_entry.split("\n")[0].removeprefix("  - name: ")
     path = tmp_path / "slo.yaml"
     path.write_text(text.replace("  - name: time-to-first-token\n", ttft_entry)
