@@ -145,7 +145,7 @@ async def test_applied_once_at_start_audited_then_the_law_runs(tmp_path: Path) -
     assert (line["reason"], line["action"], line["applied"]) == ("start_limits", "tighten", True)
     assert line["before"] == CEILING.as_dict() and line["after"] == WANTED.as_dict()
     assert "start limits from the recommendation in rec.json (azure-chat-code)" in \
-        line["explanation"]
+        str(line["explanation"])
     assert h.metric(names.DECISIONS.name + "_total", action="tighten",
                     reason="start_limits") == 1
     # Later passes are the law's: a breach after the cooldown is cut from the start limits.

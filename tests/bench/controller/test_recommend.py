@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,7 +38,7 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def recommended(documents: Path) -> tuple[dict[str, object], str]:
+def recommended(documents: Path) -> tuple[dict[str, Any], str]:
     """``--json`` on the documents' log, run once: the record and the text on stderr."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -47,7 +48,7 @@ def recommended(documents: Path) -> tuple[dict[str, object], str]:
 
 
 def test_the_recommendation_is_the_benchmarks_best_static_on_the_same_log(
-    recommended: tuple[dict[str, object], str], documents: Path, tmp_path: Path,
+    recommended: tuple[dict[str, Any], str], documents: Path, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     rec, _ = recommended
@@ -58,7 +59,6 @@ def test_the_recommendation_is_the_benchmarks_best_static_on_the_same_log(
     assert rec["recommended"] == summary["best_static"]["limits"]
     assert rec["recommended"] == {"max_num_batched_tokens": 2048, "max_num_seqs": 1024}
     predicted, default = rec["predicted"], rec["default"]
-    assert isinstance(predicted, dict) and isinstance(default, dict)
     assert predicted["goodput_rps"] == summary["best_static"]["goodput_rps"]
     assert predicted["attainment"] == summary["best_static"]["attainment"]
     assert default["limits"] == summary["default_static"]["limits"]
@@ -67,7 +67,7 @@ def test_the_recommendation_is_the_benchmarks_best_static_on_the_same_log(
 
 
 def test_the_json_says_what_it_is_and_what_it_assumed(
-    recommended: tuple[dict[str, object], str],
+    recommended: tuple[dict[str, Any], str],
 ) -> None:
     rec, _ = recommended
     assert rec["v"] == FORMAT
@@ -75,14 +75,14 @@ def test_the_json_says_what_it_is_and_what_it_assumed(
     assert "calibration" in str(rec["basis"])
     assert (rec["preset"], rec["seed"], rec["speed"], rec["workload"]) == \
         ("llama-3-8b@h200", 1, 1.0, "documents")
-    assert rec["request_log"]["requests"] == 1700  # type: ignore[index]
+    assert rec["request_log"]["requests"] == 1700
     assert [(g["max_num_batched_tokens"], g["max_num_seqs"]) for g in rec["grid"]] == \
-        [(8192, 1024), (2048, 1024)]  # type: ignore[union-attr]
+        [(8192, 1024), (2048, 1024)]
     assert rec["admission"] is None
 
 
 def test_the_controller_starts_from_the_file_it_writes(
-    recommended: tuple[dict[str, object], str], tmp_path: Path,
+    recommended: tuple[dict[str, Any], str], tmp_path: Path,
 ) -> None:
     rec, _ = recommended
     path = tmp_path / "recommendation.json"
@@ -93,7 +93,7 @@ def test_the_controller_starts_from_the_file_it_writes(
 
 
 def test_the_text_names_the_limits_the_prediction_and_its_basis(
-    recommended: tuple[dict[str, object], str],
+    recommended: tuple[dict[str, Any], str],
 ) -> None:
     _, text = recommended
     assert "preset llama-3-8b@h200, seed 1" in text
