@@ -279,6 +279,11 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
                     "token goes to whoever answers")
     for level, line in guarded(config):
         log.log(level, "%s", line)
+    if config.start_limits is not None:
+        start = config.start_limits
+        log.info("a target without state starts at max_num_batched_tokens %d, max_num_seqs %d "
+                 "(within its floor and ceiling), from %s", start.limits.max_num_batched_tokens,
+                 start.limits.max_num_seqs, start.source)
     log.info("controller on %s:%d, prometheus %s, %s", config.host, config.port,
              without_credentials(config.prometheus_url),
              "dry run" if config.dry_run else "applying changes")

@@ -222,3 +222,15 @@ async def test_the_admin_api_of_real_targets_is_sent_the_start_once_each(
     assert all(fleet.limits[name] == clamped for name in fleet.names())
     assert len(starts) == 3 and all("held to 1024 by the target's ceiling" in line[
         "explanation"] for line in starts)
+
+
+def test_the_start_up_log_says_what_targets_start_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("governor.controller.cli.web.run_app", lambda *a, **k: None)
+    path = recommendation(tmp_path / "rec.json")
+    assert main(["--slo", SLO_YAML, "--start-limits", str(path),
+                 "--allow-unauthenticated-webhook"], env={}) == 0
+    assert ("a target without state starts at max_num_batched_tokens 3072, max_num_seqs 256 "
+            f"(within its floor and ceiling), from {path} (workload azure-chat-code") in \
+        capsys.readouterr().err
