@@ -75,12 +75,13 @@ def build_parser() -> EnvArgumentParser:
 @dataclass(frozen=True, slots=True)
 class Found:
     """What the search found: vLLM's defaults, the best static limits, every static run, and
-    with ``--admission`` the best gate at those limits (``None``: none served more)."""
+    with ``--admission`` the best gate at those limits and the requests it turned away
+    (``None``: none served more)."""
 
     default: Score
     best: Score
     statics: list[Score]
-    gate: tuple[Score, Admission] | None = None
+    gate: tuple[Score, Admission, int] | None = None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -125,11 +126,13 @@ def search(scenario: Scenario, args: Any) -> Found:
 
 
 def _best_gate(best: Score, gated: list[PolicyRun], scenario: Scenario
-               ) -> tuple[Score, Admission] | None:
-    """The gate that served more than the best limits without one (ties go to no gate)."""
-    pairs = [(score(r, scenario), r.admission) for r in gated if r.admission is not None]
-    top = best_static([best, *(s for s, _ in pairs)])
-    return next(((s, a) for s, a in pairs if s is top), None)
+               ) -> tuple[Score, Admission, int] | None:
+    """The gate that served more than the best limits without one (ties go to no gate), and
+    how many requests it turned away."""
+    runs = [(score(r, scenario), r.admission, sum(r.turned_away.values())) for r in gated
+            if r.admission is not None]
+    top = best_static([best, *(s for s, _, _ in runs)])
+    return next(((s, a, n) for s, a, n in runs if s is top), None)
 
 
 def record(found: Found, scenario: Scenario, args: Any) -> dict[str, Any]:
@@ -172,13 +175,14 @@ def _gate(found: Found, searched: bool) -> dict[str, Any] | None:
         return None
     if found.gate is None:
         return {"gate": "none", "serve_options": [], "predicted": None}
-    gate, admission = found.gate
+    gate, admission, turned_away = found.gate
     if admission.slack is not None:
         options = ["--deadlines", "--deadline-slack", f"{admission.slack:g}"]
     else:
         options = ["--max-tokens-ahead", str(admission.max_tokens_ahead)]
     return {"gate": "deadlines" if admission.slack is not None else "bound",
-            "serve_options": options, "predicted": _predicted(gate, found.default)}
+            "serve_options": options, "predicted": _predicted(gate, found.default),
+            "turned_away": turned_away}
 
 
 def text(rec: dict[str, Any], target: float) -> str:
@@ -202,7 +206,8 @@ def text(rec: dict[str, Any], target: float) -> str:
         lines.append("admission: no gate served more at the recommended limits")
     elif gate is not None:
         lines += [f"admission: governor serve {' '.join(gate['serve_options'])}",
-                  f"  {_line(gate['predicted'], target)}"]
+                  f"  {_line(gate['predicted'], target)}; it turns away "
+                  f"{gate['turned_away']} requests (429), which goodput does not count"]
     lines.append("grid (attainment/goodput): " + ", ".join(
         f"{g['max_num_batched_tokens']}/{g['max_num_seqs']}: {g['attainment']:.0%}/"
         f"{g['goodput_rps']:.2f}" for g in rec["grid"]))

@@ -30,11 +30,7 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> Path:
     decoding chat past its inter-token SLO, at 2,048 it does not."""
     chats = [(k * 0.08, 800, 300) for k in range(1500)]
     docs = [(k * 0.6 + 0.06, 7000, 20) for k in range(200)]
-    rows = sorted(chats + docs)
-    path = tmp_path_factory.mktemp("logs") / "documents.csv"
-    path.write_text("Timestamp,Request tokens,Response tokens\n"
-                    + "".join(f"{t:.3f},{p},{o}\n" for t, p, o in rows))
-    return path
+    return log_of(tmp_path_factory.mktemp("logs") / "documents.csv", chats + docs)
 
 
 @pytest.fixture(scope="module")
@@ -103,18 +99,39 @@ def test_the_text_names_the_limits_the_prediction_and_its_basis(
     assert "governor controller --start-limits 2048,1024" in text
 
 
-def test_with_admission_a_gate_is_named_only_where_it_serves_more(
+def log_of(path: Path, rows: list[tuple[float, int, int]]) -> Path:
+    path.write_text("Timestamp,Request tokens,Response tokens\n"
+                    + "".join(f"{t:.3f},{p},{o}\n" for t, p, o in sorted(rows)))
+    return path
+
+
+def admission(log: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert main(["--workload", str(log), *GRID, *COMMON, "--json", "--admission",
+                 "--bounds", "8192"]) == 0
+    rec: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return rec
+
+
+def test_with_admission_the_gate_that_serves_more_is_named_with_what_it_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Documents every 0.15 s ask ~47k prompt tokens/s, past the preset's prefill: no limits
+    serve the chats' first tokens in time, a gate that refuses some documents does."""
+    burst = log_of(tmp_path / "burst.csv", [(k * 0.08, 800, 300) for k in range(1500)]
+                   + [(k * 0.15 + 0.06, 7000, 20) for k in range(800)])
+    rec = admission(burst, capsys)
+    gate = rec["admission"]
+    assert gate["gate"] in ("deadlines", "bound")
+    assert gate["serve_options"][0] in ("--deadlines", "--max-tokens-ahead")
+    assert gate["predicted"]["goodput_rps"] > 2 * rec["predicted"]["goodput_rps"]
+    assert 0 < gate["turned_away"] < rec["request_log"]["requests"]
+
+
+def test_with_admission_no_gate_is_named_where_none_serves_more(
     documents: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["--workload", str(documents), *GRID, *COMMON, "--json", "--admission",
-                 "--bounds", "8192"]) == 0
-    rec = json.loads(capsys.readouterr().out)
-    gate = rec["admission"]
-    if gate["gate"] == "none":
-        assert gate["serve_options"] == [] and gate["predicted"] is None
-    else:
-        assert gate["predicted"]["goodput_rps"] > rec["predicted"]["goodput_rps"]
-        assert gate["serve_options"][0] in ("--deadlines", "--max-tokens-ahead")
+    gate = admission(documents, capsys)["admission"]
+    assert gate == {"gate": "none", "serve_options": [], "predicted": None}
 
 
 @pytest.mark.parametrize(("argv", "problem"), [
