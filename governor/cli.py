@@ -34,6 +34,9 @@ COMMANDS: dict[str, Command] = {
                                    "the action"),
     "preview": Command("governor.preview", "render every dashboard panel from Prometheus to PNG"),
     "bench": Command("governor.bench", "benchmarks with ratios against a baseline"),
+    "recommend": Command("governor.bench.recommend", "the best static limits for a recorded "
+                                                    "request log, as the simulator predicts "
+                                                    "them"),
     "drill": Command("governor.drills.cli", "inject a cause of an SLO burn into the embedded "
                                             "stack and score the verdict"),
 }

@@ -44,6 +44,7 @@ from governor.controller.law.tuning import LawConfig, LawConfigError
 from governor.controller.model import Target
 from governor.controller.queries import QuerySet
 from governor.controller.slo import ObjectiveError, objectives
+from governor.controller.start_limits import StartLimits, StartLimitsError
 from governor.slo.spec import SpecError, load_spec
 
 log = logging.getLogger("controller")
@@ -158,6 +159,11 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     p.add_argument("--audit-log", type=Path, default=Path(".run/controller/audit.jsonl"),
                    help="JSON-lines audit trail of decisions")
     p.add_argument("--dry-run", action="store_true", help="decide and log, never apply")
+    p.add_argument("--start-limits", default=None, metavar="FILE|TOKENS,SEQS",
+                   help="at a target's first pass without state, set these limits (within its "
+                        "floor and ceiling) instead of keeping vLLM's defaults: the file "
+                        "`governor recommend --json` writes, or max_num_batched_tokens,"
+                        "max_num_seqs; the law runs as usual after")
     p.add_argument("--actuator", choices=actuator_names(), default=_default("actuator"),
                    help="how limits are read and moved on the targets: admin-api (GET/PUT "
                         "/admin/batching), or another installed actuator by name")
@@ -205,6 +211,10 @@ def build_config(args: argparse.Namespace) -> ControllerConfig:
         raise UsageError(f"--ca-file {args.ca_file}: no such file")
     if args.ca_file is not None and args.insecure_skip_verify:
         raise UsageError("--ca-file and --insecure-skip-verify contradict each other")
+    try:
+        start = None if args.start_limits is None else StartLimits.parse(args.start_limits)
+    except StartLimitsError as exc:
+        raise UsageError(str(exc)) from None
     queries = found.queries
     if args.job is not None:
         queries = replace(queries, target=replace(queries.target, job=args.job))
@@ -215,7 +225,8 @@ def build_config(args: argparse.Namespace) -> ControllerConfig:
         insecure_skip_verify=args.insecure_skip_verify, max_targets=args.max_targets,
         resync_seconds=args.resync, alert_expiry_seconds=args.alert_expiry,
         target_deadline_seconds=args.target_deadline,
-        dry_run=args.dry_run, actuator=args.actuator, state_path=args.state_file,
+        dry_run=args.dry_run, start_limits=start, actuator=args.actuator,
+        state_path=args.state_file,
         audit_path=args.audit_log,
         grafana_url=args.grafana_url, host=args.host, port=args.port,
     )
@@ -268,6 +279,11 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
                     "token goes to whoever answers")
     for level, line in guarded(config):
         log.log(level, "%s", line)
+    if config.start_limits is not None:
+        start = config.start_limits
+        log.info("a target without state starts at max_num_batched_tokens %d, max_num_seqs %d "
+                 "(within its floor and ceiling), from %s", start.limits.max_num_batched_tokens,
+                 start.limits.max_num_seqs, start.source)
     log.info("controller on %s:%d, prometheus %s, %s", config.host, config.port,
              without_credentials(config.prometheus_url),
              "dry run" if config.dry_run else "applying changes")

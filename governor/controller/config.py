@@ -14,6 +14,7 @@ from governor.controller.actuators import DEFAULT as DEFAULT_ACTUATOR
 from governor.controller.law.tuning import LawConfig
 from governor.controller.model import SloTargets, Target
 from governor.controller.queries import QuerySet
+from governor.controller.start_limits import StartLimits
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,9 @@ class ControllerConfig:
     permanent_retry_seconds: float = 300.0
     max_backoff_seconds: float = 120.0
     dry_run: bool = False
+    # The limits a target without state starts from (``governor recommend``'s), or ``None``:
+    # it keeps what it runs with until the law moves it.
+    start_limits: StartLimits | None = None
     # How limits are read and moved on every target (an entry point of governor.actuators).
     actuator: str = DEFAULT_ACTUATOR
     state_path: Path | None = None

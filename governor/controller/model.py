@@ -71,6 +71,8 @@ class Reason(enum.StrEnum):
     OVERLOAD = "overload"  # the queue grows whatever the limits: hold the best limits seen
     BACKLOG = "backlog"  # overloaded, and the backlog holds every first token past its SLO:
     # the budget that prefills fastest drains it soonest
+    START_LIMITS = "start_limits"  # the first pass for a target without state: the limits
+    # of --start-limits (governor recommend's), within its floor and ceiling
 
 
 # ScaleAdvice reasons (values of the ``reason`` label of ``desired_replicas``).

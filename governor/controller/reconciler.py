@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from governor.contracts.metrics import controller as names
 from governor.controller import audit as audit_lines
+from governor.controller import start_limits
 from governor.controller.actuator import ActuationError, ErrorKind
 from governor.controller.actuators import Actuator as Actuator  # the reconciler's seam
 from governor.controller.audit import AuditLog
@@ -254,7 +255,8 @@ class Reconciler:
             return
         self._metrics.limits(rt.target.name, rt.limits.current)
         self._metrics.bounds(rt.target.name, rt.limits)
-        decision = decide(self.config.slo, self.config.law, observation, rt.limits, rt.state, now)
+        decision = self._start(rt, now) or decide(self.config.slo, self.config.law,
+                                                  observation, rt.limits, rt.state, now)
         self._metrics.decision(decision)
         self._metrics.scale(rt.target.name, decision.scale)
         if decision.changes and not self.config.dry_run:
@@ -279,6 +281,13 @@ class Reconciler:
         self._note(rt, decision, now, applied=decision.changes and not self.config.dry_run)
         if decision.changes and self._annotator is not None:
             await self._annotator.annotate(rt.target.name, decision, now)
+
+    def _start(self, rt: TargetRuntime, now: float) -> Decision | None:
+        """With ``--start-limits``, a target's first pass without state sets them."""
+        wanted = self.config.start_limits
+        if wanted is None or rt.limits is None:
+            return None
+        return start_limits.start(wanted, rt.limits, rt.state, now)
 
     def _note(self, rt: TargetRuntime, decision: Decision, now: float, *, applied: bool,
               error: str | None = None) -> None:

@@ -113,6 +113,37 @@ def build_parser() -> EnvArgumentParser:
                    help="a workload file (YAML phases or a named replay), a request log (CSV or "
                         "JSONL: Governor's own, Azure LLM inference, BurstGPT, Mooncake), or a "
                         "folder of YAML files; repeatable (default: the built-in headline)")
+    add_scenario_options(p)
+    admission = AdmissionLimits.service_defaults()
+    p.add_argument("--classes", choices=("spec", "one"), default=None,
+                   help="request classes of --slo, with the service's admission queue in front "
+                        "of the engine: spec applies them (priorities, per-class limits, "
+                        "shedding), one runs the service without them; both score per class")
+    p.add_argument("--max-in-flight", type=positive_int, default=admission.max_in_flight,
+                   help="with --classes: the service's --max-in-flight")
+    p.add_argument("--max-queue", type=non_negative_int, default=admission.max_queue,
+                   help="with --classes: the service's --max-queue")
+    p.add_argument("--queue-timeout", type=parse_duration_seconds,
+                   default=admission.queue_timeout_seconds,
+                   help="with --classes: the service's --queue-timeout")
+    p.add_argument("--admission", action="store_true",
+                   help="also run the admission policies side by side: first-token deadlines "
+                        "beside vLLM's defaults, the best static limits and the controller, and "
+                        "each static bound of --bounds at the best static limits (the best "
+                        "static bound in hindsight)")
+    add_gate_options(p)
+    p.add_argument("--jobs", type=positive_int, default=max(1, min(4, os.cpu_count() or 1)),
+                   help="runs in parallel (processes)")
+    p.add_argument("--out", type=Path, default=Path("bench-out/controller"),
+                   help="where plots and the summary go")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    return p
+
+
+def add_scenario_options(p: EnvArgumentParser) -> None:
+    """What a scenario is built from besides its workload: the replay, the preset and seed, the
+    spec, the hindsight grid and the generated stack's timing (:func:`build_scenario`). The
+    benchmark and ``governor recommend`` share them."""
     p.add_argument("--speed", type=_speed, default=1.0,
                    help="replay request logs this many times faster (a named replay's own "
                         "speed is multiplied by it)")
@@ -143,35 +174,16 @@ def build_parser() -> EnvArgumentParser:
                    help="override the generated controller route's group_wait")
     p.add_argument("--resync", type=parse_duration_seconds, default=None,
                    help="override the controller's default periodic reconcile")
-    admission = AdmissionLimits.service_defaults()
-    p.add_argument("--classes", choices=("spec", "one"), default=None,
-                   help="request classes of --slo, with the service's admission queue in front "
-                        "of the engine: spec applies them (priorities, per-class limits, "
-                        "shedding), one runs the service without them; both score per class")
-    p.add_argument("--max-in-flight", type=positive_int, default=admission.max_in_flight,
-                   help="with --classes: the service's --max-in-flight")
-    p.add_argument("--max-queue", type=non_negative_int, default=admission.max_queue,
-                   help="with --classes: the service's --max-queue")
-    p.add_argument("--queue-timeout", type=parse_duration_seconds,
-                   default=admission.queue_timeout_seconds,
-                   help="with --classes: the service's --queue-timeout")
-    p.add_argument("--admission", action="store_true",
-                   help="also run the admission policies side by side: first-token deadlines "
-                        "beside vLLM's defaults, the best static limits and the controller, and "
-                        "each static bound of --bounds at the best static limits (the best "
-                        "static bound in hindsight)")
+
+
+def add_gate_options(p: EnvArgumentParser) -> None:
+    """The admission gates ``--admission`` scores at the best static limits."""
     p.add_argument("--bounds", type=_ints, default=(8192, 16384, 32768, 65536, 131072),
                    help="with --admission: static bounds on the prompt tokens ahead of an "
                         "arriving request, each run at the best static limits")
     p.add_argument("--deadline-slack", type=_slack, default=1.0,
                    help="with --admission: each deadline is this times its class's "
                         "first-token target (governor serve --deadline-slack)")
-    p.add_argument("--jobs", type=positive_int, default=max(1, min(4, os.cpu_count() or 1)),
-                   help="runs in parallel (processes)")
-    p.add_argument("--out", type=Path, default=Path("bench-out/controller"),
-                   help="where plots and the summary go")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    return p
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,14 +378,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_all(scenario: Scenario, args: Any) -> list[PolicyRun]:
     """(a) the default, (c) the controller, then the hindsight grid; with progress on stderr."""
     arrivals = scenario.workload.arrivals(scenario.seed)
-    top = ceiling(scenario)
-    grid = [Limits(s, b) for s in args.seqs for b in args.budgets if s <= top.max_num_seqs
-            and b <= top.max_num_batched_tokens and Limits(s, b) != top]
-    jobs = [whatif.Job(f"(a) default static {_label(top)}", top, None),
-            whatif.Job("(c) controller", None, None)]
-    jobs += [whatif.Job(f"static {_label(g)}", g, None) for g in grid]
+    default, *grid = static_jobs(scenario, args.budgets, args.seqs)
+    jobs = [default, whatif.Job("(c) controller", None, None), *grid]
     if args.admission:
-        jobs += whatif.first_jobs(top, args.deadline_slack)
+        jobs += whatif.first_jobs(ceiling(scenario), args.deadline_slack)
     minutes = scenario.workload.duration_seconds / 60
     if isinstance(scenario.workload, RequestLog):
         print(f"governor bench controller: replaying {describe(scenario.workload)}",
@@ -383,24 +391,45 @@ def run_all(scenario: Scenario, args: Any) -> list[PolicyRun]:
           f"{minutes:g} virtual minutes; {total} runs on {args.jobs} processes …",
           file=sys.stderr, flush=True)
     progress = Progress(f"  {scenario.workload.name} run", total)
-    results: list[PolicyRun] = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        for result in pool.map(_job, [(scenario, arrivals, j.name, j.static, j.admission)
-                                      for j in jobs]):
-            results.append(result)
-            progress.done(result.name)
+        results = run_jobs(pool, scenario, arrivals, jobs, progress)
         if args.admission:
             # The bounds, at the best static limits without a gate (known only now).
             scores = [score(r, scenario) for r in results]
-            best = max((s for s, r in zip(scores, results, strict=True)
-                        if r.admission is None and not r.controlled), key=_rank)
+            best = best_static([s for s, r in zip(scores, results, strict=True)
+                                if r.admission is None and not r.controlled])
             assert best.limits is not None
             second = whatif.second_jobs(best.limits, args.bounds, args.deadline_slack)
-            for result in pool.map(_job, [(scenario, arrivals, j.name, j.static, j.admission)
-                                          for j in second]):
-                results.append(result)
-                progress.done(result.name)
+            results += run_jobs(pool, scenario, arrivals, second, progress)
     return results
+
+
+def static_jobs(scenario: Scenario, budgets: Sequence[int], seqs: Sequence[int]
+                ) -> list[whatif.Job]:
+    """(a) vLLM's default limits on the preset, then every static limits of the hindsight grid
+    (each budget with each seqs value) the preset allows."""
+    top = ceiling(scenario)
+    grid = [Limits(s, b) for s in seqs for b in budgets if s <= top.max_num_seqs
+            and b <= top.max_num_batched_tokens and Limits(s, b) != top]
+    return [whatif.Job(f"(a) default static {_label(top)}", top, None),
+            *(whatif.Job(f"static {_label(g)}", g, None) for g in grid)]
+
+
+def run_jobs(pool: ProcessPoolExecutor, scenario: Scenario, arrivals: list[Arrival],
+             jobs: Sequence[whatif.Job], progress: Progress) -> list[PolicyRun]:
+    """Each job on the pool, in order, each one's end told on ``progress``."""
+    results: list[PolicyRun] = []
+    for result in pool.map(_job, [(scenario, arrivals, j.name, j.static, j.admission)
+                                  for j in jobs]):
+        results.append(result)
+        progress.done(result.name)
+    return results
+
+
+def best_static(statics: Sequence[Score]) -> Score:
+    """The best static limits in hindsight: the most goodput, then the best attainment, then
+    the largest budget (:func:`_rank`)."""
+    return max(statics, key=_rank)
 
 
 def report(results: list[PolicyRun], scenario: Scenario, args: Any, out: Path) -> int:
@@ -408,7 +437,7 @@ def report(results: list[PolicyRun], scenario: Scenario, args: Any, out: Path) -
     results = [r for r in results if r.admission is None]
     scores = [score(r, scenario) for r in results]
     default, controlled, statics = scores[0], scores[1], [scores[0], *scores[2:]]
-    best = max(statics, key=_rank)
+    best = best_static(statics)
     name = f"(b) best static {_label(best.limits)}" if best is not default else default.name
     best_run = replace(results[scores.index(best)], name=name)
     best = replace(best, name=name)
