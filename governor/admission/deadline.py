@@ -304,14 +304,19 @@ class DeadlineGate(Generic[K]):
             state.pending += tokens
             self._pending += tokens
 
-    def start(self, key: K, now: float) -> None:
-        """A waiting request reached the engine."""
+    def start(self, key: K, now: float, *, tokens: int | None = None) -> None:
+        """A waiting request reached the engine; with ``tokens``, its prompt as the engine
+        counted them (a gate that judged on an estimate, before the engine's tokenizer ran)."""
         request = self._requests.get(key)
         if request is None or not request.waiting:
             return
+        if tokens is not None:
+            _check_tokens(tokens)
         self._advance(now)
         state = self._classes[request.name]
         state.queued -= request.tokens
+        if tokens is not None:
+            request.tokens = tokens
         state.pending += request.tokens
         self._pending += request.tokens
         request.waiting = False

@@ -14,25 +14,27 @@ and a few other prefixes): the route's own bearer token guards it. The engine is
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from typing import Any
 
 from governor.contracts.endpoints import ADMIN_BATCHING_PATH
 from governor.vllm.admin import AdminRoute, AdminSettings, Answer
+from governor.vllm.admission import AdmissionMiddleware
+from governor.vllm.asgi import ASGIApp, Receive, Scope, Send, body_chunks, header, send_answer
+from governor.vllm.gate import GateSettings
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+__all__ = ["AdminMiddleware", "body_chunks", "header", "send_answer"]
 
 
 class AdminMiddleware:
-    """Answers ``GET``/``PUT /admin/batching``; passes everything else straight through."""
+    """Answers ``GET``/``PUT /admin/batching``; passes everything else straight through (past
+    the admission gate on the generation routes, when it is on)."""
 
-    def __init__(self, app: ASGIApp, settings: AdminSettings | None = None) -> None:
-        self.app = app
+    def __init__(self, app: ASGIApp, settings: AdminSettings | None = None,
+                 gate: GateSettings | None = None) -> None:
         self.route = AdminRoute(settings or AdminSettings.from_env(os.environ))
+        # The admission gate, when the environment turns it on (built with no arguments by
+        # vLLM), stands between this route and vLLM's app.
+        gate = gate or GateSettings.from_env(os.environ)
+        self.app = app if gate is None else AdmissionMiddleware(app, gate)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("path") != ADMIN_BATCHING_PATH:
@@ -46,28 +48,3 @@ class AdminMiddleware:
         engine_client = getattr(getattr(app, "state", None), "engine_client", None)
         return await self.route.answer_request(scope["method"], header(scope, b"authorization"),
                                                body_chunks(receive), engine_client)
-
-
-async def body_chunks(receive: Receive) -> AsyncIterator[bytes]:
-    """The request body's chunks as ASGI delivers them, up to the last one or a disconnect."""
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return
-        yield message.get("body", b"")
-        if not message.get("more_body", False):
-            return
-
-
-def header(scope: Scope, name: bytes) -> bytes | None:
-    for key, value in scope.get("headers", ()):
-        if key.lower() == name:
-            return bytes(value)
-    return None
-
-
-async def send_answer(send: Send, answer: Answer) -> None:
-    body = answer.json()
-    await send({"type": "http.response.start", "status": answer.status,
-                "headers": [*answer.headers(), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
