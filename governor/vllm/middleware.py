@@ -9,11 +9,17 @@ the streaming path (Starlette's ``BaseHTTPMiddleware`` would wrap every stream).
 User middleware runs outermost, before vLLM's ``--api-key`` check (which guards only ``/v1``
 and a few other prefixes): the route's own bearer token guards it. The engine is the app's
 ``state.engine_client``, there once vLLM has initialised its state.
+
+With ``GOVERNOR_ADMISSION_SLO_FILE`` set, the generation routes pass the admission gate first
+(:mod:`governor.vllm.admission`): a request that would miss its first-token deadline is refused
+429 before vLLM sees it; the others go on with their body as it came.
 """
 
 from __future__ import annotations
 
 import os
+
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from governor.contracts.endpoints import ADMIN_BATCHING_PATH
 from governor.vllm.admin import AdminRoute, AdminSettings, Answer
@@ -29,12 +35,14 @@ class AdminMiddleware:
     the admission gate on the generation routes, when it is on)."""
 
     def __init__(self, app: ASGIApp, settings: AdminSettings | None = None,
-                 gate: GateSettings | None = None) -> None:
+                 gate: GateSettings | None = None,
+                 registry: CollectorRegistry = REGISTRY) -> None:
         self.route = AdminRoute(settings or AdminSettings.from_env(os.environ))
-        # The admission gate, when the environment turns it on (built with no arguments by
-        # vLLM), stands between this route and vLLM's app.
+        # The admission gate, when the environment turns it on (vLLM builds this with no
+        # arguments), stands between this route and vLLM's app; its series go where vLLM's
+        # /metrics reads them.
         gate = gate or GateSettings.from_env(os.environ)
-        self.app = app if gate is None else AdmissionMiddleware(app, gate)
+        self.app = app if gate is None else AdmissionMiddleware(app, gate, registry=registry)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("path") != ADMIN_BATCHING_PATH:
