@@ -304,22 +304,34 @@ class DeadlineGate(Generic[K]):
             state.pending += tokens
             self._pending += tokens
 
-    def start(self, key: K, now: float, *, tokens: int | None = None) -> None:
-        """A waiting request reached the engine; with ``tokens``, its prompt as the engine
-        counted them (a gate that judged on an estimate, before the engine's tokenizer ran)."""
+    def start(self, key: K, now: float) -> None:
+        """A waiting request reached the engine."""
         request = self._requests.get(key)
         if request is None or not request.waiting:
             return
-        if tokens is not None:
-            _check_tokens(tokens)
         self._advance(now)
         state = self._classes[request.name]
         state.queued -= request.tokens
-        if tokens is not None:
-            request.tokens = tokens
         state.pending += request.tokens
         self._pending += request.tokens
         request.waiting = False
+
+    def recount(self, key: K, tokens: int, now: float) -> None:
+        """A tracked request's prompt is ``tokens`` long after all: the engine's count, where
+        the gate judged on an estimate made before the engine's tokenizer ran."""
+        _check_tokens(tokens)
+        request = self._requests.get(key)
+        if request is None:
+            return
+        self._advance(now)
+        state = self._classes[request.name]
+        change = tokens - request.tokens
+        if request.waiting:
+            state.queued += change
+        else:
+            state.pending += change
+            self._pending += change
+        request.tokens = tokens
 
     def first_token(self, key: K, now: float) -> WaitSample | None:
         """A request's first token: its prompt is prefilled. None if it was not tracked (or its

@@ -25,13 +25,13 @@ from typing import Any, Final
 
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from governor.admission.deadline import Judgement
+from governor.admission.deadline import Judgement, WaitSample
 from governor.admission.refusal import refusal_message
 from governor.contracts.endpoints import GENERATION_PATHS
 from governor.contracts.errors import RATE_LIMIT, error_body
 from governor.vllm.admin import Answer
 from governor.vllm.asgi import ASGIApp, Message, Receive, Scope, Send, body_chunks, send_answer
-from governor.vllm.backlog import read_states
+from governor.vllm.backlog import EngineRequest, read_states
 from governor.vllm.gate import GateSettings, GenerationGate
 from governor.vllm.gate_metrics import GateMetrics
 from governor.vllm.prompts import Prompt, estimate
@@ -100,13 +100,15 @@ class AdmissionMiddleware:
             return
         self.gate.admit(key, name, prompt.tokens, judgement, now)
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, self._watched(key, receive), send)
         finally:
-            self.gate.end(key, self._clock())
-            self.metrics.read(self.gate.deadline)
+            self._observe(self.gate.finish(key, self._states(), self._clock()))
 
     def sync(self, now: float) -> None:
         """Bring the gate in line with vLLM's states of this API server's requests."""
+        self._observe(self.gate.sync(self._states(), now))
+
+    def _states(self) -> list[EngineRequest]:
         states = read_states(self._engine_client)
         if states is None:
             if not self._unreadable and self._engine_client is not None:
@@ -114,10 +116,25 @@ class AdmissionMiddleware:
                 log.warning("Governor's admission gate cannot read this vLLM's request states "
                             "(engine_client.output_processor.request_states): it measures no "
                             "prefill rate and refuses nothing by deadline")
-            return
-        for sample in self.gate.sync(states, now):
+            return []
+        return states
+
+    def _observe(self, samples: list[WaitSample]) -> None:
+        for sample in samples:
             self.metrics.waited(sample)
         self.metrics.read(self.gate.deadline)
+
+    def _watched(self, key: str, receive: Receive) -> Receive:
+        """``receive`` that tells the gate of the client's going away before vLLM learns of it
+        (and aborts the request)."""
+
+        async def watched() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self._observe(self.gate.disconnected(key, self._states(), self._clock()))
+            return message
+
+        return watched
 
     def _follow(self) -> None:
         """Start following vLLM's states in the background, once per event loop."""

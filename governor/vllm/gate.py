@@ -115,8 +115,8 @@ def _whole(env: Mapping[str, str], name: str, problems: list[str]) -> int | None
 @dataclass(slots=True)
 class _Admitted:
     name: str
-    entered: bool = False  # vLLM has taken it in (its count replaced the estimate)
-    seen: bool = False  # seen in vLLM's states at the last sync
+    entered: bool = False  # seen in vLLM (its count replaced the estimate)
+    done: bool = False  # its first token counted, or it left without one
 
 
 class GenerationGate:
@@ -128,7 +128,10 @@ class GenerationGate:
         if judgement.admit:
             gate.admit(key, "chat", 812, judgement, now)   # then the request goes to vLLM
         samples = gate.sync(read_states(engine_client), now)   # often; and at every arrival
-        gate.end(key, now)                                 # its response is over
+        gate.disconnected(key, read_states(engine_client), now)   # its client went away
+        gate.finish(key, read_states(engine_client), now)  # its response is over
+
+    A request counts ahead from its admission: vLLM tokenizing it is part of its wait.
     """
 
     def __init__(self, deadlines: Sequence[ClassDeadline],
@@ -143,38 +146,53 @@ class GenerationGate:
         return self.deadline.judge(name, tokens, now, waited=waited)
 
     def admit(self, key: str, name: str, tokens: int, judgement: Judgement, now: float) -> None:
-        """Count a request the gate let in ahead of later ones, until vLLM has taken it in."""
-        self.deadline.track(key, name, tokens, now, waiting=True, judgement=judgement)
+        """Count a request the gate let in ahead of later ones, on its estimated prompt."""
+        self.deadline.track(key, name, tokens, now, waiting=False, judgement=judgement)
         self._admitted[key] = _Admitted(name)
 
     def sync(self, requests: Sequence[EngineRequest], now: float) -> list[WaitSample]:
-        """Bring the backlog in line with vLLM's states: the requests it took in since, and the
-        first tokens that came; returns the predicted and actual wait of each first token."""
+        """Bring the backlog in line with vLLM's states: the prompts vLLM has counted, and the
+        first tokens that came; returns the predicted and actual wait of each first token.
+
+        A request that left vLLM between two reads, after it was seen there, was finished: its
+        prompt was prefilled (one aborted by its client's going away is dropped before vLLM
+        learns of it, by :meth:`disconnected`)."""
         found: dict[str, tuple[int, bool]] = {}
         for request in requests:
             tokens, prefilling = found.get(request.key, (0, False))
             found[request.key] = (tokens + request.prompt_tokens,
                                   prefilling or request.prefilling)
-        samples = []
-        for key, admitted in list(self._admitted.items()):
+        samples: list[WaitSample] = []
+        for key, admitted in self._admitted.items():
             state = found.get(key)
-            if state is None:
-                if admitted.seen:  # it left vLLM (finished or aborted) between two syncs
-                    self.end(key, now)
+            if admitted.done or (state is None and not admitted.entered):
                 continue
-            admitted.seen = True
-            if not admitted.entered:
-                self.deadline.start(key, now, tokens=state[0])
+            if state is not None and not admitted.entered:
+                self.deadline.recount(key, state[0], now)
                 admitted.entered = True
-            if not state[1]:
+            if state is None or not state[1]:
+                admitted.done = True
                 sample = self.deadline.first_token(key, now)
                 if sample is not None:
                     samples.append(sample)
         return samples
 
-    def end(self, key: str, now: float) -> None:
-        """The request's response is over: it leaves the backlog, if its first token was never
-        seen (it failed, was aborted, or came and went between two syncs: not counted as
-        prefill, so the rate errs low, towards refusing)."""
-        if self._admitted.pop(key, None) is not None:
+    def disconnected(self, key: str, requests: Sequence[EngineRequest],
+                     now: float) -> list[WaitSample]:
+        """The client went away; vLLM, told next, aborts the request if it is still running. One
+        still without its first token leaves the backlog unmeasured."""
+        samples = self.sync(requests, now)
+        admitted = self._admitted.get(key)
+        if admitted is not None and not admitted.done:
+            admitted.done = True
             self.deadline.forget(key, now)
+        return samples
+
+    def finish(self, key: str, requests: Sequence[EngineRequest],
+               now: float) -> list[WaitSample]:
+        """The request's response is over. One vLLM never showed (refused by vLLM itself, or in
+        and out between two reads) leaves the backlog unmeasured: no evidence of its prefill."""
+        samples = self.sync(requests, now)
+        if self._admitted.pop(key, None) is not None:
+            self.deadline.forget(key, now)  # nothing, if its first token was counted
+        return samples

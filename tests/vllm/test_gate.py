@@ -109,14 +109,15 @@ def test_a_request_counts_ahead_from_admission_and_as_vllm_counted_it_once_in() 
     gate = GenerationGate((CHAT,))
     gate.admit("a", "chat", 100, gate.judge("chat", 100, 0.0, waited=0.0), 0.0)
     assert gate.deadline.tokens_ahead("chat") == 100  # vLLM is still tokenizing it
+    gate.sync([], 0.05)
+    assert gate.deadline.tokens_ahead("chat") == 100
     gate.sync([EngineRequest("a", 180, True)], 0.1)
     assert gate.deadline.pending_tokens == 180
-    samples = gate.sync([EngineRequest("a", 180, False)], 1.1)
-    assert [(s.name, s.actual_seconds) for s in samples] == [("chat", pytest.approx(1.1))]
-    assert gate.deadline.pending_tokens == 0 and gate.deadline.rate == pytest.approx(180.0)
+    samples = gate.sync([EngineRequest("a", 180, False)], 1.0)
+    assert [(s.name, s.actual_seconds) for s in samples] == [("chat", 1.0)]
+    assert gate.deadline.pending_tokens == 0 and gate.deadline.rate == pytest.approx(180, rel=0.05)
     assert gate.sync([EngineRequest("a", 180, False)], 1.2) == []  # counted once
-    gate.end("a", 2.0)
-    assert "a" not in gate
+    assert gate.finish("a", [], 2.0) == [] and "a" not in gate
 
 
 def test_a_request_with_several_prompts_has_its_first_token_when_all_have() -> None:
@@ -128,20 +129,35 @@ def test_a_request_with_several_prompts_has_its_first_token_when_all_have() -> N
                          1.0)) == 1
 
 
-def test_a_request_gone_from_vllm_before_its_first_token_leaves_the_backlog_unmeasured() -> None:
+def test_a_request_that_left_vllm_between_two_reads_was_prefilled() -> None:
+    gate = GenerationGate((CHAT,))
+    gate.admit("a", "chat", 10, gate.judge("chat", 10, 0.0, waited=0.0), 0.0)
+    gate.sync([EngineRequest("a", 500, True)], 0.2)
+    assert len(gate.finish("a", [], 1.0)) == 1  # done before the next read: it was served
+    assert gate.deadline.pending_tokens == 0 and gate.deadline.rate == pytest.approx(500, rel=0.05)
+
+
+def test_a_client_gone_before_its_first_token_leaves_the_backlog_unmeasured() -> None:
     gate = GenerationGate((CHAT,))
     gate.admit("a", "chat", 10, gate.judge("chat", 10, 0.0, waited=0.0), 0.0)
     gate.sync([EngineRequest("a", 50, True)], 0.5)
-    gate.sync([], 1.0)  # aborted, or finished between two reads: not counted as prefill
-    assert "a" not in gate and gate.deadline.pending_tokens == 0
-    assert gate.deadline.rate is None
+    gate.disconnected("a", [EngineRequest("a", 50, True)], 1.0)  # vLLM will abort it
+    assert gate.finish("a", [], 1.1) == []  # gone from vLLM: aborted, not served
+    assert gate.deadline.pending_tokens == 0 and gate.deadline.rate is None
 
 
-def test_a_request_vllm_has_not_taken_in_yet_stays_ahead() -> None:
+def test_a_client_gone_after_its_first_token_was_served() -> None:
     gate = GenerationGate((CHAT,))
     gate.admit("a", "chat", 10, gate.judge("chat", 10, 0.0, waited=0.0), 0.0)
-    gate.sync([], 1.0)
-    assert gate.deadline.queued_tokens == 10
+    gate.sync([EngineRequest("a", 50, True)], 0.5)
+    assert len(gate.disconnected("a", [EngineRequest("a", 50, False)], 1.0)) == 1
+
+
+def test_a_request_vllm_never_showed_leaves_the_backlog_unmeasured() -> None:
+    gate = GenerationGate((CHAT,))
+    gate.admit("a", "chat", 10, gate.judge("chat", 10, 0.0, waited=0.0), 0.0)
+    assert gate.finish("a", [], 1.0) == []  # vLLM's own 400, or in and out unseen
+    assert gate.deadline.pending_tokens == 0 and gate.deadline.rate is None
 
 
 # ---- the middleware ----------------------------------------------------------------------------
@@ -178,8 +194,7 @@ def warm(gate: GenerationGate, tokens_per_second: float) -> float:
         key = f"warm{i}"
         gate.admit(key, "chat", 1, gate.judge("chat", 1, float(i), waited=0.0), float(i))
         gate.sync([EngineRequest(key, int(tokens_per_second), True)], float(i))
-        gate.sync([EngineRequest(key, int(tokens_per_second), False)], float(i + 1))
-        gate.end(key, float(i + 1))
+        gate.finish(key, [EngineRequest(key, int(tokens_per_second), False)], float(i + 1))
     return 10.0
 
 
