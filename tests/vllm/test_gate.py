@@ -328,3 +328,35 @@ def test_one_gate_whichever_way_in(middleware: list[str], gates: list[Any]) -> N
     assert app.added == gates
     wrapped = AdminMiddleware(FakeVllm(), ADMIN, gate=settings, registry=CollectorRegistry())
     assert isinstance(wrapped.app, AdmissionMiddleware)
+
+
+class AbortedVllm(FakeVllm):
+    """vLLM with a request in prefill when its client goes away: it learns of it from receive."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.read: Any = None  # the gate's read of vLLM's states, as its background task does
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        await receive()
+        key = dict(scope["headers"])[b"x-request-id"].decode()
+        self.states["i"] = SimpleNamespace(external_req_id=f"cmpl-{key}-0", prompt_len=300,
+                                           is_prefilling=True)
+        self.read(self.clock())  # the gate sees it in prefill
+        self.clock.now = 2.0
+        assert (await receive())["type"] == "http.disconnect"
+        del self.states["i"]  # vLLM aborts it
+
+
+async def test_a_request_whose_client_left_in_prefill_is_not_counted_as_prefilled() -> None:
+    settings = GateSettings.from_env({SPEC_ENV: SPEC})
+    assert settings is not None
+    clock = Clock()
+    app = AbortedVllm(clock)
+    middleware = AdmissionMiddleware(app, settings, registry=CollectorRegistry(), clock=clock)
+    app.read = middleware.sync
+    await post(middleware, app, COMPLETIONS_PATH, {"prompt": "x" * 40})
+    deadline = middleware.gate.deadline
+    # Counted as prefilled, it would read 150 tokens/s: 300 in 2 s.
+    assert (deadline.pending_tokens, deadline.queued_tokens, deadline.rate) == (0, 0, None)
