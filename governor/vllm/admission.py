@@ -93,8 +93,8 @@ class AdmissionMiddleware:
         key = headers.get(REQUEST_ID_HEADER.decode()) or prompt.request_id
         if key is None:
             key = f"governor-{uuid.uuid4().hex}"
-            scope = {**scope, "headers": [*scope.get("headers", ()),
-                                          (REQUEST_ID_HEADER, key.encode())]}
+            # In place, as ASGI middleware does: the scope stays the one every layer shares.
+            scope["headers"] = [*scope.get("headers", ()), (REQUEST_ID_HEADER, key.encode())]
         if key in self.gate:  # an id already in flight: let it in, but it cannot be followed
             await self.app(scope, receive, send)
             return
