@@ -4,6 +4,8 @@ vLLM app (a fake clock, vLLM's states as plain objects)."""
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -360,3 +362,9 @@ async def test_a_request_whose_client_left_in_prefill_is_not_counted_as_prefille
     deadline = middleware.gate.deadline
     # Counted as prefilled, it would read 150 tokens/s: 300 in 2 s.
     assert (deadline.pending_tokens, deadline.queued_tokens, deadline.rate) == (0, 0, None)
+
+
+@pytest.mark.parametrize("name", ["governor.vllm.prompts", "governor.vllm.backlog"])
+def test_docstring_examples(name: str) -> None:
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0
