@@ -316,6 +316,23 @@ class DeadlineGate(Generic[K]):
         self._pending += request.tokens
         request.waiting = False
 
+    def recount(self, key: K, tokens: int, now: float) -> None:
+        """A tracked request's prompt is ``tokens`` long after all: the engine's count, where
+        the gate judged on an estimate made before the engine's tokenizer ran."""
+        _check_tokens(tokens)
+        request = self._requests.get(key)
+        if request is None:
+            return
+        self._advance(now)
+        state = self._classes[request.name]
+        change = tokens - request.tokens
+        if request.waiting:
+            state.queued += change
+        else:
+            state.pending += change
+            self._pending += change
+        request.tokens = tokens
+
     def first_token(self, key: K, now: float) -> WaitSample | None:
         """A request's first token: its prompt is prefilled. None if it was not tracked (or its
         first token was counted already)."""

@@ -11,6 +11,9 @@ and ``GET``/``PUT /admin/batching`` answers as on ``governor serve``, with
 ``GOVERNOR_ADMIN_TOKEN_FILE`` (or ``GOVERNOR_ADMIN_TOKEN``) as its bearer token. The engine side,
 :mod:`governor.vllm.plugin`, is vLLM's general plugin ``governor_batching``; it loads by itself
 unless ``VLLM_PLUGINS`` is set. Both import paths here are public and stay stable.
+
+With ``GOVERNOR_ADMISSION_SLO_FILE`` naming a spec, either way in also puts ``governor serve``'s
+deadline gate in front of vLLM's generation routes (:mod:`governor.vllm.admission`).
 """
 
 from __future__ import annotations

@@ -9,30 +9,40 @@ the streaming path (Starlette's ``BaseHTTPMiddleware`` would wrap every stream).
 User middleware runs outermost, before vLLM's ``--api-key`` check (which guards only ``/v1``
 and a few other prefixes): the route's own bearer token guards it. The engine is the app's
 ``state.engine_client``, there once vLLM has initialised its state.
+
+With ``GOVERNOR_ADMISSION_SLO_FILE`` set, the generation routes pass the admission gate first
+(:mod:`governor.vllm.admission`): a request that would miss its first-token deadline is refused
+429 before vLLM sees it; the others go on with their body as it came.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from governor.contracts.endpoints import ADMIN_BATCHING_PATH
 from governor.vllm.admin import AdminRoute, AdminSettings, Answer
+from governor.vllm.admission import AdmissionMiddleware
+from governor.vllm.asgi import ASGIApp, Receive, Scope, Send, body_chunks, header, send_answer
+from governor.vllm.gate import GateSettings
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+__all__ = ["AdminMiddleware", "body_chunks", "header", "send_answer"]
 
 
 class AdminMiddleware:
-    """Answers ``GET``/``PUT /admin/batching``; passes everything else straight through."""
+    """Answers ``GET``/``PUT /admin/batching``; passes everything else straight through (past
+    the admission gate on the generation routes, when it is on)."""
 
-    def __init__(self, app: ASGIApp, settings: AdminSettings | None = None) -> None:
-        self.app = app
+    def __init__(self, app: ASGIApp, settings: AdminSettings | None = None,
+                 gate: GateSettings | None = None,
+                 registry: CollectorRegistry = REGISTRY) -> None:
         self.route = AdminRoute(settings or AdminSettings.from_env(os.environ))
+        # The admission gate, when the environment turns it on (vLLM builds this with no
+        # arguments), stands between this route and vLLM's app; its series go where vLLM's
+        # /metrics reads them.
+        gate = gate or GateSettings.from_env(os.environ)
+        self.app = app if gate is None else AdmissionMiddleware(app, gate, registry=registry)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("path") != ADMIN_BATCHING_PATH:
@@ -46,28 +56,3 @@ class AdminMiddleware:
         engine_client = getattr(getattr(app, "state", None), "engine_client", None)
         return await self.route.answer_request(scope["method"], header(scope, b"authorization"),
                                                body_chunks(receive), engine_client)
-
-
-async def body_chunks(receive: Receive) -> AsyncIterator[bytes]:
-    """The request body's chunks as ASGI delivers them, up to the last one or a disconnect."""
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return
-        yield message.get("body", b"")
-        if not message.get("more_body", False):
-            return
-
-
-def header(scope: Scope, name: bytes) -> bytes | None:
-    for key, value in scope.get("headers", ()):
-        if key.lower() == name:
-            return bytes(value)
-    return None
-
-
-async def send_answer(send: Send, answer: Answer) -> None:
-    body = answer.json()
-    await send({"type": "http.response.start", "status": answer.status,
-                "headers": [*answer.headers(), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})

@@ -158,6 +158,20 @@ def test_waiting_tokens_move_into_the_engine_and_out_at_the_first_token() -> Non
     g.forget("never-seen", 3.0)
 
 
+def test_an_estimate_judged_at_arrival_becomes_the_engine_s_count() -> None:
+    g = gate()
+    g.track("p", "chat", 250, 0.0, waiting=False)  # judged on ~bytes / 4
+    g.track("w", "doc", 100, 0.0, waiting=True)
+    g.recount("p", 312, 0.1)  # what the engine's tokenizer made of it
+    g.recount("w", 90, 0.1)
+    g.recount("gone", 5, 0.1)  # not tracked: nothing happens
+    assert (g.queued_tokens, g.pending_tokens, g.tokens_ahead("doc")) == (90, 312, 402)
+    g.first_token("p", 1.0)
+    assert g.pending_tokens == 0 and g.rate == pytest.approx(312.0, rel=0.01)
+    with pytest.raises(ValueError, match="cannot have -1 tokens"):
+        g.recount("w", -1, 2.0)
+
+
 def test_a_request_that_leaves_before_its_first_token_leaves_the_backlog() -> None:
     g = gate()
     g.track("a", "chat", 500, 0.0, waiting=False)

@@ -10,6 +10,7 @@ import pytest
 
 
 @pytest.mark.parametrize("name", ["governor.admission.policy", "governor.admission.deadline",
+                                  "governor.admission.refusal",
                                   "governor.contracts.admission"])
 def test_docstring_examples(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
