@@ -18,7 +18,7 @@ import uuid
 from aiohttp import web
 from opentelemetry import trace
 
-from governor.admission.deadline import Judgement
+from governor.admission.refusal import refusal_message
 from governor.contracts import traces as tr
 from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH
 from governor.contracts.metrics.service import (
@@ -26,7 +26,6 @@ from governor.contracts.metrics.service import (
     REASON_QUEUE_FULL,
     REASON_QUEUE_TIMEOUT,
     REASON_SHED,
-    REASON_TOKENS_AHEAD,
 )
 from governor.contracts.stages import Stage
 from governor.inference import keys
@@ -139,7 +138,7 @@ async def _admit(request: web.Request, run: Generation, retry_after: int,
     except TooLate as refused:
         judgement = refused.judgement
         metrics.rejections.labels(judgement.reason, request_class).inc()
-        raise APIError(429, _too_late(request_class, judgement), type_=RATE_LIMIT,
+        raise APIError(429, refusal_message(request_class, judgement), type_=RATE_LIMIT,
                        code=judgement.reason,
                        retry_after_seconds=judgement.retry_after_seconds) from None
     except DeadlinePassed as shed:
@@ -173,18 +172,6 @@ async def _admit(request: web.Request, run: Generation, retry_after: int,
         clock.reach(Stage.ADMISSION)
     run.admitted()
     return ticket
-
-
-def _too_late(request_class: str, judgement: Judgement) -> str:
-    """The refusal's message: what is ahead, and how long it would take."""
-    if judgement.reason == REASON_TOKENS_AHEAD:
-        return (f"the server is at capacity: {judgement.tokens_ahead} prompt tokens are ahead of "
-                "this request, more than its admission bound; retry later")
-    wait = judgement.wait_seconds or 0.0
-    left = judgement.deadline_seconds or 0.0
-    return (f"the server is at capacity: the {judgement.tokens_ahead} prompt tokens ahead of this "
-            f"{request_class} request would take ~{wait:.1f} s to prefill, past the {left:.1f} s "
-            "left of its first-token deadline; retry later")
 
 
 def _request_attributes(
