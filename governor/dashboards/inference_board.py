@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from grafana_foundation_sdk.builders import heatmap as hm_builder
 from grafana_foundation_sdk.builders import timeseries as ts_builder
 from grafana_foundation_sdk.cog import builder as cog
 from grafana_foundation_sdk.models import dashboard as dm
@@ -25,6 +26,7 @@ from governor.contracts.metrics import service as m
 from governor.contracts.metrics import vllm
 from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.contracts.promql import (
+    LE,
     Matcher,
     Selector,
     aggregate,
@@ -42,7 +44,7 @@ from governor.contracts.promql import (
 from governor.contracts.stages import FIRST_TOKEN, Stage
 from governor.dashboards import controller_events
 from governor.dashboards.board import Board, BoardInfo, fleet_variables, label_variable
-from governor.dashboards.panels import Line, Query, Spec, text, timeseries
+from governor.dashboards.panels import Line, Query, Spec, heatmap, text, timeseries
 from governor.dashboards.servers import NOT_ON_STOCK_VLLM, ServerSeries, series_of
 from governor.dashboards.variables import RATE_INTERVAL, ref, scope, variable
 from governor.slo.class_fields import own_class
@@ -158,6 +160,47 @@ def _latency_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
          Query(mean(vllm.REQUEST_DECODE_TIME.name, LABELS, RATE_INTERVAL), "decode"),
          Query(mean(vllm.E2E_REQUEST_LATENCY.name, LABELS, RATE_INTERVAL), "end to end")],
         stacked=False))
+
+
+def bucket_heatmap(title: str, about: str, histogram: Metric,
+                   labels: tuple[Matcher, ...] = LABELS, *, exemplars: bool = False,
+                   width: int = 8) -> hm_builder.Panel:
+    """Requests per second in each bucket of ``histogram`` over time: the whole distribution,
+    where a quantile line shows one point of it."""
+    buckets = sum_by((LE,), rate(Selector(histogram.bucket, labels), RATE_INTERVAL))
+    return heatmap(
+        Spec(title, f"{about} Each column is a moment, each row a bucket of "
+             f"{histogram.name} (labelled by its upper edge), darker where more requests "
+             "fell: two bands are two populations (a bimodal tail) that one quantile line "
+             "averages into neither.", "s", width=width, height=7),
+        Query(buckets, f"{{{{{LE}}}}}", exemplar=exemplars, buckets=True), cell_unit="reqps")
+
+
+def _heatmap_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
+    board.row("Latency heat maps")
+    scope_ = _service_scope(spec)
+    for title, about, histogram in (
+        ("Time to first token (heat map)", "Arrival to first token.", series.ttft),
+        ("Inter-token latency (heat map)", "Gaps between successive tokens.", series.itl),
+        ("Request duration (heat map)", "Arrival to the last token, end to end.",
+         series.duration),
+    ):
+        board.panel(bucket_heatmap(title, about, histogram, scope_,
+                                   exemplars=series.exemplars))
+    if series.stock_vllm:
+        # vLLM's own phases: what a stock fleet measures of a request's stages.
+        for title, histogram in (("Queue (heat map)", vllm.REQUEST_QUEUE_TIME),
+                                 ("Prefill (heat map)", vllm.REQUEST_PREFILL_TIME),
+                                 ("Decode (heat map)", vllm.REQUEST_DECODE_TIME)):
+            board.panel(bucket_heatmap(title, "One phase of vLLM's engine per request "
+                                       "(waiting for a running slot, prompt, generation).",
+                                       histogram))
+        return
+    for stage in Stage:
+        board.panel(bucket_heatmap(
+            f"Stage {stage.value} (heat map)", f"Time a request spent in its {stage.value} "
+            "stage (see Where the time goes).", m.REQUEST_STAGE,
+            (*LABELS, eq(m.LABEL_STAGE, stage.value))))
 
 
 def request_slo_lines(spec: SloSpec) -> list[Line]:
@@ -377,6 +420,7 @@ def inference_board(spec: SloSpec, source: str) -> Board:
     board.annotation(controller_events.limit_changes(controller))
     board.annotation(controller_events.controller_posts())
     _latency_row(spec, series, board)
+    _heatmap_row(spec, series, board)
     _stages_row(spec, series, board)
     _throughput_row(spec, series, board)
     _scheduler_row(series, board)
