@@ -31,6 +31,7 @@ from governor.contracts.promql import (
     Selector,
     aggregate,
     eq,
+    format_duration,
     format_number,
     histogram_quantile,
     mean,
@@ -44,10 +45,18 @@ from governor.contracts.promql import (
 from governor.contracts.stages import FIRST_TOKEN, Stage
 from governor.dashboards import controller_events
 from governor.dashboards.board import Board, BoardInfo, fleet_variables, label_variable
-from governor.dashboards.panels import Line, Query, Spec, heatmap, text, timeseries
+from governor.dashboards.panels import (
+    Line,
+    Query,
+    Spec,
+    heatmap,
+    text,
+    timeseries,
+)
 from governor.dashboards.servers import NOT_ON_STOCK_VLLM, ServerSeries, series_of
 from governor.dashboards.variables import RATE_INTERVAL, ref, scope, variable
 from governor.slo.class_fields import own_class
+from governor.slo.fleet import PREFIX_CACHE_BASELINE_STEP, PrefixCacheAlert
 from governor.slo.spec import LatencySLI, RatioSLI, SloSpec
 
 INFO: Final = BoardInfo(
@@ -332,7 +341,39 @@ def _throughput_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
     board.panel(_rejections(spec, series))
 
 
-def _scheduler_row(series: ServerSeries, board: Board) -> None:
+def prefix_cache_panel(option: PrefixCacheAlert) -> ts_builder.Panel:
+    """The hit ratio, and the VllmPrefixCacheHitRatioLow alert's threshold: a dashed line at a
+    fixed floor, or (relative) a series of its own: a share of the ratio's recent median.
+
+    That series is not dashed: Grafana dashes a series through a field override, whose matcher
+    options the dashboard schema Governor validates against does not accept as Grafana writes
+    them (a string), so its legend says what it is."""
+    ratio = ratio_of_rates(_series(vllm.PREFIX_CACHE_HITS.total),
+                           _series(vllm.PREFIX_CACHE_QUERIES.total), RATE_INTERVAL)
+    about = ("Prompt tokens found in the prefix cache over prompt tokens looked up: shared "
+             "system prompts make prefill cheaper. The VllmPrefixCacheHitRatioLow alert's "
+             "threshold (a ticket, for each engine looking up at least "
+             f"{format_number(option.min_queried_tokens_per_second)} tokens a second)")
+    queries = [Query(ratio, "hit ratio")]
+    if option.below is not None:
+        return timeseries(Spec("Prefix-cache hit ratio", f"{about}, dashed: a fixed floor.",
+                               "percentunit", width=8), queries,
+                          lines=[Line(option.below)], max_value=1)
+    share = format_number(option.below_baseline or 0)
+    baseline = format_duration(option.baseline_seconds)
+    # ">= 0" leaves out the moments nothing was looked up (0/0): they have no ratio.
+    queries.append(Query(f"{share} * quantile_over_time(0.5, (\n{ratio}\n>= 0\n)"
+                         f"[{baseline}:{PREFIX_CACHE_BASELINE_STEP}])",
+                         f"alert below ({share} of the {baseline} median)"))
+    return timeseries(Spec("Prefix-cache hit ratio", f"{about}, the alert-below line: {share} "
+                           "times the ratio's "
+                           f"median over the last {baseline}, here of the engines shown "
+                           "together; the alert measures each engine against its own median "
+                           "while it was that busy.",
+                           "percentunit", width=8), queries, max_value=1)
+
+
+def _scheduler_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
     board.row("Scheduler and KV cache")
     queues = [Query(sum_by((), _series(vllm.NUM_REQUESTS_RUNNING.name)), "running"),
               Query(sum_by((), _series(vllm.NUM_REQUESTS_WAITING.name)), "waiting (engine)")]
@@ -347,13 +388,7 @@ def _scheduler_row(series: ServerSeries, board: Board) -> None:
              "requests. Dashed: the KvCacheNearFull alert's threshold.", "percentunit", width=8),
         [Query(_series(vllm.KV_CACHE_USAGE.name).render(), "{{instance}}")],
         lines=[Line(KV_NEAR_FULL)], max_value=1))
-    board.panel(timeseries(
-        Spec("Prefix-cache hit ratio", "Prompt tokens found in the prefix cache over prompt "
-             "tokens looked up: shared system prompts make prefill cheaper.", "percentunit",
-             width=8),
-        [Query(ratio_of_rates(_series(vllm.PREFIX_CACHE_HITS.total),
-                              _series(vllm.PREFIX_CACHE_QUERIES.total), RATE_INTERVAL),
-               "hit ratio")], max_value=1))
+    board.panel(prefix_cache_panel(spec.alerting.prefix_cache))
     board.panel(timeseries(
         Spec("Preemptions", "Requests evicted from the running batch for lack of KV cache; "
              "each recomputes its prefill.", "short", width=8),
@@ -423,7 +458,7 @@ def inference_board(spec: SloSpec, source: str) -> Board:
     _heatmap_row(spec, series, board)
     _stages_row(spec, series, board)
     _throughput_row(spec, series, board)
-    _scheduler_row(series, board)
+    _scheduler_row(spec, series, board)
     _limits_row(spec, series, board)
     return board
 

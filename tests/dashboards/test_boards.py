@@ -348,3 +348,26 @@ def test_gpu_heat_maps_have_a_row_per_gpu_on_a_fixed_scale() -> None:
         assert "{{gpu}}" in target["legendFormat"]
         assert (panel["options"]["color"]["min"], panel["options"]["color"]["max"]) == (0, 1)
         assert panel["options"]["cellValues"]["unit"] == "percentunit"
+
+
+# ---- cache health ------------------------------------------------------------------------------
+
+
+def test_the_hit_ratio_panel_draws_the_cache_alerts_relative_threshold() -> None:
+    panel = panel_titled(boards()["governor-inference"], "Prefix-cache hit ratio")
+    ratio, threshold = panel["targets"]
+    assert threshold["legendFormat"] == "alert below (0.5 of the 6h median)"
+    assert threshold["expr"].startswith("0.5 * quantile_over_time(0.5, (\n" + ratio["expr"])
+    assert threshold["expr"].endswith(")[6h:5m])")
+    assert "VllmPrefixCacheHitRatioLow" in panel["description"]
+
+
+def test_with_a_fixed_floor_the_hit_ratio_panel_draws_it_as_a_line() -> None:
+    data = yaml.safe_load((ROOT / "slo.yaml").read_text())
+    data["alerting"] = {"prefix_cache": {"below": 0.4}}
+    board = boards(render_all(parse_checked_spec(data)))["governor-inference"]
+    panel = panel_titled(board, "Prefix-cache hit ratio")
+    assert len(panel["targets"]) == 1
+    assert [s["value"] for s in panel["fieldConfig"]["defaults"]["thresholds"]["steps"]] == [
+        None, 0.4]
+    assert panel["fieldConfig"]["defaults"]["custom"]["thresholdsStyle"]["mode"] == "dashed"
