@@ -173,29 +173,31 @@ def _latency_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
 
 def bucket_heatmap(title: str, about: str, histogram: Metric,
                    labels: tuple[Matcher, ...] = LABELS, *, exemplars: bool = False,
-                   width: int = 8) -> hm_builder.Panel:
-    """Requests per second in each bucket of ``histogram`` over time: the whole distribution,
-    where a quantile line shows one point of it."""
+                   counted: str = "requests") -> hm_builder.Panel:
+    """``counted`` (observations) per second in each bucket of ``histogram`` over time: the
+    whole distribution, where a quantile line shows one point of it."""
     buckets = sum_by((LE,), rate(Selector(histogram.bucket, labels), RATE_INTERVAL))
     return heatmap(
         Spec(title, f"{about} Each column is a moment, each row a bucket of "
-             f"{histogram.name} (labelled by its upper edge), darker where more requests "
-             "fell: two bands are two populations (a bimodal tail) that one quantile line "
-             "averages into neither.", "s", width=width, height=7),
-        Query(buckets, f"{{{{{LE}}}}}", exemplar=exemplars, buckets=True), cell_unit="reqps")
+             f"{histogram.name} (labelled by its upper edge), darker where more {counted} "
+             "fell, per second: two bands are two populations (a bimodal tail) that one "
+             "quantile line averages into neither.", "s", width=8, height=7),
+        Query(buckets, f"{{{{{LE}}}}}", exemplar=exemplars, buckets=True),
+        cell_unit="reqps" if counted == "requests" else "short")
 
 
 def _heatmap_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
     board.row("Latency heat maps")
     scope_ = _service_scope(spec)
-    for title, about, histogram in (
-        ("Time to first token (heat map)", "Arrival to first token.", series.ttft),
-        ("Inter-token latency (heat map)", "Gaps between successive tokens.", series.itl),
+    for title, about, histogram, counted in (
+        ("Time to first token (heat map)", "Arrival to first token.", series.ttft, "requests"),
+        ("Inter-token latency (heat map)", "Gaps between successive tokens.", series.itl,
+         "gaps"),
         ("Request duration (heat map)", "Arrival to the last token, end to end.",
-         series.duration),
+         series.duration, "requests"),
     ):
         board.panel(bucket_heatmap(title, about, histogram, scope_,
-                                   exemplars=series.exemplars))
+                                   exemplars=series.exemplars, counted=counted))
     if series.stock_vllm:
         # vLLM's own phases: what a stock fleet measures of a request's stages.
         for title, histogram in (("Queue (heat map)", vllm.REQUEST_QUEUE_TIME),
