@@ -307,6 +307,7 @@ def _draw_timeseries(ax: Any, panel: Mapping[str, Any], series: list[Series],
 
 
 HEATMAP_LABELS = 8  # row names on a heat map's axis at most; the rest go unnamed
+COLOR_SCALE_SHARE = 0.1  # of a heat map panel's width: its colour scale and the scale's labels
 
 
 def _draw_heatmap(fig: Any, ax: Any, panel: Mapping[str, Any], series: list[Series],
@@ -343,8 +344,13 @@ def _draw_heatmap(fig: Any, ax: Any, panel: Mapping[str, Any], series: list[Seri
     ax.set_yticklabels([f"≤ {_number(_edge(n) * factor)}{label}" if buckets and
                         math.isfinite(_edge(n)) else n for _, n in shown], fontsize=6)
     ax.set_xlim(0, span)
-    bar = fig.colorbar(image, ax=ax, pad=0.01, fraction=0.04)
-    bar.ax.tick_params(labelsize=6)
+    # The colour scale in the panel's own cells: colorbar(ax=…) would take its room by resetting
+    # the axes to the whole cell, over the title and the tick labels kept clear above and below.
+    box = ax.get_position()
+    ax.set_position([box.x0, box.y0, box.width * (1 - COLOR_SCALE_SHARE), box.height])
+    scale = fig.add_axes([box.x0 + box.width * (1 - COLOR_SCALE_SHARE / 2), box.y0,
+                          box.width * COLOR_SCALE_SHARE / 4, box.height])
+    fig.colorbar(image, cax=scale).ax.tick_params(labelsize=6)
 
 
 # ---- command line ------------------------------------------------------------------------------

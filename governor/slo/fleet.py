@@ -103,8 +103,9 @@ class PrefixCacheAlert:
 
 PREFIX_CACHE_BASELINES: Final = (3600, 7 * 86400)  # the baseline's bounds, in seconds
 # The baseline is the median of the ratio taken this often (a subquery's step), by the alert and
-# by the board's line of its threshold alike.
-PREFIX_CACHE_BASELINE_STEP: Final = "5m"
+# by the board's line of its threshold alike. A minute, not five: a stack minutes old has a
+# baseline (and the board a line) after its first minute.
+PREFIX_CACHE_BASELINE_STEP: Final = "1m"
 
 
 @dataclass(frozen=True)

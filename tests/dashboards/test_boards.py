@@ -358,7 +358,7 @@ def test_the_hit_ratio_panel_draws_the_cache_alerts_relative_threshold() -> None
     ratio, threshold = panel["targets"]
     assert threshold["legendFormat"] == "alert below (0.5 of the 6h median)"
     assert threshold["expr"].startswith("0.5 * quantile_over_time(0.5, (\n" + ratio["expr"])
-    assert threshold["expr"].endswith(")[6h:5m])")
+    assert threshold["expr"].endswith(")[6h:1m])")
     assert "VllmPrefixCacheHitRatioLow" in panel["description"]
 
 

@@ -211,3 +211,24 @@ def test_every_heat_map_panel_is_drawn_as_an_image(prometheus: str, uid: str) ->
         assert summary["failed"] == []
     finally:
         plt.close(fig)
+
+
+def test_a_heat_maps_colour_scale_stays_inside_its_panel(prometheus: str) -> None:
+    import matplotlib.pyplot as plt
+
+    board = boards_of(render_all(load_checked_spec(ROOT / "slo.yaml")))["governor-gpu"]
+    end = time.time()
+    fig, _ = board_figure(board, prometheus, (end - 600, end), 60.0, 5.0)
+    try:
+        fig.canvas.draw()
+        heatmaps = [ax for ax in fig.axes if ax.images]
+        scales = [ax for ax in fig.axes if not ax.get_title(loc="left") and ax.get_ylabel() == ""
+                  and ax not in heatmaps and ax.collections]
+        assert len(heatmaps) == 2 and len(scales) == 2
+        for ax, scale in zip(heatmaps, scales, strict=True):
+            plot, bar = ax.get_position(), scale.get_position()
+            # Beside the heat map, as tall as it: the title above and the labels below stay
+            # clear (the overlap test above checks those).
+            assert bar.x0 > plot.x1 and (bar.y0, bar.y1) == (plot.y0, plot.y1)
+    finally:
+        plt.close(fig)
