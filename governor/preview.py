@@ -308,6 +308,8 @@ def _draw_timeseries(ax: Any, panel: Mapping[str, Any], series: list[Series],
 
 HEATMAP_LABELS = 8  # row names on a heat map's axis at most; the rest go unnamed
 COLOR_SCALE_SHARE = 0.1  # of a heat map panel's width: its colour scale and the scale's labels
+ROW_NAME_FITS = 8  # characters of a row name that fit left of the axes, as tick labels do
+ROW_NAME_INCHES = 0.05  # per character at the row names' 6 points
 
 
 def _draw_heatmap(fig: Any, ax: Any, panel: Mapping[str, Any], series: list[Series],
@@ -340,17 +342,30 @@ def _draw_heatmap(fig: Any, ax: Any, panel: Mapping[str, Any], series: list[Seri
     factor, label = scale_for(unit, [_edge(n) for n in names if math.isfinite(_edge(n))])
     shown = [(row, name) for row, name in enumerate(names)
              if row % max(1, math.ceil(len(names) / HEATMAP_LABELS)) == 0]
+    names_shown = [f"≤ {_number(_edge(n) * factor)}{label}" if buckets and
+                   math.isfinite(_edge(n)) else n for _, n in shown]
     ax.set_yticks([row + 0.5 for row, _ in shown])
-    ax.set_yticklabels([f"≤ {_number(_edge(n) * factor)}{label}" if buckets and
-                        math.isfinite(_edge(n)) else n for _, n in shown], fontsize=6)
+    ax.set_yticklabels(names_shown, fontsize=6)
     ax.set_xlim(0, span)
-    # The colour scale in the panel's own cells: colorbar(ax=…) would take its room by resetting
-    # the axes to the whole cell, over the title and the tick labels kept clear above and below.
+    _make_room(fig, ax, max(len(n) for n in names_shown))
     box = ax.get_position()
     ax.set_position([box.x0, box.y0, box.width * (1 - COLOR_SCALE_SHARE), box.height])
     scale = fig.add_axes([box.x0 + box.width * (1 - COLOR_SCALE_SHARE / 2), box.y0,
                           box.width * COLOR_SCALE_SHARE / 4, box.height])
-    fig.colorbar(image, cax=scale).ax.tick_params(labelsize=6)
+    bar = fig.colorbar(image, cax=scale)
+    bar.ax.yaxis.set_ticks_position("left")  # between the map and the bar, not over the next
+    bar.ax.tick_params(labelsize=6)
+
+
+def _make_room(fig: Any, ax: Any, characters: int) -> None:
+    """Move a heat map's left edge right for row names longer than a time series' tick labels
+    (``GPU 0 10.0.0.7:9400``), so they stay inside the panel's cells; the colour scale, its labels
+    on its left, fits in the last :data:`COLOR_SCALE_SHARE` of the width. colorbar(ax=…) would
+    take that room by resetting the axes to the whole cell, over the title and the tick labels."""
+    box = ax.get_position()
+    wanted = max(0, characters - ROW_NAME_FITS) * ROW_NAME_INCHES / fig.get_size_inches()[0]
+    room = min(box.width * 0.3, wanted)
+    ax.set_position([box.x0 + room, box.y0, box.width - room, box.height])
 
 
 # ---- command line ------------------------------------------------------------------------------
