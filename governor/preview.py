@@ -3,8 +3,9 @@
 The boards ``governor generate`` writes are read back, each panel's queries are run against
 Prometheus over the chosen range (Grafana's variables expanded: every template variable "All",
 ``$__rate_interval`` a few scrapes), and each board becomes one PNG laid out on Grafana's
-24-column grid: time series with their legend, unit and threshold lines, stats as their latest
-value coloured by the thresholds, text panels as text::
+24-column grid: time series with their legend, unit and threshold lines, heat maps as an image
+of buckets (or GPUs) by time, stats as their latest value coloured by the thresholds, text
+panels as text::
 
     governor preview                                  # the stack of `governor up`: .run/preview/
     governor preview --range 15m --out docs/images    # the pictures in the docs
@@ -127,6 +128,35 @@ def stack(series: Sequence[Series]) -> tuple[list[float], list[list[float]]]:
     return times, rows
 
 
+def bucket_rows(panel: Mapping[str, Any]) -> bool:
+    """Whether a heat map's rows are a histogram's buckets (its query's format ``heatmap``)."""
+    return any(t.get("format") == "heatmap" for t in panel.get("targets", []))
+
+
+def _edge(name: str) -> float:
+    try:
+        return float(name)  # "+Inf" included
+    except ValueError:
+        return math.inf
+
+
+def heatmap_cells(series: Sequence[Series], buckets: bool,
+                  ) -> tuple[list[float], list[str], list[list[float]]]:
+    """A heat map's times, row names (bottom to top) and cells (a list per row), as Grafana's
+    heat map reads them: cumulative bucket series (named by their ``le``) become each bucket's
+    own count, lowest edge at the bottom; other series are a row each, in name order."""
+    times, rows = stack(series)
+    order = sorted(range(len(series)), key=lambda i: ((_edge(series[i].name), series[i].name)
+                                                      if buckets else (0.0, series[i].name)))
+    names = [series[i].name for i in order]
+    ordered = [rows[i] for i in order]
+    if not buckets:
+        return times, names, ordered
+    cells = [[max(0.0, v - below) for v, below in zip(row, lower, strict=True)]
+             for row, lower in zip(ordered[1:], ordered, strict=False)]
+    return times, names, ordered[:1] + cells
+
+
 def _colour(name: str) -> str:
     return "grey" if name in THRESHOLD_GREYS else name
 
@@ -176,7 +206,8 @@ def board_figure(board: Mapping[str, Any], prometheus: str, window: tuple[float,
             _draw_row(ax, panel)
             continue
         _inset(ax, fig, top=TITLE_INCHES,
-               bottom=AXIS_LABELS_INCHES if panel["type"] == "timeseries" else 0.0)
+               bottom=AXIS_LABELS_INCHES if panel["type"] in ("timeseries", "heatmap")
+               else 0.0)
         summary["panels"] += 1
         if panel["type"] == "text":
             _draw_text(ax, panel)
@@ -188,6 +219,8 @@ def board_figure(board: Mapping[str, Any], prometheus: str, window: tuple[float,
             summary["empty"].append(panel["title"])
         if panel["type"] == "stat":
             _draw_stat(ax, panel, series)
+        elif panel["type"] == "heatmap":
+            _draw_heatmap(fig, ax, panel, series, window)
         else:
             _draw_timeseries(ax, panel, series, window)
     span = format_duration(max(1, int(window[1] - window[0])))
@@ -271,6 +304,68 @@ def _draw_timeseries(ax: Any, panel: Mapping[str, Any], series: list[Series],
     ax.set_xlabel("minutes", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.set_xlim(0, (window[1] - window[0]) / 60)
+
+
+HEATMAP_LABELS = 8  # row names on a heat map's axis at most; the rest go unnamed
+COLOR_SCALE_SHARE = 0.1  # of a heat map panel's width: its colour scale and the scale's labels
+ROW_NAME_FITS = 8  # characters of a row name that fit left of the axes, as tick labels do
+ROW_NAME_INCHES = 0.05  # per character at the row names' 6 points
+
+
+def _draw_heatmap(fig: Any, ax: Any, panel: Mapping[str, Any], series: list[Series],
+                  window: tuple[float, float]) -> None:
+    """Rows (buckets, or one per GPU) against time, darker where the value is higher."""
+    from matplotlib.colors import Normalize, PowerNorm
+
+    ax.set_title(panel.get("title", ""), loc="left", fontsize=10)
+    ax.set_xlabel("minutes", fontsize=8)
+    ax.tick_params(labelsize=7)
+    span = (window[1] - window[0]) / 60
+    options = panel.get("options", {})
+    color = options.get("color", {})
+    if not series:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", color="grey",
+                transform=ax.transAxes)
+        ax.set_xlim(0, span)
+        return
+    buckets = bucket_rows(panel)
+    times, names, cells = heatmap_cells(series, buckets)
+    low = color.get("min", 0.0)
+    high = color.get("max", max((v for row in cells for v in row), default=0.0) or 1.0)
+    norm = (PowerNorm(color.get("exponent", 0.5), low, high)
+            if color.get("scale") == "exponential" else Normalize(low, high))
+    first, last = (times[0] - window[0]) / 60, (times[-1] - window[0]) / 60
+    image = ax.imshow(cells, aspect="auto", origin="lower", interpolation="nearest",
+                      cmap=color.get("scheme", "Oranges"), norm=norm,
+                      extent=(first, max(last, first + 1e-9), 0, len(cells)))
+    unit = options.get("yAxis", {}).get("unit", "")
+    factor, label = scale_for(unit, [_edge(n) for n in names if math.isfinite(_edge(n))])
+    shown = [(row, name) for row, name in enumerate(names)
+             if row % max(1, math.ceil(len(names) / HEATMAP_LABELS)) == 0]
+    names_shown = [f"≤ {_number(_edge(n) * factor)}{label}" if buckets and
+                   math.isfinite(_edge(n)) else n for _, n in shown]
+    ax.set_yticks([row + 0.5 for row, _ in shown])
+    ax.set_yticklabels(names_shown, fontsize=6)
+    ax.set_xlim(0, span)
+    _make_room(fig, ax, max(len(n) for n in names_shown))
+    box = ax.get_position()
+    ax.set_position([box.x0, box.y0, box.width * (1 - COLOR_SCALE_SHARE), box.height])
+    scale = fig.add_axes([box.x0 + box.width * (1 - COLOR_SCALE_SHARE / 2), box.y0,
+                          box.width * COLOR_SCALE_SHARE / 4, box.height])
+    bar = fig.colorbar(image, cax=scale)
+    bar.ax.yaxis.set_ticks_position("left")  # between the map and the bar, not over the next
+    bar.ax.tick_params(labelsize=6)
+
+
+def _make_room(fig: Any, ax: Any, characters: int) -> None:
+    """Move a heat map's left edge right for row names longer than a time series' tick labels
+    (``GPU 0 10.0.0.7:9400``), so they stay inside the panel's cells; the colour scale, its labels
+    on its left, fits in the last :data:`COLOR_SCALE_SHARE` of the width. colorbar(ax=…) would
+    take that room by resetting the axes to the whole cell, over the title and the tick labels."""
+    box = ax.get_position()
+    wanted = max(0, characters - ROW_NAME_FITS) * ROW_NAME_INCHES / fig.get_size_inches()[0]
+    room = min(box.width * 0.3, wanted)
+    ax.set_position([box.x0 + room, box.y0, box.width - room, box.height])
 
 
 # ---- command line ------------------------------------------------------------------------------

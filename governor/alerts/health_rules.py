@@ -10,6 +10,7 @@ the spec names: Governor's (here) or NVIDIA's dcgm-exporter (:mod:`governor.aler
 from __future__ import annotations
 
 from governor.alerts import dcgm_rules
+from governor.alerts.cache_alert import prefix_cache_alert
 from governor.alerts.health_alert import (
     BREAKS_AT,
     MINUTE,
@@ -42,7 +43,7 @@ from governor.contracts.promql import (
     sum_by,
 )
 from governor.generation.params import RenderParams
-from governor.slo.fleet import GpuTarget, Target, Targets
+from governor.slo.fleet import GpuTarget, PrefixCacheAlert, Target, Targets
 
 GROUP = "governor-health"
 _XID = gpu.XID_ERRORS.total
@@ -248,18 +249,23 @@ def _engine_alerts(service_target: Target) -> tuple[HealthAlert, ...]:
     )
 
 
-def health_alerts(targets: Targets) -> tuple[HealthAlert, ...]:
+def health_alerts(targets: Targets, cache: PrefixCacheAlert | None = None,
+                  ) -> tuple[HealthAlert, ...]:
     """Every health alert, its selectors and its scenario in the spec's targets; the GPUs' on
-    the series of the exporter the spec names (``targets.gpu.source``)."""
+    the series of the exporter the spec names (``targets.gpu.source``); the prefix cache's
+    with the spec's ``alerting.prefix_cache`` (its defaults without one)."""
     gpus = (dcgm_rules.gpu_alerts(targets.gpu) if targets.gpu.dcgm
             else _gpu_alerts(targets.gpu))
-    return (_target_down(targets), *gpus, *_engine_alerts(targets.inference))
+    return (_target_down(targets), *gpus, *_engine_alerts(targets.inference),
+            prefix_cache_alert(targets.inference, cache or PrefixCacheAlert()))
 
 
-def health_rule_file(targets: Targets, params: RenderParams) -> RuleFile:
-    alerts = health_alerts(targets)
+def health_rule_file(targets: Targets, params: RenderParams,
+                     cache: PrefixCacheAlert | None = None) -> RuleFile:
+    alerts = health_alerts(targets, cache)
     return RuleFile("health", (RuleGroup(GROUP, tuple(a.rule(params) for a in alerts)),))
 
 
-def health_tests(targets: Targets, params: RenderParams) -> tuple[RuleTest, ...]:
-    return tuple(alert.test(params) for alert in health_alerts(targets))
+def health_tests(targets: Targets, params: RenderParams,
+                 cache: PrefixCacheAlert | None = None) -> tuple[RuleTest, ...]:
+    return tuple(alert.test(params) for alert in health_alerts(targets, cache))

@@ -174,6 +174,12 @@ def dcgm_board(spec: SloSpec, source: str) -> Board:
     board.variable(label_variable(dcgm.LABEL_GPU, dcgm.LABEL_GPU, presence, title="GPU",
                                   extra=(regex(INSTANCE, variable(INSTANCE)),)))
     _activity_row(board)
+    gpu_board.activity_heatmaps(
+        board, _gauge(dcgm.SM_ACTIVE), _gauge(dcgm.DRAM_ACTIVE),
+        sm_about=_about("Share of time a warp is resident on an SM (DCGM profiling).",
+                        dcgm.SM_ACTIVE),
+        dram_about=_about("Share of cycles the memory interface moves data (DCGM profiling).",
+                          dcgm.DRAM_ACTIVE))
     _memory_power_row(board)
     _errors_row(board)
     _exporter_row(board)

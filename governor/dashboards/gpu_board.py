@@ -17,7 +17,15 @@ from governor.contracts.metrics import gpu as g
 from governor.contracts.metrics.scrape import LABEL_INSTANCE as INSTANCE
 from governor.contracts.promql import Matcher, Selector, increase, rate, regex, sum_by
 from governor.dashboards.board import Board, BoardInfo, fleet_variables, label_variable
-from governor.dashboards.panels import BAD_COLOR, Line, Query, Spec, stat, timeseries
+from governor.dashboards.panels import (
+    BAD_COLOR,
+    Line,
+    Query,
+    Spec,
+    heatmap,
+    stat,
+    timeseries,
+)
 from governor.dashboards.variables import RATE_INTERVAL, ref, scope, variable
 from governor.slo.spec import SloSpec
 
@@ -66,6 +74,21 @@ def _activity_row(board: Board) -> None:
     ):
         board.panel(timeseries(Spec(title, about, "percentunit", width=8), [_gauge(metric)],
                                max_value=1))
+
+
+HEATMAP_ABOUT: Final = (
+    "Each row a GPU, each column a moment, darker where busier (0 to 100%): a GPU that idles "
+    "while the others work, or a fleet that goes quiet together, shows at a glance.")
+
+
+def activity_heatmaps(board: Board, sm_active: Query, dram: Query, *,
+                      sm_about: str = "", dram_about: str = "") -> None:
+    """SM activity and DRAM bandwidth per GPU over time (shared with the dcgm-exporter board)."""
+    board.row("Activity heat maps")
+    for title, about, query in (("SM active per GPU (heat map)", sm_about, sm_active),
+                                ("DRAM bandwidth per GPU (heat map)", dram_about, dram)):
+        board.panel(heatmap(Spec(title, f"{about} {HEATMAP_ABOUT}".strip(), "percentunit",
+                                 height=7), query, max_value=1))
 
 
 def _memory_power_row(board: Board) -> None:
@@ -154,6 +177,9 @@ def gpu_board(spec: SloSpec, source: str) -> Board:
     board.variable(label_variable(g.LABEL_GPU, g.LABEL_GPU, g.UP.name, title="GPU",
                                   extra=(regex(INSTANCE, variable(INSTANCE)),)))
     _activity_row(board)
+    activity_heatmaps(board, _gauge(g.SM_ACTIVE), _gauge(g.DRAM_BANDWIDTH_UTILIZATION),
+                      sm_about="Share of time a warp is resident on an SM (GPM).",
+                      dram_about="Share of peak HBM bandwidth in use (GPM).")
     _memory_power_row(board)
     _errors_row(board)
     _exporter_row(board)

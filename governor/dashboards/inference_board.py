@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from grafana_foundation_sdk.builders import heatmap as hm_builder
 from grafana_foundation_sdk.builders import timeseries as ts_builder
 from grafana_foundation_sdk.cog import builder as cog
 from grafana_foundation_sdk.models import dashboard as dm
@@ -25,10 +26,12 @@ from governor.contracts.metrics import service as m
 from governor.contracts.metrics import vllm
 from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.contracts.promql import (
+    LE,
     Matcher,
     Selector,
     aggregate,
     eq,
+    format_duration,
     format_number,
     histogram_quantile,
     mean,
@@ -42,10 +45,18 @@ from governor.contracts.promql import (
 from governor.contracts.stages import FIRST_TOKEN, Stage
 from governor.dashboards import controller_events
 from governor.dashboards.board import Board, BoardInfo, fleet_variables, label_variable
-from governor.dashboards.panels import Line, Query, Spec, text, timeseries
+from governor.dashboards.panels import (
+    Line,
+    Query,
+    Spec,
+    heatmap,
+    text,
+    timeseries,
+)
 from governor.dashboards.servers import NOT_ON_STOCK_VLLM, ServerSeries, series_of
 from governor.dashboards.variables import RATE_INTERVAL, ref, scope, variable
 from governor.slo.class_fields import own_class
+from governor.slo.fleet import PREFIX_CACHE_BASELINE_STEP, PrefixCacheAlert
 from governor.slo.spec import LatencySLI, RatioSLI, SloSpec
 
 INFO: Final = BoardInfo(
@@ -158,6 +169,49 @@ def _latency_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
          Query(mean(vllm.REQUEST_DECODE_TIME.name, LABELS, RATE_INTERVAL), "decode"),
          Query(mean(vllm.E2E_REQUEST_LATENCY.name, LABELS, RATE_INTERVAL), "end to end")],
         stacked=False))
+
+
+def bucket_heatmap(title: str, about: str, histogram: Metric,
+                   labels: tuple[Matcher, ...] = LABELS, *, exemplars: bool = False,
+                   counted: str = "requests") -> hm_builder.Panel:
+    """``counted`` (observations) per second in each bucket of ``histogram`` over time: the
+    whole distribution, where a quantile line shows one point of it."""
+    buckets = sum_by((LE,), rate(Selector(histogram.bucket, labels), RATE_INTERVAL))
+    return heatmap(
+        Spec(title, f"{about} Each column is a moment, each row a bucket of "
+             f"{histogram.name} (labelled by its upper edge), darker where more {counted} "
+             "fell, per second: two bands are two populations (a bimodal tail) that one "
+             "quantile line averages into neither.", "s", width=8, height=7),
+        Query(buckets, f"{{{{{LE}}}}}", exemplar=exemplars, buckets=True),
+        cell_unit="reqps" if counted == "requests" else "short")
+
+
+def _heatmap_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
+    board.row("Latency heat maps")
+    scope_ = _service_scope(spec)
+    for title, about, histogram, counted in (
+        ("Time to first token (heat map)", "Arrival to first token.", series.ttft, "requests"),
+        ("Inter-token latency (heat map)", "Gaps between successive tokens.", series.itl,
+         "gaps"),
+        ("Request duration (heat map)", "Arrival to the last token, end to end.",
+         series.duration, "requests"),
+    ):
+        board.panel(bucket_heatmap(title, about, histogram, scope_,
+                                   exemplars=series.exemplars, counted=counted))
+    if series.stock_vllm:
+        # vLLM's own phases: what a stock fleet measures of a request's stages.
+        for title, histogram in (("Queue (heat map)", vllm.REQUEST_QUEUE_TIME),
+                                 ("Prefill (heat map)", vllm.REQUEST_PREFILL_TIME),
+                                 ("Decode (heat map)", vllm.REQUEST_DECODE_TIME)):
+            board.panel(bucket_heatmap(title, "One phase of vLLM's engine per request "
+                                       "(waiting for a running slot, prompt, generation).",
+                                       histogram))
+        return
+    for stage in Stage:
+        board.panel(bucket_heatmap(
+            f"Stage {stage.value} (heat map)", f"Time a request spent in its {stage.value} "
+            "stage (see Where the time goes).", m.REQUEST_STAGE,
+            (*LABELS, eq(m.LABEL_STAGE, stage.value))))
 
 
 def request_slo_lines(spec: SloSpec) -> list[Line]:
@@ -289,7 +343,39 @@ def _throughput_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
     board.panel(_rejections(spec, series))
 
 
-def _scheduler_row(series: ServerSeries, board: Board) -> None:
+def prefix_cache_panel(option: PrefixCacheAlert) -> ts_builder.Panel:
+    """The hit ratio, and the VllmPrefixCacheHitRatioLow alert's threshold: a dashed line at a
+    fixed floor, or (relative) a series of its own: a share of the ratio's recent median.
+
+    That series is not dashed: Grafana dashes a series through a field override, whose matcher
+    options the dashboard schema Governor validates against does not accept as Grafana writes
+    them (a string), so its legend says what it is."""
+    ratio = ratio_of_rates(_series(vllm.PREFIX_CACHE_HITS.total),
+                           _series(vllm.PREFIX_CACHE_QUERIES.total), RATE_INTERVAL)
+    about = ("Prompt tokens found in the prefix cache over prompt tokens looked up: shared "
+             "system prompts make prefill cheaper. The VllmPrefixCacheHitRatioLow alert's "
+             "threshold (a ticket, for each engine looking up at least "
+             f"{format_number(option.min_queried_tokens_per_second)} tokens a second)")
+    queries = [Query(ratio, "hit ratio")]
+    if option.below is not None:
+        return timeseries(Spec("Prefix-cache hit ratio", f"{about}, dashed: a fixed floor.",
+                               "percentunit", width=8), queries,
+                          lines=[Line(option.below)], max_value=1)
+    share = format_number(option.below_baseline or 0)
+    baseline = format_duration(option.baseline_seconds)
+    # ">= 0" leaves out the moments nothing was looked up (0/0): they have no ratio.
+    queries.append(Query(f"{share} * quantile_over_time(0.5, (\n{ratio}\n>= 0\n)"
+                         f"[{baseline}:{PREFIX_CACHE_BASELINE_STEP}])",
+                         f"alert below ({share} of the {baseline} median)"))
+    return timeseries(Spec("Prefix-cache hit ratio", f"{about}, the alert-below line: {share} "
+                           "times the ratio's "
+                           f"median over the last {baseline}, here of the engines shown "
+                           "together; the alert measures each engine against its own median "
+                           "while it was that busy.",
+                           "percentunit", width=8), queries, max_value=1)
+
+
+def _scheduler_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
     board.row("Scheduler and KV cache")
     queues = [Query(sum_by((), _series(vllm.NUM_REQUESTS_RUNNING.name)), "running"),
               Query(sum_by((), _series(vllm.NUM_REQUESTS_WAITING.name)), "waiting (engine)")]
@@ -304,13 +390,7 @@ def _scheduler_row(series: ServerSeries, board: Board) -> None:
              "requests. Dashed: the KvCacheNearFull alert's threshold.", "percentunit", width=8),
         [Query(_series(vllm.KV_CACHE_USAGE.name).render(), "{{instance}}")],
         lines=[Line(KV_NEAR_FULL)], max_value=1))
-    board.panel(timeseries(
-        Spec("Prefix-cache hit ratio", "Prompt tokens found in the prefix cache over prompt "
-             "tokens looked up: shared system prompts make prefill cheaper.", "percentunit",
-             width=8),
-        [Query(ratio_of_rates(_series(vllm.PREFIX_CACHE_HITS.total),
-                              _series(vllm.PREFIX_CACHE_QUERIES.total), RATE_INTERVAL),
-               "hit ratio")], max_value=1))
+    board.panel(prefix_cache_panel(spec.alerting.prefix_cache))
     board.panel(timeseries(
         Spec("Preemptions", "Requests evicted from the running batch for lack of KV cache; "
              "each recomputes its prefill.", "short", width=8),
@@ -377,9 +457,10 @@ def inference_board(spec: SloSpec, source: str) -> Board:
     board.annotation(controller_events.limit_changes(controller))
     board.annotation(controller_events.controller_posts())
     _latency_row(spec, series, board)
+    _heatmap_row(spec, series, board)
     _stages_row(spec, series, board)
     _throughput_row(spec, series, board)
-    _scheduler_row(series, board)
+    _scheduler_row(spec, series, board)
     _limits_row(spec, series, board)
     return board
 

@@ -5,6 +5,7 @@ full (the panel schemas' required keys), so that what Grafana renders does not d
 defaults, and the schema tests check something. Every panel reads the ``$datasource`` variable::
 
     ts = timeseries(Spec("ITL p99", "…", "s"), [Query(expr, "p99")], lines=[Line(0.12, "SLO")])
+    hm = heatmap(Spec("ITL", "…", "s"), Query(buckets_expr, "{{le}}", buckets=True))
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Final
 
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.builders import heatmap as hm_builder
 from grafana_foundation_sdk.builders import prometheus as pb
 from grafana_foundation_sdk.builders import stat as stat_builder
 from grafana_foundation_sdk.builders import text as text_builder
@@ -23,6 +25,7 @@ from grafana_foundation_sdk.cog import builder as cog
 from grafana_foundation_sdk.cog import variants
 from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models import heatmap as hm
 from grafana_foundation_sdk.models import prometheus as pm
 from grafana_foundation_sdk.models import text as tm
 
@@ -50,6 +53,9 @@ class Query:
     instant: bool = False
     # Ask for exemplars (the service's histograms carry trace ids; vLLM's do not).
     exemplar: bool = False
+    # A histogram's buckets (``sum by (le) (rate(…_bucket[…]))``): Grafana's heatmap format,
+    # which sorts the buckets by ``le`` and takes each one's count from the cumulative ones.
+    buckets: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,8 @@ def _targets(queries: Sequence[Query]) -> list[cog.Builder[variants.Dataquery]]:
         target = target.instant() if query.instant else target.range()
         if query.exemplar:
             target = target.exemplar(True)
+        if query.buckets:
+            target = target.format(pm.PromQueryFormat.HEATMAP)
         targets.append(target)
     return targets
 
@@ -148,3 +156,45 @@ def text(title: str, markdown: str, *, width: int = FULL_WIDTH,
          height: int = 4) -> text_builder.Panel:
     return (text_builder.Panel().title(title).span(width).height(height)
             .mode(tm.TextMode.MARKDOWN).content(markdown))
+
+
+# Darker is more: a bucket that holds many requests, a GPU that is busy.
+HEATMAP_SCHEME: Final = "Oranges"
+HEATMAP_STEPS: Final = 64
+
+
+def heatmap(spec: Spec, query: Query, *, cell_unit: str = "short", max_value: float | None = None,
+            ) -> hm_builder.Panel:
+    """A heat map of time (x) against ``query``'s series (y), each cell coloured by its value.
+
+    With ``query.buckets`` the rows are a histogram's buckets, bottom to top by their upper edge
+    (``spec.unit`` is the edges' unit, ``cell_unit`` the counts'); otherwise each series is a row
+    of its own (a GPU), named by the query's legend, its cells in ``spec.unit`` up to
+    ``max_value``.
+    """
+    color = (hm_builder.HeatmapColorOptions().mode(hm.HeatmapColorMode.SCHEME)
+             .scheme(HEATMAP_SCHEME).fill("dark-orange").reverse(False)
+             .steps(HEATMAP_STEPS))
+    if query.buckets:
+        # Request counts span decades; an exponential scale keeps the thin tail visible.
+        color = color.scale(hm.HeatmapColorScale.EXPONENTIAL).exponent(0.5)
+        cells = hm_builder.CellValues().unit(cell_unit)
+        axis = hm_builder.YAxisConfig().unit(spec.unit)
+        layout = cm.HeatmapCellLayout.LE
+    else:
+        color = color.scale(hm.HeatmapColorScale.LINEAR).exponent(1).min(0)
+        color = color.max(max_value) if max_value is not None else color
+        cells = hm_builder.CellValues().unit(spec.unit)
+        axis = hm_builder.YAxisConfig()
+        layout = cm.HeatmapCellLayout.AUTO
+    return (hm_builder.Panel().title(spec.title).description(spec.description)
+            .datasource(prometheus_ref()).span(spec.width).height(spec.height)
+            .targets(_targets([query])).calculate(False).color(color)
+            .y_axis(axis.axis_placement(cm.AxisPlacement.LEFT).reverse(False))
+            .rows_frame(hm_builder.RowsHeatmapOptions().layout(layout))
+            .cell_values(cells).cell_gap(1).show_value(cm.VisibilityMode.NEVER)
+            .filter_values(hm_builder.FilterValueRange().le(1e-9)).show_legend()
+            .mode(cm.TooltipDisplayMode.SINGLE).show_y_histogram().show_color_scale(True)
+            .exemplars_color("rgba(255,0,255,0.7)").selection_mode(hm.HeatmapSelectionMode.X)
+            .scale_distribution(cb.ScaleDistributionConfig().type(cm.ScaleDistribution.LINEAR))
+            .hide_from(cb.HideSeriesConfig().legend(False).tooltip(False).viz(False)))

@@ -81,13 +81,43 @@ class Targets:
 
 
 @dataclass(frozen=True)
+class PrefixCacheAlert:
+    """``alerting.prefix_cache``: when vLLM's prefix-cache hit ratio is low enough for a ticket.
+
+    By default relative to the ratio's own recent past: below ``below_baseline`` times its median
+    over ``baseline_seconds`` (while busy), so a fleet whose prompts share little never fires and
+    one that loses its shared prefixes does; ``below`` sets a fixed floor instead. Either way an
+    engine looking up fewer than ``min_queried_tokens_per_second`` prompt tokens stays quiet.
+    """
+
+    below_baseline: float | None = 0.5  # a share of the baseline, in (0, 1)
+    baseline_seconds: int = 6 * 3600
+    below: float | None = None  # a fixed hit ratio in (0, 1); replaces below_baseline
+    min_queried_tokens_per_second: float = 50.0
+    for_seconds: int = 15 * 60
+
+    @property
+    def relative(self) -> bool:
+        return self.below is None
+
+
+PREFIX_CACHE_BASELINES: Final = (3600, 7 * 86400)  # the baseline's bounds, in seconds
+# The baseline is the median of the ratio taken this often (a subquery's step), by the alert and
+# by the board's line of its threshold alike. A minute, not five: a stack minutes old has a
+# baseline (and the board a line) after its first minute.
+PREFIX_CACHE_BASELINE_STEP: Final = "1m"
+
+
+@dataclass(frozen=True)
 class Alerting:
-    """The ``alerting`` section: the fleet's names for the three severities, and the runbooks."""
+    """The ``alerting`` section: the fleet's names for the three severities, the runbooks, and
+    the options of the alerts that have any."""
 
     page: str = "page"
     ticket: str = "ticket"
     control: str = "control"  # routed to the controller's webhook
     runbooks: str = DEFAULT_RUNBOOKS  # a URL or path of docs/runbooks.md
+    prefix_cache: PrefixCacheAlert = field(default_factory=PrefixCacheAlert)
 
     def severity(self, name: str) -> str:
         """Governor's severity name (``page``, ``ticket``, ``control``) → the fleet's."""

@@ -9,16 +9,18 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Final, TypeVar
 
-from governor.contracts.promql import LABEL_NAME
-from governor.slo.fields import Problems, parse_mapping, parse_text, type_name
+from governor.contracts.promql import LABEL_NAME, format_duration
+from governor.slo.fields import Problems, parse_mapping, parse_seconds, parse_text, type_name
 from governor.slo.fleet import (
     CONTAINERS,
     GPU_SOURCES,
+    PREFIX_CACHE_BASELINES,
     RESOURCE_NAMES,
     SEVERITIES,
     Alerting,
     GpuTarget,
     Kubernetes,
+    PrefixCacheAlert,
     Resources,
     Target,
     Targets,
@@ -155,11 +157,73 @@ def targets(value: object, path: Path_, problems: Problems) -> Targets | None:
     return result
 
 
+def _share(value: object, path: Path_, problems: Problems, what: str) -> float | None:
+    """A number strictly between 0 and 1."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        problems.add(path, f"must be {what}, a number between 0 and 1 (exclusive): got "
+                           f"{value!r}"[:200])
+        return None
+    return float(value)
+
+
+def _whole_seconds(value: object, path: Path_, problems: Problems, what: str,
+                   bounds: tuple[int, int]) -> int | None:
+    seconds = parse_seconds(value, path, problems, what)
+    if seconds is None:
+        return None
+    if seconds != seconds.to_integral_value() or not bounds[0] <= seconds <= bounds[1]:
+        problems.add(path, f"must be whole seconds between {format_duration(bounds[0])} and "
+                           f"{format_duration(bounds[1])}: got {value!r}")
+        return None
+    return int(seconds)
+
+
+_PREFIX_CACHE_KEYS: Final = ("below_baseline", "baseline", "below",
+                             "min_queried_tokens_per_second", "for")
+
+
+def prefix_cache(value: object, path: Path_, problems: Problems) -> PrefixCacheAlert | None:
+    """``alerting.prefix_cache``: a share of the baseline or a fixed floor (not both)."""
+    fields = parse_mapping(value, path, problems, _PREFIX_CACHE_KEYS)
+    if fields is None:
+        return None
+    default = PrefixCacheAlert()
+    if "below" in fields and "below_baseline" in fields:
+        problems.add(path, "below (a fixed floor) and below_baseline (a share of the baseline) "
+                           "are alternatives: set one")
+        return None
+    below = _field(fields, "below", None, lambda v: _share(
+        v, (*path, "below"), problems, "a hit ratio"))
+    relative = _field(fields, "below_baseline", default.below_baseline, lambda v: _share(
+        v, (*path, "below_baseline"), problems, "a share of the baseline"))
+    baseline = _field(fields, "baseline", default.baseline_seconds, lambda v: _whole_seconds(
+        v, (*path, "baseline"), problems, "the baseline's window", PREFIX_CACHE_BASELINES))
+    for_seconds = _field(fields, "for", default.for_seconds, lambda v: _whole_seconds(
+        v, (*path, "for"), problems, "how long the ratio stays low", (60, 86400)))
+    rate = _field(fields, "min_queried_tokens_per_second", default.min_queried_tokens_per_second,
+                  lambda v: _non_negative(v, (*path, "min_queried_tokens_per_second"), problems))
+    if (("below" in fields and below is None) or ("below_baseline" in fields and relative is None)
+            or baseline is None or for_seconds is None or rate is None):
+        return None
+    return PrefixCacheAlert(None if below is not None else relative, baseline, below, rate,
+                            for_seconds)
+
+
+def _non_negative(value: object, path: Path_, problems: Problems) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e12:
+        problems.add(path, f"must be prompt tokens per second, a number from 0: got "
+                           f"{value!r}"[:200])
+        return None
+    return float(value)
+
+
 def alerting(value: object, path: Path_, problems: Problems) -> Alerting | None:
-    fields = parse_mapping(value, path, problems, (*SEVERITIES, "runbooks"))
+    fields = parse_mapping(value, path, problems, (*SEVERITIES, "runbooks", "prefix_cache"))
     if fields is None:
         return None
     default = Alerting()
+    cache = _field(fields, "prefix_cache", default.prefix_cache,
+                   lambda v: prefix_cache(v, (*path, "prefix_cache"), problems))
     severities: dict[str, str | None] = {
         name: _matching(fields[name], (*path, name), problems, _SEVERITY,
                         "a severity (letters, digits, _ . -; at most 63)")
@@ -167,13 +231,14 @@ def alerting(value: object, path: Path_, problems: Problems) -> Alerting | None:
     runbooks = _field(fields, "runbooks", default.runbooks, lambda v: _matching(
         v, (*path, "runbooks"), problems, _RUNBOOKS,
         "a URL or path without spaces (at most 512 characters)"))
-    if runbooks is None or any(s is None for s in severities.values()):
+    if runbooks is None or cache is None or any(s is None for s in severities.values()):
         return None
     if len(set(severities.values())) != len(SEVERITIES):
         problems.add(path, "page, ticket and control need different severities: got "
                            + ", ".join(str(s) for s in severities.values()))
         return None
-    return Alerting(runbooks=runbooks, **severities)  # type: ignore[arg-type]
+    return Alerting(runbooks=runbooks, prefix_cache=cache,
+                    **severities)  # type: ignore[arg-type]
 
 
 def _k8s_labels(value: object, path: Path_, problems: Problems) -> Labels | None:

@@ -114,7 +114,8 @@ def test_the_default_spec_yields_the_expected_alerts() -> None:
                           "TimeToFirstTokenErrorBudgetBurn"]
     for health in ("GovernorTargetDown", "GpuExporterStale", "VllmKvCacheNearlyFull",
                    "VllmPreemptionsHigh", "VllmQueueGrowing", "GpuXidErrors",
-                   "GpuThermalThrottling", "GpuPowerThrottling", "GpuMemoryNearlyFull"):
+                   "GpuThermalThrottling", "GpuPowerThrottling", "GpuMemoryNearlyFull",
+                   "VllmPrefixCacheHitRatioLow"):
         assert health in alerts
 
 

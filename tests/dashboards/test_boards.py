@@ -16,6 +16,7 @@ from governor.contracts.metrics import gpu as g
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import slo as n
 from governor.contracts.metrics import verdict, vllm
+from governor.contracts.stages import Stage
 from governor.controller import grafana as controller_grafana
 from governor.controller.model import Action
 from governor.dashboards import controller_events
@@ -308,3 +309,65 @@ def test_bad_parameters_are_refused_with_the_field_named(field: str, value: obje
                                                          message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(field) + ".*" + message):
         GrafanaParams(**{field: value})  # type: ignore[arg-type]
+
+
+# ---- heat maps ----------------------------------------------------------------------------------
+
+
+def _heatmaps(board: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {p["title"]: p for p in panels(board) if p["type"] == "heatmap"}
+
+
+def test_latency_heat_maps_read_every_bucket_of_each_histogram_and_stage() -> None:
+    found = _heatmaps(boards()["governor-inference"])
+    histograms = {"Time to first token (heat map)": svc.TIME_TO_FIRST_TOKEN,
+                  "Inter-token latency (heat map)": svc.INTER_TOKEN_LATENCY,
+                  "Request duration (heat map)": svc.REQUEST_DURATION}
+    histograms |= {f"Stage {stage.value} (heat map)": svc.REQUEST_STAGE for stage in Stage}
+    assert set(found) == set(histograms)
+    for title, metric in histograms.items():
+        (target,) = found[title]["targets"]
+        assert target["format"] == "heatmap" and target["legendFormat"] == "{{le}}"
+        assert target["expr"].startswith(f"sum by (le) (rate({metric.bucket}{{")
+        assert "[$__rate_interval]" in target["expr"]
+        assert found[title]["options"]["calculate"] is False
+        assert found[title]["options"]["yAxis"]["unit"] == "s"
+    assert 'stage="prefill"' in found["Stage prefill (heat map)"]["targets"][0]["expr"]
+    # The service's histograms carry trace ids: the heat map shows them too.
+    assert found["Time to first token (heat map)"]["targets"][0]["exemplar"] is True
+
+
+def test_gpu_heat_maps_have_a_row_per_gpu_on_a_fixed_scale() -> None:
+    found = _heatmaps(boards()["governor-gpu"])
+    assert set(found) == {"SM active per GPU (heat map)", "DRAM bandwidth per GPU (heat map)"}
+    for panel, metric in ((found["SM active per GPU (heat map)"], g.SM_ACTIVE),
+                          (found["DRAM bandwidth per GPU (heat map)"],
+                           g.DRAM_BANDWIDTH_UTILIZATION)):
+        (target,) = panel["targets"]
+        assert target["expr"].startswith(f"{metric.name}{{") and "format" not in target
+        assert "{{gpu}}" in target["legendFormat"]
+        assert (panel["options"]["color"]["min"], panel["options"]["color"]["max"]) == (0, 1)
+        assert panel["options"]["cellValues"]["unit"] == "percentunit"
+
+
+# ---- cache health ------------------------------------------------------------------------------
+
+
+def test_the_hit_ratio_panel_draws_the_cache_alerts_relative_threshold() -> None:
+    panel = panel_titled(boards()["governor-inference"], "Prefix-cache hit ratio")
+    ratio, threshold = panel["targets"]
+    assert threshold["legendFormat"] == "alert below (0.5 of the 6h median)"
+    assert threshold["expr"].startswith("0.5 * quantile_over_time(0.5, (\n" + ratio["expr"])
+    assert threshold["expr"].endswith(")[6h:1m])")
+    assert "VllmPrefixCacheHitRatioLow" in panel["description"]
+
+
+def test_with_a_fixed_floor_the_hit_ratio_panel_draws_it_as_a_line() -> None:
+    data = yaml.safe_load((ROOT / "slo.yaml").read_text())
+    data["alerting"] = {"prefix_cache": {"below": 0.4}}
+    board = boards(render_all(parse_checked_spec(data)))["governor-inference"]
+    panel = panel_titled(board, "Prefix-cache hit ratio")
+    assert len(panel["targets"]) == 1
+    assert [s["value"] for s in panel["fieldConfig"]["defaults"]["thresholds"]["steps"]] == [
+        None, 0.4]
+    assert panel["fieldConfig"]["defaults"]["custom"]["thresholdsStyle"]["mode"] == "dashed"

@@ -114,3 +114,25 @@ def test_the_panel_schemas_reject_unknown_options() -> None:
     assert errors(validator("timeseries", "Options"), timeseries["options"])
     assert errors(validator("timeseries", "FieldConfig"),
                   timeseries["fieldConfig"]["defaults"]["custom"])
+
+
+def test_the_heatmap_schema_rejects_what_grafana_would_not_read() -> None:
+    board = copy.deepcopy(BOARDS["governor-inference"])
+    heatmap = _first(board, "heatmap")
+    assert errors(validator("heatmap", "Options"), heatmap["options"]) == []
+    heatmap["options"]["color"]["steps"] = 1  # at least two colours
+    heatmap["options"]["rowsFrame"]["layout"] = "middle"
+    heatmap["fieldConfig"]["defaults"]["custom"]["lineWidth"] = 1  # a time-series key
+    assert len(errors(validator("heatmap", "Options"), heatmap["options"])) == 2
+    assert errors(validator("heatmap", "FieldConfig"),
+                  heatmap["fieldConfig"]["defaults"]["custom"])
+
+
+@pytest.mark.parametrize("uid", ["governor-inference", "governor-gpu"])
+def test_the_boards_with_heat_maps_have_them_in_every_fleet(uid: str) -> None:
+    from governor.dashboards.render import render_all
+    from governor.generation.catalog import load_checked_spec
+
+    for case, path in {**CASES, **EXAMPLES, "default": None}.items():
+        found = BOARDS[uid] if path is None else boards(render_all(load_checked_spec(path)))[uid]
+        assert any(p["type"] == "heatmap" for p in panels(found)), case

@@ -127,3 +127,16 @@ def test_the_slo_and_controller_boards_are_the_specs_like_any_other() -> None:
     assert [s["value"] for s in observed["fieldConfig"]["defaults"]["thresholds"]["steps"]] \
         == [None, 0.1]
     assert not re.search(r"governor_(?!controller_)", exprs(controller))
+
+
+def test_the_heat_maps_read_vllms_histograms_and_its_phases() -> None:
+    heatmaps = {p["title"]: p["targets"][0] for p in panels(stock_boards()["governor-inference"])
+                if p["type"] == "heatmap"}
+    assert {title: target["expr"].split("{")[0] for title, target in heatmaps.items()} == {
+        "Time to first token (heat map)": f"sum by (le) (rate({vllm.TIME_TO_FIRST_TOKEN.bucket}",
+        "Inter-token latency (heat map)": f"sum by (le) (rate({vllm.INTER_TOKEN_LATENCY.bucket}",
+        "Request duration (heat map)": f"sum by (le) (rate({vllm.E2E_REQUEST_LATENCY.bucket}",
+        "Queue (heat map)": f"sum by (le) (rate({vllm.REQUEST_QUEUE_TIME.bucket}",
+        "Prefill (heat map)": f"sum by (le) (rate({vllm.REQUEST_PREFILL_TIME.bucket}",
+        "Decode (heat map)": f"sum by (le) (rate({vllm.REQUEST_DECODE_TIME.bucket}"}
+    assert all(t["format"] == "heatmap" and not t.get("exemplar") for t in heatmaps.values())

@@ -173,3 +173,62 @@ def test_no_panel_title_overlaps_the_axis_labels_of_the_panel_above(
                         ax.get_title(loc="left"), above.get_title(loc="left"))
     finally:
         plt.close(fig)
+
+
+def test_a_heat_map_of_buckets_counts_each_bucket_lowest_at_the_bottom() -> None:
+    from governor.preview import Series, heatmap_cells
+
+    # Cumulative buckets as Prometheus answers them, in no particular order.
+    answered = [Series("+Inf", [0.0, 60.0], [10.0, 4.0]),
+                Series("0.1", [0.0, 60.0], [2.0, 4.0]),
+                Series("0.5", [0.0, 60.0], [9.0, 4.0])]
+    times, names, cells = heatmap_cells(answered, buckets=True)
+    assert times == [0.0, 60.0]
+    assert names == ["0.1", "0.5", "+Inf"]
+    assert cells == [[2.0, 4.0], [7.0, 0.0], [1.0, 0.0]]
+
+
+def test_a_heat_map_of_gpus_keeps_one_row_per_gpu_as_it_reads() -> None:
+    from governor.preview import Series, heatmap_cells
+
+    _, names, cells = heatmap_cells([Series("GPU 1", [0.0], [0.9]),
+                                     Series("GPU 0", [0.0], [0.2])], buckets=False)
+    assert names == ["GPU 0", "GPU 1"]
+    assert cells == [[0.2], [0.9]]
+
+
+@pytest.mark.parametrize("uid", ["governor-inference", "governor-gpu"])
+def test_every_heat_map_panel_is_drawn_as_an_image(prometheus: str, uid: str) -> None:
+    import matplotlib.pyplot as plt
+
+    board = boards_of(render_all(load_checked_spec(ROOT / "slo.yaml")))[uid]
+    heatmaps = {p["title"] for p in board["panels"] if p["type"] == "heatmap"}
+    end = time.time()
+    fig, summary = board_figure(board, prometheus, (end - 600, end), 60.0, 5.0)
+    try:
+        imaged = {ax.get_title(loc="left") for ax in fig.axes if ax.images}
+        assert heatmaps and imaged == heatmaps
+        assert summary["failed"] == []
+    finally:
+        plt.close(fig)
+
+
+def test_a_heat_maps_colour_scale_stays_inside_its_panel(prometheus: str) -> None:
+    import matplotlib.pyplot as plt
+
+    board = boards_of(render_all(load_checked_spec(ROOT / "slo.yaml")))["governor-gpu"]
+    end = time.time()
+    fig, _ = board_figure(board, prometheus, (end - 600, end), 60.0, 5.0)
+    try:
+        fig.canvas.draw()
+        heatmaps = [ax for ax in fig.axes if ax.images]
+        scales = [ax for ax in fig.axes if not ax.get_title(loc="left") and ax.get_ylabel() == ""
+                  and ax not in heatmaps and ax.collections]
+        assert len(heatmaps) == 2 and len(scales) == 2
+        for ax, scale in zip(heatmaps, scales, strict=True):
+            plot, bar = ax.get_position(), scale.get_position()
+            # Beside the heat map, as tall as it: the title above and the labels below stay
+            # clear (the overlap test above checks those).
+            assert bar.x0 > plot.x1 and (bar.y0, bar.y1) == (plot.y0, plot.y1)
+    finally:
+        plt.close(fig)

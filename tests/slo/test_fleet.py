@@ -155,3 +155,39 @@ def test_a_bad_source_is_reported_with_the_gpu_targets_other_problems() -> None:
     found = "\n".join(problems(targets={"gpu": {"job": "a b", "source": "nvml"}}))
     assert "targets.gpu.job: 'a b' is not a job" in found
     assert "targets.gpu.source: 'nvml' is not a GPU source" in found
+
+
+def test_the_prefix_cache_alert_is_relative_to_its_baseline_unless_a_floor_is_set() -> None:
+    from governor.slo.fleet import PrefixCacheAlert
+
+    assert Alerting().prefix_cache == PrefixCacheAlert(0.5, 6 * 3600, None, 50.0, 900)
+    spec = parse_spec({**base(), "alerting": {"prefix_cache": {
+        "below_baseline": 0.7, "baseline": "1d", "min_queried_tokens_per_second": 0,
+        "for": "30m"}}})
+    assert spec.alerting.prefix_cache == PrefixCacheAlert(0.7, 86400, None, 0.0, 1800)
+    assert spec.alerting.prefix_cache.relative
+    floor = parse_spec({**base(), "alerting": {"prefix_cache": {"below": 0.25}}})
+    assert floor.alerting.prefix_cache.below == 0.25
+    assert not floor.alerting.prefix_cache.relative
+    assert floor.alerting.prefix_cache.below_baseline is None
+
+
+def test_prefix_cache_problems_are_reported_with_their_lines(tmp_path: Path) -> None:
+    data = {**base(), "alerting": {"ticket": "warning", "prefix_cache": {
+        "below_baseline": 1.5, "baseline": "10m", "min_queried_tokens_per_second": -1,
+        "for": "2d", "floor": 0.1}}}
+    path = tmp_path / "slo.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(SpecError) as raised:
+        load_spec(path)
+    text = "\n".join(raised.value.errors)
+    lines = path.read_text().splitlines()
+    for key, expected in (("below_baseline", "a share of the baseline"),
+                          ("baseline", "between 1h and 7d"),
+                          ("min_queried_tokens_per_second", "prompt tokens per second"),
+                          ("for", "between 1m and 1d"), ("floor", "unknown key")):
+        line = next(n for n, text_ in enumerate(lines, 1) if text_.strip().startswith(f"{key}:"))
+        assert f"slo.yaml:{line}: alerting.prefix_cache.{key}: " in text, (key, text)
+        assert expected in text, expected
+    both = problems(alerting={"prefix_cache": {"below": 0.2, "below_baseline": 0.5}})
+    assert any("are alternatives: set one" in p for p in both)

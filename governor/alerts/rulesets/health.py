@@ -9,6 +9,8 @@ from governor.alerts.ruleset import RuleSet
 
 RULESET: Final = RuleSet(
     name="health",
-    rules=lambda scope: health_rule_file(scope.spec.targets, scope.params).groups,
-    tests=lambda scope: health_tests(scope.spec.targets, scope.params),
+    rules=lambda scope: health_rule_file(scope.spec.targets, scope.params,
+                                         scope.spec.alerting.prefix_cache).groups,
+    tests=lambda scope: health_tests(scope.spec.targets, scope.params,
+                                     scope.spec.alerting.prefix_cache),
 )
