@@ -97,11 +97,13 @@ def run_matrix(options: MatrixOptions, should_stop: Callable[[], bool] = lambda:
     todo = [(index, drill) for index, drill in enumerate(planned, 1)
             if key(drill.drill, drill.seed, drill.load_scale, str(drill.slo)) not in finished]
     started = time.monotonic()
+    told: list[bool] = []
 
     def too_late() -> bool:
         late = (options.start_by is not None
                 and time.monotonic() - started > options.start_by)
-        if late:
+        if late and not told:
+            told.append(True)
             write(f"== no drill starts after {options.start_by:g} s: run the matrix again to "
                   "go on where it stopped")
         return late
@@ -158,7 +160,8 @@ def _run_parallel(options: MatrixOptions, todo: list[tuple[int, DrillOptions]], 
                     write(f"{tag} {line}")
             tagged(f"== drill {index}/{total} on ports {base}-{base + 4}")
             try:
-                _run_one(drill, jsonl, tagged, stopping, lock)
+                # Only Ctrl-C cuts a running drill short; a failed one stops new ones starting.
+                _run_one(drill, jsonl, tagged, should_stop, lock)
             except DrillError as exc:
                 tagged(f"could not run: {exc}")
                 failed.append(f"{drill.drill} seed {drill.seed}: {exc}")

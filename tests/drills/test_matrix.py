@@ -110,6 +110,30 @@ def test_a_drill_that_cannot_run_stops_the_others_from_starting(
     assert len(ran) <= 2
 
 
+def test_a_drill_that_cannot_run_lets_the_running_ones_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other worker's drill, already running, is not cut short by the failure."""
+    ran: list[str] = []
+    failed, running = threading.Event(), threading.Event()
+    inner = fake_drill(ran)
+
+    def run(drill: DrillOptions, write: Callable[[str], None],
+            should_stop: Callable[[], bool], on_result: Callable[[Result], None]) -> Result:
+        if drill.drill == "batching":
+            assert running.wait(10)  # the other worker's drill has started
+            failed.set()
+            raise DrillError("the inference part died")
+        running.set()
+        assert failed.wait(10)
+        assert not should_stop()  # the failure is not a Ctrl-C for the drill still running
+        return inner(drill, write, should_stop, on_result)
+    monkeypatch.setattr(matrix, "run_drill", run)
+    with pytest.raises(DrillError):
+        run_matrix(dataclasses.replace(options(tmp_path), parallel=2), write=lambda line: None)
+    assert ran == ["kv_cache"]
+    assert [r["drill"] for r in read_records(tmp_path / JSONL)] == ["kv_cache"]
+
+
 @pytest.mark.parametrize("parallel", [1, 2])
 def test_no_drill_starts_after_start_by_and_the_next_run_goes_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parallel: int) -> None:
@@ -121,7 +145,7 @@ def test_no_drill_starts_after_start_by_and_the_next_run_goes_on(
     opts = dataclasses.replace(options(tmp_path), parallel=parallel, start_by=250.0)
     run_matrix(opts, write=out.append)
     assert 0 < len(ran) < len(plan(opts, stock_vllm=False))
-    assert any("no drill starts after 250 s" in line for line in out)
+    assert sum("no drill starts after 250 s" in line for line in out) == 1
     monkeypatch.setattr(matrix.time, "monotonic", lambda: 0.0)
     run_matrix(opts, write=out.append)
     assert len(read_records(tmp_path / JSONL)) == len(plan(opts, stock_vllm=False))
