@@ -9,7 +9,7 @@ the example host names and system paths are swapped for this test's loopback por
 (the first test, offline and fast); the stack is built from the generated files, not from the
 doc's copy.
 
-Slow: vLLM takes 2-3 minutes to start on two CPU cores.
+Slow: about two minutes on two CPU cores, most of it vLLM's start.
 """
 
 from __future__ import annotations
@@ -174,10 +174,9 @@ def eventually(read: Callable[[], T], done: Callable[[T], bool], hosts: Hosts, w
 
 
 def existing_prometheus(etc: Path, out: Path) -> Path:
-    """Debian's prometheus.yml with the recipe's additions; its rules and targets beside it.
-    Its ``alerting`` is replaced, not kept: it names an Alertmanager this test does not run."""
-    for folder in ("rules", "targets"):  # sudo cp -r governor/prometheus/{rules,targets} …
-        shutil.copytree(out / "prometheus" / folder, etc / folder)
+    """Debian's prometheus.yml with the recipe's additions (its rules and targets are copied
+    beside it by the recipe's ``cp``). Its ``alerting`` is replaced, not kept: it names an
+    Alertmanager this test does not run."""
     config = read_yaml(DEBIAN / "prometheus.yml")
     added = prometheus_entries(out)
     config["rule_files"] = [*(config.get("rule_files") or []), *added["rule_files"]]
@@ -238,6 +237,8 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosts]:
         checked([sys.executable, "-m", "governor", *generate[1:]], work)
         checked(localised(command("promtool", "test", "rules")[1], swaps), work)
         out = work / generate[generate.index("--out") + 1]
+        _, copy = command("sudo", "cp")
+        checked(localised(copy[1:], swaps), work)  # this test's folders are its own: no sudo
         _, controller = command("governor", "controller")
         # The recipe's controller listens on its default port, which --controller-targets names;
         # here on a free one.
