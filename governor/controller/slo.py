@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from governor.controller.model import SloTargets
 from governor.controller.queries import HistogramSli, QuerySet
 from governor.slo import class_thresholds
-from governor.slo.roles import ROLE_TTFT, RoleError, pick
+from governor.slo.roles import ROLE_ITL, ROLE_TTFT, RoleError, pick
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 
@@ -41,7 +41,7 @@ class Objectives:
 def objectives(spec: SloSpec, *, itl_slo: str | None = None,
                ttft_slo: str | None = None, short_window_seconds: int = 30,
                long_window_seconds: int = 300) -> Objectives:
-    itl = _latency(spec, itl_slo) if itl_slo else _controller_slo(spec)
+    itl = _itl(spec, itl_slo)
     try:
         ttft = pick(spec, ROLE_TTFT, ttft_slo)
     except RoleError as exc:
@@ -78,16 +78,18 @@ def _controller_slo(spec: SloSpec) -> SLO:
     return linked[0]
 
 
-def _latency(spec: SloSpec, name: str) -> SLO:
+def _itl(spec: SloSpec, name: str | None) -> SLO:
+    """The decode SLO: the one named on the command line, else the spec's `controller: true`."""
+    if not name:
+        return _controller_slo(spec)
     try:
-        slo = spec.slo(name)
-    except KeyError as exc:
-        raise ObjectiveError(str(exc.args[0])) from None
-    if not isinstance(slo.sli, LatencySLI):
-        raise ObjectiveError(f"SLO {name!r} is not a latency SLO")
+        slo = pick(spec, ROLE_ITL, name)
+    except RoleError as exc:
+        raise ObjectiveError(f"--itl-slo {name!r}: {exc}") from None
+    assert slo is not None  # a name picks an SLO or raises
     return slo
 
 
 def _sli(slo: SLO) -> LatencySLI:
-    assert isinstance(slo.sli, LatencySLI)  # checked by _latency / _controller_slo
+    assert isinstance(slo.sli, LatencySLI)  # checked by pick / _controller_slo
     return slo.sli
