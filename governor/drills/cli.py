@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from governor.common.cli import EnvArgumentParser, parse_duration_seconds
+from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
 from governor.drills import catalog
 from governor.drills.matrix import MatrixOptions, run_matrix, summarize
 from governor.drills.run import (
@@ -46,16 +46,6 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= value <= 64:
-        raise argparse.ArgumentTypeError(f"must be 1-64: {text!r}")
     return value
 
 
@@ -104,7 +94,7 @@ def build_parser() -> EnvArgumentParser:
                         help="the healthy drill's load scales (comma-separated)")
     matrix.add_argument("--out", type=Path, default=Path(".run/drills"),
                         help="drills.jsonl and each drill's run directory")
-    matrix.add_argument("--parallel", type=_positive_int, default=1, metavar="N",
+    matrix.add_argument("--parallel", type=positive_int, default=1, metavar="N",
                         help="drills at once, each on its own ports (--port-base + 10 per "
                              "drill); give each a core or two")
     matrix.add_argument("--start-by", type=parse_duration_seconds, default=None,
