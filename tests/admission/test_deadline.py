@@ -4,6 +4,7 @@ up against what a server may feed it (no target, no rate yet, huge prompts, a cl
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -280,7 +281,7 @@ def test_the_meter_reads_nothing_until_it_has_seen_prefill() -> None:
     assert meter.rate(0.0) == pytest.approx(10_000, rel=0.01)
 
 
-SPEC = {
+SPEC: dict[str, Any] = {
     "version": "governor/v1", "service": "s", "period": "30d",
     "slos": [
         {"name": "time-to-first-token", "objective": 99,

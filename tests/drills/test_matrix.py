@@ -140,12 +140,12 @@ def test_no_drill_starts_after_start_by_and_the_next_run_goes_on(
     ran: list[str] = []
     monkeypatch.setattr(matrix, "run_drill", fake_drill(ran))
     clock = iter(range(0, 10_000, 100))  # each look at the clock is 100 s later
-    monkeypatch.setattr(matrix.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(matrix, "_clock", lambda: float(next(clock)))
     out: list[str] = []
     opts = dataclasses.replace(options(tmp_path), parallel=parallel, start_by=250.0)
     run_matrix(opts, write=out.append)
     assert 0 < len(ran) < len(plan(opts, stock_vllm=False))
     assert sum("no drill starts after 250 s" in line for line in out) == 1
-    monkeypatch.setattr(matrix.time, "monotonic", lambda: 0.0)
+    monkeypatch.setattr(matrix, "_clock", lambda: 0.0)
     run_matrix(opts, write=out.append)
     assert len(read_records(tmp_path / JSONL)) == len(plan(opts, stock_vllm=False))
