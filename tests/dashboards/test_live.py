@@ -57,6 +57,7 @@ SCRAPE_SECONDS = 1
 RATE_INTERVAL = "10s"  # Grafana's $__rate_interval at a 1 s scrape and a short range
 RANGE = "5m"
 DEADLINE_SECONDS = 120.0
+QUERY_TIMEOUT_SECONDS = 30.0
 ADMIN_TOKEN = Secret("dashboards-live-admin")
 WEBHOOK_TOKEN = Secret("dashboards-live-webhook")
 
@@ -79,9 +80,9 @@ class Stack:
 
 
 def get_json(url: str, data: bytes | None = None, headers: dict[str, str] | None = None,
-             method: str = "GET") -> Any:
+             method: str = "GET", timeout: float = 10) -> Any:
     request = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
-    with urllib.request.urlopen(request, timeout=10) as response:
+    with urllib.request.urlopen(request, timeout=timeout) as response:
         return json.load(response)
 
 
@@ -209,7 +210,7 @@ def run_query(stack: Stack, query: PanelQuery) -> list[Any]:
                   variables=query.variables)
     url = f"{stack.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
     try:
-        answer = get_json(url)
+        answer = get_json(url, timeout=QUERY_TIMEOUT_SECONDS)
     except urllib.error.HTTPError as exc:  # Prometheus answers 400/422 for a bad query
         pytest.fail(f"{query.where}: HTTP {exc.code}: {exc.read().decode()[:500]}\n{expr}")
     assert answer["status"] == "success", f"{query.where}: {answer}"
@@ -218,7 +219,21 @@ def run_query(stack: Stack, query: PanelQuery) -> list[Any]:
 
 
 def without_data(stack: Stack, queries: list[PanelQuery]) -> list[PanelQuery]:
-    return [q for q in queries if not run_query(stack, q)]
+    """The queries with no data at this poll. One that Prometheus does not answer in time counts as
+    no data for this poll only: the callers poll again until their deadline (on a CI machine whose
+    two cores also run vLLM and the load, an instant query once took more than 10 s)."""
+    missing = []
+    for query in queries:
+        try:
+            if not run_query(stack, query):
+                missing.append(query)
+        except TimeoutError:
+            missing.append(query)
+        except urllib.error.URLError as exc:
+            if not isinstance(exc.reason, TimeoutError):
+                raise
+            missing.append(query)
+    return missing
 
 
 # ---- the test ----------------------------------------------------------------------------------
