@@ -186,14 +186,17 @@ def part_rules(spec: SloSpec, w: Windows) -> tuple[RecordingRule, ...]:
         v.PART_QUEUE: _stage_sum(v.STAGE_TAIL, _QUEUE_STAGES),
         v.PART_PREFILL: _stage_sum(v.STAGE_TAIL, (Stage.PREFILL,)),
     }
-    write = _stage_sum(v.STAGE, (Stage.STREAM_WRITE,))
-    decode = _stage_sum(v.STAGE, (Stage.DECODE,))
+    # Counted as the writes pass, over the client's time between tokens (the histogram's sum):
+    # a stream's stages are observed only when it ends, minutes late for a slow reader's.
+    write = sum_by(TARGET, rate(Selector(service.STREAM_WRITE_SECONDS.total, scope), w.short))
+    between = sum_by(TARGET, rate(Selector(service.INTER_TOKEN_LATENCY.name + "_sum", scope),
+                                  w.short))
     return (
         _rule(v.STAGE, _mean(service.REQUEST_STAGE.name, scope, w.short, by_stage)),
         _rule(v.STAGE_TAIL, tail(service.REQUEST_STAGE.name, by_stage)),
         *(RecordingRule(v.TTFT_PART.name, expr, {v.LABEL_PART: part})
           for part, expr in governor_parts.items()),
-        _rule(v.STREAM_WRITE_SHARE, f"{write}\n/\n({write} + {decode})"),
+        _rule(v.STREAM_WRITE_SHARE, f"clamp_max(\n{write}\n/\n{between}, 1)"),
     )
 
 

@@ -262,7 +262,22 @@ _STAGE_OF: Final = {Stage.READ: "read", Stage.TOKENIZE: "text", Stage.ADMISSION:
                     Stage.DECODE: "decode"}
 
 
+# Writing to a client that keeps up: this share of the time between its tokens.
+_HEALTHY_WRITE_SHARE: Final = 0.005
+
+
+def _writing(target: Target) -> float:
+    """Seconds written per scrape: what a slow reader adds to the client's gaps, and the small
+    share of an engine-paced gap that writing takes."""
+    engine = sum(value * count for value, count in target.engine_itl)
+    client = sum(value * count
+                 for value, count in _slow_by(target.engine_itl, target.client_extra_itl))
+    return client - engine + _HEALTHY_WRITE_SHARE * engine
+
+
 def _service(s: _Series, before: Target, after: Target) -> None:
+    s.add(service.STREAM_WRITE_SECONDS.total, {**s.inference, service.LABEL_MODEL: "m"},
+          _writing(before), _writing(after), counter=True)
     for stage in Stage:
         pick = _STAGE_OF.get(stage)
         b, a = (getattr(before, pick), getattr(after, pick)) if pick else (0.0002, 0.0002)

@@ -289,6 +289,8 @@ class TargetState:
     limits: Limits | None = None  # what the controller last set (to notice external changes)
     last_change_at: float | None = None
     last_breach_at: float | None = None
+    # When the inter-token trouble in progress began (a breach after a quiet spell).
+    breach_began_at: float | None = None
     probe: Probe | None = None
     avoid: tuple[Avoid, ...] = ()
     # Seconds of step time per prefill token, learnt from breaches (controller/law/spike.py).

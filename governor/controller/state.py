@@ -69,6 +69,7 @@ def encode_state(s: TargetState) -> dict[str, Any]:
         "limits": s.limits.as_dict() if s.limits else None,
         "last_change_at": s.last_change_at,
         "last_breach_at": s.last_breach_at,
+        "breach_began_at": s.breach_began_at,
         "probe": None if s.probe is None else {
             "kind": s.probe.kind.value, "param": s.probe.param.value,
             "before": s.probe.before.as_dict(), "after": s.probe.after.as_dict(),
@@ -150,6 +151,8 @@ class _Reader:
                                          s.get("last_change_at")),
             last_breach_at=self.optional(self.moment, f"{where}.last_breach_at",
                                          s.get("last_breach_at")),
+            breach_began_at=self.optional(self.moment, f"{where}.breach_began_at",
+                                          s.get("breach_began_at")),
             probe=self.optional(self.probe, f"{where}.probe", s.get("probe")),
             avoid=self.entries(self.avoid, f"{where}.avoid", s.get("avoid")),
             prefill_seconds_per_token=self.optional(

@@ -115,6 +115,11 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    default=connections.write_timeout_seconds,
                    help="longest a write may wait for a client that does not read; then its "
                         "request ends (counted 408) and its engine slot is free")
+    p.add_argument("--stream-send-buffer", type=non_negative_int,
+                   default=connections.stream_send_buffer_bytes, metavar="BYTES",
+                   help="cap a stream's socket send buffer at this and let its writes wait for "
+                        "the kernel: a slow reader then shows in the inter-token histogram "
+                        "instead of queueing unseen (0: the kernel's own buffer)")
     p.add_argument("--body-timeout", type=parse_duration_seconds,
                    default=connections.body_timeout_seconds,
                    help="a request body must arrive within this plus a second per MiB of it, "
@@ -242,6 +247,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
                 max_connections_per_client=args.max_connections_per_client,
                 header_timeout_seconds=args.header_timeout,
                 write_timeout_seconds=args.write_timeout,
+                stream_send_buffer_bytes=args.stream_send_buffer,
                 request_timeout_seconds=args.request_timeout,
                 body_timeout_seconds=args.body_timeout),
             tracing=tracing, classes=classes,

@@ -13,6 +13,10 @@ from governor.inference.telemetry.request_log import RequestLogSettings
 from governor.inference.telemetry.tracing import TracingSettings
 from governor.slo.classes import RequestClasses
 
+# A stream's send buffer when capped: at least a few segments, at most the kernel's usual ceiling.
+MIN_SEND_BUFFER = 4096
+MAX_SEND_BUFFER = 4 * 1024 * 1024
+
 
 @dataclass(frozen=True, slots=True)
 class AdmissionSettings:
@@ -59,7 +63,9 @@ class ConnectionSettings:
     (counted 408: the client's fault), which frees its engine slot. A request still running
     ``request_timeout_seconds`` after it arrived ends too: 408 if its body had not arrived, else
     504 (a stream ends with an error event). Idle connections close after
-    ``keepalive_timeout_seconds``.
+    ``keepalive_timeout_seconds``. A stream's socket send buffer is capped at
+    ``stream_send_buffer_bytes`` and its writes wait for the kernel to take them (0: the kernel's
+    own buffer, which lets a slow reader's tokens queue unseen; see ``http.timeouts``).
     """
 
     max_connections: int = 2048
@@ -74,6 +80,7 @@ class ConnectionSettings:
     max_connections_per_client: int | None = None
     # Headers come in one or two packets; a client trickling them loses its connection soon.
     header_timeout_seconds: float = 10.0
+    stream_send_buffer_bytes: int = 16384
 
     @property
     def per_client_limit(self) -> int:
@@ -135,6 +142,10 @@ class ServiceConfig:
         if per_client is not None and not 1 <= per_client <= connections.max_connections:
             errors.append("connections.max_connections_per_client must be in 1..max_connections"
                           f" ({connections.max_connections}), got {per_client}")
+        sndbuf = connections.stream_send_buffer_bytes
+        if sndbuf != 0 and not MIN_SEND_BUFFER <= sndbuf <= MAX_SEND_BUFFER:
+            errors.append("connections.stream_send_buffer_bytes must be 0 (the kernel's) or in "
+                          f"{MIN_SEND_BUFFER}..{MAX_SEND_BUFFER}, got {sndbuf}")
         for name in ("write_timeout_seconds", "request_timeout_seconds",
                      "keepalive_timeout_seconds", "body_timeout_seconds",
                      "header_timeout_seconds"):

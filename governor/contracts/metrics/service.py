@@ -169,6 +169,11 @@ PROMPT_TOKENS: Final = Metric(
 GENERATION_TOKENS: Final = Metric(
     "governor_generation_tokens", "counter", "Tokens generated and sent to clients.", "tokens",
     (LABEL_MODEL,))
+STREAM_WRITE_SECONDS: Final = Metric(
+    "governor_stream_write_seconds", "counter",
+    "Seconds streamed responses spent encoding and writing to their clients after the first "
+    "token (waits for a slow reader included), counted as they pass.", "seconds",
+    (LABEL_MODEL,))
 
 # ---- the batching knobs --------------------------------------------------------------------------
 BATCHING_LIMIT: Final = Metric(

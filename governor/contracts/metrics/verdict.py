@@ -114,8 +114,8 @@ TTFT_PART: Final = _gauge(
     "the first-token path (read, text, queue, prefill; a part of several stages sums theirs).",
     "seconds", (LABEL_INSTANCE, LABEL_PART))
 STREAM_WRITE_SHARE: Final = _gauge(
-    "verdict:stream_write:ratio", "Writing to the client, as a share of the between-tokens "
-    "stages (decode and stream_write).", "ratio", _TARGET)
+    "verdict:stream_write:ratio", "Writing to the client, as a share of the time between "
+    "tokens the client saw (counted as the writes pass).", "ratio", _TARGET)
 RANK_SPREAD: Final = _gauge(
     "verdict:rank_spread:ratio", "The slowest data-parallel rank's median inter-token latency "
     "over the fastest's (2 ranks or more).", "ratio", _TARGET)

@@ -14,7 +14,9 @@ it each explains (:mod:`governor.contracts.causes`; the observation's ``itl_caus
   target has (or as many as demand over what it serves, where the law measured both);
 * batching, the KV cache, ``unknown``, or no verdict at all (the rules not loaded, the SLO not
   burning in the rules' window): the law decides as it always has, unless (with ``unknown`` or
-  no verdict) a GPU condition holds, below.
+  no verdict) a GPU condition holds, below, or (with ``unknown``) the inter-token breach is
+  younger than :data:`UNKNOWN_GRACE_SECONDS`: the rules' evidence is read over windows, and
+  some of it (the stages of a stream read slowly) arrives only as requests end.
 
 Each breach is judged on its own SLO's verdict: the inter-token one while decode is in trouble,
 the first-token one while only time to first token breaches. The controller's own window may
@@ -40,11 +42,13 @@ from governor.contracts.causes import NEVER_CUT_FOR, Action
 from governor.controller.law.context import Context
 from governor.controller.model import CAPACITY_VERDICT, Decision, Reason, ScaleAdvice, finite
 
+_ITL: Final = "inter-token latency"
+
 
 def _judged(ctx: Context) -> tuple[str, Mapping[str, float]] | None:
     """The breach the law is about to act on, and its verdict; ``None`` without one."""
     if ctx.itl_trouble and ctx.obs.itl_causes:
-        return "inter-token latency", ctx.obs.itl_causes
+        return _ITL, ctx.obs.itl_causes
     if ctx.ttft_breach and not ctx.itl_trouble and ctx.obs.ttft_causes:
         return "time to first token", ctx.obs.ttft_causes
     return None
@@ -58,6 +62,8 @@ def ranked(verdict: Mapping[str, float]) -> list[tuple[causes.Cause, float]]:
     return sorted(known, key=lambda item: (-item[1], causes.CAUSES.index(item[0])))
 
 
+# How long an inter-token breach the rules call ``unknown`` is held for their evidence.
+UNKNOWN_GRACE_SECONDS: Final = 30.0
 # An inter-token breach is new when the last one the law saw ended this long ago (or never was).
 NEW_BREACH_GAP_SECONDS: Final = 30.0
 
@@ -89,8 +95,9 @@ def held_for_cause(ctx: Context, breach_is_new: bool = False) -> Decision | None
                         "that, and a cut would be judged on a tail it did not cause")
     if leading is causes.UNKNOWN:
         # Nothing explains the breach yet (a slowed GPU shows in the tail before its median
-        # grows): a GPU condition the rules record still forbids a cut.
-        return _held_for_condition(ctx)
+        # grows): a GPU condition the rules record still forbids a cut, and a young inter-token
+        # breach waits for evidence read over a window.
+        return _held_for_condition(ctx) or _unexplained_while_young(ctx, breach)
     if leading.action is Action.HOLD:
         return ctx.hold(Reason.OUTSIDE_BATCHING,
                         f"{blamed}; {leading.name}: {leading.summary}; no batching limit fixes "
@@ -131,6 +138,23 @@ def _awaiting_verdict(ctx: Context) -> Decision | None:
                     f"a new inter-token breach the rules have not judged yet (their burn "
                     f"{burn:.2f}x): the next pass acts on their verdict, so that no cut is made "
                     "for a GPU condition they are about to record")
+
+
+def _unexplained_while_young(ctx: Context, breach: str) -> Decision | None:
+    """An inter-token breach younger than :data:`UNKNOWN_GRACE_SECONDS` that the rules cannot
+    explain yet: hold. Their evidence is read over windows, and some of it arrives only as
+    requests end (the stages of a stream read slowly are observed when the stream ends), so
+    ``unknown`` in a breach's first seconds is mostly evidence not yet in."""
+    began = ctx.state.breach_began_at
+    if not ctx.itl_trouble or breach != _ITL or began is None:
+        return None
+    age = ctx.now - began
+    if age >= UNKNOWN_GRACE_SECONDS:
+        return None
+    return ctx.hold(Reason.AWAITING_VERDICT,
+                    f"the rules cannot explain the inter-token breach {age:.0f} s into it: their "
+                    f"evidence is read over windows; the law acts on it after "
+                    f"{UNKNOWN_GRACE_SECONDS:.0f} s if it still names nothing")
 
 
 # The conditions read before any verdict: the GPU's, which no cut may be made for.

@@ -198,10 +198,15 @@ class Context:
             return None
         return spike.learn_cost(height, self.median, self.limits.max_num_batched_tokens)
 
-    def noting_breach(self) -> Context:
+    def noting_breach(self, new_itl_breach: bool = False) -> Context:
+        """The breach noted in the state (``new_itl_breach``: inter-token trouble after a quiet
+        spell, which begins now)."""
         if not (self.itl_trouble or self.ttft_breach):
             return self
-        return replace(self, state=replace(self.state, last_breach_at=self.now))
+        state = replace(self.state, last_breach_at=self.now)
+        if new_itl_breach:
+            state = replace(state, breach_began_at=self.now)
+        return replace(self, state=state)
 
     def learning(self) -> Context:
         """Fold this observation's reading of the prefill cost into the state (an average)."""

@@ -76,7 +76,7 @@ def decide(
     if ctx.tail is None or ctx.median is None:
         return ctx.hold(Reason.MISSING_DATA, "no inter-token latency tail or median in the window")
     breach_is_new = cause_guard.new_breach(ctx)
-    ctx = overload.tracking(overload.scoring(ctx.noting_breach().learning()))
+    ctx = overload.tracking(overload.scoring(ctx.noting_breach(breach_is_new).learning()))
     decision = cause_guard.held_for_cause(ctx, breach_is_new) or \
         stage_guard.held_outside_engine(ctx) or _decide(ctx)
     advice = overload.advice(replace(ctx, state=decision.state))

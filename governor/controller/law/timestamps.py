@@ -31,6 +31,7 @@ def not_ahead(state: TargetState, now: float, avoid_seconds: float) -> TargetSta
         state,
         last_change_at=_optional(state.last_change_at, now),
         last_breach_at=_optional(state.last_breach_at, now),
+        breach_began_at=_optional(state.breach_began_at, now),
         probe=probe,
         avoid=tuple(a if a.until <= horizon else replace(
             a, until=horizon if math.isfinite(a.until) else now) for a in state.avoid),

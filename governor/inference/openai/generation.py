@@ -194,8 +194,9 @@ class Generation:
         stops reading (408: the connection is dropped) or the engine fails (an error event,
         counted under the status the failure would have had before the first token)."""
         deltas = self._deltas()
+        connections = http.app[keys.CONFIG].connections
         writer = ClientWriter(http, web.StreamResponse(headers=SSE_HEADERS),
-                              self.write_timeout_seconds)
+                              self.write_timeout_seconds, connections.stream_send_buffer_bytes)
         try:
             await self._stream(http, writer, deltas)
         except ClientTooSlow as exc:
@@ -204,6 +205,7 @@ class Generation:
         except ConnectionError:
             self.outcome(http, CLIENT_GONE)
         finally:
+            writer.unpace()
             await deltas.aclose()  # type: ignore[attr-defined]  # aborts an unfinished request
         if http.get(keys.OUTCOME) == CLIENT_TOO_SLOW:
             writer.abandon()  # last: dropping the connection may cancel this handler
@@ -284,7 +286,9 @@ class Generation:
                 if delta.text:
                     await writer.write(encoder.text(delta.text))
             finally:  # a write the client made wait, or never took, counts too
-                self.written += time.perf_counter() - self.last
+                writing = time.perf_counter() - self.last
+                self.written += writing
+                self.metrics.stream_write_seconds.inc(writing)  # live: the verdict reads it
             delta = await anext(deltas, None)
         if self.params.include_usage:
             await self._timed(writer.write(encoder.usage(self.usage())))

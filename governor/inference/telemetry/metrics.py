@@ -95,6 +95,8 @@ class ServiceMetrics:
         self.prompt_tokens: Value = CountedCounter(m.PROMPT_TOKENS, registry).labels(model)
         self.generation_tokens: Value = CountedCounter(m.GENERATION_TOKENS,
                                                       registry).labels(model)
+        self.stream_write_seconds: Value = CountedCounter(m.STREAM_WRITE_SECONDS,
+                                                         registry).labels(model)
         self.limit = gauge(m.BATCHING_LIMIT, registry)
         self.floor = gauge(m.BATCHING_FLOOR, registry)
         self.ceiling = gauge(m.BATCHING_CEILING, registry)

@@ -7,9 +7,16 @@ from dataclasses import replace
 import pytest
 
 from governor.contracts.metrics.controller import SCALE_CAPACITY
-from governor.controller.law.cause_guard import NEW_BREACH_GAP_SECONDS, ranked
+from governor.controller.law.cause_guard import (
+    NEW_BREACH_GAP_SECONDS,
+    UNKNOWN_GRACE_SECONDS,
+    ranked,
+)
 from governor.controller.model import Action, Observation, Reason, TargetState
 from tests.controller.law.test_decide import T0, calm, run, spiky
+
+# A breach under way for longer than the grace an unknown verdict gets.
+AGED = TargetState(last_breach_at=T0 - 5, breach_began_at=T0 - 2 * UNKNOWN_GRACE_SECONDS)
 
 
 def blamed(obs: Observation, itl: dict[str, float] | None = None,
@@ -44,8 +51,29 @@ def test_a_breach_blamed_on_what_no_limit_fixes_is_held_and_named(
 def test_a_breach_retuning_fixes_or_nobody_can_name_is_left_to_the_law(
     verdict: dict[str, float],
 ) -> None:
-    decision = run(blamed(spiky(0.21), verdict))
+    decision = run(blamed(spiky(0.21), verdict), state=AGED)
     assert (decision.action, decision.reason) == (Action.TIGHTEN, Reason.ITL_BREACH)
+
+
+def test_a_young_breach_nobody_can_name_yet_is_held_until_the_grace_ends() -> None:
+    """A slow reader's stages are observed when its stream ends: the rules say ``unknown`` for
+    the first seconds of the breach, then name ``client_stream``. The law waits for them."""
+    unknown = blamed(spiky(0.21), {"unknown": 1.0})
+    first = run(unknown)  # a new breach: it begins now
+    assert (first.action, first.reason) == (Action.HOLD, Reason.AWAITING_VERDICT)
+    assert first.state.breach_began_at == T0
+    assert "cannot explain the inter-token breach 0 s into it" in first.explanation
+    later = run(unknown, state=first.state, now=T0 + 10)
+    assert (later.action, later.reason) == (Action.HOLD, Reason.AWAITING_VERDICT)
+    assert later.state.breach_began_at == T0  # the same breach
+    named = run(blamed(spiky(0.21), {"client_stream": 1.0}), state=later.state, now=T0 + 15)
+    assert (named.action, named.reason) == (Action.HOLD, Reason.OUTSIDE_BATCHING)
+    # Still nothing named once the grace is over: the law acts.
+    late = run(unknown, state=later.state, now=T0 + UNKNOWN_GRACE_SECONDS)
+    assert (late.action, late.reason) == (Action.TIGHTEN, Reason.ITL_BREACH)
+    # A first-token breach with an unknown verdict is not held by this grace.
+    ttft = run(blamed(calm(ttft_tail_seconds=1.8), ttft={"unknown": 1.0}))
+    assert ttft.reason is not Reason.AWAITING_VERDICT
 
 
 @pytest.mark.parametrize("leading", ["queue", "gpu_compute_bound", "gpu_memory_bound"])
@@ -109,7 +137,7 @@ def test_an_unknown_verdict_beside_a_gpu_condition_holds_and_alone_is_left_to_th
     assert (decision.action, decision.reason) == (Action.HOLD, Reason.OUTSIDE_BATCHING)
     assert "breaching while the GPU shows interconnect (steps 1.40x slower)" in \
         decision.explanation
-    assert run(replace(early, gpu_conditions={})).reason is Reason.ITL_BREACH
+    assert run(replace(early, gpu_conditions={}), state=AGED).reason is Reason.ITL_BREACH
 
 
 def test_a_new_breach_the_rules_judge_but_have_not_named_waits_one_pass_for_them() -> None:
