@@ -64,8 +64,7 @@ from governor.slo.class_thresholds import own_threshold_classes
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 NAME = "verdict"
-GROUP_INPUTS = "governor-verdict-inputs"
-GROUP_PREFIX = "governor-verdict-"
+GROUP = "governor-verdict"
 # A target's SLO burns only with this many events in the short window: a handful of slow
 # requests on an idle target is no burn to explain.
 MIN_EVENTS: Final = 20
@@ -359,15 +358,21 @@ def unknown_rule(s: _Slo) -> RecordingRule:
                   cause=causes.UNKNOWN.name)
 
 
-def slo_group(spec: SloSpec, slo: SLO, w: Windows) -> RuleGroup:
+def slo_rules(spec: SloSpec, slo: SLO, w: Windows) -> tuple[RecordingRule, ...]:
     s = _Slo(spec, slo, w)
     specific = itl_rules(s) if s.path is Latency.ITL else ttft_rules(s)
-    return RuleGroup(GROUP_PREFIX + slo.name, (*_common(s), *specific, unknown_rule(s)))
+    return (*_common(s), *specific, unknown_rule(s))
 
 
 def verdict_rule_file(spec: SloSpec, params: RenderParams) -> RuleFile:
+    """One group: Prometheus evaluates a group's rules in order at one timestamp, each seeing
+    the ones before it, while separate groups run on their own schedules. Split, an SLO's shares
+    read a fresh latency beside GPU conditions one evaluation old: at a saturated link's onset
+    the steps' growth went to ``gpu_memory_bound`` for a poll or two before the link's
+    slowdown was recorded."""
     w = Windows.of(params)
-    inputs = RuleGroup(GROUP_INPUTS, (*engine_rules(spec, w), *part_rules(spec, w),
-                                      *gpu_rules(spec, w), *slowdown_rules()))
+    inputs = (*engine_rules(spec, w), *part_rules(spec, w), *gpu_rules(spec, w),
+              *slowdown_rules())
     slos: Sequence[SLO] = [slo for slo in spec.slos if path_of(slo) is not None]
-    return RuleFile(NAME, (inputs, *(slo_group(spec, slo, w) for slo in slos)))
+    return RuleFile(NAME, (RuleGroup(GROUP, (*inputs, *(rule for slo in slos
+                                                        for rule in slo_rules(spec, slo, w)))),))
