@@ -39,7 +39,11 @@ from governor.inference.telemetry.request_log import (
     RequestLogSettings,
     open_log,
 )
-from governor.inference.telemetry.tracing import TracingSettings, traces_endpoint
+from governor.inference.telemetry.tracing import (
+    TracingSettings,
+    check_tracing_env,
+    traces_endpoint,
+)
 from governor.inference.textwork import SMALL_BODY_BYTES
 from governor.slo.classes import RequestClasses
 from governor.slo.spec import SloSpec, SpecError, load_spec
@@ -214,6 +218,10 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
     if args.time_scale < 0:
         raise SystemExit("governor serve: --time-scale must not be negative")
     tracing = TracingSettings(otlp_endpoint=args.otlp_endpoint, service_name=args.service_name)
+    try:
+        check_tracing_env(env)
+    except ValueError as exc:
+        raise SystemExit(f"governor serve: {exc}") from None
     spec = _spec(args.slo)
     classes = spec.classes if spec is not None else RequestClasses()
     engine = EngineSettings(

@@ -185,3 +185,17 @@ def test_a_token_file_too_large_or_not_utf8_is_a_start_up_error(
         main(["--admin-token-file", str(token_file)], {})
     assert exit_.value.code == f"governor serve: token file {token_file} {message}" + (
         ": a token is one short line" if "bytes" in message else "")
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"OTEL_PROPAGATORS": "zipkin"}, "governor serve: OTEL_PROPAGATORS names 'zipkin'"),
+    ({"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"},
+     "governor serve: OTEL_TRACES_SAMPLER_ARG='2'"),
+])
+def test_a_tracing_variable_the_service_cannot_use_stops_it_before_anything_starts(
+    env: dict[str, str], message: str,
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        config([], env)
+    assert str(exit_.value.code).startswith(message)
+    assert config([], {"OTEL_PROPAGATORS": "b3multi,tracecontext"}).port == 8000
