@@ -132,7 +132,7 @@ def test_the_ratio_samplers_take_their_argument() -> None:
     ratio = sampler_from_env({"OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
                               "OTEL_TRACES_SAMPLER_ARG": "0.25"})
     assert isinstance(ratio, ParentBasedTraceIdRatio)
-    assert "0.25" in ratio.get_description()
+    assert "0.25" in ratio.get_description()  # type: ignore[no-untyped-call]
     plain = sampler_from_env({"OTEL_TRACES_SAMPLER": "traceidratio"})
     assert isinstance(plain, TraceIdRatioBased) and plain.rate == 1.0
 
