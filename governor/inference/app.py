@@ -142,7 +142,8 @@ def _engine_ctx(
     async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
         config = app[keys.CONFIG]
         engine = factory(config, app[keys.REGISTRY])
-        metrics = ServiceMetrics(app[keys.REGISTRY], engine.model_name, config.classes.names)
+        metrics = ServiceMetrics(app[keys.REGISTRY], engine.model_name, config.classes.names,
+                                 dict(config.latency_buckets))
         metrics.set_info(config.engine.kind, engine.model_name, VERSION)
         metrics.engine_ready.set_function(lambda: 1.0 if engine.ready else 0.0)
         app[keys.ENGINE_SPAN_ATTRIBUTES] = {}

@@ -46,6 +46,7 @@ from governor.inference.telemetry.tracing import (
 )
 from governor.inference.textwork import SMALL_BODY_BYTES
 from governor.slo.classes import RequestClasses
+from governor.slo.service_buckets import service_edges
 from governor.slo.spec import SloSpec, SpecError, load_spec
 
 log = logging.getLogger(__name__)
@@ -257,6 +258,9 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
                                            args.request_log_backups),
             admin_token=_admin_token(args, env), max_body_bytes=args.max_body_bytes,
             tokenizer_threads=args.tokenizer_threads, max_tokens_limit=args.max_tokens_limit,
+            # The spec's thresholds on the service's latency histograms, each one more edge,
+            # as the generated rules count them.
+            latency_buckets=tuple(sorted(service_edges(spec).items())) if spec else (),
         )
     except ValueError as exc:
         raise SystemExit(f"governor serve: {exc}") from None
