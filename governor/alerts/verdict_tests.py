@@ -29,6 +29,7 @@ from governor.contracts.metrics import verdict as v
 from governor.contracts.metrics.scrape import LABEL_INSTANCE, LABEL_JOB, LABEL_LE, UP
 from governor.contracts.promql import Selector, equal_to, exposition_float, format_number
 from governor.contracts.stages import Stage
+from governor.generation.catalog import histogram_edges
 from governor.generation.params import RenderParams
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
@@ -295,11 +296,10 @@ def _latency_sli(s: _Series, slo: SLO, before: Target, after: Target) -> None:
     if path_of(slo) is Latency.ITL:
         b = _slow_by(before.engine_itl, before.client_extra_itl)
         a = _slow_by(after.engine_itl, after.client_extra_itl)
-        edges = service.INTER_TOKEN_LATENCY.buckets
     else:
         b, a = ((before.ttft, OBSERVATIONS),), ((after.ttft, OBSERVATIONS),)
-        edges = (service.TIME_TO_FIRST_TOKEN.buckets if sli.metric.startswith("governor")
-                 else vllm.TIME_TO_FIRST_TOKEN.buckets)
+    # The edges its server exposes under this spec: the SLO's threshold among them.
+    edges = histogram_edges(s.spec)[sli.metric]
     if sli.metric.startswith("vllm"):
         labels = {vllm.LABEL_MODEL: "m", vllm.LABEL_ENGINE: "0", **labels}
     else:

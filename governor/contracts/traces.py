@@ -35,6 +35,9 @@ PREFILL_SPAN: Final = "governor.prefill"
 DECODE_SPAN: Final = "governor.decode"
 FIRST_TOKEN_EVENT: Final = "governor.first_token"
 ENGINE_QUEUED_SECONDS: Final = "governor.engine.queued_seconds"
+# On the engine's spans (queue, prefill, decode): the UUIDs of the GPUs it ran on, as NVML and
+# the GPU exporter's uuid label name them, when the engine knows them.
+ENGINE_GPU_UUIDS: Final = "governor.engine.gpu_uuids"
 REQUEST_CLASS: Final = "governor.request.class"
 PROMPT_BYTES: Final = "governor.request.prompt_bytes"
 # At the request's end, one event with the seconds of every stage (governor.contracts.stages),

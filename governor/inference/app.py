@@ -25,6 +25,7 @@ from prometheus_client.openmetrics import exposition as openmetrics
 
 from governor import __version__ as VERSION
 from governor.admission.policy import AdmissionPolicy
+from governor.contracts import traces as tr
 from governor.contracts.endpoints import (
     ADMIN_ADMISSION_PATH,
     ADMIN_BATCHING_PATH,
@@ -33,7 +34,7 @@ from governor.contracts.endpoints import (
     HEALTH_PATH,
     METRICS_PATH,
 )
-from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID, UNCLASSIFIED
+from governor.contracts.metrics.service import UNCLASSIFIED
 from governor.contracts.simdevice import DEVICE_PATH, FAULTS_PATH
 from governor.contracts.stages import Stage
 from governor.inference import admin, device, keys
@@ -60,9 +61,8 @@ from governor.inference.telemetry.request_log import RequestFacts, RequestLogWri
 from governor.inference.telemetry.stages import RequestStages, StageClock
 from governor.inference.telemetry.tracing import (
     add_stages_event,
-    extract_context,
+    exemplar,
     setup_tracing,
-    trace_id_hex,
 )
 
 log = logging.getLogger(__name__)
@@ -142,11 +142,14 @@ def _engine_ctx(
     async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
         config = app[keys.CONFIG]
         engine = factory(config, app[keys.REGISTRY])
-        metrics = ServiceMetrics(app[keys.REGISTRY], engine.model_name, config.classes.names)
+        metrics = ServiceMetrics(app[keys.REGISTRY], engine.model_name, config.classes.names,
+                                 dict(config.latency_buckets))
         metrics.set_info(config.engine.kind, engine.model_name, VERSION)
         metrics.engine_ready.set_function(lambda: 1.0 if engine.ready else 0.0)
+        app[keys.ENGINE_SPAN_ATTRIBUTES] = {}
         if isinstance(engine, OnGpus):
             metrics.set_gpus(engine.gpu_uuids)
+            app[keys.ENGINE_SPAN_ATTRIBUTES] = {tr.ENGINE_GPU_UUIDS: list(engine.gpu_uuids)}
         app[keys.ENGINE], app[keys.METRICS] = engine, metrics
         policy = AdmissionPolicy.of(config.classes, config.admission.max_in_flight,
                                     config.admission.max_queue)
@@ -297,8 +300,9 @@ def _start_span(request: web.Request, route: str, arrived: float) -> trace.Span 
     if not route.startswith(TRACED_PREFIXES):
         return None
     start_ns = time.time_ns() - int((time.perf_counter() - arrived) * 1e9)
-    span = request.app[keys.TRACING].tracer.start_span(
-        f"{request.method} {route}", context=extract_context(request.headers),
+    tracing = request.app[keys.TRACING]
+    span = tracing.tracer.start_span(
+        f"{request.method} {route}", context=tracing.extract_context(request.headers),
         kind=SpanKind.SERVER, start_time=start_ns,
         attributes={"http.request.method": request.method, "http.route": route,
                     "url.path": request.path},
@@ -323,9 +327,8 @@ def _record(
     if metrics is not None:
         metrics.requests.labels(route, code, request_class).inc()
         if span is not None:
-            exemplar = {EXEMPLAR_TRACE_ID: trace_id_hex(span)}
             metrics.duration.labels(route, request_class).observe(stages.duration_seconds,
-                                                                  exemplar)
+                                                                  exemplar(span))
         if generation and stages.reached_engine:
             metrics.observe_stages(stages)
     if span is not None:

@@ -39,9 +39,14 @@ from governor.inference.telemetry.request_log import (
     RequestLogSettings,
     open_log,
 )
-from governor.inference.telemetry.tracing import TracingSettings, traces_endpoint
+from governor.inference.telemetry.tracing import (
+    TracingSettings,
+    check_tracing_env,
+    traces_endpoint,
+)
 from governor.inference.textwork import SMALL_BODY_BYTES
 from governor.slo.classes import RequestClasses
+from governor.slo.service_buckets import service_edges
 from governor.slo.spec import SloSpec, SpecError, load_spec
 
 log = logging.getLogger(__name__)
@@ -219,6 +224,10 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
     if args.time_scale < 0:
         raise SystemExit("governor serve: --time-scale must not be negative")
     tracing = TracingSettings(otlp_endpoint=args.otlp_endpoint, service_name=args.service_name)
+    try:
+        check_tracing_env(env)
+    except ValueError as exc:
+        raise SystemExit(f"governor serve: {exc}") from None
     spec = _spec(args.slo)
     classes = spec.classes if spec is not None else RequestClasses()
     engine = EngineSettings(
@@ -255,6 +264,9 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
                                            args.request_log_backups),
             admin_token=_admin_token(args, env), max_body_bytes=args.max_body_bytes,
             tokenizer_threads=args.tokenizer_threads, max_tokens_limit=args.max_tokens_limit,
+            # The spec's thresholds on the service's latency histograms, each one more edge,
+            # as the generated rules count them.
+            latency_buckets=tuple(sorted(service_edges(spec).items())) if spec else (),
         )
     except ValueError as exc:
         raise SystemExit(f"governor serve: {exc}") from None

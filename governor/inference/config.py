@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 from governor.admission.deadline import DeadlineSettings
 from governor.common.secrets import Secret
 from governor.contracts.endpoints import INFERENCE, LISTEN_HOST
+from governor.contracts.metrics.service import LATENCY_HISTOGRAMS
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.telemetry.request_log import RequestLogSettings
 from governor.inference.telemetry.tracing import TracingSettings
+from governor.slo.buckets import edges_problem
 from governor.slo.classes import RequestClasses
 
 # A stream's send buffer when capped: at least a few segments, at most the kernel's usual ceiling.
@@ -114,6 +116,9 @@ class ServiceConfig:
     max_tokens_limit: int = 32768
     # Completions default (OpenAI's legacy default is 16); chat defaults to what fits the context.
     default_completion_max_tokens: int = 16
+    # The latency histograms' edges where slo.yaml's thresholds add some (``--slo``): histogram
+    # name → edges; a histogram not named keeps its declared edges.
+    latency_buckets: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         errors = []
@@ -135,6 +140,7 @@ class ServiceConfig:
             errors.append(f"admission.first_token_targets names no request class: {unknown}")
         if any(not (math.isfinite(t) and t > 0) for _, t in self.admission.first_token_targets):
             errors.append("admission.first_token_targets must be positive seconds")
+        errors.extend(_latency_bucket_errors(self.latency_buckets))
         connections = self.connections
         if connections.max_connections < 1:
             errors.append("connections.max_connections must be positive")
@@ -157,3 +163,15 @@ class ServiceConfig:
             errors.append("max_tokens_limit must be positive")
         if errors:
             raise ValueError("invalid service configuration: " + "; ".join(errors))
+
+
+def _latency_bucket_errors(buckets: tuple[tuple[str, tuple[float, ...]], ...]) -> list[str]:
+    known = {metric.name for metric in LATENCY_HISTOGRAMS}
+    errors = []
+    for name, edges in buckets:
+        if name not in known:
+            errors.append(f"latency_buckets: {name[:80]!r} is not one of the service's latency "
+                          f"histograms ({', '.join(sorted(known))})")
+        elif (problem := edges_problem(edges)) is not None:
+            errors.append(f"latency_buckets: {name}: {problem}")
+    return errors

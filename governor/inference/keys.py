@@ -22,6 +22,8 @@ ENGINE = web.AppKey("engine", Engine)
 REGISTRY = web.AppKey("registry", CollectorRegistry)
 METRICS = web.AppKey("metrics", ServiceMetrics)
 TRACING = web.AppKey("tracing", Tracing)
+# What every engine span carries (its GPUs), set once the engine is made.
+ENGINE_SPAN_ATTRIBUTES = web.AppKey("engine_span_attributes", dict[str, list[str]])
 ADMISSION = web.AppKey("admission", AdmissionQueue)
 ADMIN_LOCK = web.AppKey("admin_lock", asyncio.Lock)
 # The threads that prepare prompts (decode, validate, render, tokenize), and their turns.

@@ -23,6 +23,7 @@ from governor.slo.fields import (
 )
 from governor.slo.fleet import Alerting, Kubernetes, Targets
 from governor.slo.model import SLO, SPEC_VERSION, STOCK_VLLM, SloSpec
+from governor.slo.service_buckets import grown_edges, thresholds, too_many
 
 _KEYS = ("version", "service", "period", "labels", "slos", "classes", "targets", "alerting",
          "kubernetes", "vllm")
@@ -91,6 +92,10 @@ def native(
                                 _broken(fields.get("slos"), slos))
         _class_label_free(labels, slos, problems)
         _class_alerts_free(slos, problems)
+    if histograms is not None and classes is not None:
+        # The service's histograms grow an edge per threshold: bounded as vLLM bounds its flag.
+        for message in too_many(grown_edges(histograms, thresholds(slos, classes))):
+            problems.add(("slos",), message)
     targets = fleet.targets(fields["targets"], ("targets",), problems) \
         if "targets" in fields else Targets()
     alerting = fleet.alerting(fields["alerting"], ("alerting",), problems) \

@@ -20,6 +20,7 @@ them through :meth:`VllmSettings.edges`::
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -29,6 +30,21 @@ from governor.contracts.metrics.vllm import BUCKET_FAMILIES
 
 # Every edge is one more series per label set; vLLM's longest default family has 22.
 MAX_EDGES: Final = 64
+
+
+def edges_problem(edges: Sequence[float]) -> str | None:
+    """Why ``edges`` are not what vLLM accepts for a histogram (1 to :data:`MAX_EDGES` finite
+    numbers above 0, strictly increasing), or None."""
+    if not 1 <= len(edges) <= MAX_EDGES:
+        return f"must be 1 to {MAX_EDGES} bucket edges: got {len(edges)}"
+    for index, edge in enumerate(edges):
+        if isinstance(edge, bool) or not isinstance(edge, int | float) \
+                or not math.isfinite(edge) or edge <= 0:
+            return f"edge {index} must be a finite number above 0: got {edge!r:.40}"
+        if index and edge <= edges[index - 1]:
+            return f"edge {index} ({edge!r}) must be greater than the one before it: edges " \
+                   "increase strictly"
+    return None
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from governor.slo.fields import (
     type_name,
 )
 from governor.slo.model import SLO, LatencySLI
+from governor.slo.service_buckets import grows
 from governor.slo.yamlio import Path_
 
 _HEADER = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
@@ -183,6 +184,8 @@ def _edge(metric: str, threshold: float, path: Path_, problems: Problems,
     for edge in edges:
         if math.isclose(edge, threshold, rel_tol=1e-9):
             return edge
+    if grows(metric):  # the service's own: the threshold becomes one of its edges
+        return threshold
     problems.add(path, not_an_edge(metric, threshold, edges, "the class's SLI"))
     return None
 

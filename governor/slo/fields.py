@@ -46,6 +46,7 @@ from governor.slo.model import (
     LatencySLI,
     RatioSLI,
 )
+from governor.slo.service_buckets import grows
 from governor.slo.yamlio import Path_
 
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
@@ -294,6 +295,8 @@ def _bucket_edge(
     for edge in edges:
         if math.isclose(edge, threshold, rel_tol=1e-9):
             return edge
+    if grows(metric):  # the service's own: the threshold becomes one of its edges
+        return threshold
     problems.add((*path, "threshold"), not_an_edge(metric, threshold, edges, "the SLI"))
     return None
 

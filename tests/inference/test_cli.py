@@ -185,3 +185,50 @@ def test_a_token_file_too_large_or_not_utf8_is_a_start_up_error(
         main(["--admin-token-file", str(token_file)], {})
     assert exit_.value.code == f"governor serve: token file {token_file} {message}" + (
         ": a token is one short line" if "bytes" in message else "")
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"OTEL_PROPAGATORS": "zipkin"}, "governor serve: OTEL_PROPAGATORS names 'zipkin'"),
+    ({"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"},
+     "governor serve: OTEL_TRACES_SAMPLER_ARG='2'"),
+])
+def test_a_tracing_variable_the_service_cannot_use_stops_it_before_anything_starts(
+    env: dict[str, str], message: str,
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        config([], env)
+    assert str(exit_.value.code).startswith(message)
+    assert config([], {"OTEL_PROPAGATORS": "b3multi,tracecontext"}).port == 8000
+
+
+def test_the_specs_thresholds_are_edges_of_the_services_histograms(tmp_path: Path) -> None:
+    spec = tmp_path / "slo.yaml"
+    spec.write_text(
+        "version: governor/v1\nservice: inference\nperiod: 30d\nslos:\n"
+        "  - name: end-to-end\n    objective: 95\n    sli:\n      latency:\n"
+        "        metric: governor_request_duration_seconds\n        threshold: 800ms\n",
+        encoding="utf-8")
+    buckets = dict(config(["--slo", str(spec)]).latency_buckets)
+    assert 0.8 in buckets["governor_request_duration_seconds"]
+    assert 0.8 not in buckets["governor_time_to_first_token_seconds"]
+    assert config([]).latency_buckets == ()
+
+
+@pytest.mark.parametrize(("buckets", "message"), [
+    ((("governor_requests_total", (1.0,)),), "not one of the service's latency histograms"),
+    ((("governor_request_duration_seconds", ()),), "must be 1 to 64 bucket edges: got 0"),
+    ((("governor_request_duration_seconds", tuple(float(i + 1) for i in range(65))),),
+     "must be 1 to 64 bucket edges: got 65"),
+    ((("governor_request_duration_seconds", (0.5, 0.5)),), "edge 1 (0.5) must be greater"),
+    ((("governor_request_duration_seconds", (1.0, 0.5)),), "edge 1 (0.5) must be greater"),
+    ((("governor_request_duration_seconds", (0.0, 1.0)),), "edge 0 must be a finite number"),
+    ((("governor_request_duration_seconds", (float("nan"),)),), "edge 0 must be a finite"),
+    ((("governor_request_duration_seconds", (1.0, float("inf"))),), "edge 1 must be a finite"),
+    ((("governor_request_duration_seconds", (True,)),), "edge 0 must be a finite number"),
+])
+def test_latency_buckets_are_checked_as_vllm_checks_its_flag(
+    buckets: tuple[tuple[str, tuple[float, ...]], ...], message: str,
+) -> None:
+    with pytest.raises(ValueError, match="latency_buckets: ") as raised:
+        ServiceConfig(latency_buckets=buckets)
+    assert message in str(raised.value)

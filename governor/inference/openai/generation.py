@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from math import inf
 from typing import Final, Literal
 
@@ -29,7 +29,6 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 
 from governor.contracts import traces as tr
-from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID
 from governor.contracts.stages import Stage
 from governor.inference import keys
 from governor.inference.engines.base import (
@@ -55,7 +54,7 @@ from governor.inference.openai.sse import DONE, ChunkEncoder, Usage, error_event
 from governor.inference.telemetry.metrics import ClassLatency, ServiceMetrics
 from governor.inference.telemetry.request_log import RequestFacts
 from governor.inference.telemetry.stages import StageClock
-from governor.inference.telemetry.tracing import trace_id_hex
+from governor.inference.telemetry.tracing import exemplar
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +92,7 @@ class Generation:
         self, kind: Kind, params: GenerationParams, engine: Engine, metrics: ServiceMetrics,
         latency: ClassLatency, tracer: trace.Tracer, span: trace.Span, request: GenerateRequest,
         retry_after: int, deadline: float, write_timeout_seconds: float, clock: StageClock, *,
-        facts: RequestFacts | None = None,
+        facts: RequestFacts | None = None, engine_attributes: Mapping[str, list[str]] | None = None,
     ) -> None:
         self.deadline = deadline  # loop time
         self.clock = clock
@@ -108,7 +107,7 @@ class Generation:
         self.span = span
         self.request = request
         self.created = int(time.time())
-        self.exemplar = {EXEMPLAR_TRACE_ID: trace_id_hex(span)}
+        self.exemplar = exemplar(span)  # None for a span that is not sampled
         # Wall-clock nanoseconds for the child spans; perf_counter for the latencies, which
         # start at the request's first byte.
         self.start_ns = time.time_ns()
@@ -124,6 +123,8 @@ class Generation:
         self.completion_tokens = 0
         self.finish_reason: str | None = None
         self.facts = facts  # --request-log's record, or None
+        # On the queue, prefill and decode spans: where the engine ran (its GPUs).
+        self.engine_attributes = engine_attributes or {}
         # Told the first token's time (perf_counter): the admission queue's deadline gate
         # measures the prefill rate from it.
         self.on_first_token: Callable[[float], None] | None = None
@@ -361,7 +362,7 @@ class Generation:
         span.set_attributes(attributes)  # at once: each call takes the span's locks
 
     def _child(self, parent: Context, name: str, start_ns: int, end_ns: int,
-               attributes: dict[str, float]) -> None:
+               attributes: Mapping[str, float]) -> None:
         child = self.tracer.start_span(name, context=parent, start_time=start_ns,
-                                       attributes=attributes)
+                                       attributes={**attributes, **self.engine_attributes})
         child.end(end_time=end_ns)

@@ -100,7 +100,7 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
         GenerateRequest(request_id, prepared.prompt, token_ids, max_tokens, params.sampling,
                         trace_headers=inject_headers(span), priority=request_class.priority),
         retry_after, deadline, config.connections.write_timeout_seconds, request[keys.STAGES],
-        facts=facts,
+        facts=facts, engine_attributes=app[keys.ENGINE_SPAN_ATTRIBUTES],
     )
     queue = app[keys.ADMISSION]
     ticket = await _admit(request, run, retry_after, name, len(token_ids))

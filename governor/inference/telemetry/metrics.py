@@ -15,13 +15,14 @@ observing a token costs no label lookup::
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.metrics_core import Metric as Family
 
 from governor.admission.deadline import WaitSample
+from governor.contracts.declaration import Metric
 from governor.contracts.families import info_family
 from governor.contracts.instruments import counter, gauge, info
 from governor.contracts.metrics import service as m
@@ -62,16 +63,25 @@ class ClassAdmission:
 
 class ServiceMetrics:
     def __init__(self, registry: CollectorRegistry, model: str,
-                 classes: Sequence[str] = (m.DEFAULT_CLASS,)) -> None:
+                 classes: Sequence[str] = (m.DEFAULT_CLASS,),
+                 latency_buckets: Mapping[str, tuple[float, ...]] | None = None) -> None:
+        """``latency_buckets``: histogram name → edges replacing the declared ones (slo.yaml's
+        thresholds added, :mod:`governor.slo.service_buckets`)."""
         self._model = model
         self._registry = registry
-        ttft = CountedHistogram(m.TIME_TO_FIRST_TOKEN, registry)
-        itl = CountedHistogram(m.INTER_TOKEN_LATENCY, registry)
+        edges = latency_buckets or {}
+
+        def latency(metric: Metric) -> CountedHistogram:
+            buckets = edges.get(metric.name, metric.buckets)
+            return CountedHistogram(replace(metric, buckets=tuple(buckets)), registry)
+
+        ttft = latency(m.TIME_TO_FIRST_TOKEN)
+        itl = latency(m.INTER_TOKEN_LATENCY)
         # Every class's series exist from the start, so rates and ratios per class read 0, not
         # nothing, before its first request.
         self._latency = {name: ClassLatency(ttft.labels(model, name), itl.labels(model, name))
                          for name in classes}
-        self.duration = CountedHistogram(m.REQUEST_DURATION, registry)
+        self.duration = latency(m.REQUEST_DURATION)
         # Observed for every request, a dozen values at once.
         self._stages = CountedHistogram(m.REQUEST_STAGE, registry,
                                         [[stage.value] for stage in Stage])

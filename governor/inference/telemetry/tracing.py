@@ -5,6 +5,10 @@ standard variables ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (full URL) and
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` (base URL). With none, spans are still made — their trace ids label
 exemplars and reach vLLM through ``traceparent`` — but nothing is exported, and start-up says so
 once. ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none`` turn export off too.
+
+The caller's context is read in the formats ``OTEL_PROPAGATORS`` names (:mod:`.propagation`), and
+spans are sampled as ``OTEL_TRACES_SAMPLER`` says (:mod:`.sampling`); a metric exemplar names a
+trace only when its span was sampled, so that every exemplar leads to a trace that was exported.
 """
 
 from __future__ import annotations
@@ -18,13 +22,16 @@ from typing import Final
 
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from governor.contracts import traces as tr
+from governor.contracts.metrics.service import EXEMPLAR_TRACE_ID
 from governor.contracts.stages import Stage
+from governor.inference.telemetry.propagation import ENGINE_PROPAGATOR, propagator_from_env
+from governor.inference.telemetry.sampling import sampler_from_env
 from governor.inference.telemetry.stages import RequestStages
 
 log = logging.getLogger(__name__)
@@ -33,7 +40,6 @@ log = logging.getLogger(__name__)
 # answer retries for its own 10 s timeout, longer than compose or Kubernetes wait after SIGTERM.
 FLUSH_SECONDS: Final = 2.0
 
-_PROPAGATOR = TraceContextTextMapPropagator()
 TRACES_PATH = "/v1/traces"
 
 
@@ -51,6 +57,12 @@ class Tracing:
     tracer: trace.Tracer
     # The full OTLP/HTTP traces URL spans go to, or None when nothing is exported.
     traces_endpoint: str | None
+    # Reads the callers' trace context in the formats OTEL_PROPAGATORS names.
+    propagator: TextMapPropagator
+
+    def extract_context(self, headers: Mapping[str, str]) -> Context:
+        """The caller's trace context (and baggage), in whichever configured format it came."""
+        return self.propagator.extract(headers)
 
     def shutdown(self, timeout_seconds: float = FLUSH_SECONDS) -> bool:
         """Flush the pending spans and stop, within ``timeout_seconds`` (blocks: call it off the
@@ -90,11 +102,25 @@ def _with_traces_path(base: str) -> str:
     return base if base.endswith(TRACES_PATH) else base + TRACES_PATH
 
 
+def check_tracing_env(env: Mapping[str, str]) -> None:
+    """Raise ``ValueError`` (every problem at once) for tracing variables the service would
+    refuse: called where the service's configuration is read, before anything starts."""
+    problems = []
+    for check in (propagator_from_env, sampler_from_env):
+        try:
+            check(env)
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
 def setup_tracing(settings: TracingSettings, env: Mapping[str, str] | None = None) -> Tracing:
     env = os.environ if env is None else env
     # Resource.create reads OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME; ours is the default.
     service = env.get("OTEL_SERVICE_NAME") or settings.service_name
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service}))
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service}),
+                              sampler=sampler_from_env(env))
     endpoint = traces_endpoint(settings, env)
     if endpoint is None:
         log.info("tracing: no OTLP endpoint configured, spans are not exported")
@@ -103,23 +129,25 @@ def setup_tracing(settings: TracingSettings, env: Mapping[str, str] | None = Non
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
         log.info("tracing: exporting spans over OTLP/HTTP to %s as %r", endpoint, service)
-    return Tracing(provider, provider.get_tracer("governor.inference"), endpoint)
-
-
-def extract_context(headers: Mapping[str, str]) -> Context:
-    """The caller's W3C trace context (``traceparent``/``tracestate``), if any."""
-    return _PROPAGATOR.extract(headers)
+    return Tracing(provider, provider.get_tracer("governor.inference"), endpoint,
+                   propagator_from_env(env))
 
 
 def inject_headers(span: trace.Span) -> dict[str, str]:
-    """``traceparent``/``tracestate`` naming ``span`` as the parent, for the engine's own spans."""
+    """``traceparent``/``tracestate`` naming ``span`` as the parent, for the engine's own spans:
+    W3C whatever the caller spoke, as vLLM reads nothing else."""
     carrier: dict[str, str] = {}
-    _PROPAGATOR.inject(carrier, context=trace.set_span_in_context(span))
+    ENGINE_PROPAGATOR.inject(carrier, context=trace.set_span_in_context(span))
     return carrier
 
 
-def trace_id_hex(span: trace.Span) -> str:
-    return format(span.get_span_context().trace_id, "032x")
+def exemplar(span: trace.Span) -> dict[str, str] | None:
+    """The exemplar labels naming ``span``'s trace, or None when the span was not sampled (its
+    trace is never exported, so a link to it would lead nowhere)."""
+    context = span.get_span_context()
+    if not context.trace_flags.sampled:
+        return None
+    return {EXEMPLAR_TRACE_ID: format(context.trace_id, "032x")}
 
 
 _STAGE_ATTRIBUTES: Final = {stage: tr.stage_attribute(stage) for stage in Stage}

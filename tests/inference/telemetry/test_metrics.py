@@ -215,3 +215,27 @@ async def test_the_queue_gauges_read_the_admission_queue_when_scraped() -> None:
     await waiting
     assert registry.get_sample_value(svc.REQUESTS_IN_FLIGHT.name) == 1.0
     assert registry.get_sample_value(svc.QUEUE_DEPTH.name) == 0.0
+
+
+# ---- the spec's thresholds as edges (governor serve --slo) --------------------------------------
+
+END_TO_END = svc.REQUEST_DURATION.name
+
+
+async def test_the_latency_histograms_expose_the_edges_the_spec_adds(
+    make_service: Callable[..., Awaitable[Service]],
+) -> None:
+    grown = tuple(sorted((*svc.REQUEST_DURATION.buckets, 0.8)))
+    service = await make_service(latency_buckets=((END_TO_END, grown),))
+    await drive(service, requests=2)
+    _, text = await scrape(service)
+    duration = next(f for f in text_families(text) if f.name == END_TO_END)
+    chat = [s for s in duration.samples
+            if s.name.endswith("_bucket") and s.labels["route"] == "/v1/chat/completions"]
+    assert [float(s.labels["le"]) for s in chat] == [*grown, float("inf")]
+    at = {s.labels["le"]: s.value for s in chat}
+    # Two short sim requests: both at or under 0.8 s, counted in the new bucket as in +Inf.
+    assert at["0.8"] == at["+Inf"] == 2
+    ttft = next(f for f in text_families(text) if f.name == svc.TIME_TO_FIRST_TOKEN.name)
+    assert {s.labels["le"] for s in ttft.samples if s.name.endswith("_bucket")} \
+        == {*(str(e) for e in svc.TIME_TO_FIRST_TOKEN.buckets), "+Inf"}

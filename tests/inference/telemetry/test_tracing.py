@@ -12,10 +12,13 @@ import time
 
 import aiohttp
 import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
+from governor.contracts.metrics import service as svc
+from governor.contracts.simdevice import fake_gpu_uuid
 from governor.contracts.stages import Stage
 from governor.inference.telemetry.tracing import TracingSettings, setup_tracing
-from tests.inference.conftest import ServiceFactory
+from tests.inference.conftest import Service, ServiceFactory
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -94,6 +97,8 @@ async def test_the_span_tree_attributes_and_propagated_trace_id(
     assert "governor.engine.queued_seconds" in children["governor.queue"].attributes
     ordered: list[ReceivedSpan] = [children[n] for n in ("governor.queue", "governor.prefill",
                                                          "governor.decode")]
+    # Where the engine ran: the sim engine's GPU, as the exporter's uuid label names it.
+    assert all(c.attributes["governor.engine.gpu_uuids"] == [fake_gpu_uuid(0)] for c in ordered)
     for earlier, later in itertools.pairwise(ordered):
         assert earlier.end_ns <= later.start_ns + 1_000
     assert server.start_ns <= ordered[0].start_ns
@@ -147,3 +152,97 @@ def test_stopping_with_nothing_exported_returns_at_once() -> None:
     tracing = setup_tracing(TracingSettings(otlp_endpoint=None), {})
     tracing.tracer.start_span("a request").end()
     assert tracing.shutdown(timeout_seconds=5.0)
+
+
+B3_SPAN_ID = "00f067aa0ba902b8"
+
+
+@pytest.mark.parametrize(("propagators", "headers"), [
+    pytest.param("", {"traceparent": f"00-{TRACE_ID}-{B3_SPAN_ID}-01"}, id="tracecontext"),
+    pytest.param("b3", {"b3": f"{TRACE_ID}-{B3_SPAN_ID}-1"}, id="b3"),
+    pytest.param("b3multi", {"X-B3-TraceId": TRACE_ID, "X-B3-SpanId": B3_SPAN_ID,
+                             "X-B3-Sampled": "1"}, id="b3multi"),
+    pytest.param("tracecontext,b3multi", {"X-B3-TraceId": TRACE_ID, "X-B3-SpanId": B3_SPAN_ID,
+                                          "X-B3-Sampled": "1"}, id="b3multi beside W3C"),
+])
+async def test_each_propagator_continues_the_callers_trace(
+    make_service: ServiceFactory, propagators: str, headers: dict[str, str],
+) -> None:
+    with OtlpReceiver() as receiver:
+        service = await make_service(env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+                                          "OTEL_PROPAGATORS": propagators})
+        async with aiohttp.ClientSession() as session, session.post(
+            f"{service.url}/v1/completions", headers=headers,
+            json={"model": service.engine.model_name, "prompt": "hi", "max_tokens": 2},
+        ) as response:
+            assert response.status == 200
+        await service.server.close()
+        spans = receiver.wait_for(lambda s: any(x.kind == SERVER_KIND for x in s))
+    server = next(s for s in spans if s.kind == SERVER_KIND)
+    assert (server.trace_id, server.parent_span_id) == (TRACE_ID, B3_SPAN_ID)
+
+
+async def test_under_b3_only_a_traceparent_starts_a_new_trace(
+    make_service: ServiceFactory,
+) -> None:
+    with OtlpReceiver() as receiver:
+        service = await make_service(env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+                                          "OTEL_PROPAGATORS": "b3"})
+        async with aiohttp.ClientSession() as session, session.post(
+            f"{service.url}/v1/completions",
+            headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"},
+            json={"model": service.engine.model_name, "prompt": "hi", "max_tokens": 2},
+        ) as response:
+            assert response.status == 200
+        await service.server.close()
+        spans = receiver.wait_for(lambda s: any(x.kind == SERVER_KIND for x in s))
+    server = next(s for s in spans if s.kind == SERVER_KIND)
+    assert server.trace_id != TRACE_ID and server.parent_span_id == ""
+
+
+async def _exemplar_trace_ids(service: Service, headers: dict[str, str]) -> set[str]:
+    """The trace ids the latency histograms' exemplars name after one streamed request."""
+    async with aiohttp.ClientSession() as session:
+        async with session.post(
+            f"{service.url}/v1/completions", headers=headers,
+            json={"model": service.engine.model_name, "prompt": "hi", "max_tokens": 4,
+                  "stream": True, "ignore_eos": True},
+        ) as response:
+            assert response.status == 200
+            await response.read()
+        async with session.get(f"{service.url}/metrics", headers={
+                "Accept": "application/openmetrics-text; version=1.0.0"}) as response:
+            text = await response.text()
+    latencies = {svc.TIME_TO_FIRST_TOKEN.name, svc.INTER_TOKEN_LATENCY.name,
+                 svc.REQUEST_DURATION.name}
+    return {
+        sample.exemplar.labels[svc.EXEMPLAR_TRACE_ID]
+        for family in text_string_to_metric_families(text)  # type: ignore[no-untyped-call]
+        if family.name in latencies
+        for sample in family.samples if sample.exemplar is not None
+    }
+
+
+@pytest.mark.parametrize(("env", "flags"), [
+    pytest.param({"OTEL_TRACES_SAMPLER": "always_off"}, "01", id="a sampler that samples none"),
+    pytest.param({}, "00", id="a caller that did not sample"),
+    pytest.param({"OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+                  "OTEL_TRACES_SAMPLER_ARG": "0"}, "00", id="a ratio of 0"),
+])
+async def test_an_unsampled_span_names_no_exemplar(
+    make_service: ServiceFactory, env: dict[str, str], flags: str,
+) -> None:
+    service = await make_service(env=env)
+    traced = await _exemplar_trace_ids(
+        service, {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-{flags}"})
+    assert traced == set()
+
+
+async def test_a_sampled_span_names_its_trace_in_every_latency_exemplar(
+    make_service: ServiceFactory,
+) -> None:
+    service = await make_service(env={"OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+                                      "OTEL_TRACES_SAMPLER_ARG": "0"})
+    traced = await _exemplar_trace_ids(
+        service, {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})
+    assert traced == {TRACE_ID}

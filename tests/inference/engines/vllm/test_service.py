@@ -8,6 +8,7 @@ app would otherwise start and stop its own, 20 s each).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
@@ -90,9 +91,10 @@ class Service:
             return body
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def service(
-    vllm_engine: VllmEngine, engine_settings: EngineSettings, otlp: OtlpReceiver
+@contextlib.asynccontextmanager
+async def serving(
+    vllm_engine: VllmEngine, engine_settings: EngineSettings, otlp: OtlpReceiver,
+    env: dict[str, str],
 ) -> AsyncIterator[Service]:
     def lend(_config: ServiceConfig, registry: CollectorRegistry) -> Engine:
         # What create_vllm_engine does for the registry it is given, done for this app's.
@@ -103,13 +105,21 @@ async def service(
         engine=engine_settings, admin_token=Secret(ADMIN_TOKEN),
         tracing=TracingSettings(otlp_endpoint=otlp.endpoint, service_name=SERVICE_NAME),
     )
-    server = TestServer(create_app(config, engine_factory=lend, env={}))
+    server = TestServer(create_app(config, engine_factory=lend, env=env))
     await server.start_server()
     try:
         yield Service(server, vllm_engine)
     finally:
         await server.close()
         await vllm_engine.set_limits(BatchingLimits(MAX_NUM_SEQS, MAX_NUM_BATCHED_TOKENS))
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def service(
+    vllm_engine: VllmEngine, engine_settings: EngineSettings, otlp: OtlpReceiver
+) -> AsyncIterator[Service]:
+    async with serving(vllm_engine, engine_settings, otlp, {}) as service:
+        yield service
 
 
 def chat_body(max_tokens: int = 8, stream: bool = True, content: str = "hello") -> dict[str, Any]:
@@ -325,6 +335,34 @@ async def test_vllms_llm_request_span_nests_under_the_services_server_span(
         assert name in vllm_span.attributes and name in server.attributes
     # vLLM's span lies within the service's.
     assert server.start_ns <= vllm_span.start_ns and vllm_span.end_ns <= server.end_ns
+
+
+async def test_a_b3_parent_continues_through_the_service_to_vllms_span(
+    vllm_engine: VllmEngine, engine_settings: EngineSettings, otlp: OtlpReceiver
+) -> None:
+    """A Zipkin-speaking mesh sends B3 headers; vLLM reads only traceparent. The service reads
+    B3 (OTEL_PROPAGATORS=b3multi) and hands vLLM W3C context naming its own span."""
+    trace_id, parent_id = "8bf92f3577b34da6a3ce929d0e0e473a", "30f067aa0ba902ba"
+    async with serving(vllm_engine, engine_settings, otlp,
+                       {"OTEL_PROPAGATORS": "b3multi"}) as service:
+        async with aiohttp.ClientSession() as session, session.post(
+            f"{service.url}/v1/chat/completions", json=chat_body(max_tokens=3),
+            headers={"X-B3-TraceId": trace_id, "X-B3-SpanId": parent_id, "X-B3-Sampled": "1"},
+        ) as response:
+            assert response.status == 200
+            await response.read()
+        server_name = f"chat {service.engine.model_name}"
+    # Leaving closed the app, which flushed its spans.
+
+    def complete(spans: list[ReceivedSpan]) -> bool:
+        return {"llm_request", server_name} <= {span.name for span in by_trace(spans, trace_id)}
+
+    spans = by_trace(otlp.wait_for(complete), trace_id)
+    server = next(s for s in spans if s.name == server_name)
+    vllm_span = next(s for s in spans if s.name == "llm_request")
+    assert server.parent_span_id == parent_id
+    assert vllm_span.parent_span_id == server.span_id
+    assert vllm_span.resource["service.name"] == "vllm"
 
 
 def family_names(families: Any) -> list[str]:
