@@ -64,3 +64,7 @@ INTERVAL: Final = Metric(
 )
 
 LATENCY_HISTOGRAMS: Final = (TIME_TO_FIRST_TOKEN, INTER_TOKEN_LATENCY)
+# What an SLI of slo.yaml may select of the probe's (a histogram by its name, the others by their
+# series): the rules select these on the probe's job, not the inference target's.
+SLI_SERIES: Final = frozenset({*(h.name for h in LATENCY_HISTOGRAMS), REQUESTS.series,
+                               SUCCESS.series})
