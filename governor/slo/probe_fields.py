@@ -121,14 +121,23 @@ def _target(value: object, path: Path_, problems: Problems) -> ProbeTarget | Non
         problems.add((*path, "name"), f"{name[:80]!r}: lower-case letters, digits and dashes")
         name = None
     urls = _urls(fields["urls"], (*path, "urls"), problems) if "urls" in fields else None
-    model = parse_text(fields["model"], (*path, "model"), problems, what="a model name") \
-        if "model" in fields else None
-    key_file = parse_text(fields["api_key_file"], (*path, "api_key_file"), problems,
-                          what="a file path") if "api_key_file" in fields else None
-    if name is None or urls is None or ("model" in fields and not model) \
-            or ("api_key_file" in fields and not key_file):
+    model, key_file = (_optional_text(fields, key, (*path, key), problems, what)
+                       for key, what in (("model", "a model name"), ("api_key_file", "a path")))
+    if name is None or urls is None or model is False or key_file is False:
         return None
     return ProbeTarget(name, urls, model, key_file)
+
+
+def _optional_text(fields: dict[str, object], key: str, path: Path_, problems: Problems,
+                   what: str) -> str | bool | None:
+    """The key's text, ``None`` when absent, ``False`` after recording why it is unusable."""
+    if key not in fields:
+        return None
+    text = parse_text(fields[key], path, problems, what=what)
+    if text is not None and not text.strip():
+        problems.add(path, "must not be empty (leave the key out for none)")
+        return False
+    return text if text is not None else False
 
 
 def _targets(value: object, path: Path_, problems: Problems) -> tuple[ProbeTarget, ...] | None:
