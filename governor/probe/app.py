@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 import time
 from collections.abc import AsyncIterator, Callable
@@ -18,11 +19,14 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from governor.contracts.endpoints import HEALTH_PATH, METRICS_PATH
+from governor.contracts.metrics.probe import RESULT_CONNECTION
 from governor.probe.client import Request, probe_once
 from governor.probe.config import ProbeConfig
 from governor.probe.metrics import ProbeMetrics
 from governor.probe.result import ProbeResult, Replica
 from governor.probe.runner import run_replica
+
+log = logging.getLogger("probe")
 
 CONFIG = web.AppKey("config", ProbeConfig)
 REGISTRY = web.AppKey("registry", CollectorRegistry)
@@ -58,7 +62,11 @@ async def _probing(app: web.Application) -> AsyncIterator[None]:
     async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
 
         async def send(replica: Replica) -> ProbeResult:
-            return await probe_once(session, replica, request)
+            try:
+                return await probe_once(session, replica, request)
+            except Exception as exc:  # a bug here must not end this replica's probes
+                log.exception("probe of %s (%s) raised", replica.target, replica.url)
+                return ProbeResult(RESULT_CONNECTION, detail=type(exc).__name__)
 
         def record(replica: Replica, result: ProbeResult) -> None:
             metrics.observe(replica, result, wall())

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Final
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
 from governor.common.secrets import Secret
 from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, PROBE_HEADER, PROBE_HEADER_VALUE
@@ -78,7 +79,8 @@ async def probe_once(session: aiohttp.ClientSession, replica: Replica, request: 
         return ProbeResult(RESULT_TIMEOUT, detail=f"no answer within {request.timeout_seconds:g}s")
     except _Failed as failed:
         return ProbeResult(failed.result, detail=failed.detail)
-    except aiohttp.ClientError as exc:
+    except (aiohttp.ClientError, HttpProcessingError) as exc:
+        # What the server sent is not HTTP, or the connection broke.
         return ProbeResult(RESULT_CONNECTION, detail=type(exc).__name__ + _short(exc))
     except OSError as exc:
         return ProbeResult(RESULT_CONNECTION, detail=exc.strerror or type(exc).__name__)
@@ -128,7 +130,7 @@ async def _read_stream(response: aiohttp.ClientResponse, start: float,
     while True:
         try:
             line = await response.content.readuntil(b"\n", max_size=MAX_LINE_BYTES)
-        except ValueError:  # a line past the bound: not OpenAI's stream
+        except (ValueError, LineTooLong):  # a line past the bound: not OpenAI's stream
             raise _Failed(RESULT_STREAM, f"a line of the stream is over {MAX_LINE_BYTES} "
                                          "bytes") from None
         read += len(line)

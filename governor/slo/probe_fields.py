@@ -121,23 +121,25 @@ def _target(value: object, path: Path_, problems: Problems) -> ProbeTarget | Non
         problems.add((*path, "name"), f"{name[:80]!r}: lower-case letters, digits and dashes")
         name = None
     urls = _urls(fields["urls"], (*path, "urls"), problems) if "urls" in fields else None
-    model, key_file = (_optional_text(fields, key, (*path, key), problems, what)
-                       for key, what in (("model", "a model name"), ("api_key_file", "a path")))
-    if name is None or urls is None or model is False or key_file is False:
+    before = len(problems.items)
+    model = _optional_text(fields, "model", (*path, "model"), problems, "a model name")
+    key_file = _optional_text(fields, "api_key_file", (*path, "api_key_file"), problems,
+                              "a path")
+    if name is None or urls is None or len(problems.items) > before:
         return None
     return ProbeTarget(name, urls, model, key_file)
 
 
 def _optional_text(fields: dict[str, object], key: str, path: Path_, problems: Problems,
-                   what: str) -> str | bool | None:
-    """The key's text, ``None`` when absent, ``False`` after recording why it is unusable."""
+                   what: str) -> str | None:
+    """The key's text; ``None`` when absent or after recording why it is unusable."""
     if key not in fields:
         return None
     text = parse_text(fields[key], path, problems, what=what)
     if text is not None and not text.strip():
         problems.add(path, "must not be empty (leave the key out for none)")
-        return False
-    return text if text is not None else False
+        return None
+    return text
 
 
 def _targets(value: object, path: Path_, problems: Problems) -> tuple[ProbeTarget, ...] | None:
