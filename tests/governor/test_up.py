@@ -208,7 +208,7 @@ def test_ctrl_c_during_start_up_stops_at_once_with_130(tmp_path: Path) -> None:
     process = _start_up(tmp_path, Ports(*free_ports(6)))
     assert process.stdout is not None
     first = process.stdout.readline()
-    assert b"starting 5 components" in first
+    assert b"starting 6 components" in first
     process.send_signal(signal.SIGINT)
     assert process.wait(30) == EXIT_INTERRUPTED
 
