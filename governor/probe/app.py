@@ -59,11 +59,12 @@ async def _probing(app: web.Application) -> AsyncIterator[None]:
     # kept-alive connection would hide a replica that stopped accepting new ones).
     connector = aiohttp.TCPConnector(limit=len(config.replicas()) or 1, force_close=True)
     loop = asyncio.get_running_loop()
+    models: dict[str, str] = {}  # each replica's model, asked once (GET /v1/models)
     async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
 
         async def send(replica: Replica) -> ProbeResult:
             try:
-                return await probe_once(session, replica, request)
+                return await probe_once(session, replica, request, models=models)
             except Exception as exc:  # a bug here must not end this replica's probes
                 log.exception("probe of %s (%s) raised", replica.target, replica.url)
                 return ProbeResult(RESULT_CONNECTION, detail=type(exc).__name__)

@@ -70,11 +70,25 @@ def headers(replica: Replica) -> dict[str, str]:
 
 
 async def probe_once(session: aiohttp.ClientSession, replica: Replica, request: Request,
-                     clock: Callable[[], float] = time.perf_counter) -> ProbeResult:
-    """Send one probe and say what happened; never raises for anything the target does."""
+                     clock: Callable[[], float] = time.perf_counter,
+                     models: dict[str, str] | None = None) -> ProbeResult:
+    """Send one probe and say what happened; never raises for anything the target does.
+
+    ``models`` remembers each replica's model (URL → name) when the spec names none, so that
+    ``GET /v1/models`` is asked once, not at every probe; a failed probe forgets it (the
+    replica may serve another model when it comes back)."""
+    models = {} if models is None else models
+    result = await _guarded(session, replica, request, clock, models)
+    if not result.ok:
+        models.pop(replica.url, None)
+    return result
+
+
+async def _guarded(session: aiohttp.ClientSession, replica: Replica, request: Request,
+                   clock: Callable[[], float], models: dict[str, str]) -> ProbeResult:
     try:
         async with asyncio.timeout(request.timeout_seconds):
-            return await _exchange(session, replica, request, clock)
+            return await _exchange(session, replica, request, clock, models)
     except TimeoutError:
         return ProbeResult(RESULT_TIMEOUT, detail=f"no answer within {request.timeout_seconds:g}s")
     except _Failed as failed:
@@ -92,9 +106,11 @@ def _short(exc: BaseException) -> str:
 
 
 async def _exchange(session: aiohttp.ClientSession, replica: Replica, request: Request,
-                    clock: Callable[[], float]) -> ProbeResult:
+                    clock: Callable[[], float], models: dict[str, str]) -> ProbeResult:
     sent = headers(replica)
-    model = replica.model or await _first_model(session, replica, sent)
+    model = replica.model or models.get(replica.url)
+    if model is None:
+        model = models[replica.url] = await _first_model(session, replica, sent)
     body = {"model": model, "messages": [{"role": "user", "content": request.prompt}],
             "max_tokens": request.max_tokens, "stream": True, "temperature": 0}
     start = clock()

@@ -178,3 +178,30 @@ async def test_the_api_key_is_sent_from_its_file_and_never_logged(
     from prometheus_client import generate_latest
     everything = repr(results) + caplog.text + generate_latest(registry).decode()
     assert KEY not in everything and "rotated" not in everything
+
+
+async def test_the_model_is_asked_once_and_again_after_a_failure(
+        aiohttp_server: ServerFactory, session: aiohttp.ClientSession) -> None:
+    asked: list[str] = []
+    fail = [False]
+
+    async def listed(request: web.Request) -> web.Response:
+        asked.append(request.path)
+        return await models(request)
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        if fail[0]:
+            return web.json_response({"error": {"message": "down"}}, status=503)
+        return await stream(request, chunk("o"), chunk("k"), b"data: [DONE]\n\n")
+
+    app = web.Application()
+    app.router.add_post(CHAT_COMPLETIONS_PATH, chat)
+    app.router.add_get("/v1/models", listed)
+    server = await aiohttp_server(app)
+    replica = Replica("inference", str(server.make_url("")).rstrip("/"))
+    remembered: dict[str, str] = {}
+    for failing in (False, False, True, False, False):
+        fail[0] = failing
+        result = await probe_once(session, replica, REQUEST, models=remembered)
+        assert result.ok != failing
+    assert len(asked) == 2  # the first probe, and the first after the failure
