@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from governor.contracts.endpoints import CONTROLLER, EXPORTER, INFERENCE
+from governor.contracts.endpoints import CONTROLLER, EXPORTER, INFERENCE, PROBE
 
 
 class Command(NamedTuple):
@@ -26,6 +26,8 @@ COMMANDS: dict[str, Command] = {
     "exporter": Command("governor.exporters.cli",
                         f"GPU exporter on NVML/GPM (port {EXPORTER.port})"),
     "controller": Command("governor.controller.cli", f"SLO controller (port {CONTROLLER.port})"),
+    "probe": Command("governor.probe.cli", "synthetic probe: a small streaming request to each "
+                                           f"target on an interval (port {PROBE.port})"),
     "generate": Command("governor.generate", "rules, Alertmanager, Prometheus and Grafana files "
                                              "from slo.yaml"),
     "up": Command("governor.up", "the whole stack natively: Prometheus, Alertmanager, services"),

@@ -87,7 +87,7 @@ def build_parser() -> EnvArgumentParser:
     parser.add_argument("--local", action="store_true",
                         help="target 127.0.0.1 at the default ports instead of compose hostnames "
                              "(scrape targets, Alertmanager, Grafana's datasources)")
-    for name in ("inference", "exporter", "controller", "alertmanager"):
+    for name in ("inference", "exporter", "controller", "alertmanager", "probe"):
         parser.add_argument(f"--{name}-targets", type=_addresses, dest=name, metavar="ADDRS",
                             default=",".join(getattr(endpoints, name)),
                             help=f"comma-separated host:port of the {name} target(s)")
@@ -110,7 +110,7 @@ def settings(args: argparse.Namespace) -> Settings:
         raise ValueError("--compose and --local contradict each other: the compose file's "
                          "services reach each other by their compose names")
     endpoints = Endpoints.local() if args.local else Endpoints(
-        args.inference, args.exporter, args.controller, args.alertmanager)
+        args.inference, args.exporter, args.controller, args.alertmanager, args.probe)
     params = RenderParams(controller_token_file=args.controller_token_file,
                           **{attribute: getattr(args, attribute) for attribute in TIMING.values()})
     scrape = params.scrape_interval_seconds

@@ -25,7 +25,7 @@ from governor.alerts.control_rules import fast_tail
 from governor.alerts.prometheus_config import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds, positive_int
-from governor.common.commands import Controller, Exporter, Serve
+from governor.common.commands import Controller, Exporter, Probe, Serve
 from governor.common.logs import FORMATS, setup_logging
 from governor.common.ports import taken_ports
 from governor.common.process import Child, ChildError, first_exited, http_ok, running
@@ -36,6 +36,7 @@ from governor.contracts.endpoints import (
     EXPORTER,
     INFERENCE,
     LOCAL_HOST,
+    PROBE,
     PROMETHEUS,
 )
 from governor.contracts.metrics.slo import FAST_ALERT_SUFFIX
@@ -50,6 +51,7 @@ from governor.contracts.tokens import (
 )
 from governor.generation.catalog import load_checked_spec
 from governor.generation.params import Endpoints, RenderParams
+from governor.slo.probe import DEFAULT_TARGET
 from governor.slo.spec import LatencySLI, SloSpec, SpecError
 from governor.story import Sources, Story, look
 
@@ -70,6 +72,7 @@ class Ports:
     controller: int = CONTROLLER.port
     prometheus: int = PROMETHEUS.port
     alertmanager: int = ALERTMANAGER.port
+    probe: int = PROBE.port
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,7 @@ class UpConfig:
     def check_ports(self) -> None:
         """Refuse replica ports that run into another component's port or past 65535."""
         others = {self.ports.exporter, self.ports.controller, self.ports.prometheus,
-                  self.ports.alertmanager}
+                  self.ports.alertmanager, self.ports.probe}
         ports = self.inference_ports()
         clash = sorted(others.intersection(ports))
         if clash or ports[-1] > 65535:
@@ -166,7 +169,7 @@ def prepare(config: UpConfig) -> tuple[dict[str, str], RenderParams]:
     host, ports = config.host, config.ports
     endpoints = Endpoints(tuple(f"{host}:{port}" for port in config.inference_ports()),
                           (f"{host}:{ports.exporter}",), (f"{host}:{ports.controller}",),
-                          (f"{host}:{ports.alertmanager}",))
+                          (f"{host}:{ports.alertmanager}",), (f"{host}:{ports.probe}",))
     params = render_params(config)
     config.run_dir.mkdir(parents=True, exist_ok=True)
     write_all(render_all(spec, endpoints, params, source=str(config.slo)), config.run_dir)
@@ -218,6 +221,8 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
             audit_log=str(run / "controller" / "audit.jsonl"),
             log_format=config.log_format).python(),
               f"http://{host}:{ports.controller}/health"),
+        child("probe", probe_command(config, spec).python(),
+              f"http://{host}:{ports.probe}/health"),
         child("alertmanager", [find_binary(ALERTMANAGER_BINARIES), *alertmanager_args(
             config_file=str(run / ALERTMANAGER_CONFIG), storage_path=str(run / "alertmanager-data"),
             listen_address=f"{host}:{ports.alertmanager}")],
@@ -230,9 +235,19 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
     ]
 
 
+def probe_command(config: UpConfig, spec: SloSpec) -> Probe:
+    """The probe, its ``inference`` target (the spec's default) moved to this stack's replicas;
+    any other target the spec names it probes where the spec says."""
+    names = {target.name for target in spec.probe.targets}
+    moved = (f"{DEFAULT_TARGET}={','.join(config.inference_urls())}",) \
+        if DEFAULT_TARGET in names else ()
+    return Probe(slo=str(config.slo.resolve()), target=moved, host=config.host,
+                 port=config.ports.probe, log_format=config.log_format)
+
+
 # Each child reads its own options' variables; governor up's own and the others' stay behind.
 OWN_PREFIX = {"inference": "GOVERNOR_SERVE_", "exporter": "GOVERNOR_EXPORTER_",
-              "controller": "GOVERNOR_CONTROLLER_"}
+              "controller": "GOVERNOR_CONTROLLER_", "probe": "GOVERNOR_PROBE_"}
 SHARED = frozenset({ADMIN_TOKEN_ENV, WEBHOOK_TOKEN_ENV, GRAFANA_TOKEN_ENV, ADMIN_TOKEN_FILE_ENV,
                     WEBHOOK_TOKEN_FILE_ENV, GRAFANA_TOKEN_FILE_ENV})
 
@@ -270,6 +285,7 @@ def summary(config: UpConfig, prometheus_page: str | None = None) -> str:
           for url in config.inference_urls()),
         f"  exporter    http://{h}:{p.exporter}/metrics",
         f"  controller  http://{h}:{p.controller}/status",
+        f"  probe       http://{h}:{p.probe}/metrics",
         f"  prometheus  {prometheus_page or f'http://{h}:{p.prometheus}'}",
         f"  alertmanager http://{h}:{p.alertmanager}",
         f"  logs, state and tokens in {config.run_dir.resolve()}",

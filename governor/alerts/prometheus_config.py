@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from governor.contracts.endpoints import LISTEN_HOST, PROMETHEUS
+from governor.contracts.endpoints import JOB_PROBE, LISTEN_HOST, PROMETHEUS
 from governor.contracts.promql import format_duration
 from governor.generation.params import Endpoints, RenderParams
 from governor.slo.fleet import Target, Targets
@@ -30,7 +30,7 @@ MAX_EXEMPLARS = 100_000
 # own series, never the server's memory or every other target's. Each is about ten times what
 # the job exposes at its largest: a vLLM server of eight data-parallel ranks, a node of eight
 # GPUs and their processes, a controller of 256 targets with every label at its bound.
-SAMPLE_LIMITS = {"inference": 50_000, "gpu": 20_000, "controller": 200_000}
+SAMPLE_LIMITS = {"inference": 50_000, "gpu": 20_000, "controller": 200_000, "probe": 20_000}
 
 
 def retention_seconds(spec: SloSpec, params: RenderParams) -> int:
@@ -51,7 +51,8 @@ def prometheus_config(endpoints: Endpoints, params: RenderParams,
     """``targets``: the spec's jobs and target labels (Governor's own by default)."""
     targets = targets or Targets()
     others = ((targets.gpu, endpoints.exporter, SAMPLE_LIMITS["gpu"]),
-              (targets.controller, endpoints.controller, SAMPLE_LIMITS["controller"]))
+              (targets.controller, endpoints.controller, SAMPLE_LIMITS["controller"]),
+              (Target(JOB_PROBE), endpoints.probe, SAMPLE_LIMITS["probe"]))
     timeout = min(DEFAULT_SCRAPE_TIMEOUT, params.scrape_interval_seconds)
     return {
         "global": {

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from governor.alerts import verdict_evidence
 from governor.alerts.rules import AlertRule, RecordingRule, RuleFile, RuleGroup, literal
 from governor.contracts.declaration import Metric
+from governor.contracts.endpoints import JOB_PROBE
+from governor.contracts.metrics import probe
 from governor.contracts.metrics import slo as n
 from governor.contracts.promql import (
     Matcher,
@@ -36,6 +38,7 @@ from governor.slo.burn import (
     firing_tiers,
     recorded,
 )
+from governor.slo.fleet import Target
 from governor.slo.spec import SLO, LatencySLI, SloSpec
 
 
@@ -44,16 +47,22 @@ def slo_labels(spec: SloSpec, slo: SLO) -> dict[str, str]:
     return {**spec.labels, **slo.labels, n.LABEL_SLO: slo.name, n.LABEL_SERVICE: spec.service}
 
 
+def sli_target(spec: SloSpec, metric: str) -> Target:
+    """Whose series an SLI counts: the synthetic probe's job for the probe's series
+    (``governor probe``), the inference target (``targets`` in the spec) for any other."""
+    return Target(JOB_PROBE) if metric in probe.SLI_SERIES else spec.targets.inference
+
+
 def sli_matchers(spec: SloSpec, sli: LatencySLI) -> tuple[Matcher, ...]:
-    """A latency SLI's series: the inference target's job and selector (``targets`` in the
-    spec), then the SLI's own selector."""
-    return (*spec.targets.inference.matchers(), *equal_to(sli.selector))
+    """A latency SLI's series: its target's job and selector, then the SLI's own selector."""
+    return (*sli_target(spec, sli.metric).matchers(), *equal_to(sli.selector))
 
 
 def ratio_selector(spec: SloSpec, text: str) -> Selector:
-    """A ratio SLI's selector as written, narrowed to the inference target."""
+    """A ratio SLI's selector as written, narrowed to its target."""
     written = parse_selector(text)
-    return Selector(written.metric, (*spec.targets.inference.matchers(), *written.matchers))
+    return Selector(written.metric,
+                    (*sli_target(spec, written.metric).matchers(), *written.matchers))
 
 
 def _histogram(spec: SloSpec, sli: LatencySLI, suffix: str, *extra: Matcher) -> Selector:

@@ -123,6 +123,19 @@ class Exporter(_Command):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Probe(_Command):
+    """``governor probe``: the synthetic probe."""
+
+    COMMAND: ClassVar[str] = "probe"
+    slo: str | None = None
+    target: tuple[str, ...] = ()  # NAME=URL[,URL]: where a target the spec names is reached
+    host: str | None = None
+    port: int | None = None
+    log_format: str | None = None
+    log_level: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class VllmServe:
     """Stock ``vllm serve MODEL``, with Governor's admin route in it: vLLM's own server, its own
     flags (``extra`` passes any other one through, already spelled as vLLM spells it)."""

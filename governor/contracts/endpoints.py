@@ -40,11 +40,13 @@ ALERTMANAGER: Final = Endpoint("alertmanager", 9093)
 JAEGER_UI: Final = Endpoint("jaeger", 16686)
 JAEGER_OTLP: Final = Endpoint("jaeger", 4318)  # OTLP over HTTP: the service's --otlp-endpoint
 GRAFANA: Final = Endpoint("grafana", 3000)
+PROBE: Final = Endpoint("probe", 9600)  # governor probe: its /metrics
 
 # Scrape job names in the generated prometheus.yml; boards, rules and the controller select on them.
 JOB_INFERENCE: Final = "inference"
 JOB_GPU: Final = "gpu"
 JOB_CONTROLLER: Final = "controller"
+JOB_PROBE: Final = "probe"
 
 # The Prometheus a controller started by hand asks by default.
 PROMETHEUS_URL: Final = PROMETHEUS.url("localhost")
@@ -67,3 +69,8 @@ GENERATION_PATHS: Final = (CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH)
 # The header a client names its request class with, where slo.yaml's classes match on it (the
 # README's example; a class may match any header).
 CLASS_HEADER: Final = "x-governor-class"
+# The header that marks a request as the synthetic probe's (``governor probe``): governor serve
+# answers it as any other, but counts it in governor_probe_requests_served_total instead of its
+# request and latency series, so that the probe never counts in the SLIs it is meant to check.
+PROBE_HEADER: Final = "x-governor-probe"
+PROBE_HEADER_VALUE: Final = "1"

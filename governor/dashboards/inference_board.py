@@ -53,6 +53,7 @@ from governor.dashboards.panels import (
     text,
     timeseries,
 )
+from governor.dashboards.probe_panels import probe_row
 from governor.dashboards.servers import NOT_ON_STOCK_VLLM, ServerSeries, series_of
 from governor.dashboards.variables import RATE_INTERVAL, ref, scope, variable
 from governor.slo.class_fields import own_class
@@ -462,6 +463,7 @@ def inference_board(spec: SloSpec, source: str) -> Board:
     _throughput_row(spec, series, board)
     _scheduler_row(spec, series, board)
     _limits_row(spec, series, board)
+    probe_row(board)
     return board
 
 

@@ -8,7 +8,7 @@ show what a team would see: the alerts that fire, the verdict, the controller's 
     governor drill all --seeds 1,2,3 --out .run/drills     # the matrix, scored (resumable)
     governor drill all --summarize .run/drills    # the score again, from drills.jsonl
 
-Each drill starts its own stack (``governor up``'s parts, on five ports from ``--port-base``),
+Each drill starts its own stack (``governor up``'s parts, on six ports from ``--port-base``),
 drives a healthy load for ``--onset`` seconds, injects its cause, and polls Prometheus until a
 verdict holds or ``--wait`` seconds pass. The stack is stopped at the end (Ctrl-C included)
 unless ``--keep``. docs/drills.md says what each drill injects and how to read the output.
@@ -78,8 +78,8 @@ def build_parser() -> EnvArgumentParser:
     p.add_argument("--settle", type=parse_duration_seconds, default=45.0,
                    help="how long to keep watching after the verdict (the controller's answer)")
     p.add_argument("--port-base", type=int, default=DEFAULT_PORT_BASE,
-                   help="the stack's five ports start here (inference, exporter, controller, "
-                        "Prometheus, Alertmanager)")
+                   help="the stack's six ports start here (inference, exporter, controller, "
+                        "Prometheus, Alertmanager, probe)")
     p.add_argument("--run-dir", type=Path, default=None,
                    help="configuration, data and logs (default .run/drill/CAUSE); a drill "
                         "clears the data and logs a former one left there")

@@ -7,7 +7,7 @@ turn, one per load. Drills the spec cannot see (a slow reader under a stock-vLLM
 reads vLLM's own histograms) are left out.
 
 With ``parallel`` above one, that many drills run at once, each on a stack of its own: the
-``i``-th slot's five ports start at ``port_base + PORT_STRIDE * i``, and each line a drill
+``i``-th slot's six ports start at ``port_base + PORT_STRIDE * i``, and each line a drill
 prints starts with its name and seed. The simulated engine keeps real time only while the
 machine has a core or two free for each drill (the heavy drills' engines step hundreds of
 sequences): on a machine too small, a lagging engine reads as prefill stalls. One drill that
@@ -159,7 +159,7 @@ def _run_parallel(options: MatrixOptions, todo: list[tuple[int, DrillOptions]], 
             def tagged(line: str, tag: str = tag) -> None:
                 with lock:
                     write(f"{tag} {line}")
-            tagged(f"== drill {index}/{total} on ports {base}-{base + 4}")
+            tagged(f"== drill {index}/{total} on ports {base}-{base + 5}")
             try:
                 # Only Ctrl-C cuts a running drill short; a failed one stops new ones starting.
                 _run_one(drill, jsonl, tagged, should_stop, lock)

@@ -120,7 +120,7 @@ class _Run:
         self.write(f"governor drill {self.drill.name}: {self.drill.summary}")
         self.write(f"  spec {o.slo}, seed {o.seed}, healthy load x{o.load_scale:g}, onset after "
                    f"{o.onset_seconds:g} s, verdict awaited {o.wait_seconds:g} s")
-        self.write(f"  stack on ports {o.port_base}-{o.port_base + 4} (Prometheus "
+        self.write(f"  stack on ports {o.port_base}-{o.port_base + 5} (Prometheus "
                    f"{stack.url('prometheus')}), run directory {o.run_dir.resolve()}")
         for line in self.drill.background.describe():
             self.write(f"  beside the healthy load from the start: {line}")

@@ -2,7 +2,7 @@
 
 The children are ``governor up``'s (the service on the simulated engine, the fake-GPU exporter
 following it, the controller, Prometheus and Alertmanager with the generated rules at the fast
-intervals), on five consecutive ports from ``port_base``, so a drill never meets a stack already
+intervals), on six consecutive ports from ``port_base``, so a drill never meets a stack already
 running. A drill adds options to its service (``serve``), exposes dcgm-exporter's names from
 the fake GPUs where the spec reads dcgm-exporter, and sets faults on the simulated GPU through
 the service's admin API::
@@ -61,10 +61,10 @@ class StackConfig:
 
 
 def ports_from(base: int) -> Ports:
-    """The five ports of a stack, consecutive from ``base``.
+    """The six ports of a stack, consecutive from ``base``.
 
-    >>> ports_from(28100)
-    Ports(inference=28100, exporter=28101, controller=28102, prometheus=28103, alertmanager=28104)
+    >>> list(vars(ports_from(28100)).values())
+    [28100, 28101, 28102, 28103, 28104, 28105]
     """
     names = list(vars(Ports()))
     if not 1024 <= base <= 65535 - len(names) + 1:

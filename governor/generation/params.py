@@ -15,7 +15,14 @@ from dataclasses import dataclass, fields
 from typing import Final
 
 from governor.contracts.alerting import CONTROL_REPEAT_INTERVAL_SECONDS
-from governor.contracts.endpoints import ALERTMANAGER, CONTROLLER, EXPORTER, INFERENCE, LOCAL_HOST
+from governor.contracts.endpoints import (
+    ALERTMANAGER,
+    CONTROLLER,
+    EXPORTER,
+    INFERENCE,
+    LOCAL_HOST,
+    PROBE,
+)
 
 DAY: Final = 86400
 
@@ -28,6 +35,8 @@ class Endpoints:
     exporter: tuple[str, ...] = (EXPORTER.address(),)
     controller: tuple[str, ...] = (CONTROLLER.address(),)
     alertmanager: tuple[str, ...] = (ALERTMANAGER.address(),)
+    # The synthetic probe's /metrics (governor probe); none: no probe job.
+    probe: tuple[str, ...] = (PROBE.address(),)
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -41,7 +50,8 @@ class Endpoints:
     def local(cls, host: str = LOCAL_HOST) -> Endpoints:
         """Everything on one machine at the default ports (``governor up``)."""
         return cls((INFERENCE.address(host),), (EXPORTER.address(host),),
-                   (CONTROLLER.address(host),), (ALERTMANAGER.address(host),))
+                   (CONTROLLER.address(host),), (ALERTMANAGER.address(host),),
+                   (PROBE.address(host),))
 
 
 def _is_address(address: object) -> bool:

@@ -33,6 +33,8 @@ from governor.contracts.endpoints import (
     COMPLETIONS_PATH,
     HEALTH_PATH,
     METRICS_PATH,
+    PROBE_HEADER,
+    PROBE_HEADER_VALUE,
 )
 from governor.contracts.metrics.service import UNCLASSIFIED
 from governor.contracts.simdevice import DEVICE_PATH, FAULTS_PATH
@@ -212,6 +214,16 @@ def _from_http_exception(exc: web.HTTPException) -> APIError:
     return APIError(exc.status, exc.reason, type_=INVALID_REQUEST if exc.status < 500 else SERVER)
 
 
+def is_probe(headers: Mapping[str, str]) -> bool:
+    """Whether a request carries the synthetic probe's mark (exactly ``X-Governor-Probe: 1``;
+    aiohttp's headers ignore the name's case).
+
+    >>> is_probe({"x-governor-probe": "1"}), is_probe({"x-governor-probe": "yes"}), is_probe({})
+    (True, False, False)
+    """
+    return headers.get(PROBE_HEADER, "").strip() == PROBE_HEADER_VALUE
+
+
 def _clock(request: web.Request) -> StageClock:
     """The request's stage clock, from its first byte (from now when that is unknown); the
     time up to now was reading its headers."""
@@ -230,7 +242,9 @@ async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse
     request[keys.STAGES] = clock = _clock(request)
     span = _start_span(request, route, clock.start)
     code = "500"
-    writer = app.get(keys.REQUEST_LOG)
+    request[keys.PROBE] = probe = is_probe(request.headers)
+    # The probe's requests are not traffic: a replayed log would not want them either.
+    writer = None if probe else app.get(keys.REQUEST_LOG)
     if writer is not None and route in GENERATION_ROUTES:
         request[keys.FACTS] = RequestFacts(time.time())
     # The span is the current one while the handler runs, so every log line of the request
@@ -251,7 +265,7 @@ async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse
         finally:
             request_class = request.get(keys.CLASS, UNCLASSIFIED)
             stages = clock.finish()
-            _record(app, route, code, request_class, stages, span)
+            _record(app, route, code, request_class, stages, span, probe=probe)
             if writer is not None and keys.FACTS in request:
                 facts: RequestFacts = request[keys.FACTS]
                 facts.stages = stages
@@ -320,11 +334,13 @@ def _current(span: trace.Span | None) -> contextlib.AbstractContextManager[objec
 
 def _record(
     app: web.Application, route: str, code: str, request_class: str, stages: RequestStages,
-    span: trace.Span | None,
+    span: trace.Span | None, *, probe: bool = False,
 ) -> None:
     metrics = app.get(keys.METRICS)
     generation = route in GENERATION_ROUTES
-    if metrics is not None:
+    if metrics is not None and probe:
+        metrics.probe_requests.labels(route, code).inc()
+    elif metrics is not None:
         metrics.requests.labels(route, code, request_class).inc()
         if span is not None:
             metrics.duration.labels(route, request_class).observe(stages.duration_seconds,

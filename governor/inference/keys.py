@@ -41,6 +41,9 @@ STREAMING = web.RequestKey("streaming", bool)
 # Per request: the code it is counted under when its status line does not tell how it ended (a
 # stream the client left, or stopped reading, or that failed after its first token).
 OUTCOME = web.RequestKey("outcome", str)
+# Per request: marked as the synthetic probe's (governor.contracts.endpoints.PROBE_HEADER), so
+# counted only in governor_probe_requests_served.
+PROBE = web.RequestKey("probe", bool)
 # Per generation request: its request class, once its prompt is classified.
 CLASS = web.RequestKey("class", str)
 # Per generation request, with ``--request-log``: what its log record is built from.

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from governor.common.commands import Controller, Exporter, Serve
+from governor.common.commands import Controller, Exporter, Probe, Serve
 from governor.contracts.endpoints import (
     ALERTMANAGER,
     CONTROLLER,
@@ -35,6 +35,7 @@ from governor.contracts.endpoints import (
     PROMETHEUS,
     Endpoint,
 )
+from governor.contracts.endpoints import PROBE as SYNTHETIC_PROBE
 from governor.generation.params import RenderParams
 from governor.generation.yamltext import GENERATED_MARK, yaml_body
 from governor.manifests.kubernetes import (
@@ -274,6 +275,20 @@ def controller(params: RenderParams, layout: Layout) -> Service:
     })
 
 
+def probe(layout: Layout) -> Service:
+    """The synthetic probe, with either inference service (the spec's default target is
+    ``inference:8000``, both services' name on the compose network)."""
+    command = Probe(slo=SPEC_PATH, host=LISTEN_HOST).argv()
+    return Service("probe", {
+        **governor(command),
+        "ports": [published("probe", SYNTHETIC_PROBE)],
+        "volumes": [f"{layout.spec}:{SPEC_PATH}:ro"],
+        "depends_on": healthy("inference", "inference-vllm", required=False),
+        "healthcheck": python_probe(SYNTHETIC_PROBE),
+    }, "A small streaming request to each target of the spec's probe section, on an interval;\n"
+       "governor serve leaves its requests out of its own series (docs/probe.md).")
+
+
 def prometheus(programs: Programs, layout: Layout) -> Service:
     return Service("prometheus", {
         "image": PROMETHEUS_IMAGE,
@@ -328,7 +343,7 @@ def grafana(programs: Programs, layout: Layout) -> Service:
 def services(spec: SloSpec, params: RenderParams, programs: Programs,
              layout: Layout) -> list[Service]:
     return [inference(layout), inference_vllm(spec, layout), exporter(), exporter_nvml(),
-            controller(params, layout), prometheus(programs, layout),
+            controller(params, layout), probe(layout), prometheus(programs, layout),
             alertmanager(programs, layout), jaeger(), grafana(programs, layout)]
 
 

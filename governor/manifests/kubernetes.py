@@ -12,19 +12,23 @@ the SLO spec from a ConfigMap made from ``slo.yaml``; both are referenced by nam
 * inference: a Deployment of vLLM's image plus Governor, its Service, a ServiceMonitor;
 * controller: a Deployment (one replica, state on a PersistentVolumeClaim), its Service (the
   Alertmanager webhook), a ServiceMonitor, and an AlertmanagerConfig that routes the control
-  alerts to it with the webhook token from the Secret.
+  alerts to it with the webhook token from the Secret;
+* probe: a Deployment of the synthetic probe (one replica), sending to the inference Service,
+  scraped through a PodMonitor.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from governor.common.commands import Controller, Exporter, Serve, VllmServe
+from governor.common.commands import Controller, Exporter, Probe, Serve, VllmServe
 from governor.contracts.endpoints import (
     EXPORTER,
     HEALTH_PATH,
+    JOB_PROBE,
     LISTEN_HOST,
     METRICS_PATH,
+    PROBE,
     WEBHOOK_PATH,
 )
 from governor.contracts.metrics import slo as n
@@ -33,6 +37,7 @@ from governor.contracts.metrics.verdict import LABEL_NODE
 from governor.contracts.promql import format_duration
 from governor.generation.params import RenderParams
 from governor.slo.fleet import Kubernetes, Target
+from governor.slo.probe import DEFAULT_TARGET
 from governor.slo.spec import SloSpec
 from governor.vllm import MIDDLEWARE
 from governor.vllm.admin import TOKEN_FILE_ENV
@@ -65,6 +70,7 @@ GPU_RESOURCE: Final = "nvidia.com/gpu"
 EXPORTER_NAME: Final = "governor-exporter"
 INFERENCE_NAME: Final = "governor-inference"
 CONTROLLER_NAME: Final = "governor-controller"
+PROBE_NAME: Final = "governor-probe"
 
 
 def _labels(component: str) -> dict[str, str]:
@@ -375,5 +381,56 @@ def alertmanager_config(spec: SloSpec, params: RenderParams) -> Object:
                         "credentials": {"name": SECRET, "key": WEBHOOK_TOKEN_KEY}}},
                 }],
             }],
+        },
+    }
+
+
+def inference_url(k8s: Kubernetes) -> str:
+    """The inference Service, as a pod of the namespace reaches it."""
+    return f"http://{INFERENCE_NAME}.{k8s.namespace}.svc:{k8s.inference_port}"
+
+
+def probe_deployment(spec: SloSpec) -> Object:
+    """The synthetic probe: the spec's ``inference`` target (its default) sent to the inference
+    Service, so its requests spread over the replicas as clients' do; any other target where the
+    spec says. A target's ``api_key_file`` must be mounted into this pod by the operator."""
+    k8s = spec.kubernetes
+    moved = (f"{DEFAULT_TARGET}={inference_url(k8s)}",) \
+        if DEFAULT_TARGET in {t.name for t in spec.probe.targets} else ()
+    args = Probe(slo=f"{SPEC_DIR}/slo.yaml", target=moved, host=LISTEN_HOST, port=PROBE.port,
+                 log_format="json").argv()
+    container = _governor_container("probe", k8s.image, args, PROBE.port)
+    container.update({
+        "volumeMounts": [{"name": "slo", "mountPath": SPEC_DIR, "readOnly": True}],
+        "securityContext": {**_unprivileged(GOVERNOR_UID), "readOnlyRootFilesystem": True},
+        "resources": _resources(k8s, "probe"),
+    })
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": metadata(PROBE_NAME, k8s),
+        "spec": {
+            # One probe: two would double the rate the spec bounds.
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": _labels(PROBE_NAME)},
+            "template": {
+                "metadata": {"labels": _labels(PROBE_NAME)},
+                "spec": {"securityContext": _pod_security(), "containers": [container],
+                         "volumes": [_spec_volume()]},
+            },
+        },
+    }
+
+
+def probe_podmonitor(spec: SloSpec) -> Object:
+    k8s = spec.kubernetes
+    return {
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
+        "metadata": metadata(PROBE_NAME, k8s, operator=True),
+        "spec": {
+            "selector": {"matchLabels": _labels(PROBE_NAME)},
+            "podMetricsEndpoints": [{"port": "http", "path": METRICS_PATH,
+                                     "interval": SCRAPE_INTERVAL,
+                                     "relabelings": _job_relabeling(Target(JOB_PROBE))}],
         },
     }

@@ -26,6 +26,7 @@ KUBERNETES_DIR: Final = "kubernetes"
 EXPORTER: Final = f"{KUBERNETES_DIR}/exporter.yaml"
 INFERENCE: Final = f"{KUBERNETES_DIR}/inference.yaml"
 CONTROLLER: Final = f"{KUBERNETES_DIR}/controller.yaml"
+PROBE: Final = f"{KUBERNETES_DIR}/probe.yaml"
 SCALED_OBJECT: Final = f"{KUBERNETES_DIR}/scaledobject.yaml"
 HPA: Final = f"{KUBERNETES_DIR}/hpa.yaml"
 HEADER_NOTE: Final = """\
@@ -36,7 +37,7 @@ HEADER_NOTE: Final = """\
 
 def _is_generated(path: Path) -> bool:
     return path.read_text(encoding="utf-8").startswith(GENERATED_MARK) and path.name in {
-        Path(p).name for p in (EXPORTER, INFERENCE, CONTROLLER, SCALED_OBJECT, HPA)}
+        Path(p).name for p in (EXPORTER, INFERENCE, CONTROLLER, PROBE, SCALED_OBJECT, HPA)}
 
 
 AUTOSCALER_NOTE: Final = """\
@@ -56,7 +57,7 @@ def dump_documents(documents: Sequence[k.Object], source: str) -> str:
 
 
 def render_all(spec: SloSpec, params: RenderParams, *, source: str) -> dict[str, str]:
-    """The three components' manifests, and the example autoscalers when the controller acts
+    """The components' manifests, and the example autoscalers when the controller acts
     on an SLO: relative path → text. Where the spec's GPUs are dcgm-exporter's (the GPU
     Operator's, with its own monitor), Governor's exporter is not deployed."""
     exporter = {} if spec.targets.gpu.dcgm else {
@@ -69,6 +70,7 @@ def render_all(spec: SloSpec, params: RenderParams, *, source: str) -> dict[str,
         CONTROLLER: dump_documents([k.controller_state_claim(spec), k.controller_deployment(spec),
                                     k.controller_service(spec), k.controller_servicemonitor(spec),
                                     k.alertmanager_config(spec, params)], source),
+        PROBE: dump_documents([k.probe_deployment(spec), k.probe_podmonitor(spec)], source),
     }
     if any(slo.controller for slo in spec.slos):
         files[SCALED_OBJECT] = dump_yaml(autoscaling.keda_scaled_object(spec), source,

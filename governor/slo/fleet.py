@@ -130,7 +130,7 @@ class Alerting:
 
 
 # The containers whose CPU and memory ``kubernetes.resources`` may set, and what it may set.
-CONTAINERS: Final = ("inference", "controller", "exporter")
+CONTAINERS: Final = ("inference", "controller", "exporter", "probe")
 RESOURCE_NAMES: Final = ("cpu", "memory")
 
 
@@ -159,6 +159,8 @@ def default_resources(container: str, gpus: int) -> Resources:
         return Resources(Labels({"cpu": "50m", "memory": "128Mi"}), Labels({"memory": "512Mi"}))
     if container == "exporter":
         return Resources(Labels({"cpu": "50m", "memory": "64Mi"}), Labels({"memory": "256Mi"}))
+    if container == "probe":  # a request every few seconds at most
+        return Resources(Labels({"cpu": "20m", "memory": "64Mi"}), Labels({"memory": "256Mi"}))
     raise KeyError(f"no container named {container!r} (known: {', '.join(CONTAINERS)})")
 
 

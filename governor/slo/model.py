@@ -13,6 +13,7 @@ from governor.slo.buckets import VllmSettings
 from governor.slo.classes import RequestClasses
 from governor.slo.fleet import Alerting, Kubernetes, Targets
 from governor.slo.labels import Labels as Labels  # re-exported: the spec's label sets
+from governor.slo.probe import ProbeSettings
 
 SPEC_VERSION: Final = "governor/v1"
 MIN_PERIOD_SECONDS: Final = 7 * 86400  # the longest burn-rate window (3d) must fit well inside
@@ -105,6 +106,8 @@ class SloSpec:
     kubernetes: Kubernetes = field(default_factory=Kubernetes)
     # The edges vLLM is told to expose (``vllm.custom_histogram_buckets``); none: its defaults.
     vllm: VllmSettings = field(default_factory=VllmSettings)
+    # What governor probe sends, to which targets, how often (governor.slo.probe).
+    probe: ProbeSettings = field(default_factory=ProbeSettings)
 
     @property
     def stock_vllm(self) -> bool:

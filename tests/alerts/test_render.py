@@ -110,6 +110,7 @@ def test_the_default_spec_yields_the_expected_alerts() -> None:
     assert slo_alerts == ["AvailabilityErrorBudgetBurn",
                           "InterTokenLatencyClassErrorBudgetBurn",  # per request class
                           "InterTokenLatencyErrorBudgetBurn", "InterTokenLatencyP99High",
+                          "ProbeSuccessErrorBudgetBurn",  # the synthetic probe's SLI
                           "TimeToFirstTokenClassErrorBudgetBurn",
                           "TimeToFirstTokenErrorBudgetBurn"]
     for health in ("GovernorTargetDown", "GpuExporterStale", "VllmKvCacheNearlyFull",
@@ -193,12 +194,13 @@ def test_alertmanager_groups_by_slo_and_pages_inhibit_tickets() -> None:
     assert inhibit["equal"] == ["slo", "service", "class"]  # a class page silences its ticket
 
 
-def test_prometheus_scrapes_the_three_jobs_and_loads_the_rules() -> None:
+def test_prometheus_scrapes_the_four_jobs_and_loads_the_rules() -> None:
     config = load(default_files()[PROMETHEUS_CONFIG])
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
-    assert set(jobs) == {"inference", "gpu", "controller"}
+    assert set(jobs) == {"inference", "gpu", "controller", "probe"}
     assert jobs["gpu"]["static_configs"][0]["targets"] == ["exporter:9400"]
     assert jobs["controller"]["static_configs"][0]["targets"] == ["controller:9500"]
+    assert jobs["probe"]["static_configs"][0]["targets"] == ["probe:9600"]
     # Inference replicas come from a file Prometheus re-reads, so adding one needs no reload.
     assert jobs["inference"]["file_sd_configs"] == [{"files": ["targets/inference.json"]}]
     (group,) = json.loads(default_files()[PROMETHEUS_TARGETS])
@@ -215,7 +217,7 @@ def test_every_scrape_sets_a_sample_limit() -> None:
     config = load(default_files()[PROMETHEUS_CONFIG])
     limits = {job["job_name"]: job.get("sample_limit") for job in config["scrape_configs"]}
     assert limits == {"inference": SAMPLE_LIMITS["inference"], "gpu": SAMPLE_LIMITS["gpu"],
-                      "controller": SAMPLE_LIMITS["controller"]}
+                      "controller": SAMPLE_LIMITS["controller"], "probe": SAMPLE_LIMITS["probe"]}
 
 
 def test_local_endpoints_and_fast_params_reach_the_configs() -> None:

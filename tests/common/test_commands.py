@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from governor.common.commands import Controller, Exporter, Serve, VllmServe, vllm_flags
+from governor.common.commands import Controller, Exporter, Probe, Serve, VllmServe, vllm_flags
 from governor.controller.cli import build_parser as controller_parser
 from governor.exporters.cli import build_parser as exporter_parser
 from governor.inference.cli import build_parser as serve_parser
+from governor.probe.cli import build_parser as probe_parser
 
 EVERY_SERVE = Serve(
     engine="vllm", model="/models/m", served_model_name="m", preset="tiny", host="127.0.0.1",
@@ -33,10 +34,15 @@ EVERY_CONTROLLER = Controller(
 EVERY_EXPORTER = Exporter(fake_gpus=2, follow="http://127.0.0.1:8000,http://127.0.0.1:8001",
                           names="dcgm", host="127.0.0.1", port=9401, interval="1s",
                           log_format="json", log_level="info")
+EVERY_PROBE = Probe(slo="slo.yaml", target=("inference=http://127.0.0.1:8000,http://127.0.0.1:8001",
+                                            "other=https://llm.example:443"),
+                    host="127.0.0.1", port=9601, log_format="json", log_level="info")
 
 
 def _normal(value: Any) -> Any:
     """What a parsed option is, as text: paths, durations and patterns as the builder wrote them."""
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], tuple):
+        return f"{value[0]}={','.join(value[1])}"  # a probe's --target NAME=URL[,URL]
     if isinstance(value, list | tuple):
         items = tuple(_normal(v) for v in value)
         return ",".join(items) if value and hasattr(value[0], "url") else items
@@ -57,10 +63,11 @@ SECONDS = {"1s": "1.0", "5s": "5.0", "10s": "10.0"}
         pytest.param(EVERY_SERVE, serve_parser(env={}), id="governor serve"),
         pytest.param(EVERY_CONTROLLER, controller_parser(env={}), id="governor controller"),
         pytest.param(EVERY_EXPORTER, exporter_parser(), id="governor exporter"),
+        pytest.param(EVERY_PROBE, probe_parser(), id="governor probe"),
     ],
 )
 def test_every_field_is_an_option_the_component_parses_to_the_same_value(
-        command: Serve | Controller | Exporter, parser: argparse.ArgumentParser) -> None:
+        command: Serve | Controller | Exporter | Probe, parser: argparse.ArgumentParser) -> None:
     parsed = vars(parser.parse_args(command.argv()[1:]))
     for item in fields(command):
         value = getattr(command, item.name)

@@ -46,8 +46,8 @@ pytestmark = [pytest.mark.compose, pytest.mark.integration, pytest.mark.slow]
 ROOT: Final = machine.ROOT
 PROJECT: Final = "governor-compose-test"
 # Everything the sim profile runs but Grafana and Jaeger (see the module's docstring).
-SERVICES: Final = ("inference", "exporter", "controller", "prometheus", "alertmanager")
-PUBLISHED: Final = ("inference", "exporter", "controller", "prometheus")
+SERVICES: Final = ("inference", "exporter", "controller", "probe", "prometheus", "alertmanager")
+PUBLISHED: Final = ("inference", "exporter", "controller", "probe", "prometheus")
 RUN_DIR: Final = ROOT / ".run" / "compose-test"
 UP_SECONDS: Final = 180
 ALERT_SECONDS: Final = 150

@@ -16,7 +16,7 @@ MODULES = ["governor.contracts", "governor.contracts.declaration",
            "governor.common.commands", "governor.common.prometheus_api",
            "governor.contracts.alerting", "governor.contracts.causes",
            "governor.contracts.simdevice", "governor.contracts.metrics.verdict",
-           "governor.contracts.engine_core"]
+           "governor.contracts.engine_core", "governor.contracts.metrics.probe"]
 
 
 @pytest.mark.parametrize("name", MODULES)

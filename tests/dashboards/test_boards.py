@@ -13,9 +13,9 @@ import yaml
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import controller as c
 from governor.contracts.metrics import gpu as g
+from governor.contracts.metrics import probe, verdict, vllm
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import slo as n
-from governor.contracts.metrics import verdict, vllm
 from governor.contracts.stages import Stage
 from governor.controller import grafana as controller_grafana
 from governor.controller.model import Action
@@ -42,7 +42,7 @@ def known_metrics() -> set[str]:
                  n.CLASS_SLI_EVENTS_RATE, n.CLASS_SLI_ERROR_EVENTS_RATE,
                  n.CLASS_SLI_ERROR_RATIO, n.CLASS_BURN_RATE)}
     return (declared(svc) | declared(vllm) | declared(g) | declared(c) | declared(n)
-            | declared(verdict) | recorded)
+            | declared(verdict) | declared(probe) | recorded)
 
 
 def base_name(name: str) -> str:
@@ -83,7 +83,8 @@ def test_the_slo_board_has_a_row_per_slo_with_its_objective_and_period() -> None
     board = boards()["governor-slo"]
     rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
     assert rows == ["inter-token-latency: 99% over 30d", "time-to-first-token: 99% over 30d",
-                    "availability: 99.9% over 30d", "Why it burns"]
+                    "availability: 99.9% over 30d", "probe-success: 99% over 30d",
+                    "Why it burns"]
 
 
 def test_the_why_row_draws_each_latency_slos_verdict_by_cause_and_target() -> None:

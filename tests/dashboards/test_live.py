@@ -29,6 +29,7 @@ from governor.alerts.prometheus_config import prometheus_args
 from governor.alerts.render import PROMETHEUS_CONFIG
 from governor.alerts.render import render_all as render_alerts
 from governor.alerts.render import write_all as write_alerts
+from governor.common.commands import Probe
 from governor.common.process import Child, running
 from governor.common.secrets import Secret
 from governor.contracts.metrics import service as svc
@@ -117,10 +118,10 @@ def stack(request: pytest.FixtureRequest,
     (workdir / "admin_token").write_text(ADMIN_TOKEN.reveal() + "\n", encoding="utf-8")
     (workdir / "webhook_token").write_text(WEBHOOK_TOKEN.reveal() + "\n", encoding="utf-8")
     ports = {name: free_port() for name in
-             ("inference", "exporter", "controller", "prometheus", "alertmanager")}
+             ("inference", "exporter", "controller", "prometheus", "alertmanager", "probe")}
     spec = load_checked_spec(spec_path)
     endpoints = Endpoints(*((f"{LOOPBACK}:{ports[n]}",) for n in
-                            ("inference", "exporter", "controller", "alertmanager")))
+                            ("inference", "exporter", "controller", "alertmanager", "probe")))
     params = RenderParams(scrape_interval_seconds=SCRAPE_SECONDS, evaluation_interval_seconds=1,
                           fast_window_seconds=5, fast_for_seconds=2,
                           controller_token_file=str(workdir / "webhook_token"))
@@ -133,6 +134,9 @@ def stack(request: pytest.FixtureRequest,
                       "--follow", urls["inference"],
                       "--host", LOOPBACK, "--port", str(ports["exporter"])], "/health"),
         ("controller", controller_argv(spec_path, ports, workdir), "/health"),
+        # The synthetic probe, its spec's inference target moved to this stack's service.
+        ("probe", Probe(slo=str(spec_path), target=(f"inference={urls['inference']}",),
+                        host=LOOPBACK, port=ports["probe"]).python(), "/health"),
         ("prometheus", ["prometheus", *prometheus_args(
             spec, params, config_file=str(deploy / PROMETHEUS_CONFIG),
             storage_path=str(workdir / "prometheus-data"),

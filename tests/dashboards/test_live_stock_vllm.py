@@ -37,7 +37,7 @@ from governor.alerts.prometheus_config import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG
 from governor.alerts.render import render_all as render_alerts
 from governor.alerts.render import write_all as write_alerts
-from governor.common.commands import Exporter
+from governor.common.commands import Exporter, Probe
 from governor.common.process import Child, running
 from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH
 from governor.contracts.metrics import verdict
@@ -140,11 +140,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StockStack]:
                     middleware=(MIDDLEWARE,), stats=True,
                     custom_histogram_buckets=spec.vllm.flag_value()) as server:
         ports = {name: free_port() for name in
-                 ("exporter", "controller", "prometheus", "alertmanager")}
+                 ("exporter", "controller", "prometheus", "alertmanager", "probe")}
         ports["inference"] = int(server.url.rsplit(":", 1)[1])
         urls = {name: f"http://{LOOPBACK}:{port}" for name, port in ports.items()}
         endpoints = Endpoints(*((f"{LOOPBACK}:{ports[n]}",) for n in
-                                ("inference", "exporter", "controller", "alertmanager")))
+                                ("inference", "exporter", "controller", "alertmanager",
+                                 "probe")))
         params = RenderParams(scrape_interval_seconds=SCRAPE_SECONDS,
                               evaluation_interval_seconds=1, fast_window_seconds=5,
                               fast_for_seconds=2,
@@ -160,6 +161,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StockStack]:
             # within one scrape interval.
             ("controller", controller_argv(SPEC, ports, workdir, stabilisation="60s"),
              "/health"),
+            # The synthetic probe on vLLM (which counts its requests: docs/probe.md).
+            ("probe", Probe(slo=str(SPEC), target=(f"inference={server.url}",), host=LOOPBACK,
+                            port=ports["probe"]).python(), "/health"),
             ("prometheus", ["prometheus", *prometheus_args(
                 spec, params, config_file=str(deploy / PROMETHEUS_CONFIG),
                 storage_path=str(workdir / "prometheus-data"),

@@ -161,7 +161,8 @@ def test_a_fleet_spec_reaches_every_manifest() -> None:
         if d["kind"] in {"ServiceMonitor", "PodMonitor"}}
     assert jobs == {f"ServiceMonitor/{k.INFERENCE_NAME}": "vllm-fleet",
                     f"PodMonitor/{k.EXPORTER_NAME}": "dcgm",
-                    f"ServiceMonitor/{k.CONTROLLER_NAME}": "slo-controller"}
+                    f"ServiceMonitor/{k.CONTROLLER_NAME}": "slo-controller",
+                    f"PodMonitor/{k.PROBE_NAME}": "probe"}
     inference = objects[f"Deployment/{k.INFERENCE_NAME}"]
     assert inference["spec"]["replicas"] == 3
     container = inference["spec"]["template"]["spec"]["containers"][0]

@@ -28,7 +28,7 @@ def free_port_base() -> int:
         base = rng.randrange(30000, 60000)
         if not ports_in_use("127.0.0.1", ports_from(base)):
             return base
-    raise RuntimeError("no five free ports in a row")
+    raise RuntimeError("no six free ports in a row")
 
 
 def drill(tmp_path: Path, *argv: str) -> tuple[list[str], dict[str, Any]]:

@@ -18,9 +18,11 @@ def stack(tmp_path: Path, slo: Path = ROOT / "slo.yaml", **extra: object) -> Sta
                              **extra))  # type: ignore[arg-type]
 
 
-def test_the_parts_listen_on_five_ports_from_the_base(tmp_path: Path) -> None:
+def test_the_parts_listen_on_six_ports_from_the_base(tmp_path: Path) -> None:
     made = {child.name: child for child in stack(tmp_path).children()}
-    assert set(made) == {"inference", "exporter", "controller", "alertmanager", "prometheus"}
+    assert set(made) == {"inference", "exporter", "controller", "probe", "alertmanager",
+                         "prometheus"}
+    assert made["probe"].health_url == "http://127.0.0.1:31005/health"
     assert made["inference"].health_url == "http://127.0.0.1:31000/health"
     assert made["prometheus"].health_url == "http://127.0.0.1:31003/-/ready"
 
@@ -42,7 +44,7 @@ def test_a_dcgm_spec_gets_dcgm_exporter_s_names(tmp_path: Path) -> None:
 
 def test_the_stock_vllm_spec_renders_too(tmp_path: Path) -> None:
     made = stack(tmp_path, ROOT / "examples" / "stock-vllm" / "slo.yaml").children()
-    assert len(made) == 5
+    assert len(made) == 6
     assert (tmp_path / "run" / "prometheus" / "prometheus.yml").is_file()
 
 

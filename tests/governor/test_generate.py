@@ -22,9 +22,10 @@ from governor.slo.spec import SloSpec
 from tests.alerts.cases import DEPLOY, EXAMPLES, ROOT
 
 SLO = str(ROOT / "slo.yaml")
-FILES = 35  # 24 on the rules side (the inference targets, 2 per-class rule files and their
-# tests, the scale family, the stages family and the verdict, each with its test), 6 for Grafana, 5
-# Kubernetes manifests (the two autoscalers among them)
+FILES = 38  # 26 on the rules side (the inference targets, 2 per-class rule files and their
+# tests, the scale family, the stages family and the verdict, each with its test, the probe's SLO
+# and its test), 6 for Grafana, 6
+# Kubernetes manifests (the two autoscalers and the probe among them)
 
 
 def test_generate_writes_rules_and_boards_then_reports_nothing_changed(

@@ -77,9 +77,10 @@ async def overload_the_first(replicas: list[str], controller: int,
 @pytest.mark.integration
 @pytest.mark.slow
 def test_only_the_overloaded_replica_is_retuned(tmp_path: Path) -> None:
-    others = free_ports(4)
+    others = free_ports(5)
     ports = Ports(inference=consecutive_free_ports(), exporter=others[0],
-                  controller=others[1], prometheus=others[2], alertmanager=others[3])
+                  controller=others[1], prometheus=others[2], alertmanager=others[3],
+                  probe=others[4])
     argv = [sys.executable, "-m", "governor", "up", "--replicas", "2", "--run-dir",
             str(tmp_path / "run"), "--slo", str(ROOT / "slo.yaml")]
     for name, port in vars(ports).items():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from governor.contracts.endpoints import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE
+from governor.contracts.endpoints import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE, JOB_PROBE
 from governor.contracts.metrics import service as svc
 from governor.contracts.simdevice import fake_gpu_uuid
 from governor.generation.params import RenderParams
@@ -62,7 +62,7 @@ def targets_up(prometheus: int) -> dict[str, float]:
 @pytest.mark.integration
 @pytest.mark.slow
 def test_the_stack_comes_up_is_scraped_and_stops_on_sigint(tmp_path: Path) -> None:
-    ports = Ports(*free_ports(5))
+    ports = Ports(*free_ports(len(vars(Ports()))))
     argv = [sys.executable, "-m", "governor", "up", "--run-dir", str(tmp_path / "run"),
             "--slo", str(ROOT / "slo.yaml"), "--load", "--preset", "tiny"]
     for name, port in vars(ports).items():
@@ -76,7 +76,8 @@ def test_the_stack_comes_up_is_scraped_and_stops_on_sigint(tmp_path: Path) -> No
             line = process.stdout.readline()
             assert line, f"governor up exited early:\n{banner.decode()}"
             banner += line
-        for name in ("inference", "exporter", "controller", "alertmanager", "prometheus"):
+        for name in ("inference", "exporter", "controller", "probe", "alertmanager",
+                     "prometheus"):
             assert re.search(rf"{name} +ready in +\d+\.\ds".encode(), banner), banner
         page = re.search(rb"prometheus +(http://\S+)", banner)  # the alerts page that answers
         assert page is not None and page[1].endswith(b"alerts"), banner
@@ -85,10 +86,11 @@ def test_the_stack_comes_up_is_scraped_and_stops_on_sigint(tmp_path: Path) -> No
         up: dict[str, float] = {}
         while time.monotonic() < deadline:
             up = targets_up(ports.prometheus)
-            if up.get(JOB_INFERENCE) == up.get(JOB_GPU) == up.get(JOB_CONTROLLER) == 1.0:
+            if up.get(JOB_INFERENCE) == up.get(JOB_GPU) == up.get(JOB_CONTROLLER) \
+                    == up.get(JOB_PROBE) == 1.0:
                 break
             time.sleep(1)
-        assert up == {JOB_INFERENCE: 1.0, JOB_GPU: 1.0, JOB_CONTROLLER: 1.0}
+        assert up == {JOB_INFERENCE: 1.0, JOB_GPU: 1.0, JOB_CONTROLLER: 1.0, JOB_PROBE: 1.0}
         assert get_json(f"http://127.0.0.1:{ports.controller}/status")
         rules = json.dumps(get_json(f"http://127.0.0.1:{ports.prometheus}/api/v1/rules"))
         assert "InterTokenLatencyP99High" in rules
@@ -120,7 +122,7 @@ def test_an_invalid_slo_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_a_second_stack_on_taken_ports_starts_nothing_and_names_the_port_and_its_holder(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    ports = Ports(*free_ports(5))
+    ports = Ports(*free_ports(6))
     argv = ["--run-dir", str(tmp_path / "run"), "--slo", str(ROOT / "slo.yaml")]
     for name, port in vars(ports).items():
         argv += [f"--{name}-port", str(port)]
@@ -137,7 +139,7 @@ def test_a_second_stack_on_taken_ports_starts_nothing_and_names_the_port_and_its
 
 
 def test_every_taken_port_is_named_once_replicas_by_their_own_name(tmp_path: Path) -> None:
-    ports = Ports(*free_ports(5))
+    ports = Ports(*free_ports(6))
     config = UpConfig(run_dir=tmp_path / "run", ports=ports, replicas=2)
     with socket.socket() as a, socket.socket() as b:
         for sock, port in ((a, ports.inference + 1), (b, ports.controller)):
@@ -179,7 +181,7 @@ def test_the_summary_links_the_alerts_page_the_running_prometheus_serves() -> No
 
 
 def test_free_ports_pass_the_check(tmp_path: Path) -> None:
-    UpConfig(run_dir=tmp_path / "run", ports=Ports(*free_ports(5))).check_free()
+    UpConfig(run_dir=tmp_path / "run", ports=Ports(*free_ports(6))).check_free()
 
 
 def test_tokens_are_written_once_and_private(tmp_path: Path) -> None:
@@ -203,17 +205,17 @@ def _start_up(tmp_path: Path, ports: Ports,
 
 @pytest.mark.integration
 def test_ctrl_c_during_start_up_stops_at_once_with_130(tmp_path: Path) -> None:
-    process = _start_up(tmp_path, Ports(*free_ports(5)))
+    process = _start_up(tmp_path, Ports(*free_ports(6)))
     assert process.stdout is not None
     first = process.stdout.readline()
-    assert b"starting 5 components" in first
+    assert b"starting 6 components" in first
     process.send_signal(signal.SIGINT)
     assert process.wait(30) == EXIT_INTERRUPTED
 
 
 @pytest.mark.integration
 def test_a_child_that_dies_is_reported_with_the_end_of_its_log(tmp_path: Path) -> None:
-    ports = Ports(*free_ports(5))
+    ports = Ports(*free_ports(6))
     # The exporter reads its own variables (governor up passes them on) and exits on a bad one.
     process = _start_up(tmp_path, ports, env={"GOVERNOR_EXPORTER_INTERVAL": "soon"})
     output, _ = process.communicate(timeout=120)
@@ -253,7 +255,7 @@ def test_the_demo_tells_the_readme_s_story_in_order_the_alert_waking_the_cut(
     check is pushed past the test's end, so nothing but the alert can wake the controller after
     its first pass (which holds: no data yet) and the order holds however slow the machine;
     that governor up's own default leaves the alert room is the next test."""
-    ports = Ports(*free_ports(5))
+    ports = Ports(*free_ports(6))
     argv = [sys.executable, "-m", "governor", "up", "--run-dir", str(tmp_path / "run"),
             "--slo", str(ROOT / "slo.yaml"), "--load", "--controller-resync", "10m"]
     for name, port in vars(ports).items():

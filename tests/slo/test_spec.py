@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from governor.contracts.endpoints import GENERATION_PATHS
+from governor.contracts.metrics import probe as probe_metrics
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import vllm
 from governor.generation.catalog import HISTOGRAM_BUCKETS, load_checked_spec, parse_checked_spec
@@ -69,11 +70,15 @@ def write(tmp_path: Path, text: str | bytes, name: str = "slo.yaml") -> Path:
 # ---- the default spec ---------------------------------------------------------------------------
 
 
-def test_the_default_spec_holds_the_three_slos_of_the_design() -> None:
+def test_the_default_spec_holds_the_three_slos_of_the_design_and_the_probe_s() -> None:
     spec = load_checked_spec(DEFAULT_SPEC)
     assert (spec.version, spec.service, spec.period_seconds) == ("governor/v1", "inference",
                                                                  30 * 86400)
-    itl, ttft, availability = spec.slos
+    itl, ttft, availability, probe = spec.slos
+    # The synthetic probe's own SLI: its requests answered in full, on its own series.
+    assert probe.sli == RatioSLI(f'{probe_metrics.REQUESTS.total}{{result!="success"}}',
+                                 probe_metrics.REQUESTS.total)
+    assert (probe.objective, probe.controller, probe.role) == (0.99, False, None)
     assert itl == spec.slo("inter-token-latency")
     assert itl.sli == LatencySLI(svc.INTER_TOKEN_LATENCY.name, 0.12, {})
     assert (itl.objective, itl.controller) == (0.99, True)

@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Final
 
-from governor.contracts.metrics import service, vllm
+from governor.contracts.metrics import probe, service, vllm
 
 HISTOGRAM_BUCKETS: Final[Mapping[str, Sequence[float]]] = MappingProxyType({
     histogram.name: histogram.buckets
-    for histogram in (*service.LATENCY_HISTOGRAMS, *vllm.LATENCY_HISTOGRAMS)
+    for histogram in (*service.LATENCY_HISTOGRAMS, *vllm.LATENCY_HISTOGRAMS,
+                      *probe.LATENCY_HISTOGRAMS)
 })

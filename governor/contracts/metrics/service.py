@@ -125,6 +125,13 @@ REQUESTS: Final = Metric(
     "governor_requests", "counter",
     "Finished HTTP requests by route, status code and request class.", "requests",
     (LABEL_ROUTE, LABEL_CODE, LABEL_CLASS))
+# Requests marked with the probe's header (governor.contracts.endpoints.PROBE_HEADER): counted
+# here and in no other series of the service's, so the synthetic probe never counts in an SLI.
+PROBE_REQUESTS_SERVED: Final = Metric(
+    "governor_probe_requests_served", "counter",
+    "Finished HTTP requests marked as the synthetic probe's, by route and status code; they are "
+    "left out of every other request and latency series of the service.", "requests",
+    (LABEL_ROUTE, LABEL_CODE))
 REQUESTS_IN_FLIGHT: Final = Metric(
     "governor_requests_in_flight", "gauge", "Generation requests holding an engine slot.",
     "requests")

@@ -95,8 +95,10 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
         attributes[tr.PROMPT_BYTES] = prepared.prompt_bytes
     span.set_attributes(attributes)  # at once: each call takes the span's locks
     retry_after = config.admission.retry_after_seconds
+    probe = request.get(keys.PROBE, False)
+    latency = metrics.unobserved if probe else metrics.latency(name)
     run = Generation(
-        kind, params, engine, metrics, metrics.latency(name), app[keys.TRACING].tracer, span,
+        kind, params, engine, metrics, latency, app[keys.TRACING].tracer, span,
         GenerateRequest(request_id, prepared.prompt, token_ids, max_tokens, params.sampling,
                         trace_headers=inject_headers(span), priority=request_class.priority),
         retry_after, deadline, config.connections.write_timeout_seconds, request[keys.STAGES],
@@ -104,13 +106,14 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
     )
     queue = app[keys.ADMISSION]
     ticket = await _admit(request, run, retry_after, name, len(token_ids))
-    metrics.observe_prompt(prepared.prompt_bytes, len(token_ids))
     admission = metrics.admission(name)
-    admission.admitted.inc()
+    if not probe:
+        metrics.observe_prompt(prepared.prompt_bytes, len(token_ids))
+        admission.admitted.inc()
 
     def first_token(at: float) -> None:
         sample = queue.first_token(ticket, at)
-        if sample is not None:
+        if sample is not None and not probe:
             admission.observe_wait(sample)
 
     run.on_first_token = first_token

@@ -81,6 +81,13 @@ class ServiceMetrics:
         # nothing, before its first request.
         self._latency = {name: ClassLatency(ttft.labels(model, name), itl.labels(model, name))
                          for name in classes}
+        # The synthetic probe's requests are timed as any other's, into histograms no scrape
+        # reads: its latency stays out of the SLIs (governor_probe_requests_served counts them).
+        unread = CollectorRegistry()
+        self.unobserved = ClassLatency(CountedHistogram(m.TIME_TO_FIRST_TOKEN, unread).labels(
+            model, m.DEFAULT_CLASS), CountedHistogram(m.INTER_TOKEN_LATENCY, unread).labels(
+            model, m.DEFAULT_CLASS))
+        self.probe_requests = CountedCounter(m.PROBE_REQUESTS_SERVED, registry)
         self.duration = latency(m.REQUEST_DURATION)
         # Observed for every request, a dozen values at once.
         self._stages = CountedHistogram(m.REQUEST_STAGE, registry,
