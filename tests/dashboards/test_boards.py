@@ -29,7 +29,7 @@ from governor.slo.burn import SLI_WINDOWS, TIERS
 from tests.dashboards.boards import ROOT, all_queries, boards, default_files, metric_references
 
 SPEC = load_checked_spec(ROOT / "slo.yaml")
-SUFFIXES = ("_total", "_bucket", "_sum", "_count")
+SUFFIXES = ("_total", "_bucket", "_sum", "_count", "_info")
 
 
 def declared(module: ModuleType) -> set[str]:
