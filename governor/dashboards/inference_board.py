@@ -251,21 +251,52 @@ def _render_panel() -> ts_builder.Panel:
              f"({render.name}, vLLM 0.34 and later; older servers leave this panel empty). "
              "The first-token verdict counts it as tokenizer time: vLLM stamps a request's "
              "arrival after rendering, so its time to first token leaves this out.", "s",
-             width=12),
+             width=8),
         [*(Query(histogram_quantile(q, render.name, LABELS, RATE_INTERVAL, by=by),
                  f"p{format_number(q * 100)} {legend}") for q in (0.5, 0.99)),
          Query(mean(render.name, LABELS, RATE_INTERVAL, by=by), f"mean {legend}")])
+
+
+def _ttft_by_prompt_panel(spec: SloSpec) -> ts_builder.Panel:
+    """Time to first token per prompt-size bucket (the service's own histogram of it)."""
+    by = (m.LABEL_PROMPT_SIZE,)
+    legend = f"≤ {ref(m.LABEL_PROMPT_SIZE)} tokens"
+    return timeseries(
+        Spec("Time to first token by prompt size", "p50 and p99 of the time to first token "
+             "for each prompt size (the smallest of "
+             f"{', '.join(m.PROMPT_SIZES[:-1])} tokens a prompt fits in, or {m.PROMPT_SIZE_MORE}"
+             "): prefill grows with the prompt, so a long-prompt bucket over the SLO line while "
+             "short ones sit under it says the token budget or the prompts, not the queue. "
+             "Dashed: the per-request latency SLOs.", "s", width=8),
+        [Query(histogram_quantile(q, m.TIME_TO_FIRST_TOKEN_BY_PROMPT.name, LABELS,
+                                  RATE_INTERVAL, by=by),
+               f"p{format_number(q * 100)} {legend}") for q in (0.5, 0.99)],
+        lines=request_slo_lines(spec))
+
+
+def _prompt_lengths_panel() -> ts_builder.Panel:
+    """Stock vLLM's prompt lengths: it has no latency series by prompt size, so the lengths go
+    beside the time to first token."""
+    tokens = vllm.REQUEST_PROMPT_TOKENS
+    return timeseries(
+        Spec("Prompt length", f"Quantiles of the prompt length in tokens ({tokens.name}, "
+             "edges 1-2-5 up to the server's max_model_len). vLLM keeps no latency by prompt "
+             "size: read a rise here against the time to first token above.", "short",
+             width=8),
+        [Query(histogram_quantile(q, tokens.name, LABELS, RATE_INTERVAL),
+               f"p{format_number(q * 100)}") for q in (0.5, 0.9, 0.99)])
 
 
 def _stages_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
     board.row("Where the time goes")
     if series.stock_vllm:
         board.panel(_render_panel())
+        board.panel(_prompt_lengths_panel())
         board.panel(text(f"Where the time goes: {NOT_ON_STOCK_VLLM.lower()}", (
             f"**{NOT_ON_STOCK_VLLM}** but rendering.\n\nThe other stages of a request before "
             "and after the engine (reading, decoding, admission, writing the stream) are "
             "measured by `governor serve`.\nOn stock vLLM, see **Where engine time goes** "
-            "above."), width=12, height=8))
+            "above."), width=8, height=8))
         return
     stages = ", ".join(stage.value for stage in Stage)
     about = (f"Each stage of a request that reached the engine ({stages}), stacked in that "
@@ -279,6 +310,7 @@ def _stages_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
                              "up to the mean request duration exactly.", None, spec))
     board.panel(_text_threads_panel())
     board.panel(_prompt_panel())
+    board.panel(_ttft_by_prompt_panel(spec))
 
 
 def _stage_mean(*stages: Stage) -> str:
