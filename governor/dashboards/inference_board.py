@@ -22,6 +22,7 @@ from grafana_foundation_sdk.models import dashboard as dm
 
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import controller as c
+from governor.contracts.metrics import runtime as rt
 from governor.contracts.metrics import service as m
 from governor.contracts.metrics import vllm
 from governor.contracts.metrics.scrape import LABEL_INSTANCE
@@ -501,6 +502,17 @@ def _features_row(board: Board) -> None:
               f"{ref(LABEL_INSTANCE)} running: {ref(vllm.LABEL_RUNNING_LORA)} waiting: "
               f"{ref(vllm.LABEL_WAITING_LORA)} (max {ref(vllm.LABEL_MAX_LORA)})",
               instant=True), text_mode=NAME_ONLY, no_value="LoRA off"))
+    versions = (LABEL_INSTANCE, rt.LABEL_VLLM_VERSION, rt.LABEL_TORCH_VERSION,
+                rt.LABEL_TORCH_CUDA_VERSION)
+    board.panel(stat(
+        Spec("Versions", "vLLM, torch and the CUDA torch was built for, on each server "
+             f"({rt.RUNTIME_INFO.series}, from governor serve or Governor's middleware in "
+             "vllm serve; none: not installed, or a CPU build). The driver and the CUDA it "
+             "supports are on the GPU board.", "short", width=24, height=4),
+        Query(f"count by ({', '.join(versions)}) ({_series(rt.RUNTIME_INFO.series)})",
+              f"{ref(LABEL_INSTANCE)}: vLLM {ref(rt.LABEL_VLLM_VERSION)}, torch "
+              f"{ref(rt.LABEL_TORCH_VERSION)}, CUDA {ref(rt.LABEL_TORCH_CUDA_VERSION)}",
+              instant=True), text_mode=NAME_ONLY))
 
 
 def _limit_queries(spec: SloSpec, series: ServerSeries, param: str) -> list[Query]:

@@ -25,6 +25,7 @@ from prometheus_client.openmetrics import exposition as openmetrics
 
 from governor import __version__ as VERSION
 from governor.admission.policy import AdmissionPolicy
+from governor.common.versions import runtime_versions
 from governor.contracts.endpoints import (
     ADMIN_ADMISSION_PATH,
     ADMIN_BATCHING_PATH,
@@ -144,6 +145,7 @@ def _engine_ctx(
         engine = factory(config, app[keys.REGISTRY])
         metrics = ServiceMetrics(app[keys.REGISTRY], engine.model_name, config.classes.names)
         metrics.set_info(config.engine.kind, engine.model_name, VERSION)
+        metrics.set_runtime(runtime_versions())
         metrics.engine_ready.set_function(lambda: 1.0 if engine.ready else 0.0)
         if isinstance(engine, OnGpus):
             metrics.set_gpus(engine.gpu_uuids)

@@ -15,7 +15,7 @@ observing a token costs no label lookup::
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Gauge
@@ -24,6 +24,7 @@ from prometheus_client.metrics_core import Metric as Family
 from governor.admission.deadline import WaitSample
 from governor.contracts.families import info_family
 from governor.contracts.instruments import counter, gauge, info
+from governor.contracts.metrics import runtime
 from governor.contracts.metrics import service as m
 from governor.contracts.stages import Stage
 from governor.inference.admission.queue import AdmissionQueue
@@ -103,6 +104,7 @@ class ServiceMetrics:
         self.limit_changes = counter(m.BATCHING_CHANGES, registry)
         self.engine_ready = gauge(m.ENGINE_READY, registry)
         self.info = info(m.SERVICE_INFO, registry)
+        self.runtime = info(runtime.RUNTIME_INFO, registry)
 
     def latency(self, request_class: str) -> ClassLatency:
         return self._latency[request_class]
@@ -121,6 +123,9 @@ class ServiceMetrics:
 
     def observe_ttft_by_prompt(self, prompt_tokens: int, seconds: float) -> None:
         self._ttft_by_prompt[m.prompt_size(prompt_tokens)].observe(seconds)
+
+    def set_runtime(self, versions: Mapping[str, str]) -> None:
+        self.runtime.info(dict(versions))
 
     def set_info(self, engine: str, model: str, version: str) -> None:
         self.info.info({m.LABEL_ENGINE: engine, m.LABEL_MODEL: model, m.LABEL_VERSION: version})
