@@ -25,7 +25,6 @@ from prometheus_client.openmetrics import exposition as openmetrics
 
 from governor import __version__ as VERSION
 from governor.admission.policy import AdmissionPolicy
-from governor.common.versions import runtime_versions
 from governor.contracts.endpoints import (
     ADMIN_ADMISSION_PATH,
     ADMIN_BATCHING_PATH,
@@ -65,6 +64,7 @@ from governor.inference.telemetry.tracing import (
     setup_tracing,
     trace_id_hex,
 )
+from governor.vllm.runtime_info import runtime_versions
 
 log = logging.getLogger(__name__)
 

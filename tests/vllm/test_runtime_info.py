@@ -11,11 +11,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from governor.common.secrets import Secret
-from governor.common.versions import runtime_versions, torch_cuda
 from governor.contracts.metrics import runtime as r
 from governor.vllm import AdminMiddleware
 from governor.vllm.admin import AdminSettings
 from governor.vllm.asgi import Receive, Scope, Send
+from governor.vllm.runtime_info import runtime_versions, torch_cuda
 
 
 def test_the_installed_vllm_and_torch_are_named_and_a_cpu_torch_has_no_cuda() -> None:
