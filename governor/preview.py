@@ -252,6 +252,14 @@ def _draw_text(ax: Any, panel: Mapping[str, Any]) -> None:
     ax.set_title(panel.get("title", ""), loc="left", fontsize=10)
 
 
+def names_shown(panel: Mapping[str, Any], series: Sequence[Series]) -> list[str] | None:
+    """What a stat of ``textMode: name`` shows (each series' legend, as Grafana does), or None
+    for a stat that shows its value."""
+    if panel.get("options", {}).get("textMode") != "name":
+        return None
+    return [s.name for s in series if s.values][:MAX_SERIES]
+
+
 def _draw_stat(ax: Any, panel: Mapping[str, Any], series: list[Series]) -> None:
     ax.axis("off")
     ax.set_title(panel.get("title", ""), loc="left", fontsize=10)
@@ -259,6 +267,11 @@ def _draw_stat(ax: Any, panel: Mapping[str, Any], series: list[Series]) -> None:
     if not latest:
         ax.text(0.5, 0.45, "no data", ha="center", va="center", fontsize=14, color="grey",
                 transform=ax.transAxes)
+        return
+    names = names_shown(panel, series)
+    if names is not None:
+        ax.text(0.5, 0.45, "\n".join(names), ha="center", va="center", fontsize=11,
+                color="green", fontweight="bold", transform=ax.transAxes)
         return
     unit = panel.get("fieldConfig", {}).get("defaults", {}).get("unit", "")
     value = latest[0]

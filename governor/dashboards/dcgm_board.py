@@ -17,10 +17,19 @@ from grafana_foundation_sdk.models import dashboard as dm
 from governor.contracts.metrics import dcgm
 from governor.contracts.metrics.scrape import LABEL_INSTANCE as INSTANCE
 from governor.contracts.metrics.scrape import SCRAPE_DURATION, SCRAPE_SAMPLES
-from governor.contracts.promql import Matcher, Selector, max_by, rate, regex, sum_by
+from governor.contracts.promql import Matcher, Selector, max_by, ne, rate, regex, sum_by
 from governor.dashboards import gpu_board
 from governor.dashboards.board import Board, fleet_variables, label_variable
-from governor.dashboards.panels import BAD_COLOR, Line, Query, Spec, stat, text, timeseries
+from governor.dashboards.panels import (
+    BAD_COLOR,
+    NAME_ONLY,
+    Line,
+    Query,
+    Spec,
+    stat,
+    text,
+    timeseries,
+)
 from governor.dashboards.variables import RATE_INTERVAL, ref, scope, variable
 from governor.slo.spec import SloSpec
 
@@ -148,6 +157,42 @@ def _errors_row(board: Board) -> None:
         Spec("PCIe traffic", "Bytes per second over PCIe (host ↔ GPU), headers included "
              "(DCGM profiling).", "Bps", width=8),
         [_gauge(dcgm.PCIE_TX, f"tx {PER_GPU}"), _gauge(dcgm.PCIE_RX, f"rx {PER_GPU}")]))
+    board.panel(timeseries(
+        Spec("NVLink traffic", _about("Bytes per second over all of a GPU's NVLink links "
+             "(DCGM profiling): tensor-parallel all-reduces live here.", dcgm.NVLINK_TX),
+             "Bps", width=8),
+        [_gauge(dcgm.NVLINK_TX, f"tx {PER_GPU}"), _gauge(dcgm.NVLINK_RX, f"rx {PER_GPU}")]))
+
+
+MIG_LABELS: Final = (*LABELS, ne(dcgm.LABEL_MIG_INSTANCE, ""))
+MIG_DEVICE: Final = f"GPU {ref(dcgm.LABEL_GPU)} GI {ref(dcgm.LABEL_MIG_INSTANCE)} {ref(INSTANCE)}"
+DRIVERS: Final = (dcgm.LABEL_DRIVER_UNTIL_4_8, dcgm.LABEL_DRIVER)
+
+
+def _mig_row(board: Board) -> None:
+    board.row("MIG and versions")
+    instances = (*BY_GPU, dcgm.LABEL_MIG_INSTANCE, dcgm.LABEL_MIG_PROFILE)
+    board.panel(stat(
+        Spec("MIG instances", "The GPU instances each GPU is split into, by profile: "
+             "dcgm-exporter labels a MIG instance's series with GPU_I_PROFILE and GPU_I_ID "
+             "(empty on GPUs without MIG mode).", "short", width=8, height=8),
+        Query(f"count by ({dcgm.LABEL_MIG_PROFILE}) "
+              f"({max_by(instances, dcgm.FB_USED.base(MIG_LABELS))})",
+              ref(dcgm.LABEL_MIG_PROFILE), instant=True)))
+    board.panel(timeseries(
+        Spec("MIG memory", "Memory in use on each GPU instance, and its size (used + free).",
+             "bytes", width=8),
+        [_gauge(dcgm.FB_USED, f"used {MIG_DEVICE}", MIG_LABELS),
+         Query(dcgm.memory_total(MIG_LABELS), f"total {MIG_DEVICE}")]))
+    board.panel(stat(
+        Spec("Driver and CUDA", "The NVIDIA driver each host runs, from the label dcgm-exporter "
+             "puts on every series (DCGM_FI_DRIVER_VERSION, DCGM_FI_SYSTEM_DRIVER_VERSION from "
+             "4.9). The CUDA version is not among DCGM's default fields.", "short", width=8,
+             height=8),
+        Query(f"count by ({INSTANCE}, {', '.join(DRIVERS)}) "
+              f"({dcgm.PRESENCE.base(EXPORTER_LABELS)})",
+              f"{ref(INSTANCE)} driver {''.join(ref(d) for d in DRIVERS)}", instant=True),
+        text_mode=NAME_ONLY))
 
 
 def _exporter_row(board: Board) -> None:
@@ -182,6 +227,7 @@ def dcgm_board(spec: SloSpec, source: str) -> Board:
                           dcgm.DRAM_ACTIVE))
     _memory_power_row(board)
     _errors_row(board)
+    _mig_row(board)
     _exporter_row(board)
     return board
 

@@ -59,7 +59,7 @@ def readings_table() -> str:
     rows = [f"| reading | {' | '.join(RELEASE_TITLES)} | to Governor's unit | DCGM id "
             "| default CSV | names read from |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    rows += [_reading_row(reading) for reading in dcgm.READINGS]
+    rows += [_reading_row(reading) for reading in (*dcgm.READINGS, *dcgm.UNPINNED)]
     return "\n".join(rows)
 
 
@@ -77,7 +77,7 @@ def _panel_row(panel: dict[str, Any]) -> str:
     text = "\n".join(target["expr"] for target in panel.get("targets", []))
     cells = []
     for release in dcgm.RELEASES:
-        names = [field.name for reading in dcgm.READINGS
+        names = [field.name for reading in (*dcgm.READINGS, *dcgm.UNPINNED)
                  if (field := reading.in_release(release)) is not None
                  and f"{field.name}{{" in text]
         cells.append(", ".join(f"`{name}`" for name in names) or "Prometheus's own")

@@ -19,6 +19,7 @@ from governor.contracts.promql import Matcher, Selector, increase, rate, regex, 
 from governor.dashboards.board import Board, BoardInfo, fleet_variables, label_variable
 from governor.dashboards.panels import (
     BAD_COLOR,
+    NAME_ONLY,
     Line,
     Query,
     Spec,
@@ -150,6 +151,37 @@ def _errors_row(board: Board) -> None:
              "corrupted packets.", "Bps", width=8),
         [Query(_series(g.PCIE_TRANSMIT_RATE), f"tx {PER_GPU}"),
          Query(_series(g.PCIE_RECEIVE_RATE), f"rx {PER_GPU}")]))
+    board.panel(timeseries(
+        Spec("NVLink traffic", "Bytes per second over all of a GPU's NVLink links (GPM): "
+             "tensor-parallel all-reduces live here, so a GPU whose traffic differs from its "
+             "peers' is the one to look at.", "Bps", width=8),
+        [Query(_series(g.NVLINK_TRANSMIT_RATE), f"tx {PER_GPU}"),
+         Query(_series(g.NVLINK_RECEIVE_RATE), f"rx {PER_GPU}")]))
+
+
+MIG_DEVICE: Final = (f"GPU {ref(g.LABEL_GPU)} GI {ref(g.LABEL_GPU_INSTANCE)} "
+                     f"CI {ref(g.LABEL_COMPUTE_INSTANCE)} {ref(INSTANCE)}")
+
+
+def _mig_row(board: Board) -> None:
+    board.row("MIG and versions")
+    board.panel(stat(
+        Spec("MIG instances", "The MIG devices each GPU is split into, by profile (empty on "
+             "GPUs without MIG mode).", "short", width=8, height=8),
+        Query(f"count by ({g.LABEL_MIG_PROFILE}) ({_series(g.MIG_INFO)})",
+              f"{ref(g.LABEL_MIG_PROFILE)}", instant=True)))
+    board.panel(timeseries(
+        Spec("MIG memory", "Memory in use on each MIG device, and its size.", "bytes",
+             width=8),
+        [Query(_series(g.MIG_MEMORY_USED), f"used {MIG_DEVICE}"),
+         Query(_series(g.MIG_MEMORY_TOTAL), f"total {MIG_DEVICE}")]))
+    board.panel(stat(
+        Spec("Driver and CUDA", "The NVIDIA driver and the CUDA version it supports, as the "
+             "exporter reads them from NVML, per host.", "short", width=8, height=8),
+        Query(f"count by ({INSTANCE}, {g.LABEL_DRIVER_VERSION}, {g.LABEL_CUDA_VERSION}) "
+              f"({_series(g.INFO)})",
+              f"{ref(INSTANCE)} driver {ref(g.LABEL_DRIVER_VERSION)} CUDA "
+              f"{ref(g.LABEL_CUDA_VERSION)}", instant=True), text_mode=NAME_ONLY))
 
 
 def _exporter_row(board: Board) -> None:
@@ -182,6 +214,7 @@ def gpu_board(spec: SloSpec, source: str) -> Board:
                       dram_about="Share of peak HBM bandwidth in use (GPM).")
     _memory_power_row(board)
     _errors_row(board)
+    _mig_row(board)
     _exporter_row(board)
     return board
 

@@ -22,6 +22,7 @@ from grafana_foundation_sdk.models import dashboard as dm
 
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import controller as c
+from governor.contracts.metrics import runtime as rt
 from governor.contracts.metrics import service as m
 from governor.contracts.metrics import vllm
 from governor.contracts.metrics.scrape import LABEL_INSTANCE
@@ -46,10 +47,12 @@ from governor.contracts.stages import FIRST_TOKEN, Stage
 from governor.dashboards import controller_events
 from governor.dashboards.board import Board, BoardInfo, fleet_variables, label_variable
 from governor.dashboards.panels import (
+    NAME_ONLY,
     Line,
     Query,
     Spec,
     heatmap,
+    stat,
     text,
     timeseries,
 )
@@ -238,14 +241,64 @@ def _stage_panel(title: str, about: str, quantile: float | None, spec: SloSpec,
                       stacked=True)
 
 
+def _render_panel() -> ts_builder.Panel:
+    """vLLM's own "before the engine" stage (vLLM >= 0.34): the chat template, tokenizing and
+    multimodal preprocessing of each request, by request type."""
+    by = (vllm.LABEL_REQUEST_TYPE,)
+    render = vllm.REQUEST_RENDER_DURATION
+    legend = ref(vllm.LABEL_REQUEST_TYPE)
+    return timeseries(
+        Spec("Rendering (before the engine)", "Time vLLM spends rendering a request before it "
+             "reaches the engine: the chat template, tokenizing and multimodal preprocessing "
+             f"({render.name}, vLLM 0.34 and later; older servers leave this panel empty). "
+             "The first-token verdict counts it as tokenizer time: vLLM stamps a request's "
+             "arrival after rendering, so its time to first token leaves this out.", "s",
+             width=8),
+        [*(Query(histogram_quantile(q, render.name, LABELS, RATE_INTERVAL, by=by),
+                 f"p{format_number(q * 100)} {legend}") for q in (0.5, 0.99)),
+         Query(mean(render.name, LABELS, RATE_INTERVAL, by=by), f"mean {legend}")])
+
+
+def _ttft_by_prompt_panel(spec: SloSpec) -> ts_builder.Panel:
+    """Time to first token per prompt-size bucket (the service's own histogram of it)."""
+    by = (m.LABEL_PROMPT_SIZE,)
+    legend = f"≤ {ref(m.LABEL_PROMPT_SIZE)} tokens"
+    return timeseries(
+        Spec("Time to first token by prompt size", "p50 and p99 of the time to first token "
+             "for each prompt size (the smallest of "
+             f"{', '.join(m.PROMPT_SIZES[:-1])} tokens a prompt fits in, or {m.PROMPT_SIZE_MORE}"
+             "): prefill grows with the prompt, so a long-prompt bucket over the SLO line while "
+             "short ones sit under it says the token budget or the prompts, not the queue. "
+             "Dashed: the per-request latency SLOs.", "s", width=8),
+        [Query(histogram_quantile(q, m.TIME_TO_FIRST_TOKEN_BY_PROMPT.name, LABELS,
+                                  RATE_INTERVAL, by=by),
+               f"p{format_number(q * 100)} {legend}") for q in (0.5, 0.99)],
+        lines=request_slo_lines(spec))
+
+
+def _prompt_lengths_panel() -> ts_builder.Panel:
+    """Stock vLLM's prompt lengths: it has no latency series by prompt size, so the lengths go
+    beside the time to first token."""
+    tokens = vllm.REQUEST_PROMPT_TOKENS
+    return timeseries(
+        Spec("Prompt length", f"Quantiles of the prompt length in tokens ({tokens.name}, "
+             "edges 1-2-5 up to the server's max_model_len). vLLM keeps no latency by prompt "
+             "size: read a rise here against the time to first token above.", "short",
+             width=8),
+        [Query(histogram_quantile(q, tokens.name, LABELS, RATE_INTERVAL),
+               f"p{format_number(q * 100)}") for q in (0.5, 0.9, 0.99)])
+
+
 def _stages_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
     board.row("Where the time goes")
     if series.stock_vllm:
+        board.panel(_render_panel())
+        board.panel(_prompt_lengths_panel())
         board.panel(text(f"Where the time goes: {NOT_ON_STOCK_VLLM.lower()}", (
-            f"**{NOT_ON_STOCK_VLLM}.**\n\nThe stages of a request before and after the engine "
-            "(reading, decoding, the chat template,\ntokenizing, admission, writing the stream) "
-            "are measured by `governor serve`.\nOn stock vLLM, see **Where engine time goes** "
-            "above."), height=6))
+            f"**{NOT_ON_STOCK_VLLM}** but rendering.\n\nThe other stages of a request before "
+            "and after the engine (reading, decoding, admission, writing the stream) are "
+            "measured by `governor serve`.\nOn stock vLLM, see **Where engine time goes** "
+            "above."), width=8, height=8))
         return
     stages = ", ".join(stage.value for stage in Stage)
     about = (f"Each stage of a request that reached the engine ({stages}), stacked in that "
@@ -259,6 +312,7 @@ def _stages_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
                              "up to the mean request duration exactly.", None, spec))
     board.panel(_text_threads_panel())
     board.panel(_prompt_panel())
+    board.panel(_ttft_by_prompt_panel(spec))
 
 
 def _stage_mean(*stages: Stage) -> str:
@@ -308,11 +362,14 @@ def counted_against(spec: SloSpec, requests: Metric = m.REQUESTS) -> str:
 
 def _rejections(spec: SloSpec, series: ServerSeries) -> cog.Builder[dm.Panel]:
     if series.stock_vllm:
-        return text(f"Admission rejections: {NOT_ON_STOCK_VLLM.lower()}", (
-            f"**{NOT_ON_STOCK_VLLM}.**\n\nThe bounded admission queue (429 when full, 503\n"
-            "after waiting too long, `Retry-After`) is `governor serve`'s.\n`vllm serve` admits "
-            "every request into its engine's\nwaiting queue: see **Running and waiting**, and\n"
-            "`4xx`/`5xx` under **Requests by status**."), width=8, height=8)
+        reason = ref(vllm.LABEL_REASON)
+        return timeseries(
+            Spec("Admission rejections", "Requests vLLM turned away at its queue limits, by "
+                 "reason (--max-num-queued-reqs, --max-num-queued-tokens; vLLM 0.32 and "
+                 "later). vLLM has no such limit unless one is set, and still counts zero.",
+                 "reqps", width=8),
+            [Query(sum_by((vllm.LABEL_REASON,), _rate(vllm.ADMISSION_REJECTIONS)), reason)],
+            bars=True)
     classes = spec.classes.declared
     return timeseries(
         Spec("Admission rejections", "Requests turned away by the service's bounded admission "
@@ -417,6 +474,48 @@ def _scheduler_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
                f"{ref(vllm.LABEL_FINISHED_REASON)}")], stacked=True))
 
 
+def _features_row(board: Board) -> None:
+    """vLLM's optional features, each drawn where the running vLLM has it switched on."""
+    board.row("vLLM features")
+    accepted = _rate(vllm.SPEC_DECODE_ACCEPTED_TOKENS)
+    by = (LABEL_INSTANCE,)
+    board.panel(timeseries(
+        Spec("Speculative decoding acceptance", "Share of draft tokens the target model "
+             "accepted (vllm:spec_decode_*, with --speculative-config; empty without). A "
+             "falling share means drafts cost verification time without saving steps.",
+             "percentunit", width=8),
+        [Query(ratio_of_rates(Selector(vllm.SPEC_DECODE_ACCEPTED_TOKENS.total, LABELS),
+                              Selector(vllm.SPEC_DECODE_DRAFT_TOKENS.total, LABELS),
+                              RATE_INTERVAL, by), f"accepted {ref(LABEL_INSTANCE)}")],
+        max_value=1))
+    board.panel(timeseries(
+        Spec("Tokens per draft", "Mean accepted tokens per draft, plus the one token the "
+             "target model adds: the tokens each verification step yields (1 = drafting "
+             "gains nothing).", "short", width=8),
+        [Query(f"1 + {sum_by(by, accepted)} / {sum_by(by, _rate(vllm.SPEC_DECODE_DRAFTS))}",
+               f"tokens per step {ref(LABEL_INSTANCE)}")]))
+    board.panel(stat(
+        Spec("LoRA adapters", "Adapters running and waiting on each server, and the most it "
+             "holds at once (vllm:lora_requests_info, with --enable-lora; empty without). "
+             "vLLM keeps a series per state it has seen, valued at the time it last held: "
+             "the newest is the current one.", "short", width=8, height=8),
+        Query(f"topk by ({LABEL_INSTANCE}) (1, {_series(vllm.LORA_REQUESTS_INFO.name)})",
+              f"{ref(LABEL_INSTANCE)} running: {ref(vllm.LABEL_RUNNING_LORA)} waiting: "
+              f"{ref(vllm.LABEL_WAITING_LORA)} (max {ref(vllm.LABEL_MAX_LORA)})",
+              instant=True), text_mode=NAME_ONLY, no_value="LoRA off"))
+    versions = (LABEL_INSTANCE, rt.LABEL_VLLM_VERSION, rt.LABEL_TORCH_VERSION,
+                rt.LABEL_TORCH_CUDA_VERSION)
+    board.panel(stat(
+        Spec("Versions", "vLLM, torch and the CUDA torch was built for, on each server "
+             f"({rt.RUNTIME_INFO.series}, from governor serve or Governor's middleware in "
+             "vllm serve; none: not installed, or a CPU build). The driver and the CUDA it "
+             "supports are on the GPU board.", "short", width=24, height=4),
+        Query(f"count by ({', '.join(versions)}) ({_series(rt.RUNTIME_INFO.series)})",
+              f"{ref(LABEL_INSTANCE)}: vLLM {ref(rt.LABEL_VLLM_VERSION)}, torch "
+              f"{ref(rt.LABEL_TORCH_VERSION)}, CUDA {ref(rt.LABEL_TORCH_CUDA_VERSION)}",
+              instant=True), text_mode=NAME_ONLY))
+
+
 def _limit_queries(spec: SloSpec, series: ServerSeries, param: str) -> list[Query]:
     """In force, floor and ceiling: the service's own gauges, or on stock vLLM (which exports
     none) the controller's, as it last read each target (``target`` is the instance)."""
@@ -464,6 +563,7 @@ def inference_board(spec: SloSpec, source: str) -> Board:
     _scheduler_row(spec, series, board)
     _limits_row(spec, series, board)
     probe_row(board)
+    _features_row(board)
     return board
 
 

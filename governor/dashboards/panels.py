@@ -132,15 +132,21 @@ def timeseries(spec: Spec, queries: Sequence[Query], *, lines: Sequence[Line] = 
     return panel
 
 
+# A stat that shows each series' legend instead of its value (an identity: versions, adapters).
+NAME_ONLY: Final = cm.BigValueTextMode.NAME
+
+
 def stat(spec: Spec, query: Query, *, base_color: str = OK_COLOR,
          steps: Sequence[tuple[float, str]] = (), decimals: int | None = None,
-         no_value: str = "no data") -> stat_builder.Panel:
-    """One number (the last value), coloured by ``steps``."""
+         no_value: str = "no data",
+         text_mode: cm.BigValueTextMode = cm.BigValueTextMode.AUTO) -> stat_builder.Panel:
+    """One number (the last value), coloured by ``steps``; with ``text_mode=NAME_ONLY`` each
+    series' legend instead."""
     panel = (stat_builder.Panel().title(spec.title).description(spec.description)
              .datasource(prometheus_ref()).unit(spec.unit).span(spec.width).height(spec.height)
              .targets(_targets([query]))
              .graph_mode(cm.BigValueGraphMode.NONE).color_mode(cm.BigValueColorMode.VALUE)
-             .justify_mode(cm.BigValueJustifyMode.AUTO).text_mode(cm.BigValueTextMode.AUTO)
+             .justify_mode(cm.BigValueJustifyMode.AUTO).text_mode(text_mode)
              .wide_layout(True).show_percent_change(False)
              .percent_change_color_mode(cm.PercentChangeColorMode.STANDARD)
              .orientation(cm.VizOrientation.AUTO)

@@ -66,6 +66,7 @@ from governor.inference.telemetry.tracing import (
     exemplar,
     setup_tracing,
 )
+from governor.vllm.runtime_info import runtime_versions
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +148,7 @@ def _engine_ctx(
         metrics = ServiceMetrics(app[keys.REGISTRY], engine.model_name, config.classes.names,
                                  dict(config.latency_buckets))
         metrics.set_info(config.engine.kind, engine.model_name, VERSION)
+        metrics.set_runtime(runtime_versions())
         metrics.engine_ready.set_function(lambda: 1.0 if engine.ready else 0.0)
         app[keys.ENGINE_SPAN_ATTRIBUTES] = {}
         if isinstance(engine, OnGpus):

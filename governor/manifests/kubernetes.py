@@ -66,6 +66,9 @@ PROBE_PERIOD_SECONDS: Final = 10
 # The labels NVIDIA's GPU feature discovery puts on GPU nodes, and the taint GPU pools carry.
 GPU_NODE_LABEL: Final = "nvidia.com/gpu.present"
 GPU_RESOURCE: Final = "nvidia.com/gpu"
+# A MIG device of one profile, as the NVIDIA device plugin advertises it under the "mixed" MIG
+# strategy: nvidia.com/mig-1g.10gb.
+MIG_RESOURCE: Final = "nvidia.com/mig-{profile}"
 
 EXPORTER_NAME: Final = "governor-exporter"
 INFERENCE_NAME: Final = "governor-inference"
@@ -101,10 +104,19 @@ def _job_relabeling(target: Target) -> list[Object]:
              "targetLabel": LABEL_NODE}]
 
 
+def gpu_resource(k8s: Kubernetes) -> str:
+    """What an inference pod asks the device plugin for: whole GPUs, or MIG devices."""
+    if k8s.mig_profile is None:
+        return GPU_RESOURCE
+    return MIG_RESOURCE.format(profile=k8s.mig_profile)
+
+
 def _resources(k8s: Kubernetes, container: str, gpus: int = 0) -> Object:
-    """The container's requests and limits (the spec's over the defaults), and its GPUs."""
+    """The container's requests and limits (the spec's over the defaults), and its GPUs (or
+    MIG devices: a profile in the spec)."""
     given = k8s.resources_of(container)
-    limits: dict[str, str | int] = {**given.limits, **({GPU_RESOURCE: gpus} if gpus else {})}
+    limits: dict[str, str | int] = {**given.limits,
+                                    **({gpu_resource(k8s): gpus} if gpus else {})}
     return {"requests": dict(given.requests), **({"limits": limits} if limits else {})}
 
 

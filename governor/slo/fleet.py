@@ -179,6 +179,9 @@ class Kubernetes:
     model: str = DEFAULT_MODEL
     replicas: int = 1
     gpus_per_replica: int = 1
+    # A MIG profile ("1g.10gb"): each replica then asks for gpus_per_replica MIG devices of it
+    # (nvidia.com/mig-<profile>, the GPU Operator's "mixed" MIG strategy) instead of whole GPUs.
+    mig_profile: str | None = None
     # What the inference pods run: "governor" (governor serve --engine vllm, from vllm_image) or
     # "vllm" (stock vllm serve with Governor's admin middleware; vllm_image is then the team's
     # own vLLM image with Governor installed into it: docs/stock-vllm.md).

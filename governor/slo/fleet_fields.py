@@ -42,6 +42,8 @@ _K8S_LABEL_VALUE: Final = re.compile(rf"({_K8S_NAME})?")
 _URL: Final = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]*)?")
 _RUNBOOKS: Final = re.compile(r"[A-Za-z0-9._~%/:+@-]{1,512}")
 _IMAGE: Final = re.compile(r"[a-z0-9]([a-zA-Z0-9._/:@-]{0,254})")
+# A MIG profile as NVIDIA names them (compute slices "g", memory "gb"): 1g.10gb, 3g.40gb, 7g.80gb.
+MIG_PROFILE: Final = re.compile(r"[1-7]g\.[1-9][0-9]{0,2}gb")
 _MODEL: Final = re.compile(r"[A-Za-z0-9._/:@+-]{1,256}")
 _SELECTOR_VALUE: Final = re.compile(r"[^\x00-\x1f\x7f]{0,256}")
 # A Kubernetes quantity without an exponent: 500m, 2, 0.5, 16Gi, 512M.
@@ -348,7 +350,7 @@ def _requests_within_limits(k8s: Kubernetes, path: Path_, problems: Problems) ->
 
 def kubernetes(value: object, path: Path_, problems: Problems) -> Kubernetes | None:
     keys = ("namespace", "labels", "prometheus", "image", "vllm_image", "model", "replicas",
-            "gpus_per_replica", "server", "resources")
+            "gpus_per_replica", "mig_profile", "server", "resources")
     fields = parse_mapping(value, path, problems, keys)
     if fields is None:
         return None
@@ -376,7 +378,9 @@ def kubernetes(value: object, path: Path_, problems: Problems) -> Kubernetes | N
         "resources": _field(fields, "resources", d.resources,
                             lambda v: _resources(v, (*path, "resources"), problems)),
     }
-    if any(item is None for item in parsed.values()):
+    mig = text("mig_profile", MIG_PROFILE, "a MIG profile such as 1g.10gb or 3g.40gb") \
+        if "mig_profile" in fields else None
+    if any(item is None for item in parsed.values()) or ("mig_profile" in fields and not mig):
         return None
-    k8s = Kubernetes(**parsed)  # type: ignore[arg-type]
+    k8s = Kubernetes(**parsed, mig_profile=mig)  # type: ignore[arg-type]
     return k8s if _requests_within_limits(k8s, path, problems) else None

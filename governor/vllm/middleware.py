@@ -26,6 +26,7 @@ from governor.vllm.admin import AdminRoute, AdminSettings, Answer
 from governor.vllm.admission import AdmissionMiddleware
 from governor.vllm.asgi import ASGIApp, Receive, Scope, Send, body_chunks, header, send_answer
 from governor.vllm.gate import GateSettings
+from governor.vllm.runtime_info import export_runtime_info
 
 __all__ = ["AdminMiddleware", "body_chunks", "header", "send_answer"]
 
@@ -43,6 +44,7 @@ class AdminMiddleware:
         # /metrics reads them.
         gate = gate or GateSettings.from_env(os.environ)
         self.app = app if gate is None else AdmissionMiddleware(app, gate, registry=registry)
+        export_runtime_info(registry)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("path") != ADMIN_BATCHING_PATH:

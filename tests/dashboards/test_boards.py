@@ -13,7 +13,7 @@ import yaml
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import controller as c
 from governor.contracts.metrics import gpu as g
-from governor.contracts.metrics import probe, verdict, vllm
+from governor.contracts.metrics import probe, runtime, verdict, vllm
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import slo as n
 from governor.contracts.stages import Stage
@@ -29,7 +29,7 @@ from governor.slo.burn import SLI_WINDOWS, TIERS
 from tests.dashboards.boards import ROOT, all_queries, boards, default_files, metric_references
 
 SPEC = load_checked_spec(ROOT / "slo.yaml")
-SUFFIXES = ("_total", "_bucket", "_sum", "_count")
+SUFFIXES = ("_total", "_bucket", "_sum", "_count", "_info")
 
 
 def declared(module: ModuleType) -> set[str]:
@@ -42,7 +42,7 @@ def known_metrics() -> set[str]:
                  n.CLASS_SLI_EVENTS_RATE, n.CLASS_SLI_ERROR_EVENTS_RATE,
                  n.CLASS_SLI_ERROR_RATIO, n.CLASS_BURN_RATE)}
     return (declared(svc) | declared(vllm) | declared(g) | declared(c) | declared(n)
-            | declared(verdict) | declared(probe) | recorded)
+            | declared(verdict) | declared(probe) | declared(runtime) | recorded)
 
 
 def base_name(name: str) -> str:

@@ -40,7 +40,8 @@ def exprs(panel: dict[str, Any]) -> str:
 
 
 NOT_IN_DCGM = ("Memory by process", "Sampling round", "Round phases", "Exporter errors")
-DECLARED = {field.name for reading in dcgm.READINGS for field in reading.fields} | {
+DECLARED = {field.name for reading in (*dcgm.READINGS, *dcgm.UNPINNED)
+            for field in reading.fields} | {
     SCRAPE_DURATION.name, SCRAPE_SAMPLES.name}
 
 

@@ -50,7 +50,8 @@ def test_every_query_selects_a_series_something_on_the_stock_fleet_exports() -> 
     names where the example reads it) or a recording rule's; a typo fails too."""
     exported = known_metrics() - declared(svc)
     if STOCK.targets.gpu.dcgm:
-        exported |= {f.name for r in dcgm.READINGS for f in r.fields} | SCRAPE_SERIES
+        exported |= {f.name for r in (*dcgm.READINGS, *dcgm.UNPINNED)
+                     for f in r.fields} | SCRAPE_SERIES
     unknown = {(q.where, name) for q in stock_queries() for name in metric_references(q.expr)
                if base_name(name) not in exported}
     assert unknown == set()
@@ -84,12 +85,13 @@ def test_requests_by_status_read_vllms_http_counter_and_say_what_the_slo_counts(
            'status="5xx"}` count against the availability SLO.' in panel["description"]
 
 
-def test_admission_rejections_say_they_are_not_on_stock_vllm_in_the_panel() -> None:
+def test_admission_rejections_are_vllms_own_by_reason() -> None:
     panel = panel_titled(stock_boards()["governor-inference"], "Admission rejections")
-    assert panel["type"] == "text"
-    assert panel["title"] == "Admission rejections: not on stock vllm"
-    assert "**Not on stock vLLM.**" in panel["options"]["content"]
-    assert "Running and waiting" in panel["options"]["content"]
+    assert panel["type"] == "timeseries"
+    assert [t["expr"] for t in panel["targets"]] == [
+        'sum by (reason) (rate(vllm:admission_rejections_total{job=~"$job", '
+        'namespace=~"$namespace", instance=~"$instance"}[$__rate_interval]))']
+    assert [t["legendFormat"] for t in panel["targets"]] == ["{{reason}}"]
     assert (panel["gridPos"]["w"], panel["gridPos"]["h"]) == (8, 8)  # the grid as before
     waiting = panel_titled(stock_boards()["governor-inference"], "Running and waiting")
     assert [t["legendFormat"] for t in waiting["targets"]] == ["running", "waiting (engine)"]

@@ -374,3 +374,32 @@ def test_bad_resources_are_spec_errors_every_one_at_once() -> None:
                                              ("2k", "2000"), (".5", "0.5")])
 def test_quantities_read_as_kubernetes_reads_them(text: str, value: str) -> None:
     assert quantity(text) == Decimal(value)
+
+
+def test_a_mig_profile_asks_each_replica_for_mig_devices_instead_of_gpus() -> None:
+    data = fleet_data()
+    data["kubernetes"]["mig_profile"] = "3g.40gb"
+    objects = rendered(parse_spec(data))
+    deployment = objects[f"Deployment/{k.INFERENCE_NAME}"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    limits = container["resources"]["limits"]
+    assert limits["nvidia.com/mig-3g.40gb"] == 2  # gpus_per_replica MIG devices
+    assert k.GPU_RESOURCE not in limits
+    for document in objects.values():
+        assert errors(document) == [], document["kind"]
+    whole = rendered(fleet_spec())[f"Deployment/{k.INFERENCE_NAME}"]
+    assert whole["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"][
+        k.GPU_RESOURCE] == 2
+
+
+@pytest.mark.parametrize("profile", ["3g.40gb; rm -rf /", "8g.80gb", "1g.0gb", "1g.10GB", "",
+                                     "1g.10gb\n", 3, ["1g.10gb"], "1g." + "9" * 5000 + "gb"])
+def test_a_bad_mig_profile_is_a_spec_error(profile: object) -> None:
+    data = fleet_data()
+    data["kubernetes"]["mig_profile"] = profile
+    with pytest.raises(SpecError) as caught:
+        parse_spec(data)
+    message = str(caught.value)
+    assert "kubernetes.mig_profile" in message
+    assert "MIG profile" in message or "longer than 1024 characters" in message
+    assert len(message) < 2000

@@ -232,3 +232,15 @@ def test_a_heat_maps_colour_scale_stays_inside_its_panel(prometheus: str) -> Non
             assert bar.x0 > plot.x1 and (bar.y0, bar.y1) == (plot.y0, plot.y1)
     finally:
         plt.close(fig)
+
+
+def test_a_stat_that_shows_names_draws_each_series_legend_not_its_value() -> None:
+    """Grafana's ``textMode: name`` (the Versions and Driver panels): the legend is the data."""
+    from governor.preview import Series, names_shown
+
+    series = [Series("a: vLLM 0.32.0", [1.0], [1.0]), Series("b: vLLM 0.34.0", [1.0], [1.0]),
+              Series("gone", [], [])]
+    assert names_shown({"options": {"textMode": "name"}}, series) == [
+        "a: vLLM 0.32.0", "b: vLLM 0.34.0"]
+    assert names_shown({"options": {"textMode": "auto"}}, series) is None
+    assert names_shown({}, series) is None

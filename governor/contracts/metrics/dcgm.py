@@ -316,6 +316,23 @@ PCIE_RX: Final = _renamed(
            "and data payloads - in bytes per second.", FROM_NOTES),
     True, gpu.PCIE_RECEIVE_RATE.name, RELEASE_4_10)
 
+# NVLink throughput (DCGM profiling, ids 1011/1012): rows a fleet adds to the collector CSV.
+# No pinned exposition carries them (the sampled H200s ran on one GPU each), so they are kept
+# out of READINGS, whose every name the pinned expositions are checked against.
+NVLINK_TX: Final = _same(
+    "NVLink transmitted", _field(
+        "DCGM_FI_PROF_NVLINK_TX_BYTES", 1011, "gauge", "B/s",
+        "The rate of data transmitted over NVLink, not including protocol headers, in bytes "
+        "per second.", FROM_CSV),
+    False, gpu.NVLINK_TRANSMIT_RATE.name)
+NVLINK_RX: Final = _same(
+    "NVLink received", _field(
+        "DCGM_FI_PROF_NVLINK_RX_BYTES", 1012, "gauge", "B/s",
+        "The rate of data received over NVLink, not including protocol headers, in bytes per "
+        "second.", FROM_CSV),
+    False, gpu.NVLINK_RECEIVE_RATE.name)
+UNPINNED: Final = (NVLINK_TX, NVLINK_RX)
+
 # Every reading Governor takes from dcgm-exporter, in docs/dcgm.md's order.
 READINGS: Final = (
     GPU_UTIL, SM_ACTIVE, SM_OCCUPANCY, TENSOR_ACTIVE, DRAM_ACTIVE, FB_USED, FB_FREE, FB_CAPACITY,

@@ -119,6 +119,27 @@ REQUEST_PROMPT_TOKENS: Final = Metric(
     "governor_request_prompt_tokens", "histogram",
     "Tokens of each admitted generation request's prompt.", "tokens", (), PROMPT_SIZE_BUCKETS,
 )
+# Time to first token by the prompt's size: the smallest of these token counts the prompt fits
+# in, or "more" (five label values, so the series stay few).
+LABEL_PROMPT_SIZE: Final = "prompt_size"
+PROMPT_SIZE_LIMITS: Final = (128, 512, 2048, 8192)
+PROMPT_SIZE_MORE: Final = "more"
+PROMPT_SIZES: Final = (*(str(limit) for limit in PROMPT_SIZE_LIMITS), PROMPT_SIZE_MORE)
+TIME_TO_FIRST_TOKEN_BY_PROMPT: Final = Metric(
+    "governor_time_to_first_token_by_prompt_seconds", "histogram",
+    "Time to first token by prompt size: prompt_size is the smallest of 128, 512, 2048 and "
+    "8192 tokens the prompt fits in, or more.", "seconds", (LABEL_PROMPT_SIZE,),
+    TIME_TO_FIRST_TOKEN.buckets)
+
+
+def prompt_size(tokens: int) -> str:
+    """The ``prompt_size`` label of a prompt of ``tokens`` tokens::
+
+        >>> prompt_size(100), prompt_size(128), prompt_size(129), prompt_size(100_000)
+        ('128', '128', '512', 'more')
+    """
+    return next((str(limit) for limit in PROMPT_SIZE_LIMITS if tokens <= limit),
+                PROMPT_SIZE_MORE)
 
 # ---- requests and tokens ---------------------------------------------------------------------
 REQUESTS: Final = Metric(

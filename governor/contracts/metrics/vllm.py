@@ -77,6 +77,38 @@ REQUEST_SUCCESS: Final = Metric(
     "vllm:request_success", "counter", "Count of successfully processed requests.", "requests",
     (*ENGINE_LABELS, LABEL_FINISHED_REASON))
 
+# ---- series of vLLM's optional features, each only where the running vLLM has it -------------
+# The admission limits (--max-num-queued-reqs, --max-num-queued-tokens): absent from 0.25,
+# present in 0.32 and later; every reason reads 0 from the start. No ``engine`` label.
+LABEL_REASON: Final = "reason"
+ADMISSION_REJECTIONS: Final = Metric(
+    "vllm:admission_rejections", "counter",
+    "Number of admission attempts rejected by a queue limit, by reason.", "requests",
+    (LABEL_MODEL, LABEL_REASON))
+# Speculative decoding (--speculative-config): drafts proposed, draft tokens, tokens accepted.
+SPEC_DECODE_DRAFTS: Final = Metric(
+    "vllm:spec_decode_num_drafts", "counter", "Number of spec decoding drafts.", "drafts",
+    ENGINE_LABELS)
+SPEC_DECODE_DRAFT_TOKENS: Final = Metric(
+    "vllm:spec_decode_num_draft_tokens", "counter", "Number of draft tokens.", "tokens",
+    ENGINE_LABELS)
+SPEC_DECODE_ACCEPTED_TOKENS: Final = Metric(
+    "vllm:spec_decode_num_accepted_tokens", "counter", "Number of accepted tokens.", "tokens",
+    ENGINE_LABELS)
+# LoRA (--enable-lora): a gauge whose value is the time of its last update and whose labels
+# carry the state, the adapters as comma-separated names.
+LABEL_MAX_LORA: Final = "max_lora"
+LABEL_RUNNING_LORA: Final = "running_lora_adapters"
+LABEL_WAITING_LORA: Final = "waiting_lora_adapters"
+LORA_REQUESTS_INFO: Final = Metric(
+    "vllm:lora_requests_info", "gauge", "Running stats on lora requests.", "",
+    (LABEL_MAX_LORA, LABEL_WAITING_LORA, LABEL_RUNNING_LORA))
+# Prompt lengths: a 1-2-5 series of edges up to the server's max_model_len.
+REQUEST_PROMPT_TOKENS: Final = Metric(
+    "vllm:request_prompt_tokens", "histogram", "Number of prefill tokens processed.", "tokens",
+    ENGINE_LABELS, (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0))
+PROMPT_TOKENS_EDGES: Final = "1-2-5 up to max_model_len"
+
 # ---- histograms (a latency SLI of slo.yaml may count any but the last) ------------------------
 TIME_TO_FIRST_TOKEN: Final = Metric(
     "vllm:time_to_first_token_seconds", "histogram",

@@ -143,6 +143,8 @@ class Generation:
         if self.first_ns == 0:
             self.first_ns = self.last_ns
             self.latency.ttft.observe(now - self.clock.start, self.exemplar)
+            self.metrics.observe_ttft_by_prompt(len(self.request.prompt_token_ids),
+                                                now - self.clock.start)
             if self.on_first_token is not None:
                 self.on_first_token(now)
             if self.facts is not None:

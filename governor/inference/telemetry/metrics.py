@@ -25,6 +25,7 @@ from governor.admission.deadline import WaitSample
 from governor.contracts.declaration import Metric
 from governor.contracts.families import info_family
 from governor.contracts.instruments import counter, gauge, info
+from governor.contracts.metrics import runtime
 from governor.contracts.metrics import service as m
 from governor.contracts.stages import Stage
 from governor.inference.admission.queue import AdmissionQueue
@@ -94,6 +95,8 @@ class ServiceMetrics:
                                         [[stage.value] for stage in Stage])
         self._prompt_bytes = CountedHistogram(m.REQUEST_PROMPT_BYTES, registry).labels()
         self._prompt_tokens = CountedHistogram(m.REQUEST_PROMPT_TOKENS, registry).labels()
+        by_prompt = CountedHistogram(m.TIME_TO_FIRST_TOKEN_BY_PROMPT, registry)
+        self._ttft_by_prompt = {size: by_prompt.labels(size) for size in m.PROMPT_SIZES}
         self.requests = CountedCounter(m.REQUESTS, registry)
         self._in_flight = gauge(m.REQUESTS_IN_FLIGHT, registry)
         self._queue_depth = gauge(m.QUEUE_DEPTH, registry)
@@ -120,6 +123,7 @@ class ServiceMetrics:
         self.limit_changes = counter(m.BATCHING_CHANGES, registry)
         self.engine_ready = gauge(m.ENGINE_READY, registry)
         self.info = info(m.SERVICE_INFO, registry)
+        self.runtime = info(runtime.RUNTIME_INFO, registry)
 
     def latency(self, request_class: str) -> ClassLatency:
         return self._latency[request_class]
@@ -135,6 +139,12 @@ class ServiceMetrics:
     def observe_prompt(self, prompt_bytes: int, prompt_tokens: int) -> None:
         self._prompt_bytes.observe(prompt_bytes)
         self._prompt_tokens.observe(prompt_tokens)
+
+    def observe_ttft_by_prompt(self, prompt_tokens: int, seconds: float) -> None:
+        self._ttft_by_prompt[m.prompt_size(prompt_tokens)].observe(seconds)
+
+    def set_runtime(self, versions: Mapping[str, str]) -> None:
+        self.runtime.info(dict(versions))
 
     def set_info(self, engine: str, model: str, version: str) -> None:
         self.info.info({m.LABEL_ENGINE: engine, m.LABEL_MODEL: model, m.LABEL_VERSION: version})

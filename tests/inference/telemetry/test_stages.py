@@ -269,3 +269,29 @@ async def test_prompts_that_queue_for_the_one_text_thread_show_it_in_text_queue(
     assert_adds_up(stages, duration)
     assert stages[Stage.TOKENIZE] > 0
     assert stages[Stage.TEXT_QUEUE] > stages[Stage.TOKENIZE]
+
+
+async def test_time_to_first_token_is_counted_in_the_prompts_size_bucket(served: Served) -> None:
+    """A short chat lands in the 128-token bucket, a long one (over 512 tokens) in 2048, each
+    with the time to first token the client-facing histogram counts; the other buckets stay
+    at zero from the start."""
+    reg = served.registry
+
+    def count(size: str) -> float:
+        return reg.get_sample_value(svc.TIME_TO_FIRST_TOKEN_BY_PROMPT.count,
+                                    {svc.LABEL_PROMPT_SIZE: size}) or 0.0
+
+    assert [count(size) for size in svc.PROMPT_SIZES] == [0.0] * len(svc.PROMPT_SIZES)
+    async with aiohttp.ClientSession() as session:
+        for content in ("short", " ".join(f"w{i}" for i in range(700))):
+            async with session.post(f"{served.url}{CHAT}",
+                                    json=chat(2, content, stream=False)) as response:
+                assert response.status == 200
+    assert {size: count(size) for size in svc.PROMPT_SIZES} == {
+        "128": 1.0, "512": 0.0, "2048": 1.0, "8192": 0.0, svc.PROMPT_SIZE_MORE: 0.0}
+    by_prompt = sum(reg.get_sample_value(svc.TIME_TO_FIRST_TOKEN_BY_PROMPT.sum,
+                                         {svc.LABEL_PROMPT_SIZE: size}) or 0.0
+                    for size in svc.PROMPT_SIZES)
+    ttft = reg.get_sample_value(svc.TIME_TO_FIRST_TOKEN.sum, {
+        svc.LABEL_MODEL: "tiny", svc.LABEL_CLASS: svc.DEFAULT_CLASS})
+    assert ttft is not None and abs(by_prompt - ttft) < 1e-9
