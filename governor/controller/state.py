@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from governor.contracts.batching import MAX_LIMIT
 from governor.contracts.admission import MAX_SLACK
+from governor.contracts.batching import MAX_LIMIT
 from governor.controller.law.tuning import LawConfig
 from governor.controller.model import (
     Avoid,
