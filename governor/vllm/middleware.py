@@ -42,7 +42,8 @@ class AdminMiddleware:
         # arguments), stands between this route and vLLM's app; its series go where vLLM's
         # /metrics reads them.
         gate = gate or GateSettings.from_env(os.environ)
-        self.app = app if gate is None else AdmissionMiddleware(app, gate, registry=registry)
+        self.app = app if gate is None else AdmissionMiddleware(
+            app, gate, registry=registry, admin=self.route.settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("path") != ADMIN_BATCHING_PATH:
