@@ -99,9 +99,9 @@ def test_the_controller_moves_its_gate_s_slack_with_a_budget_cut_and_hands_it_ba
     gated_run = run(scenario, arrivals, name="(c+)", admission=Admission(slack=1.0))
     (start, first), *moves = gated_run.slacks
     assert (start, first) == (0.0, 1.0) and moves
-    lowered = [t for t in gated_run.traces if t.decision.admission is not None
-               and t.decision.admission.after < t.decision.admission.before]
-    assert lowered and "budget cut from 8192 to" in lowered[0].decision.admission.explanation
+    moved = [t.decision.admission for t in gated_run.traces if t.decision.admission is not None]
+    lowered = [m for m in moved if m.after < m.before]
+    assert lowered and "budget cut from 8192 to" in lowered[0].explanation
     assert 0.2 <= min(s for _, s in moves) < 1.0
     assert moves[-1][1] == 1.0  # handed back within the run
     ungated = run(scenario, arrivals, name="(c)")
