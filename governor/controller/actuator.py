@@ -16,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import aiohttp
 
 from governor.common.secrets import Secret
+from governor.contracts.admission import MAX_SLACK, SLACK
 from governor.contracts.batching import BatchingReport
-from governor.contracts.endpoints import ADMIN_BATCHING_PATH
+from governor.contracts.endpoints import ADMIN_ADMISSION_PATH, ADMIN_BATCHING_PATH
 from governor.controller import answers
 from governor.controller.actuators import ActuatorEntry
 from governor.controller.model import Limits, Target, TargetLimits
@@ -86,6 +87,24 @@ def parse_limits(body: Any) -> TargetLimits:
                              ) from exc
 
 
+def parse_slack(body: Any) -> float:
+    """The deadline slack a ``/admin/admission`` answer reports; :class:`ActuationError` if
+    malformed.
+
+    >>> parse_slack({"deadline_slack": 0.7, "max_tokens_ahead": None})
+    0.7
+    """
+    slack = body.get(SLACK) if isinstance(body, dict) else None
+    if isinstance(slack, bool) or not isinstance(slack, int | float) or \
+            not 0 < slack <= MAX_SLACK:
+        raise ActuationError(ErrorKind.PERMANENT,
+                             f"malformed admission answer: {str(body)[:200]}")
+    return float(slack)
+
+
+T = TypeVar("T")
+
+
 def _error_message(status: int, raw: bytes) -> str:
     try:
         message = answers.loads(raw)["error"]["message"]
@@ -113,18 +132,24 @@ class BatchingClient:
         self._sleep = sleep
 
     async def read(self, target: Target) -> TargetLimits:
-        return await self._call("GET", target, None)
+        return await self._call("GET", target, None, ADMIN_BATCHING_PATH, parse_limits)
 
     async def apply(self, target: Target, limits: Limits) -> TargetLimits:
         """Put ``limits`` in force; returns what the target reports as in force afterwards."""
-        return await self._call("PUT", target, limits.as_dict())
+        return await self._call("PUT", target, limits.as_dict(), ADMIN_BATCHING_PATH,
+                                parse_limits)
 
-    async def _call(self, method: str, target: Target, body: dict[str, int] | None
-                    ) -> TargetLimits:
+    async def set_slack(self, target: Target, slack: float) -> float:
+        """Put the deadline slack of the target's gate in force (``PUT /admin/admission``);
+        returns the slack it reports in force afterwards."""
+        return await self._call("PUT", target, {SLACK: slack}, ADMIN_ADMISSION_PATH, parse_slack)
+
+    async def _call(self, method: str, target: Target, body: dict[str, Any] | None, path: str,
+                    parse: Callable[[Any], T]) -> T:
         delay = self._backoff
         for attempt in range(1, self._attempts + 1):
             try:
-                return await self._once(method, target, body)
+                return await self._once(method, target, body, path, parse)
             except _Retry as retry:
                 if attempt == self._attempts or retry.after > MAX_WAIT_SECONDS:
                     # A longer Retry-After is the reconciler's to honour, by not coming back
@@ -138,13 +163,13 @@ class BatchingClient:
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
-    async def _once(self, method: str, target: Target, body: dict[str, int] | None
-                    ) -> TargetLimits:
+    async def _once(self, method: str, target: Target, body: dict[str, Any] | None, path: str,
+                    parse: Callable[[Any], T]) -> T:
         headers = {"Accept": "application/json"}
         if self._token is not None:
             headers["Authorization"] = f"Bearer {self._token.reveal()}"
         try:
-            async with self._session.request(method, target.url.rstrip("/") + ADMIN_BATCHING_PATH,
+            async with self._session.request(method, target.url.rstrip("/") + path,
                                              json=body, headers=headers,
                                              timeout=self._timeout) as response:
                 status = response.status
@@ -155,7 +180,7 @@ class BatchingClient:
                          0.0) from None
         if status == 200:
             try:
-                return parse_limits(answers.loads(raw))
+                return parse(answers.loads(raw))
             except answers.AnswerError as exc:
                 raise ActuationError(ErrorKind.PERMANENT, f"{method} {target.name}: refused: "
                                      f"{exc}", status=status) from None
@@ -203,7 +228,7 @@ def _admin_api(session: aiohttp.ClientSession, token: Secret | None) -> Batching
 
 
 ACTUATOR: Final = ActuatorEntry(
-    summary="GET/PUT /admin/batching, as governor serve and stock vllm serve with Governor's "
-            "plugins answer it",
+    summary="GET/PUT /admin/batching and PUT /admin/admission, as governor serve and stock "
+            "vllm serve with Governor's plugins answer them",
     create=_admin_api,
 )

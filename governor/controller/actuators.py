@@ -32,6 +32,10 @@ class Actuator(Protocol):
 
     async def apply(self, target: Target, limits: Limits) -> TargetLimits: ...
 
+    async def set_slack(self, target: Target, slack: float) -> float:
+        """The law's admission knob: the deadline slack of the target's gate."""
+        ...
+
 
 @dataclass(frozen=True)
 class ActuatorEntry:

@@ -24,10 +24,14 @@ log = logging.getLogger(__name__)
 
 
 def record(target: str, decision: Decision, *, at: float, applied: bool, dry_run: bool,
-           error: str | None = None, ranks: Mapping[str, object] | None = None
+           error: str | None = None, ranks: Mapping[str, object] | None = None,
+           admission_applied: bool = False, admission_error: str | None = None
            ) -> dict[str, Any]:
     """The audit line of one decision (pure); ``ranks``: under data parallelism, the rank the
-    law judged and every rank's tail (:meth:`Observation.ranks`), else ``None``."""
+    law judged and every rank's tail (:meth:`Observation.ranks`), else ``None``. A move of the
+    admission knob has its own entry (``admission``: the slack before and after, why, whether
+    it reached the target); ``None`` when the law left it."""
+    moved = decision.admission
     return {
         "at": iso(at),
         "target": target,
@@ -44,6 +48,10 @@ def record(target: str, decision: Decision, *, at: float, applied: bool, dry_run
                              "needed": round(decision.scale.replicas_needed, 3),
                              "reason": decision.scale.reason},
         "ranks": None if ranks is None else dict(ranks),
+        "admission": None if moved is None else {
+            "deadline_slack_before": moved.before, "deadline_slack_after": moved.after,
+            "explanation": moved.explanation, "applied": admission_applied,
+            "error": admission_error},
     }
 
 

@@ -162,6 +162,11 @@ class Observation:
     # the short window, over the error budget): present wherever the rules judge the target,
     # burning or not. ``None`` where they are not loaded, or see too few events.
     itl_verdict_burn: float | None = None
+    # The target's deadline gate (governor serve --deadlines, or the gate in front of stock
+    # vLLM): the slack in force (``None``: no gate reports one) and the requests it refuses at
+    # arrival per second, by deadline or bound, over the short window.
+    deadline_slack: float | None = None
+    admission_refused_per_second: float | None = None
 
     def as_inputs(self) -> dict[str, float | None]:
         """The observation as the audit log prints it (NaN shown as ``None``); the stages as
@@ -304,6 +309,19 @@ class TargetState:
     # The budget in force before the law raised it to drain a backlog (``None``: no drain), so
     # that it hands that budget back as the backlog ends.
     drain_from: int | None = None
+    # The deadline slack in force before the law lowered it for a budget cut (``None``: the
+    # law holds no lowered slack), and when it lowered it, to hand it back.
+    slack_from: float | None = None
+    slack_since: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionChange:
+    """A move of the target's deadline slack (``PUT /admin/admission``), and why."""
+
+    before: float
+    after: float
+    explanation: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +336,8 @@ class Decision:
     state: TargetState  # the state to keep once ``after`` is in force
     inputs: Mapping[str, float | None] = field(default_factory=dict)
     scale: ScaleAdvice = field(default_factory=lambda: ScaleAdvice(1, NOT_OVERLOADED))
+    # The admission knob: a new deadline slack for the target's gate (``None``: leave it).
+    admission: AdmissionChange | None = None
 
     @property
     def changes(self) -> bool:

@@ -35,6 +35,8 @@ BY_STAGE: Final = (LABEL_INSTANCE, LABEL_STAGE)
 SPIKE_QUANTILE: Final = 0.999
 # Where the stage guard reads a typical request's time in each stage: the median.
 STAGE_QUANTILE: Final = 0.5
+# The deadline gate's refusals at arrival, which the law's admission knob reads.
+_GATE_REFUSALS: Final = (service.REASON_DEADLINE, service.REASON_TOKENS_AHEAD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +121,12 @@ class QuerySet:
             "kv_cache_usage_ratio":
                 promql.max_by(BY_RANK, self._on(vllm.KV_CACHE_USAGE.name)),
             "preemptions_per_second": _sum_rate(self._on(vllm.NUM_PREEMPTIONS.total), long),
+            # The deadline gate, where the target has one (the law's admission knob).
+            "deadline_slack": promql.max_by(BY_RANK,
+                                            self._on(service.ADMISSION_DEADLINE_SLACK.name)),
+            "admission_refused_per_second": _sum_rate(promql.Selector(
+                service.ADMISSION_REJECTIONS.total,
+                (*self.scope, promql.one_of(service.LABEL_REASON, _GATE_REFUSALS))), short),
         }
         if itl.threshold_seconds is not None:
             exprs["itl_good_ratio"] = promql.ratio_of_rates(

@@ -255,6 +255,7 @@ class Reconciler:
             return
         self._metrics.limits(rt.target.name, rt.limits.current)
         self._metrics.bounds(rt.target.name, rt.limits)
+        state_before = rt.state
         decision = self._start(rt, now) or decide(self.config.slo, self.config.law,
                                                   observation, rt.limits, rt.state, now)
         self._metrics.decision(decision)
@@ -275,12 +276,37 @@ class Reconciler:
             rt.state = replace(decision.state, limits=decision.before, probe=None)
         else:
             rt.state = decision.state
+        admission_error = await self._admission(rt, decision, previous=state_before)
         rt.failures, rt.retry_at, rt.last_error = 0, 0.0, None
         rt.last_result = names.RESULT_OK
         self._metrics.reconciles.labels(names.RESULT_OK).inc()
-        self._note(rt, decision, now, applied=decision.changes and not self.config.dry_run)
+        self._note(rt, decision, now, applied=decision.changes and not self.config.dry_run,
+                   admission_applied=decision.admission is not None and not self.config.dry_run
+                   and admission_error is None, admission_error=admission_error)
         if decision.changes and self._annotator is not None:
             await self._annotator.annotate(rt.target.name, decision, now)
+
+    async def _admission(self, rt: TargetRuntime, decision: Decision, *,
+                         previous: TargetState) -> str | None:
+        """Move the target's deadline slack as the law asks (the admission knob); the error
+        if it could not. A slack that did not move leaves the law's memory of it as it was, so
+        the law decides again on the next pass from the slack the gate reports."""
+        moved = decision.admission
+        if moved is None:
+            return None
+        if self.config.dry_run:
+            rt.state = replace(rt.state, slack_from=previous.slack_from,
+                               slack_since=previous.slack_since)
+            return None
+        try:
+            await self._actuator.set_slack(rt.target, moved.after)
+        except ActuationError as exc:
+            rt.state = replace(rt.state, slack_from=previous.slack_from,
+                               slack_since=previous.slack_since)
+            log.warning("target %s: the deadline slack stays at %g: %s", rt.target.name,
+                        moved.before, exc.message)
+            return exc.message
+        return None
 
     def _start(self, rt: TargetRuntime, now: float) -> Decision | None:
         """With ``--start-limits``, a target's first pass without state sets them."""
@@ -290,14 +316,16 @@ class Reconciler:
         return start_limits.start(wanted, rt.limits, rt.state, now)
 
     def _note(self, rt: TargetRuntime, decision: Decision, now: float, *, applied: bool,
-              error: str | None = None) -> None:
+              error: str | None = None, admission_applied: bool = False,
+              admission_error: str | None = None) -> None:
         line = audit_lines.record(
             rt.target.name, decision, at=now, applied=applied, dry_run=self.config.dry_run,
-            error=error, ranks=None if rt.observation is None else rt.observation.ranks())
+            error=error, ranks=None if rt.observation is None else rt.observation.ranks(),
+            admission_applied=admission_applied, admission_error=admission_error)
         previous = rt.last_decision
         rt.last_decision = line
         # Holds repeat every pass; the trail keeps changes, errors and changes of reason.
-        if decision.changes or error or previous is None or (
+        if decision.changes or error or decision.admission is not None or previous is None or (
                 previous["action"], previous["reason"]) != (line["action"], line["reason"]):
             rt.recent.append(line)
             self._audit.write(line)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from governor.contracts.admission import MAX_SLACK
 from governor.contracts.batching import MAX_LIMIT
 from governor.controller.law.tuning import LawConfig
 from governor.controller.model import (
@@ -89,6 +90,8 @@ def encode_state(s: TargetState) -> dict[str, Any]:
         "queue_growing_since": s.queue_growing_since,
         "overload_since": s.overload_since,
         "drain_from": s.drain_from,
+        "slack_from": s.slack_from,
+        "slack_since": s.slack_since,
     }
 
 
@@ -164,6 +167,9 @@ class _Reader:
             overload_since=self.optional(self.moment, f"{where}.overload_since",
                                          s.get("overload_since")),
             drain_from=self.optional(self.count, f"{where}.drain_from", s.get("drain_from")),
+            slack_from=self.optional(self.slack, f"{where}.slack_from", s.get("slack_from")),
+            slack_since=self.optional(self.moment, f"{where}.slack_since",
+                                      s.get("slack_since")),
         )
 
     def probe(self, where: str, raw: Any) -> Probe:
@@ -216,6 +222,13 @@ class _Reader:
         if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
             raise StateError(f"{where}: must be a finite number, got {_kind(raw)}")
         return float(raw)
+
+    def slack(self, where: str, raw: Any) -> float:
+        slack = self.number(where, raw)
+        if not 0 < slack <= MAX_SLACK:
+            raise StateError(f"{where}: a deadline slack must be within (0, {MAX_SLACK:g}], "
+                             f"got {slack!r}")
+        return slack
 
     def moment(self, where: str, raw: Any) -> float:
         at = self.number(where, raw)

@@ -113,6 +113,24 @@ def _error(status: int, message: str, type_: str, *, code: str | None = None,
     return Answer(status, error_body(message, type_, param, code), retry_after)
 
 
+def authorize(settings: AdminSettings, authorization: str | bytes | None) -> Answer | None:
+    """The 401 every admin route answers without the bearer token (``None``: authorized)."""
+    token = settings.token
+    # Raw header bytes as the text they were read from (bytes that are not UTF-8 survive).
+    header = (authorization.decode("utf-8", "surrogateescape")
+              if isinstance(authorization, bytes) else authorization)
+    if token is not None and token.matches_bearer(header):
+        return None
+    reason = DISABLED_MESSAGE if token is None else UNAUTHORIZED_MESSAGE
+    return _error(401, reason, AUTHENTICATION, code=UNAUTHORIZED_CODE)
+
+
+def error_answer(status: int, message: str, type_: str, *, code: str | None = None,
+                 param: str | None = None) -> Answer:
+    """An error in OpenAI's shape, as every route of Governor's in vLLM answers."""
+    return _error(status, message, type_, code=code, param=param)
+
+
 class BodyTooLarge(Exception):
     """A request body past :data:`MAX_BODY_BYTES`."""
 
@@ -163,14 +181,7 @@ class AdminRoute:
             return self._engine_error(error)
 
     def _authorize(self, authorization: str | bytes | None) -> Answer | None:
-        token = self.settings.token
-        # Raw header bytes as the text they were read from (bytes that are not UTF-8 survive).
-        header = (authorization.decode("utf-8", "surrogateescape")
-                  if isinstance(authorization, bytes) else authorization)
-        if token is not None and token.matches_bearer(header):
-            return None
-        reason = DISABLED_MESSAGE if token is None else UNAUTHORIZED_MESSAGE
-        return _error(401, reason, AUTHENTICATION, code=UNAUTHORIZED_CODE)
+        return authorize(self.settings, authorization)
 
     async def _report(self, engine_client: Any, answers: list[Any] | None = None
                       ) -> dict[str, Any]:

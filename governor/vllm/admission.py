@@ -27,10 +27,20 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from governor.admission.deadline import Judgement, WaitSample
 from governor.admission.refusal import refusal_message
-from governor.contracts.endpoints import GENERATION_PATHS
-from governor.contracts.errors import RATE_LIMIT, error_body
-from governor.vllm.admin import Answer
-from governor.vllm.asgi import ASGIApp, Message, Receive, Scope, Send, body_chunks, send_answer
+from governor.contracts.endpoints import ADMIN_ADMISSION_PATH, GENERATION_PATHS
+from governor.contracts.errors import INVALID_REQUEST, RATE_LIMIT, error_body
+from governor.vllm import admission_admin
+from governor.vllm.admin import AdminSettings, Answer, BodyTooLarge, read_body
+from governor.vllm.asgi import (
+    ASGIApp,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    body_chunks,
+    header,
+    send_answer,
+)
 from governor.vllm.backlog import EngineRequest, read_states
 from governor.vllm.gate import GateSettings, GenerationGate
 from governor.vllm.gate_metrics import GateMetrics
@@ -49,9 +59,12 @@ class AdmissionMiddleware:
 
     def __init__(self, app: ASGIApp, settings: GateSettings, *,
                  registry: CollectorRegistry = REGISTRY,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 admin: AdminSettings | None = None) -> None:
         self.app = app
         self.settings = settings
+        # ``/admin/admission``'s token (None: the route answers 401 to everyone).
+        self.admin = admin or AdminSettings(None)
         self.gate = GenerationGate(settings.deadlines, settings.deadline)
         self.metrics = GateMetrics(registry, settings.classes.names)
         self.metrics.read(self.gate.deadline)
@@ -59,15 +72,29 @@ class AdmissionMiddleware:
         self._engine_client: Any = None
         self._follower: asyncio.Task[None] | None = None
         self._unreadable = False
+        self._synced_at = -float("inf")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("path") == ADMIN_ADMISSION_PATH:
+            await send_answer(send, await admission_admin.answer_request(
+                self.admin, self.gate.deadline, scope["method"],
+                header(scope, b"authorization"), body_chunks(receive)))
+            self.metrics.read(self.gate.deadline)
+            return
         if (scope["type"] != "http" or scope.get("method") != "POST"
                 or scope.get("path") not in GENERATION_PATHS):
             await self.app(scope, receive, send)
             return
         arrived = self._clock()
-        chunks = [chunk async for chunk in body_chunks(receive)]
-        body = b"".join(chunks)
+        limit = self.settings.max_body_bytes
+        try:
+            body = await read_body(body_chunks(receive), limit)
+        except BodyTooLarge:
+            await send_answer(send, Answer(413, error_body(
+                f"the request body is larger than {limit} bytes, the most Governor's admission "
+                f"gate reads (GOVERNOR_ADMISSION_MAX_BODY_BYTES)", INVALID_REQUEST,
+                code="body_too_large")))
+            return
         prompt = estimate(scope["path"], body)
         replay = _replay(body, receive)
         if prompt is None:  # not a body vLLM will serve: its own 400, uncounted
@@ -83,7 +110,11 @@ class AdmissionMiddleware:
         headers = _headers(scope)
         name = self.settings.classes.classify(scope["path"], headers, prompt.tokens).name
         now = self._clock()
-        self.sync(now)
+        # vLLM's states are walked at most once per SYNC_SECONDS (the follower reads them that
+        # often anyway), not at every arrival: a walk is O(requests in flight), and a burst of
+        # arrivals, the gate's busiest moment, would pay it once each.
+        if now - self._synced_at >= SYNC_SECONDS:
+            self.sync(now)
         judgement = self.gate.judge(name, prompt.tokens, now, waited=now - arrived)
         if not judgement.admit:
             self.metrics.refused(judgement.reason, name)
@@ -106,6 +137,7 @@ class AdmissionMiddleware:
 
     def sync(self, now: float) -> None:
         """Bring the gate in line with vLLM's states of this API server's requests."""
+        self._synced_at = now
         self._observe(self.gate.sync(self._states(), now))
 
     def _states(self) -> list[EngineRequest]:

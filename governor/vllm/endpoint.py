@@ -48,7 +48,8 @@ class AdminEndpoints:
         if self.gate is not None and not _has_governors_middleware(app):
             # Added before vLLM adds its own middleware, so it runs inside them: after CORS
             # and vLLM's --api-key check, right in front of the routes.
-            app.add_middleware(AdmissionMiddleware, settings=self.gate)
+            app.add_middleware(AdmissionMiddleware, settings=self.gate,
+                               admin=self.route.settings)
         from starlette.responses import Response
 
         async def batching(request: Any) -> Response:

@@ -43,6 +43,10 @@ SPEC_ENV: Final = "GOVERNOR_ADMISSION_SLO_FILE"
 TTFT_SLO_ENV: Final = "GOVERNOR_ADMISSION_TTFT_SLO"
 SLACK_ENV: Final = "GOVERNOR_ADMISSION_DEADLINE_SLACK"
 TOKENS_AHEAD_ENV: Final = "GOVERNOR_ADMISSION_MAX_TOKENS_AHEAD"
+MAX_BODY_ENV: Final = "GOVERNOR_ADMISSION_MAX_BODY_BYTES"
+# The most of a generation request's body the gate reads before it answers 413: a prompt of
+# vLLM's longest contexts as text, or as token ids, with room (images inline may need more).
+DEFAULT_MAX_BODY_BYTES: Final = 32 * 1024 * 1024
 
 
 class GateConfigError(ValueError):
@@ -54,6 +58,7 @@ class GateSettings:
     classes: RequestClasses
     deadlines: tuple[ClassDeadline, ...]
     deadline: DeadlineSettings = field(default_factory=DeadlineSettings)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> GateSettings | None:
@@ -65,6 +70,9 @@ class GateSettings:
         problems: list[str] = []
         slack = _number(env, SLACK_ENV, problems)
         bound = _whole(env, TOKENS_AHEAD_ENV, problems)
+        body_bytes = _whole(env, MAX_BODY_ENV, problems, "bytes")
+        if body_bytes is not None and body_bytes < 1:
+            problems.append(f"{MAX_BODY_ENV} must be at least 1 byte, got {body_bytes}")
         try:
             spec = load_spec(path)
             deadlines = class_deadlines(spec, env.get(TTFT_SLO_ENV, "").strip() or None)
@@ -77,7 +85,8 @@ class GateSettings:
                                         max_tokens_ahead=bound)
         except ValueError as exc:
             raise GateConfigError(f"Governor's admission gate: {exc}") from None
-        return cls(spec.classes, flattened(deadlines), settings)
+        return cls(spec.classes, flattened(deadlines), settings,
+                   DEFAULT_MAX_BODY_BYTES if body_bytes is None else body_bytes)
 
 
 def flattened(deadlines: Sequence[ClassDeadline]) -> tuple[ClassDeadline, ...]:
@@ -102,12 +111,13 @@ def _number(env: Mapping[str, str], name: str, problems: list[str]) -> float | N
     return value
 
 
-def _whole(env: Mapping[str, str], name: str, problems: list[str]) -> int | None:
+def _whole(env: Mapping[str, str], name: str, problems: list[str], unit: str = "tokens"
+           ) -> int | None:
     text = env.get(name, "").strip()
     if not text:
         return None
     if len(text) > 12 or not text.isdigit():
-        problems.append(f"{name} must be a whole number of tokens, got {text[:40]!r}")
+        problems.append(f"{name} must be a whole number of {unit}, got {text[:40]!r}")
         return None
     return int(text)
 

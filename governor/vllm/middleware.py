@@ -43,7 +43,8 @@ class AdminMiddleware:
         # arguments), stands between this route and vLLM's app; its series go where vLLM's
         # /metrics reads them.
         gate = gate or GateSettings.from_env(os.environ)
-        self.app = app if gate is None else AdmissionMiddleware(app, gate, registry=registry)
+        self.app = app if gate is None else AdmissionMiddleware(
+            app, gate, registry=registry, admin=self.route.settings)
         export_runtime_info(registry)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -90,6 +90,7 @@ class FakeActuator:
     limits: dict[str, Limits] = field(default_factory=dict)
     errors: list[ActuationError] = field(default_factory=list)
     applied: list[tuple[str, Limits]] = field(default_factory=list)
+    slacks: list[tuple[str, float]] = field(default_factory=list)
     reads: int = 0
 
     async def read(self, target: Target) -> TargetLimits:
@@ -102,6 +103,10 @@ class FakeActuator:
         self.applied.append((target.name, limits))
         self.limits[target.name] = limits
         return TargetLimits(limits, FLOOR, CEILING)
+
+    async def set_slack(self, target: Target, slack: float) -> float:
+        self.slacks.append((target.name, slack))
+        return slack
 
 
 def temporary(message: str = "HTTP 503: engine not ready") -> ActuationError:

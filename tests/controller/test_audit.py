@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from governor.controller.audit import AuditLog, record
 from governor.controller.grafana import TAG, GrafanaAnnotator
 from governor.controller.model import (
     Action,
+    AdmissionChange,
     Decision,
     Limits,
     Observation,
@@ -41,9 +43,21 @@ def test_an_audit_line_holds_reason_inputs_before_and_after(tmp_path: Path) -> N
         "dry_run": False, "error": None, "explanation": DECISION.explanation,
         "inputs": {"itl_tail_seconds": 0.21, "ttft_tail_seconds": None},
         "desired_replicas": {"replicas": 1, "needed": 1.0, "reason": "not_overloaded"},
-        "ranks": None,
+        "ranks": None, "admission": None,
     }
     assert lines[1]["error"] == "HTTP 503"
+
+
+def test_a_move_of_the_deadline_slack_is_in_the_line_with_why_and_whether_it_landed() -> None:
+    moved = replace(DECISION, admission=AdmissionChange(1.0, 0.7, "slack 1 → 0.7: the cut"))
+    line = record("a:8000", moved, at=0.0, applied=True, dry_run=False, admission_applied=True)
+    assert line["admission"] == {"deadline_slack_before": 1.0, "deadline_slack_after": 0.7,
+                                 "explanation": "slack 1 → 0.7: the cut", "applied": True,
+                                 "error": None}
+    failed = record("a:8000", moved, at=0.0, applied=True, dry_run=False,
+                    admission_error="PUT a:8000: HTTP 404: Not Found")
+    assert (failed["admission"]["applied"], failed["admission"]["error"]) == \
+        (False, "PUT a:8000: HTTP 404: Not Found")
 
 
 def test_under_data_parallelism_the_audit_line_names_the_judged_rank_and_every_ranks_tail(

@@ -180,6 +180,8 @@ def run_promtool(promtool: str, folder: Path, exprs: dict[str, str],
 
 
 RULE_OUTPUTS = frozenset({"itl_verdict_burn"})
+# Governor's own gate in front of vLLM: its series, one per API server, checked below.
+GATE_INPUTS = frozenset({"deadline_slack", "admission_refused_per_second"})
 
 
 @pytest.mark.parametrize("normalised", [False, True],
@@ -194,9 +196,37 @@ def test_every_input_of_the_law_is_one_value_per_engine_of_vllm(
             for field in per_engine["0"]}
     # Every query the controller sends on vLLM's series is checked; the verdict rules' own
     # outputs are checked against the rules (test_queries.py).
-    assert set(exprs) - RULE_OUTPUTS == set(want)
+    assert set(exprs) - RULE_OUTPUTS - GATE_INPUTS == set(want)
+    exprs = {k: v for k, v in exprs.items() if k not in GATE_INPUTS}
     assert run_promtool(promtool, tmp_path, exprs, input_series(spec, normalised=normalised),
                         want) == ""
+
+
+def test_the_gate_s_slack_and_its_refusals_at_arrival_are_read_per_instance(
+        promtool: str, tmp_path: Path) -> None:
+    """The admission knob's inputs: the slack the gate reports, and its refusals by deadline or
+    bound per second (not its sheds or full queues, which are no refusal at arrival)."""
+    spec = load_checked_spec(STOCK)
+    exprs = objectives(spec).queries.expressions()
+    at = {k: v for k, v in labels(spec, "0").items() if k != vllm.LABEL_ENGINE}
+    series = [counter("governor_admission_rejections_total", {**at, "reason": reason,
+                                                                "class": "chat"}, per_step)
+              for reason, per_step in (("deadline", 30), ("tokens_ahead", 15),
+                                       ("queue_full", 150), ("deadline_passed", 150))]
+    series.append(counter("governor_admission_deadline_slack", at, 0, 0.7))
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": [{"name": "q", "rules": [
+        {"record": f"q:{name}", "expr": exprs[name]} for name in sorted(GATE_INPUTS)]}]}))
+    instance = Selector("", (eq(LABEL_INSTANCE, INSTANCE),)).render()
+    (tmp_path / "test.yml").write_text(yaml.safe_dump({
+        "rule_files": ["rules.yml"], "evaluation_interval": f"{STEP}s",
+        "tests": [{"interval": f"{STEP}s", "input_series": series, "promql_expr_test": [
+            {"expr": f"q:{name}", "eval_time": EVAL,
+             "exp_samples": [{"labels": f"q:{name}{instance}", "value": value}]}
+            for name, value in (("deadline_slack", 0.7),
+                                ("admission_refused_per_second", 3.0))]}]}))
+    result = subprocess.run([promtool, "test", "rules", str(tmp_path / "test.yml")],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))

@@ -138,8 +138,10 @@ async def test_a_breach_on_one_rank_retunes_the_server_and_the_audit_names_the_r
     goals = objectives(STOCK)
     exprs = goals.queries.expressions()
     # Every quantity the law reads per rank; the rules' burn ratio, per server, is not answered
-    # here (no rules: the law acts at once).
-    assert set(exprs) - {"itl_verdict_burn"} == set(RANK_VALUES)
+    # here (no rules: the law acts at once), nor the admission gate's series (no gate: the law
+    # leaves its slack alone).
+    assert set(exprs) - {"itl_verdict_burn", "deadline_slack",
+                         "admission_refused_per_second"} == set(RANK_VALUES)
     server = await aiohttp_server(prometheus(exprs, goals.queries.targets()))
     target = Target(INSTANCE, f"http://{INSTANCE}")
     config = ControllerConfig(slo=goals.slo, queries=goals.queries, static_targets=(target,),

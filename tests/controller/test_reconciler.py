@@ -437,3 +437,51 @@ async def test_a_target_failing_for_days_keeps_retrying_at_the_longest_backoff(
     await h.reconciler.reconcile_once()
     assert (runtime.last_result, runtime.retry_at) == (
         names.RESULT_TEMPORARY_ERROR, h.clock.now + h.config.max_backoff_seconds)
+
+
+GATED = replace(BREACH, itl_median_seconds=0.08, deadline_slack=1.0,
+                admission_refused_per_second=3.0)
+
+
+class RefusingActuator(FakeActuator):
+    """An admin API whose /admin/admission is absent (a server without the gate's route)."""
+
+    async def set_slack(self, target: Target, slack: float) -> float:
+        raise permanent("PUT a:8000: HTTP 404: Not Found")
+
+
+async def test_a_budget_cut_behind_a_refusing_gate_moves_the_slack_and_audits_it(
+        tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.observer.observations[A.name] = GATED
+    await h.reconciler.reconcile_once()
+    ((_, limits),) = h.actuator.applied
+    ((name, slack),) = h.actuator.slacks
+    assert name == A.name and 0.2 <= slack < 1.0
+    (line,) = h.audit()
+    admission = line["admission"]
+    assert isinstance(admission, dict)
+    assert (admission["deadline_slack_before"], admission["deadline_slack_after"],
+            admission["applied"], admission["error"]) == (1.0, slack, True, None)
+    assert f"to {limits.max_num_batched_tokens}" in str(admission["explanation"])
+    assert h.reconciler.targets[A.name].state.slack_from == 1.0
+
+
+async def test_a_slack_the_target_refuses_is_audited_and_forgotten_and_a_dry_run_moves_none(
+        tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.actuator = RefusingActuator()
+    h.reconciler = h.build()
+    h.observer.observations[A.name] = GATED
+    await h.reconciler.reconcile_once()
+    assert len(h.actuator.applied) == 1  # the budget cut stands
+    (line,) = h.audit()
+    admission = line["admission"]
+    assert isinstance(admission, dict)
+    assert (admission["applied"], admission["error"]) == (False, "PUT a:8000: HTTP 404: Not Found")
+    assert h.reconciler.targets[A.name].state.slack_from is None  # decided again next pass
+    dry = Harness(tmp_path / "dry", dry_run=True)
+    dry.observer.observations[A.name] = GATED
+    await dry.reconciler.reconcile_once()
+    assert dry.actuator.slacks == [] and dry.actuator.applied == []
+    assert dry.reconciler.targets[A.name].state.slack_from is None

@@ -8,8 +8,11 @@ from typing import Any
 import aiohttp
 import pytest
 
+from governor.common.secrets import Secret
 from governor.contracts.admission import AdmissionBound, requested
 from governor.contracts.batching import BodyError
+from governor.controller.actuator import ActuationError, BatchingClient, ErrorKind
+from governor.controller.model import Target
 from governor.inference.config import AdmissionSettings
 from tests.inference.conftest import ADMIN_TOKEN, Service, ServiceFactory
 
@@ -83,3 +86,20 @@ async def test_a_bad_body_changes_nothing(service: Service) -> None:
 def test_the_bound_s_body_round_trips() -> None:
     assert AdmissionBound(1.5, 8).as_dict() == {"deadline_slack": 1.5, "max_tokens_ahead": 8}
     assert requested({"deadline_slack": 3}, AdmissionBound(1.0, 8)) == AdmissionBound(3.0, 8)
+
+
+async def test_the_controller_s_actuator_moves_the_slack_of_governor_serve(
+        make_service: ServiceFactory) -> None:
+    """The admission knob end to end on the service: the controller's admin-api actuator puts
+    the slack, the service's gate and /metrics have it; a wrong token is permanent."""
+    service = await make_service(admission=AdmissionSettings(
+        first_token_targets=(("default", 1.0),)))
+    target = Target("svc", service.url)
+    async with aiohttp.ClientSession() as session:
+        assert await BatchingClient(session, Secret(ADMIN_TOKEN)).set_slack(target, 0.7) == 0.7
+        with pytest.raises(ActuationError) as refused:
+            await BatchingClient(session, Secret("wrong")).set_slack(target, 0.2)
+    assert refused.value.kind is ErrorKind.PERMANENT and "wrong" not in refused.value.message
+    assert service.sample("governor_admission_deadline_slack") == 0.7
+    status, report = await call(service, "GET", headers=AUTH)
+    assert (status, report["deadline_slack"], report["deadlines"]) == (200, 0.7, {"default": 0.7})

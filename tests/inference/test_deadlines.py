@@ -33,10 +33,12 @@ class PrefillLane(ScriptedEngine):
     def __init__(self) -> None:
         super().__init__()
         self.started: list[str] = []
+        self.one_more = asyncio.Event()  # set as each request reaches the engine
         self._lane = asyncio.Lock()
 
     async def generate(self, request: GenerateRequest) -> AsyncIterator[TokenDelta]:
         self.started.append(request.request_id)
+        self.one_more.set()
         async with self._lane:
             await asyncio.sleep(len(request.prompt_token_ids) / RATE)
         for index in range(request.max_tokens):
@@ -151,3 +153,54 @@ async def test_a_static_bound_on_tokens_ahead_refuses_past_it(
         status, retry_after, error, _ = await post(session, service.url, body())
         await asyncio.gather(*backlog)
     assert status == 429 and retry_after == "1" and error["code"] == "tokens_ahead"
+
+
+async def raw_post(session: aiohttp.ClientSession, url: str, data: bytes,
+                   headers: dict[str, str]) -> tuple[int, dict[str, object]]:
+    async with session.post(f"{url}/v1/chat/completions", data=data,
+                            headers={"content-type": "application/json", **headers}) as response:
+        return response.status, (await response.json())["error"]
+
+
+async def test_a_request_late_in_every_class_it_can_be_is_refused_before_its_body_is_read(
+    make_service: ServiceFactory,
+) -> None:
+    # The interactive class has a 0.25 s target; documents (the long prompts) and the rest
+    # none (never refused by deadline).
+    classes = RequestClasses((
+        RequestClass("interactive", (Match(headers=(("x-governor-class", ("interactive",)),)),)),
+        RequestClass("doc", (Match(min_prompt_tokens=1000),)),
+        RequestClass("default")), declared=True)
+    engine = PrefillLane()
+    service = await make_service(engine=engine, classes=classes, admission=AdmissionSettings(
+        first_token_targets=(("interactive", 0.25),)))
+    garbage = b"{not json at all"
+    async with aiohttp.ClientSession() as session:
+        await warm(session, service.url)
+        # Nothing ahead: the body is read and judged as always (its own 400).
+        assert (await raw_post(session, service.url, garbage, INTERACTIVE))[0] == 400
+        backlog = [asyncio.create_task(post(session, service.url, body())) for _ in range(5)]
+        async with asyncio.timeout(10):
+            while len(engine.started) < 6 + 5:  # all five admitted: 0.5 s of prefill ahead
+                engine.one_more.clear()
+                await engine.one_more.wait()
+        # 0.5 s of prefill ahead of a 0.25 s deadline: refused before the body is parsed (a
+        # body that would have been a 400 gets the 429, its prompt never tokenized).
+        status, error = await raw_post(session, service.url, garbage, INTERACTIVE)
+        assert (status, error["code"]) == (429, "deadline")
+        # Without the header it is a document or a default request (no deadline either way):
+        # it is read, and the malformed body is told as such.
+        assert (await raw_post(session, service.url, garbage, {}))[0] == 400
+        await asyncio.gather(*backlog)
+    assert service.sample("governor_admission_rejections_total",
+                          {"reason": "deadline", "class": "interactive"}) == 1
+
+
+def test_a_class_that_depends_on_the_prompt_length_has_every_candidate() -> None:
+    classes = RequestClasses((
+        RequestClass("short", (Match(max_prompt_tokens=99),)),
+        RequestClass("long", (Match(min_prompt_tokens=5000, max_prompt_tokens=6000),)),
+        RequestClass("default")), declared=True)
+    assert classes.candidates("/v1/completions", {}) == ("short", "long", "default")
+    assert CLASSES.candidates("/v1/completions", INTERACTIVE) == ("interactive",)
+    assert CLASSES.candidates("/v1/completions", {}) == ("default",)

@@ -533,8 +533,12 @@ def _admission_report(scenario: Scenario, args: Any, ungated: list[PolicyRun],
 
 
 def _decisions(run: PolicyRun) -> list[dict[str, Any]]:
+    """Each change the controller made: its limits, and the deadline slack where it moved it
+    (a pass that moved only the slack holds the limits)."""
     return [{"at_s": round(t.at), "trigger": t.trigger, "action": t.decision.action.value,
-             "reason": t.decision.reason.value, **t.decision.after.as_dict()}
+             "reason": t.decision.reason.value, **t.decision.after.as_dict(),
+             **({"deadline_slack": t.decision.admission.after}
+                if t.decision.admission is not None else {})}
             for t in run.traces]
 
 

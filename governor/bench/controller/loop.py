@@ -43,7 +43,11 @@ from governor.bench.controller.scoring import (
 from governor.bench.controller.workload import Arrival
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import service
-from governor.contracts.metrics.service import DEFAULT_CLASS
+from governor.contracts.metrics.service import (
+    DEFAULT_CLASS,
+    REASON_DEADLINE,
+    REASON_TOKENS_AHEAD,
+)
 from governor.controller.law.decide import decide
 from governor.controller.law.tuning import LawConfig
 from governor.controller.model import (
@@ -64,6 +68,10 @@ from governor.slo.classes import RequestClasses
 PROMPT, GENERATION, PREEMPTIONS = "prompt_tokens", "generation_tokens", "preemptions"
 ITL_SUM, ITL_COUNT = "itl_sum", "itl_count"
 RUNNING, WAITING, KV = "running", "waiting", "kv"
+REFUSED, SLACK = "refused", "slack"
+# The gate's refusals the controller reads (governor_admission_rejections_total by reason): at
+# arrival, by deadline or bound, as the law's admission knob counts them.
+_REFUSALS = (REASON_DEADLINE, REASON_TOKENS_AHEAD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +142,8 @@ class PolicyRun:
     turned_away: dict[str, int] = field(default_factory=dict)
     # The deadline gate's (predicted, actual) wait for the first token, where it predicted.
     waits: list[tuple[float, float]] = field(default_factory=list)
+    # (t, the deadline slack in force from then), with deadlines (the law moves it).
+    slacks: list[tuple[float, float]] = field(default_factory=list)
 
 
 def _histogram(metric: Metric) -> Histogram:
@@ -173,7 +183,8 @@ def run(scenario: Scenario, arrivals: list[Arrival], *, name: str,
     observed = {rid: plan.observed(name, slo.itl_seconds, slo.ttft_seconds)
                 for rid, name in zip(ids, names, strict=True)} if plan else {}
     loop = _Loop(scenario, sim, ids, arrivals, controlled=static is None,
-                 bounds=(scenario.floor, top), observed_classes=observed)
+                 bounds=(scenario.floor, top), observed_classes=observed,
+                 keeper=keeper if gate.slack is not None else None)
     loop.drive()
     sim.run_until_idle()
     outcomes = _outcomes(scenario, sim, ids, arrivals)
@@ -189,7 +200,7 @@ def run(scenario: Scenario, arrivals: list[Arrival], *, name: str,
                scenario.workload.duration_seconds, by_class,
                overload_episodes(loop.advice, scenario.workload.duration_seconds),
                admission, {reason: away.count(reason) for reason in sorted(set(away))},
-               keeper.waits if keeper else [])
+               keeper.waits if keeper else [], loop.slacks)
 
 
 def _one_class(scenario: Scenario) -> ClassPlan:
@@ -225,6 +236,10 @@ class _Loop:
     bounds: tuple[Limits, Limits]
     # request id → (read by the inter-token queries?, by the first-token ones?); absent: both
     observed_classes: Mapping[str, tuple[bool, bool]] = field(default_factory=dict)
+    # The deadline gate whose slack the law moves (None: no deadline gate).
+    keeper: Gatekeeper | None = None
+    # (t, the slack in force from then), with a gate
+    slacks: list[tuple[float, float]] = field(default_factory=list)
     scrapes: Scrapes = field(init=False)
     alert: AlertState = field(init=False)
     state: TargetState = field(default_factory=TargetState)
@@ -236,6 +251,7 @@ class _Loop:
     _events: list[tuple[float, int, str]] = field(default_factory=list)
     _seq: int = 0
     _next_pass: float = math.inf
+    _slack_puts: list[tuple[float, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         p = self.scenario.pipeline
@@ -243,7 +259,9 @@ class _Loop:
                                self.scenario.ttft_histogram.edges)
         self.alert = AlertState(p, self.scenario.slo.itl_seconds, self.scenario.slo.itl_quantile)
         self._collector = _Collector(self.sim, self.ids, self.arrivals, self.scrapes,
-                                     self.observed_classes)
+                                     self.observed_classes, self.keeper)
+        if self.keeper is not None:
+            self.slacks.append((0.0, self.keeper.gate.settings.slack))
         self.limits.append((0.0, _limits(self.sim)))
         end = self.scenario.workload.duration_seconds
         # The stack is up before the first request: Prometheus holds a scrape of the idle
@@ -272,7 +290,7 @@ class _Loop:
         handlers: dict[str, Callable[[float], None]] = {
             "scrape": self._collector.scrape, "evaluate": self._evaluate,
             "observe": self._observe,
-            "resync": self._resync, "alert": self._on_alert,
+            "resync": self._resync, "alert": self._on_alert, "slack": self._put_slack,
         }
         while self._events and self._events[0][0] <= end:
             at, _, kind = heapq.heappop(self._events)
@@ -296,6 +314,19 @@ class _Loop:
     def _on_alert(self, at: float) -> None:
         self._pass(at, "alert")
 
+    def _set_slack(self, slack: float, at: float) -> None:
+        """The slack in force from ``at`` (a ``PUT /admin/admission``): the gate judges every
+        arrival from then on by it, as the service's would."""
+        self._slack_puts.append((at, slack))
+        self._push(at, "slack")
+
+    def _put_slack(self, at: float) -> None:
+        keeper = self.keeper
+        assert keeper is not None
+        _, slack = self._slack_puts.pop(0)
+        keeper.gate.set_slack(slack)
+        self.slacks.append((at, slack))
+
     def _pass(self, at: float, trigger: str) -> None:
         """One reconcile, as the real loop runs it; the next periodic one is a resync later."""
         floor, top = self.bounds
@@ -309,6 +340,9 @@ class _Loop:
             self.sim.set_limits(_batching(decision.after),
                                 at=at + self.scenario.actuation_seconds)
             self.limits.append((at + self.scenario.actuation_seconds, decision.after))
+        if decision.admission is not None and self.keeper is not None:
+            self._set_slack(decision.admission.after, at + self.scenario.actuation_seconds)
+        if decision.changes or decision.admission is not None:
             self.traces.append(Trace(at, decision, trigger))
         self._schedule_pass(at + self.scenario.pipeline.resync_seconds)
 
@@ -344,7 +378,15 @@ def observe(scenario: Scenario, scrapes: Scrapes, at: float) -> Observation:
                          if slo.ttft_seconds is not None else None),
         itl_good_ratio=_ratio(scrapes.bucket_rate("itl", slo.itl_seconds, at, short),
                               scrapes.bucket_rate("itl", math.inf, at, short)),
+        # Only a deadline gate exposes its slack; without one both read as absent.
+        deadline_slack=_present(scrapes.gauge(SLACK, at)),
+        admission_refused_per_second=(scrapes.rate(REFUSED, at, short)
+                                      if _present(scrapes.gauge(SLACK, at)) else None),
     )
+
+
+def _present(value: float) -> float | None:
+    return value if math.isfinite(value) and value > 0 else None
 
 
 def _ratio(a: float, b: float) -> float:
@@ -355,8 +397,10 @@ class _Collector:
     """Scrapes the engine: new inter-token and first-token samples since the last scrape."""
 
     def __init__(self, sim: VirtualSim, ids: list[str], arrivals: list[Arrival],
-                 scrapes: Scrapes, observed: Mapping[str, tuple[bool, bool]]) -> None:
+                 scrapes: Scrapes, observed: Mapping[str, tuple[bool, bool]],
+                 keeper: Gatekeeper | None = None) -> None:
         self._sim, self._ids, self._arrivals, self._scrapes = sim, ids, arrivals, scrapes
+        self._keeper = keeper
         self._observed = observed  # classes the controller's queries do not read are skipped
         self._next = 0  # index of the first request not yet arrived
         self._active: dict[str, int] = {}  # request id → tokens already counted
@@ -389,14 +433,18 @@ class _Collector:
         self._ttft += np.diff(cumulative_counts(np.asarray(ttft), self._scrapes.ttft_edges),
                               prepend=0.0)
         counters, last = self._sim.counters, self._sim.steps[-1] if self._sim.steps else None
+        keeper = self._keeper
+        refused = 0.0 if keeper is None else float(
+            sum(1 for r in keeper.turned_away.values() if r in _REFUSALS))
         self._scrapes.add(
             at, np.cumsum(self._itl), np.cumsum(self._ttft),
             {PROMPT: float(counters.prompt_tokens), GENERATION: float(counters.generation_tokens),
              PREEMPTIONS: float(counters.preemptions), ITL_SUM: self._itl_sum,
-             ITL_COUNT: float(np.sum(self._itl))},
+             ITL_COUNT: float(np.sum(self._itl)), REFUSED: refused},
             {RUNNING: float(last.num_running) if last else 0.0,
              WAITING: float(last.num_waiting) if last else 0.0,
-             KV: float(last.kv_usage) if last else 0.0},
+             KV: float(last.kv_usage) if last else 0.0,
+             SLACK: keeper.gate.settings.slack if keeper is not None else 0.0},
         )
 
 

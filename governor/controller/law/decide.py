@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from governor.controller.law import cause_guard, overload, spike, stage_guard, timestamps
+from governor.controller.law import admission, cause_guard, overload, spike, stage_guard, timestamps
 from governor.controller.law.context import (
     BUDGET,
     SEQS,
@@ -79,6 +79,7 @@ def decide(
     ctx = overload.tracking(overload.scoring(ctx.noting_breach(breach_is_new).learning()))
     decision = cause_guard.held_for_cause(ctx, breach_is_new) or \
         stage_guard.held_outside_engine(ctx) or _decide(ctx)
+    decision = admission.bound(ctx, decision)
     advice = overload.advice(replace(ctx, state=decision.state))
     return replace(decision, scale=cause_guard.scale(ctx, decision, advice))
 
@@ -344,6 +345,10 @@ def _budget_cut(ctx: Context, reason: Reason) -> Decision | Reason:
     elif guard > wanted:
         text += (f" (held up by the TTFT guard: prefill must keep up with "
                  f"{ctx.prompt_rate or 0.0:.0f} prompt tokens/s)")
+    elif admission.guard_yields(ctx):
+        text += (f" (the TTFT guard yields: the deadline gate turns away "
+                 f"{ctx.obs.admission_refused_per_second or 0.0:.1f} req/s, so prefill that falls "
+                 "behind the arrivals costs refusals, not first tokens past their SLO)")
     elif _guard_yields(ctx, cost, wanted):
         text += (" (the TTFT guard yields: no request decodes within the SLO here, so the first "
                  "tokens it would keep could not become good requests)")
@@ -391,6 +396,8 @@ def _guard_yields(ctx: Context, cost: float, wanted: float) -> bool:
     the SLO holds them, and a slower prefill keeps them late for longer than the cut saves. Nor
     where the queue grows and the ``wanted`` budget could not prefill the prompts arriving now
     (no headroom): the backlog would grow faster until every first token is late."""
+    if admission.guard_yields(ctx):
+        return True
     if ctx.itl_pass_share != 0.0 or ctx.first_tokens_late:
         return False
     if not ctx.queue_growing or ctx.prompt_rate is None:

