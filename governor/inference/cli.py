@@ -41,6 +41,7 @@ from governor.inference.telemetry.request_log import (
 )
 from governor.inference.telemetry.tracing import TracingSettings, traces_endpoint
 from governor.inference.textwork import SMALL_BODY_BYTES
+from governor.inference.warmup import DEFAULT_PROMPT_TOKENS, MAX_ROUNDS, WarmupSettings
 from governor.slo.classes import RequestClasses
 from governor.slo.spec import SloSpec, SpecError, load_spec
 
@@ -54,6 +55,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     service, engine = ServiceConfig(), EngineSettings()
     admission, tracing = AdmissionSettings(), TracingSettings()
     connections, request_log = ConnectionSettings(), RequestLogSettings()
+    warmup = WarmupSettings()
     p = EnvArgumentParser(prog="governor serve", env_prefix="GOVERNOR_SERVE_",
                           legacy_prefix="GOVERNOR_", description=__doc__, env=env)
     p.add_argument("--host", default=service.host, help="listen address")
@@ -159,6 +161,12 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    help="rotate the request log past this size")
     p.add_argument("--request-log-backups", type=non_negative_int, default=request_log.backups,
                    help="rotated request logs kept (FILE.1 …)")
+    p.add_argument("--warmup", type=_warmup_rounds, default=warmup.rounds, metavar="ROUNDS",
+                   help="before /health answers 200, send the engine this many rounds of "
+                        "requests, one per prompt size the --slo classes name (and "
+                        f"{', '.join(map(str, DEFAULT_PROMPT_TOKENS))} tokens), "
+                        f"{warmup.max_tokens} output tokens each; never counted in the "
+                        f"service's series; 0: no warm-up (at most {MAX_ROUNDS})")
     p.add_argument("--keep-serving-on-engine-failure", action="store_true",
                    help="when the engine fails to start, stay up answering 503 on /health "
                         "(for debugging) instead of exiting with status 3")
@@ -171,6 +179,13 @@ def _admin_token(args: argparse.Namespace, env: Mapping[str, str]) -> Secret | N
         return read_token(args.admin_token_file or None, ADMIN_TOKEN_ENV, env)
     except TokenError as exc:
         raise SystemExit(f"governor serve: {exc}") from None
+
+
+def _warmup_rounds(text: str) -> int:
+    rounds = non_negative_int(text)
+    if rounds > MAX_ROUNDS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_ROUNDS} rounds: {text!r}")
+    return rounds
 
 
 def _positive_float(text: str) -> float:
@@ -249,6 +264,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
                                            args.request_log_backups),
             admin_token=_admin_token(args, env), max_body_bytes=args.max_body_bytes,
             tokenizer_threads=args.tokenizer_threads, max_tokens_limit=args.max_tokens_limit,
+            warmup=WarmupSettings(rounds=args.warmup),
         )
     except ValueError as exc:
         raise SystemExit(f"governor serve: {exc}") from None

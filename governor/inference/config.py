@@ -11,6 +11,7 @@ from governor.contracts.endpoints import INFERENCE, LISTEN_HOST
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.telemetry.request_log import RequestLogSettings
 from governor.inference.telemetry.tracing import TracingSettings
+from governor.inference.warmup import WarmupSettings
 from governor.slo.classes import RequestClasses
 
 
@@ -107,6 +108,8 @@ class ServiceConfig:
     max_tokens_limit: int = 32768
     # Completions default (OpenAI's legacy default is 16); chat defaults to what fits the context.
     default_completion_max_tokens: int = 16
+    # Requests sent through the engine before /health answers 200 (``--warmup``).
+    warmup: WarmupSettings = field(default_factory=WarmupSettings)
 
     def __post_init__(self) -> None:
         errors = []
