@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokenizers import Tokenizer
+
 from governor.common.cli import EnvArgumentParser, positive_int
 from governor.common.commands import Serve
 from governor.common.process import Child, free_port, running
@@ -44,9 +46,20 @@ class Timing:
     total_seconds: float
 
 
-def prompt(index: int, words: int) -> str:
-    """A prompt of about ``words`` words, its own from the first word on."""
-    return " ".join([f"request{index}", *(WORDS[(index + i) % len(WORDS)] for i in range(words))])
+def prompt(tokenizer: Tokenizer, index: int, tokens: int) -> str:
+    """A prompt of at most ``tokens`` tokens of the model's tokenizer (the most words that fit),
+    its own from the first word on, so the prefix cache saves nothing."""
+    def text(words: int) -> str:
+        return " ".join([f"request{index}", *(WORDS[(index + i) % len(WORDS)]
+                                              for i in range(words))])
+    low, high = 0, tokens
+    while low < high:  # the most words whose text is at most ``tokens`` tokens long
+        middle = (low + high + 1) // 2
+        if len(tokenizer.encode(text(middle)).ids) <= tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return text(low)
 
 
 def complete(port: int, text: str, max_tokens: int) -> Timing:
@@ -85,15 +98,17 @@ def measure(model: Path, folder: Path, warmup: int, requests: int,
     started = time.monotonic()
     with running([child], limit_seconds=START_SECONDS):
         ready = time.monotonic() - started
-        # Alternate the warm-up's own sizes (in words, about a token each).
+        # Alternate the warm-up's own sizes.
         sizes = [DEFAULT_PROMPT_TOKENS[i % len(DEFAULT_PROMPT_TOKENS)] for i in range(requests)]
-        return ready, [complete(port, prompt(i, size), max_tokens)
+        tokenizer = Tokenizer.from_file(str(model / "tokenizer.json"))
+        return ready, [complete(port, prompt(tokenizer, i, size), max_tokens)
                        for i, size in enumerate(sizes)]
 
 
 def table(off: tuple[float, list[Timing]], on: tuple[float, list[Timing]]) -> str:
-    rows = ["| request | prompt words | TTFT, no warm-up | TTFT, warm-up | duration, no warm-up "
-            "| duration, warm-up |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+    rows = ["| request | prompt tokens (at most) | TTFT, no warm-up | TTFT, warm-up "
+            "| duration, no warm-up | duration, warm-up |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: |"]
     for i, (cold, warm) in enumerate(zip(off[1], on[1], strict=True)):
         size = DEFAULT_PROMPT_TOKENS[i % len(DEFAULT_PROMPT_TOKENS)]
         rows.append(f"| {i + 1} | {size} | {cold.ttft_seconds * 1000:.1f} ms | "
