@@ -373,6 +373,8 @@ async def _health(request: web.Request) -> web.Response:
     engine = request.app[keys.ENGINE]
     if engine.ready and request.app[keys.WARMED].is_set():
         return web.json_response({"status": "ok"})
+    if engine.ready:  # up, and sending its warm-up requests
+        return web.json_response({"status": "warming_up"}, status=503)
     return web.json_response({"status": "unavailable"}, status=503)
 
 

@@ -7,13 +7,17 @@ sends the same sequence of streamed completions one at a time (each prompt its o
 cache saves nothing) and prints, side by side, each request's time to first token and its whole
 duration as the client sees them, and how long each start took::
 
-    python -m lab.warmup.first_requests --requests 6     # about two minutes on 2 cores
+    python -m lab.warmup.first_requests --requests 6 --trials 3
+
+Each start of vLLM takes a minute or two on 2 cores; with ``--trials N`` the two kinds of start
+take turns N times and the table holds each request's median.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -105,7 +109,18 @@ def measure(model: Path, folder: Path, warmup: int, requests: int,
                        for i, size in enumerate(sizes)]
 
 
-def table(off: tuple[float, list[Timing]], on: tuple[float, list[Timing]]) -> str:
+Run = tuple[float, list[Timing]]
+
+
+def median_run(runs: Sequence[Run]) -> Run:
+    """Request by request, the median over several runs (a busy machine's noise is large)."""
+    return (statistics.median(ready for ready, _ in runs),
+            [Timing(statistics.median(t.ttft_seconds for t in column),
+                    statistics.median(t.total_seconds for t in column))
+             for column in zip(*(timings for _, timings in runs), strict=True)])
+
+
+def table(off: Run, on: Run) -> str:
     rows = ["| request | prompt tokens (at most) | TTFT, no warm-up | TTFT, warm-up "
             "| duration, no warm-up | duration, warm-up |",
             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -126,15 +141,20 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
                         "tests' tiny Llama, written to a temporary folder)")
     p.add_argument("--requests", type=positive_int, default=6, help="first requests timed")
     p.add_argument("--max-tokens", type=positive_int, default=16, help="output tokens each")
+    p.add_argument("--trials", type=positive_int, default=1,
+                   help="starts of each kind, taken in turns; the table shows the median of "
+                        "each request over them")
     p.add_argument("--warmup", type=positive_int, default=WarmupSettings().rounds,
                    help="warm-up rounds of the warmed run (governor serve --warmup)")
     args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
     with tempfile.TemporaryDirectory(prefix="governor-warmup-") as tmp:
         folder = Path(tmp)
         model = args.model or write_tiny_llama(folder / "model")
-        off = measure(model, folder, 0, args.requests, args.max_tokens)
-        on = measure(model, folder, args.warmup, args.requests, args.max_tokens)
-    print(table(off, on))
+        offs, ons = [], []
+        for _ in range(args.trials):
+            offs.append(measure(model, folder, 0, args.requests, args.max_tokens))
+            ons.append(measure(model, folder, args.warmup, args.requests, args.max_tokens))
+    print(table(median_run(offs), median_run(ons)))
     return 0
 
 

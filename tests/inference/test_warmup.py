@@ -89,11 +89,13 @@ async def test_health_answers_503_while_the_warm_up_runs(make_service: ServiceFa
         seen_warming = False
         for _ in range(600):
             async with session.get(f"{service.url}/health") as answer:
-                status = answer.status
+                status, body = answer.status, await answer.json()
             if status == 200:
                 break
             if service.engine.ready and service_samples(service, running) > 0:
-                seen_warming = True  # the engine is up and busy with the warm-up: still 503
+                # The engine is up and busy with the warm-up: still 503, and it says why.
+                assert body == {"status": "warming_up"}
+                seen_warming = True
             await asyncio.sleep(0.05)
         assert status == 200
     assert seen_warming

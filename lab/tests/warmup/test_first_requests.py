@@ -8,7 +8,7 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from governor.inference.engines.vllm.tiny_model import write_tiny_llama
-from lab.warmup.first_requests import Timing, prompt, table
+from lab.warmup.first_requests import Timing, median_run, prompt, table
 
 
 def test_each_prompt_fits_its_size_and_starts_with_its_own_word(tmp_path: Path) -> None:
@@ -28,3 +28,10 @@ def test_the_table_sets_the_two_runs_side_by_side() -> None:
     assert lines[2] == "| 1 | 16 | 500.0 ms | 40.0 ms | 900.0 ms | 150.0 ms |"
     assert lines[3].startswith("| 2 | 256 | 50.0 ms | 50.0 ms |")
     assert lines[-1] == "| ready after | | 20.0 s | 25.0 s | | |"
+
+
+def test_several_runs_make_one_of_medians_request_by_request() -> None:
+    runs = [(10.0, [Timing(0.3, 1.0), Timing(0.1, 0.2)]),
+            (30.0, [Timing(0.1, 0.5), Timing(0.2, 0.4)]),
+            (20.0, [Timing(0.2, 0.7), Timing(0.9, 0.3)])]
+    assert median_run(runs) == (20.0, [Timing(0.2, 0.7), Timing(0.2, 0.3)])
