@@ -83,6 +83,7 @@ class Serve(_Command):
     request_log: str | None = None
     engine_arg: tuple[str, ...] = ()
     deadlines: bool = False
+    warmup: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

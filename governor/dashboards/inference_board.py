@@ -545,6 +545,32 @@ def _limits_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
                  f"ceiling.{read}", "short"), _limit_queries(spec, series, param)))
 
 
+def _cold_start_row(series: ServerSeries, board: Board) -> None:
+    board.row("Cold start")
+    if series.stock_vllm:
+        board.panel(text(f"Cold start: {NOT_ON_STOCK_VLLM.lower()}", (
+            f"**{NOT_ON_STOCK_VLLM}.**\n\n`governor serve` records how long its engine took "
+            "to start and its warm-up requests took, before `/health` answers 200.\nFor "
+            "stock vLLM, a startup probe that sends a request keeps a new pod out of the "
+            "Service until it has served one (docs/deploy.md)."), height=4))
+        return
+    board.panel(timeseries(
+        Spec("Start-up time", "Seconds each replica's start took, by phase: the engine's start "
+             "(weights, compilation, KV cache) and the warm-up requests sent before /health "
+             "answers 200 (--warmup). A replica that scaled out appears as new series; its "
+             "sum is the cold start a scale-out waits for, beside the pod's scheduling and "
+             "image pull.", "s"),
+        [Query(_series(m.STARTUP.name).render(), f"{{{{{m.LABEL_PHASE}}}}} {{{{instance}}}}")],
+        stacked=True))
+    board.panel(timeseries(
+        Spec("Warm-up first token", "Slowest time to first token of the warm-up's first round, "
+             "on a cold engine, and of its last: what the first client requests would have "
+             "waited without the warm-up, and what they wait with it. None of these requests "
+             "counts in the service's latency series.", "s"),
+        [Query(_series(m.WARMUP_FIRST_TOKEN.name).render(),
+               f"{{{{{m.LABEL_ROUND}}}}} round {{{{instance}}}}")]))
+
+
 def inference_board(spec: SloSpec, source: str) -> Board:
     board = Board(INFO, source)
     series = series_of(spec)
@@ -562,6 +588,7 @@ def inference_board(spec: SloSpec, source: str) -> Board:
     _throughput_row(spec, series, board)
     _scheduler_row(spec, series, board)
     _limits_row(spec, series, board)
+    _cold_start_row(series, board)
     probe_row(board)
     _features_row(board)
     return board

@@ -36,7 +36,13 @@ from governor.contracts.endpoints import (
     PROBE_HEADER,
     PROBE_HEADER_VALUE,
 )
-from governor.contracts.metrics.service import UNCLASSIFIED
+from governor.contracts.metrics.service import (
+    PHASE_ENGINE,
+    PHASE_WARMUP,
+    ROUND_FIRST,
+    ROUND_LAST,
+    UNCLASSIFIED,
+)
 from governor.contracts.simdevice import DEVICE_PATH, FAULTS_PATH
 from governor.contracts.stages import Stage
 from governor.inference import admin, device, keys
@@ -66,6 +72,7 @@ from governor.inference.telemetry.tracing import (
     exemplar,
     setup_tracing,
 )
+from governor.inference.warmup import WarmupResult, warm_up
 from governor.vllm.runtime_info import runtime_versions
 
 log = logging.getLogger(__name__)
@@ -162,9 +169,11 @@ def _engine_ctx(
             first_token_targets=dict(config.admission.first_token_targets),
             deadlines=config.admission.deadline_settings())
         metrics.read_queue(admission)
+        app[keys.WARMED] = warmed = asyncio.Event()
         # Start in the background: /health answers 503 until the engine is ready (vLLM takes
-        # tens of seconds), and a failed start leaves the service up to say so.
-        starting = asyncio.create_task(_start(engine, metrics, on_failure), name="engine-start")
+        # tens of seconds) and warm, and a failed start leaves the service up to say so.
+        starting = asyncio.create_task(
+            _start(engine, metrics, config, warmed, on_failure), name="engine-start")
         yield
         starting.cancel()
         await asyncio.gather(starting, return_exceptions=True)
@@ -173,10 +182,13 @@ def _engine_ctx(
     return engine_ctx
 
 
-async def _start(engine: Engine, metrics: ServiceMetrics,
-                 on_failure: Callable[[str], None] | None) -> None:
+async def _start(engine: Engine, metrics: ServiceMetrics, config: ServiceConfig,
+                 warmed: asyncio.Event, on_failure: Callable[[str], None] | None) -> None:
     try:
+        began = time.perf_counter()
         await engine.start()
+        metrics.startup.labels(PHASE_ENGINE).set(time.perf_counter() - began)
+        warmup = await warm_up(engine, config.warmup, config.classes)
     except asyncio.CancelledError:
         raise
     except Exception as exc:
@@ -187,10 +199,21 @@ async def _start(engine: Engine, metrics: ServiceMetrics,
             log.debug("engine start failure", exc_info=True)
             on_failure(cause)
         return
+    _record_warmup(metrics, warmup)
     metrics.set_limits(metrics.limit, engine.limits)
     metrics.set_limits(metrics.floor, engine.floor)
     metrics.set_limits(metrics.ceiling, engine.ceiling)
-    log.info("engine ready: %s, limits %s", engine.model_name, engine.limits.as_dict())
+    warmed.set()
+    log.info("engine ready: %s, limits %s (warm-up %.1f s)", engine.model_name,
+             engine.limits.as_dict(), warmup.seconds)
+
+
+def _record_warmup(metrics: ServiceMetrics, warmup: WarmupResult) -> None:
+    metrics.startup.labels(PHASE_WARMUP).set(warmup.seconds)
+    for round_, seconds in ((ROUND_FIRST, warmup.first_round_ttft_seconds),
+                            (ROUND_LAST, warmup.last_round_ttft_seconds)):
+        if seconds is not None:
+            metrics.warmup_first_token.labels(round_).set(seconds)
 
 
 def root_cause(exc: BaseException) -> str:
@@ -368,8 +391,10 @@ async def _models(request: web.Request) -> web.Response:
 
 async def _health(request: web.Request) -> web.Response:
     engine = request.app[keys.ENGINE]
-    if engine.ready:
+    if engine.ready and request.app[keys.WARMED].is_set():
         return web.json_response({"status": "ok"})
+    if engine.ready:  # up, and sending its warm-up requests
+        return web.json_response({"status": "warming_up"}, status=503)
     return web.json_response({"status": "unavailable"}, status=503)
 
 

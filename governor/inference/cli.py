@@ -45,6 +45,7 @@ from governor.inference.telemetry.tracing import (
     traces_endpoint,
 )
 from governor.inference.textwork import SMALL_BODY_BYTES
+from governor.inference.warmup import DEFAULT_PROMPT_TOKENS, MAX_ROUNDS, WarmupSettings
 from governor.slo.classes import RequestClasses
 from governor.slo.service_buckets import service_edges
 from governor.slo.spec import SloSpec, SpecError, load_spec
@@ -59,6 +60,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     service, engine = ServiceConfig(), EngineSettings()
     admission, tracing = AdmissionSettings(), TracingSettings()
     connections, request_log = ConnectionSettings(), RequestLogSettings()
+    warmup = WarmupSettings()
     p = EnvArgumentParser(prog="governor serve", env_prefix="GOVERNOR_SERVE_",
                           legacy_prefix="GOVERNOR_", description=__doc__, env=env)
     p.add_argument("--host", default=service.host, help="listen address")
@@ -169,6 +171,12 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    help="rotate the request log past this size")
     p.add_argument("--request-log-backups", type=non_negative_int, default=request_log.backups,
                    help="rotated request logs kept (FILE.1 …)")
+    p.add_argument("--warmup", type=_warmup_rounds, default=warmup.rounds, metavar="ROUNDS",
+                   help="before /health answers 200, send the engine this many rounds of "
+                        "requests, one per prompt size the --slo classes name (and "
+                        f"{', '.join(map(str, DEFAULT_PROMPT_TOKENS))} tokens), "
+                        f"{warmup.max_tokens} output tokens each; never counted in the "
+                        f"service's series; 0: no warm-up (at most {MAX_ROUNDS})")
     p.add_argument("--keep-serving-on-engine-failure", action="store_true",
                    help="when the engine fails to start, stay up answering 503 on /health "
                         "(for debugging) instead of exiting with status 3")
@@ -181,6 +189,13 @@ def _admin_token(args: argparse.Namespace, env: Mapping[str, str]) -> Secret | N
         return read_token(args.admin_token_file or None, ADMIN_TOKEN_ENV, env)
     except TokenError as exc:
         raise SystemExit(f"governor serve: {exc}") from None
+
+
+def _warmup_rounds(text: str) -> int:
+    rounds = non_negative_int(text)
+    if rounds > MAX_ROUNDS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_ROUNDS} rounds: {text!r}")
+    return rounds
 
 
 def _positive_float(text: str) -> float:
@@ -267,6 +282,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
             # The spec's thresholds on the service's latency histograms, each one more edge,
             # as the generated rules count them.
             latency_buckets=tuple(sorted(service_edges(spec).items())) if spec else (),
+            warmup=WarmupSettings(rounds=args.warmup),
         )
     except ValueError as exc:
         raise SystemExit(f"governor serve: {exc}") from None

@@ -12,6 +12,7 @@ from governor.contracts.metrics.service import LATENCY_HISTOGRAMS
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.telemetry.request_log import RequestLogSettings
 from governor.inference.telemetry.tracing import TracingSettings
+from governor.inference.warmup import WarmupSettings
 from governor.slo.buckets import edges_problem
 from governor.slo.classes import RequestClasses
 
@@ -119,6 +120,8 @@ class ServiceConfig:
     # The latency histograms' edges where slo.yaml's thresholds add some (``--slo``): histogram
     # name → edges; a histogram not named keeps its declared edges.
     latency_buckets: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    # Requests sent through the engine before /health answers 200 (``--warmup``).
+    warmup: WarmupSettings = field(default_factory=WarmupSettings)
 
     def __post_init__(self) -> None:
         errors = []

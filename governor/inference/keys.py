@@ -28,6 +28,8 @@ ADMISSION = web.AppKey("admission", AdmissionQueue)
 ADMIN_LOCK = web.AppKey("admin_lock", asyncio.Lock)
 # The threads that prepare prompts (decode, validate, render, tokenize), and their turns.
 TEXT_WORK = web.AppKey("text_work", TextWork)
+# Set once the engine has started and the warm-up is done: /health answers 200 from then on.
+WARMED = web.AppKey("warmed", asyncio.Event)
 # ``--request-log``'s writer (absent without the option).
 REQUEST_LOG = web.AppKey("request_log", RequestLogWriter)
 

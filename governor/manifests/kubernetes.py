@@ -19,10 +19,12 @@ the SLO spec from a ConfigMap made from ``slo.yaml``; both are referenced by nam
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 from governor.common.commands import Controller, Exporter, Probe, Serve, VllmServe
 from governor.contracts.endpoints import (
+    COMPLETIONS_PATH,
     EXPORTER,
     HEALTH_PATH,
     JOB_PROBE,
@@ -94,6 +96,28 @@ def metadata(name: str, k8s: Kubernetes, *, operator: bool = False) -> Object:
 def _probe(path: str, port: str, *, failures: int = 3) -> Object:
     return {"httpGet": {"path": path, "port": port}, "periodSeconds": PROBE_PERIOD_SECONDS,
             "timeoutSeconds": 3, "failureThreshold": failures}
+
+
+# The request the stock server's startup probe sends: small, and long enough to run a decode.
+WARMUP_PROMPT: Final = "Warm up."
+WARMUP_MAX_TOKENS: Final = 8
+WARMUP_TIMEOUT_SECONDS: Final = 60
+
+
+def request_probe(model: str, port: int) -> Object:
+    """A startup probe that sends one small completion, for stock ``vllm serve``: its
+    ``/health`` answers 200 once the engine is up, before any request has run, so the pod would
+    take traffic cold. Until the completion answers, the pod is not started (no readiness, no
+    Service endpoint); Python is in vLLM's images, curl not always."""
+    body = json.dumps({"model": model, "prompt": WARMUP_PROMPT,
+                       "max_tokens": WARMUP_MAX_TOKENS})
+    url = f"http://127.0.0.1:{port}{COMPLETIONS_PATH}"
+    script = ("import urllib.request as u; u.urlopen(u.Request("
+              f"{url!r}, {body.encode()!r}, {{'Content-Type': 'application/json'}}), "
+              f"timeout={WARMUP_TIMEOUT_SECONDS}).read()")
+    return {"exec": {"command": ["python3", "-c", script]},
+            "periodSeconds": PROBE_PERIOD_SECONDS, "timeoutSeconds": WARMUP_TIMEOUT_SECONDS,
+            "failureThreshold": INFERENCE_START_SECONDS // PROBE_PERIOD_SECONDS}
 
 
 def _job_relabeling(target: Target) -> list[Object]:
@@ -232,9 +256,10 @@ def inference_deployment(spec: SloSpec) -> Object:
     k8s = spec.kubernetes
     container = _inference_container(spec)
     container.update({
-        # Weights, compilation, CUDA graphs: failed probes in this time do not count.
-        "startupProbe": _probe(HEALTH_PATH, "http",
-                               failures=INFERENCE_START_SECONDS // PROBE_PERIOD_SECONDS),
+        # Weights, compilation, CUDA graphs: failed probes in this time do not count. governor
+        # serve's /health waits for its warm-up; stock vLLM's does not, so a request does.
+        "startupProbe": request_probe(k8s.model, k8s.inference_port) if spec.stock_vllm
+        else _probe(HEALTH_PATH, "http", failures=INFERENCE_START_SECONDS // PROBE_PERIOD_SECONDS),
         "resources": _resources(k8s, "inference", gpus=k8s.gpus_per_replica),
         # Dockerfile.vllm's user; stock vLLM's image runs as root, its caches under /root.
         "securityContext": _unprivileged(None if spec.stock_vllm else GOVERNOR_UID),

@@ -44,6 +44,11 @@ AUTOSCALER_NOTE: Final = """\
 # An example on the controller's scale-out signal: apply this one or its twin (hpa.yaml or
 # scaledobject.yaml), not both. docs/controller.md, "Scale-out signal".
 """
+# When the spec's kubernetes.autoscaling.autoscaler names one, it has no twin.
+SOLE_AUTOSCALER_NOTE: Final = """\
+# The autoscaler kubernetes.autoscaling asks for, on the controller's scale-out signal and the
+# spec's triggers. docs/deploy.md, "Autoscaling".
+"""
 ARTIFACTS: Final = Artifacts((Owned(KUBERNETES_DIR, "*.yaml", _is_generated),))
 
 
@@ -73,8 +78,16 @@ def render_all(spec: SloSpec, params: RenderParams, *, source: str) -> dict[str,
         PROBE: dump_documents([k.probe_deployment(spec), k.probe_podmonitor(spec)], source),
     }
     if any(slo.controller for slo in spec.slos):
-        files[SCALED_OBJECT] = dump_yaml(autoscaling.keda_scaled_object(spec), source,
-                                         AUTOSCALER_NOTE)
-        files[HPA] = dump_yaml(autoscaling.horizontal_pod_autoscaler(spec), source,
-                               AUTOSCALER_NOTE)
+        files.update(_autoscalers(spec, source))
+    return files
+
+
+def _autoscalers(spec: SloSpec, source: str) -> dict[str, str]:
+    scaling = spec.kubernetes.autoscaling
+    note = AUTOSCALER_NOTE if scaling.keda and scaling.hpa else SOLE_AUTOSCALER_NOTE
+    files = {}
+    if scaling.keda:
+        files[SCALED_OBJECT] = dump_yaml(autoscaling.keda_scaled_object(spec), source, note)
+    if scaling.hpa:
+        files[HPA] = dump_yaml(autoscaling.horizontal_pod_autoscaler(spec), source, note)
     return files

@@ -31,6 +31,7 @@ from governor.contracts.endpoints import (
     JOB_INFERENCE,
 )
 from governor.contracts.promql import Matcher, eq
+from governor.slo.autoscaling import Autoscaling
 from governor.slo.labels import Labels
 
 SEVERITIES: Final = ("page", "ticket", "control")
@@ -188,6 +189,8 @@ class Kubernetes:
     server: str = "governor"
     # CPU and memory by container, over :func:`default_resources` resource by resource.
     resources: tuple[tuple[str, Resources], ...] = ()
+    # The example autoscalers' bounds and extra triggers (governor.slo.autoscaling).
+    autoscaling: Autoscaling = field(default_factory=Autoscaling)
 
     def resources_of(self, container: str) -> Resources:
         """The container's requests and limits: the spec's values over the defaults."""

@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Final, TypeVar
 
 from governor.contracts.promql import LABEL_NAME, format_duration
+from governor.slo.autoscaling_fields import MAX_REPLICAS, autoscaling
 from governor.slo.fields import Problems, parse_mapping, parse_seconds, parse_text, type_name
 from governor.slo.fleet import (
     CONTAINERS,
@@ -52,7 +53,6 @@ _QUANTITY: Final = re.compile(r"(?P<number>[0-9]{1,12}(\.[0-9]{1,6})?|\.[0-9]{1,
 _SUFFIXES: Final = {"": Decimal(1), "m": Decimal("0.001"),
                     **{s: Decimal(1000) ** (k + 1) for k, s in enumerate("kMGTP")},
                     **{f"{s}i": Decimal(1024) ** (k + 1) for k, s in enumerate("KMGTP")}}
-MAX_REPLICAS: Final = 64
 MAX_GPUS_PER_REPLICA: Final = 8
 # Labels a target's selector may not set: the generated queries set or aggregate them.
 _SELECTOR_RESERVED: Final = frozenset({"job", "instance", "le", "__name__"})
@@ -350,7 +350,7 @@ def _requests_within_limits(k8s: Kubernetes, path: Path_, problems: Problems) ->
 
 def kubernetes(value: object, path: Path_, problems: Problems) -> Kubernetes | None:
     keys = ("namespace", "labels", "prometheus", "image", "vllm_image", "model", "replicas",
-            "gpus_per_replica", "mig_profile", "server", "resources")
+            "gpus_per_replica", "mig_profile", "server", "resources", "autoscaling")
     fields = parse_mapping(value, path, problems, keys)
     if fields is None:
         return None
@@ -360,7 +360,7 @@ def kubernetes(value: object, path: Path_, problems: Problems) -> Kubernetes | N
         return _field(fields, key, getattr(d, key), lambda v: _matching(
             v, (*path, key), problems, pattern, what))
 
-    parsed = {
+    parsed: dict[str, object] = {
         "namespace": text("namespace", _NAMESPACE, "a namespace (a DNS label: a-z, 0-9, -)"),
         "labels": _field(fields, "labels", d.labels,
                          lambda v: _k8s_labels(v, (*path, "labels"), problems)),
@@ -380,6 +380,10 @@ def kubernetes(value: object, path: Path_, problems: Problems) -> Kubernetes | N
     }
     mig = text("mig_profile", MIG_PROFILE, "a MIG profile such as 1g.10gb or 3g.40gb") \
         if "mig_profile" in fields else None
+    replicas = parsed["replicas"]
+    if "autoscaling" in fields and isinstance(replicas, int):
+        parsed["autoscaling"] = autoscaling(fields["autoscaling"], (*path, "autoscaling"),
+                                            problems, replicas)
     if any(item is None for item in parsed.values()) or ("mig_profile" in fields and not mig):
         return None
     k8s = Kubernetes(**parsed, mig_profile=mig)  # type: ignore[arg-type]

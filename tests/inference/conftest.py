@@ -19,6 +19,7 @@ from governor.inference.app import create_app
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
 from governor.inference.engines.settings import EngineSettings
+from governor.inference.warmup import WarmupSettings
 from tests.support.scripted import Script, ScriptedEngine
 
 ADMIN_TOKEN = "admin-test-token-7f3a"
@@ -60,7 +61,10 @@ async def make_service(
         config: ServiceConfig | None = None, *, engine: Engine | None = None,
         env: dict[str, str] | None = None, wait: bool = True, **overrides: Any,
     ) -> Service:
-        base = config or ServiceConfig(engine=SIM, admin_token=Secret(ADMIN_TOKEN))
+        # No warm-up unless a test asks for one (test_warmup.py): a scripted engine fails on
+        # purpose, and /health's 503s while it ran would count as server errors.
+        base = config or ServiceConfig(engine=SIM, admin_token=Secret(ADMIN_TOKEN),
+                                       warmup=WarmupSettings(0))
         config = replace(base, **overrides)
         if engine is None:
             app = create_app(config, env=env or {})

@@ -9,7 +9,7 @@ import pytest
 
 
 @pytest.mark.parametrize("name", ["governor.slo.roles", "governor.slo.probe",
-                                  "governor.slo.probe_fields"])
+                                  "governor.slo.probe_fields", "governor.slo.autoscaling"])
 def test_docstring_examples(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0

@@ -32,6 +32,17 @@ LABEL_CLASS: Final = "class"
 DEFAULT_CLASS: Final = "default"
 UNCLASSIFIED: Final = ""
 EXEMPLAR_TRACE_ID: Final = "trace_id"
+# The phases of a start on STARTUP: the engine's own start (weights, compilation, KV cache), then
+# the warm-up requests (governor.inference.warmup) before /health answers 200.
+LABEL_PHASE: Final = "phase"
+PHASE_ENGINE: Final = "engine"
+PHASE_WARMUP: Final = "warmup"
+STARTUP_PHASES: Final = (PHASE_ENGINE, PHASE_WARMUP)
+# Values of ``round`` on WARMUP_FIRST_TOKEN: the warm-up's first round (a cold engine) and its
+# last (as warm as the warm-up made it).
+LABEL_ROUND: Final = "round"
+ROUND_FIRST: Final = "first"
+ROUND_LAST: Final = "last"
 
 # Values of ``reason`` on ADMISSION_REJECTIONS: the queue was full (429), a waiting request gave
 # its place to a request of a higher class (429), or a request waited too long for an engine slot
@@ -224,6 +235,14 @@ CONNECTIONS_REFUSED: Final = Metric(
     "arrived, by reason.", "connections", (LABEL_REASON,))
 ENGINE_READY: Final = Metric(
     "governor_engine_ready", "gauge", "1 while the engine is started and alive.")
+STARTUP: Final = Metric(
+    "governor_startup_seconds", "gauge",
+    "Seconds each phase of the service's start took, set as it ends: the engine's start, then "
+    "the warm-up requests sent before /health answers 200.", "seconds", (LABEL_PHASE,))
+WARMUP_FIRST_TOKEN: Final = Metric(
+    "governor_warmup_time_to_first_token_seconds", "gauge",
+    "Slowest time to first token of the warm-up's first round (a cold engine) and of its last.",
+    "seconds", (LABEL_ROUND,))
 SERVICE_INFO: Final = Metric(
     "governor_service", "info", "The service's engine and model.", "",
     (LABEL_ENGINE, LABEL_MODEL, LABEL_VERSION))

@@ -122,6 +122,8 @@ class ServiceMetrics:
         self.ceiling = gauge(m.BATCHING_CEILING, registry)
         self.limit_changes = counter(m.BATCHING_CHANGES, registry)
         self.engine_ready = gauge(m.ENGINE_READY, registry)
+        self.startup = gauge(m.STARTUP, registry)
+        self.warmup_first_token = gauge(m.WARMUP_FIRST_TOKEN, registry)
         self.info = info(m.SERVICE_INFO, registry)
         self.runtime = info(runtime.RUNTIME_INFO, registry)
 

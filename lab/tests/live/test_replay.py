@@ -17,6 +17,7 @@ from governor.inference.app import create_app
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.engines.sim.tokenizer import pieces
+from governor.inference.warmup import WarmupSettings
 from lab.live.replay import SIM_WORDS, PromptBook, Trace, replay, replica_of, words_of
 
 
@@ -80,8 +81,10 @@ async def test_a_replay_to_two_replicas_sends_them_alternate_arrivals(
 ) -> None:
     urls = []
     for seed in (1, 2):
+        # No warm-up: vLLM's series, which count what each replica got, would count its
+        # prompts too.
         config = ServiceConfig(engine=EngineSettings(kind="sim", preset="tiny", seed=seed),
-                               admin_token=Secret("t"))
+                               admin_token=Secret("t"), warmup=WarmupSettings(0))
         server = await aiohttp_server(create_app(config, env={}))
         urls.append(str(server.make_url("")).rstrip("/"))
         await wait_http_ok(f"{urls[-1]}/health", limit_seconds=30, poll_seconds=0.05)

@@ -30,9 +30,11 @@ from governor.inference.http.listener import (
     Listener,
     listening,
 )
+from governor.inference.warmup import WarmupSettings
 
 ROOT = Path(__file__).resolve().parents[3]
-CONFIG = ServiceConfig(engine=EngineSettings(kind="sim", preset="tiny"))
+# No warm-up: /health is asked for at once, and these tests are about connections.
+CONFIG = ServiceConfig(engine=EngineSettings(kind="sim", preset="tiny"), warmup=WarmupSettings(0))
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from governor.inference.engines.base import Engine
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.http.body import body_allowance_seconds
 from governor.inference.textwork import SMALL_BODY_BYTES
+from governor.inference.warmup import WarmupSettings
 from tests.inference.conftest import Service, ServiceFactory
 from tests.support.scripted import Script, ScriptedEngine
 
@@ -84,6 +85,8 @@ async def make_small_buffered() -> AsyncIterator[Callable[..., Awaitable[Service
     servers: list[TestServer] = []
 
     async def make(config: ServiceConfig, *, engine: Engine | None = None) -> Service:
+        # No warm-up: /health's 503s while it ran would count as server errors here.
+        config = replace(config, warmup=WarmupSettings(0))
         app = (create_app(config, env={}) if engine is None else
                create_app(config, engine_factory=lambda _c, _r: engine, env={}))
         server = TestServer(app, socket_factory=small_send_buffer)

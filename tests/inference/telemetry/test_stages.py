@@ -31,6 +31,7 @@ from governor.inference.config import ConnectionSettings, ServiceConfig
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.http.listener import Listener, listening
 from governor.inference.telemetry.stages import StageClock
+from governor.inference.warmup import WarmupSettings
 from tests.inference.http.test_slow_clients import http_request, small_send_buffer, stalled_client
 
 # The sum of a request's stages is its duration up to float rounding of a dozen additions.
@@ -134,7 +135,8 @@ class Served:
 @contextlib.asynccontextmanager
 async def serving(config: ServiceConfig, sock: socket.socket | None = None
                   ) -> AsyncIterator[Served]:
-    app = create_app(config, env={})
+    # No warm-up: its requests would run beside the ones whose stages are measured.
+    app = create_app(replace(config, warmup=WarmupSettings(0)), env={})
     async with listening(app, "127.0.0.1", 0, ConnectionSettings(), sock=sock) as listener:
         served = Served(app, listener)
         await served.ready()

@@ -26,6 +26,7 @@ from governor.inference.engines.settings import EngineSettings
 from governor.inference.engines.vllm.convert import RequestTiming
 from governor.inference.engines.vllm.engine import VllmEngine
 from governor.inference.engines.vllm.metrics import VllmMetricsBridge
+from governor.inference.warmup import WarmupSettings
 from governor.slo.classes import Match, RequestClass, RequestClasses
 from tests.inference.engines.vllm.conftest import (
     MAX_NUM_BATCHED_TOKENS,
@@ -110,7 +111,8 @@ async def classed_url(one_at_a_time: VllmEngine, engine_settings: EngineSettings
         registry.register(VllmMetricsBridge(prometheus_client.REGISTRY))
         return cast(Engine, Lent(one_at_a_time))
 
-    config = ServiceConfig(engine=engine_settings, classes=CLASSES)
+    # No warm-up: its requests would run beside the ones whose order is tested.
+    config = ServiceConfig(engine=engine_settings, classes=CLASSES, warmup=WarmupSettings(0))
     server = TestServer(create_app(config, engine_factory=lend, env={}))
     await server.start_server()
     try:

@@ -35,6 +35,7 @@ from governor.inference.engines.settings import EngineSettings
 from governor.inference.engines.vllm.engine import VllmEngine
 from governor.inference.engines.vllm.metrics import VllmMetricsBridge
 from governor.inference.telemetry.tracing import TracingSettings
+from governor.inference.warmup import WarmupSettings
 from tests.inference.engines.vllm.conftest import (
     MAX_MODEL_LEN,
     MAX_NUM_BATCHED_TOKENS,
@@ -101,8 +102,9 @@ async def serving(
         registry.register(VllmMetricsBridge(prometheus_client.REGISTRY))
         return cast(Engine, Lent(vllm_engine))
 
+    # No warm-up: the session's engine is warm already, and shared with the other tests.
     config = ServiceConfig(
-        engine=engine_settings, admin_token=Secret(ADMIN_TOKEN),
+        engine=engine_settings, admin_token=Secret(ADMIN_TOKEN), warmup=WarmupSettings(0),
         tracing=TracingSettings(otlp_endpoint=otlp.endpoint, service_name=SERVICE_NAME),
     )
     server = TestServer(create_app(config, engine_factory=lend, env=env))
