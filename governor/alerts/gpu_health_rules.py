@@ -132,20 +132,23 @@ def _known(gpus: GpuTarget) -> str:
 
 
 def state_rules(targets: Targets, option: GpuHealth) -> tuple[RecordingRule, ...]:
-    """One rule per reason (valued at its severity), then the state: the worst reason, or 0."""
+    """One rule per reason, valued at its severity while it holds and 0 otherwise (so a board
+    and a check see every reason of every GPU), then the state: the worst of them."""
     gpus = targets.gpu
     per_gpu = by_target(gpus, gpu.LABEL_GPU)
-    reasons = dcgm_reasons(gpus) if gpus.dcgm else governor_reasons(targets, option)
     rules = []
-    for reason, holds in reasons:
+    for reason, holds in reasons(targets, option):
         grouped = constant_label(aggregate("group", per_gpu, "\n" + holds + "\n"),
                                  gpu.LABEL_REASON, reason)
-        severity = h.REASONS[reason]
-        rules.append(RecordingRule(h.REASON.name, grouped if severity == 1
-                                   else f"{grouped} * {severity}"))
-    state = (f"{max_by(per_gpu, _on(gpus, h.REASON.name))}\nor\n"
-             f"{_known(gpus)} * {h.HEALTHY}")
-    return (*rules, RecordingRule(h.STATE.name, state))
+        quiet = constant_label(_known(gpus), gpu.LABEL_REASON, reason)
+        rules.append(RecordingRule(h.REASON.name,
+                                   f"{grouped} * {h.REASONS[reason]}\nor\n{quiet} * 0"))
+    return (*rules, RecordingRule(h.STATE.name, max_by(per_gpu, _on(gpus, h.REASON.name))))
+
+
+def reasons(targets: Targets, option: GpuHealth) -> Reasons:
+    """The reasons the spec's exporter can tell."""
+    return dcgm_reasons(targets.gpu) if targets.gpu.dcgm else governor_reasons(targets, option)
 
 
 def state_group(targets: Targets, option: GpuHealth) -> RuleGroup:
@@ -244,20 +247,25 @@ def _dcgm_scenario(gpus: GpuTarget, check: int) -> tuple[Scenario, Expected, dic
 
 
 def _checks(expected: Expected, exporter: dict[str, str], check: int,
-            index_label: str) -> tuple[ExprCheck, ...]:
+            told: tuple[str, ...]) -> tuple[ExprCheck, ...]:
     def labels(index: int, **more: str) -> dict[str, str]:
-        return {**exporter, index_label: str(index), **more}
+        return {**exporter, gpu.LABEL_GPU: str(index), **more}
 
-    quiet = ExprCheck(
-        (BREAKS_AT - 1) * MINUTE, h.STATE.name,
-        tuple((series(h.STATE.name, labels(i)), float(h.HEALTHY)) for i in sorted(expected)))
+    def reason(index: int, name: str, severity: int) -> tuple[str, float]:
+        return series(h.REASON.name, labels(index, **{gpu.LABEL_REASON: name})), float(severity)
+
+    quiet = (
+        ExprCheck((BREAKS_AT - 1) * MINUTE, h.STATE.name, tuple(
+            (series(h.STATE.name, labels(i)), float(h.HEALTHY)) for i in sorted(expected))),
+        ExprCheck((BREAKS_AT - 1) * MINUTE, h.REASON.name, tuple(
+            reason(i, name, 0) for i in sorted(expected) for name in sorted(told))))
     states = ExprCheck(check * MINUTE, h.STATE.name, tuple(
         (series(h.STATE.name, labels(i)), float(max((s for _, s in found), default=h.HEALTHY)))
         for i, found in sorted(expected.items())))
-    reasons = ExprCheck(check * MINUTE, h.REASON.name, tuple(
-        (series(h.REASON.name, labels(i, **{gpu.LABEL_REASON: reason})), float(severity))
-        for i, found in sorted(expected.items()) for reason, severity in found))
-    return quiet, states, reasons
+    in_force = ExprCheck(check * MINUTE, h.REASON.name, tuple(
+        reason(i, name, dict(found).get(name, 0))
+        for i, found in sorted(expected.items()) for name in sorted(told)))
+    return (*quiet, states, in_force)
 
 
 def state_test(targets: Targets, option: GpuHealth) -> RuleTest:
@@ -275,7 +283,7 @@ def state_test(targets: Targets, option: GpuHealth) -> RuleTest:
     return RuleTest(
         "GPU health: one state per GPU, the worst of its reasons", MINUTE,
         tuple(InputSeries(name, values(last)) for name, values in scenario), (),
-        _checks(expected, exporter, check, gpu.LABEL_GPU))
+        _checks(expected, exporter, check, tuple(name for name, _ in reasons(targets, option))))
 
 
 # ---- the two alerts ------------------------------------------------------------------------------

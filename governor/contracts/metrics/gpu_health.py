@@ -3,8 +3,8 @@
 :data:`STATE` is one series per GPU (the labels of the exporter's series: ``job``, ``instance``,
 the target's selector, ``gpu``) whose value is :data:`HEALTHY`, :data:`WARN` or
 :data:`CRITICAL`; :data:`REASON` holds one series per reason in force on a GPU (``reason``, one
-of :data:`REASONS`), valued at the severity that reason gives. The state is the worst of them,
-and HEALTHY where none holds. The GPU board, ``governor status`` and the runbooks read them::
+of :data:`REASONS`), valued at the severity that reason gives while it holds and 0 otherwise.
+The state is the worst of them. The GPU board, ``governor status`` and the runbooks read them::
 
     >>> STATE.name, REASON.name, STATE_NAMES[CRITICAL]
     ('gpu:health:state', 'gpu:health_reason:severity', 'CRITICAL')
@@ -47,7 +47,5 @@ STATE: Final = Metric(
     (LABEL_JOB, LABEL_INSTANCE, LABEL_GPU))
 REASON: Final = Metric(
     "gpu:health_reason:severity", "gauge",
-    "1 (WARN) or 2 (CRITICAL) for each reason in force on a GPU; absent while it does not hold.",
+    "Each reason's severity on a GPU: 1 (WARN) or 2 (CRITICAL) while it holds, else 0.",
     "", (LABEL_JOB, LABEL_INSTANCE, LABEL_GPU, LABEL_REASON))
-# Series that exist only while something is wrong.
-CONDITIONAL: Final = frozenset({REASON.name})
