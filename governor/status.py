@@ -40,8 +40,8 @@ from governor.contracts.metrics import slo as n
 from governor.contracts.metrics import verdict as v
 from governor.contracts.promql import format_duration
 from governor.contracts.stages import shift
-from governor.slo.fleet import DEFAULT_RUNBOOKS
 from governor.slo.burn import SLI_WINDOWS
+from governor.slo.fleet import DEFAULT_RUNBOOKS
 
 # Burn-rate windows shown: a short and a long one of each alert tier.
 SHOWN_WINDOWS = tuple(w for w in SLI_WINDOWS if w in (300, 3600, 21600, 259200))
