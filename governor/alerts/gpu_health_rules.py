@@ -162,6 +162,12 @@ def _grows(base: float, per_minute: float) -> Values:
                          f"{format_number(base)}+{format_number(per_minute)}x{last - BREAKS_AT}")
 
 
+def _starts(base: float, growth: float) -> Values:
+    """A process that appears at minute 10 and grows once, as an engine allocates at start."""
+    return lambda last: (f"_x{BREAKS_AT} {format_number(base)} "
+                         f"{format_number(base + growth)}x{last - BREAKS_AT - 1}")
+
+
 def _appears_at(minute: int, value: float) -> Values:
     return lambda last: f"_x{minute - 1} {format_number(value)}x{last - minute}"
 
@@ -294,7 +300,7 @@ def gpu_health_alerts(targets: Targets, option: GpuHealth) -> tuple[HealthAlert,
         return ()
     gpus = targets.gpu
     exporter = scraped(gpus, EXPORTER.address("exporter-0"))
-    gpu0, gpu1 = ({**exporter, gpu.LABEL_GPU: str(i)} for i in (0, 1))
+    gpu0, gpu1, gpu2 = ({**exporter, gpu.LABEL_GPU: str(i)} for i in (0, 1, 2))
     nodes = ({LABEL_NODE: "node-0"}, {LABEL_NODE: "node-1"})
     engines = [{**scraped(targets.inference, INFERENCE.address(f"inference-{n}")), **nodes[n],
                 vllm.LABEL_MODEL: "m"} for n in (0, 1)]
@@ -328,7 +334,10 @@ def gpu_health_alerts(targets: Targets, option: GpuHealth) -> tuple[HealthAlert,
              (series(gpu.PROCESS_MEMORY_USED.name, {**gpu0, **pid, **nodes[0]}),
               _grows(40e9, growth)),
              (series(gpu.PROCESS_MEMORY_USED.name, {**gpu1, **pid, **nodes[1]}),
-              _grows(40e9, growth))),
+              _grows(40e9, growth)),
+             # An engine starting beside the idle one: younger than the window, not a leak.
+             (series(gpu.PROCESS_MEMORY_USED.name, {**gpu2, **pid, **nodes[0]}),
+              _starts(40e9, growth))),
             (gpu0,),
             # A process younger than the window is never a leak: it fires once one window old.
             ((BREAKS_AT - 1, False), (max(BREAKS_AT + 2, window + 1), True)),
