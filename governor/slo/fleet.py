@@ -150,6 +150,17 @@ class Alerting:
         return f"{self.runbooks}#{alert.lower()}"
 
 
+@dataclass(frozen=True)
+class Cost:
+    """The ``cost`` section: what one GPU costs an hour, in the fleet's currency. Without it the
+    energy rules are recorded and the cost rules are not."""
+
+    gpu_hour_price: float | None = None
+
+
+MAX_GPU_HOUR_PRICE: Final = 10_000.0
+
+
 # The containers whose CPU and memory ``kubernetes.resources`` may set, and what it may set.
 CONTAINERS: Final = ("inference", "controller", "exporter")
 RESOURCE_NAMES: Final = ("cpu", "memory")

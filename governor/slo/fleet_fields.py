@@ -15,11 +15,13 @@ from governor.slo.fleet import (
     CONTAINERS,
     GPU_HEALTH_WINDOWS,
     GPU_SOURCES,
+    MAX_GPU_HOUR_PRICE,
     MAX_GPU_PROCESSES,
     PREFIX_CACHE_BASELINES,
     RESOURCE_NAMES,
     SEVERITIES,
     Alerting,
+    Cost,
     GpuHealth,
     GpuTarget,
     Kubernetes,
@@ -282,6 +284,23 @@ def alerting(value: object, path: Path_, problems: Problems) -> Alerting | None:
         return None
     return Alerting(runbooks=runbooks, prefix_cache=cache, gpu_health=health,
                     **severities)  # type: ignore[arg-type]
+
+
+def cost(value: object, path: Path_, problems: Problems) -> Cost | None:
+    """``cost``: the price of a GPU hour, a positive number."""
+    fields = parse_mapping(value, path, problems, ("gpu_hour_price",))
+    if fields is None:
+        return None
+    price = fields.get("gpu_hour_price")
+    if price is None:
+        return Cost()
+    if isinstance(price, bool) or not isinstance(price, int | float) or \
+            not 0 < price <= MAX_GPU_HOUR_PRICE:
+        problems.add((*path, "gpu_hour_price"),
+                     f"must be the price of one GPU hour, a number above 0 and at most "
+                     f"{MAX_GPU_HOUR_PRICE:g}: got {price!r}"[:200])
+        return None
+    return Cost(float(price))
 
 
 def _k8s_labels(value: object, path: Path_, problems: Problems) -> Labels | None:

@@ -11,7 +11,7 @@ from typing import Final
 from governor.contracts.promql import format_duration, to_decimal
 from governor.slo.buckets import VllmSettings
 from governor.slo.classes import RequestClasses
-from governor.slo.fleet import Alerting, Kubernetes, Targets
+from governor.slo.fleet import Alerting, Cost, Kubernetes, Targets
 from governor.slo.labels import Labels as Labels  # re-exported: the spec's label sets
 
 SPEC_VERSION: Final = "governor/v1"
@@ -105,6 +105,8 @@ class SloSpec:
     kubernetes: Kubernetes = field(default_factory=Kubernetes)
     # The edges vLLM is told to expose (``vllm.custom_histogram_buckets``); none: its defaults.
     vllm: VllmSettings = field(default_factory=VllmSettings)
+    # The price of a GPU hour, for the cost rules (governor.slo.fleet.Cost).
+    cost: Cost = field(default_factory=Cost)
 
     @property
     def stock_vllm(self) -> bool:

@@ -220,3 +220,25 @@ def test_gpu_health_reads_a_count_durations_and_a_size() -> None:
 def test_gpu_health_problems_name_their_field(key: str, value: object, expected: str) -> None:
     found = problems(alerting={"gpu_health": {key: value}})
     assert any(f"alerting.gpu_health.{key}" in p and expected in p for p in found), found
+
+
+def test_the_gpu_hour_price_is_optional_and_positive() -> None:
+    from governor.slo.fleet import Cost
+
+    assert parse_spec(base()).cost == Cost(None)
+    assert parse_spec({**base(), "cost": {"gpu_hour_price": 2.49}}).cost == Cost(2.49)
+    assert parse_spec({**base(), "cost": {"gpu_hour_price": 3}}).cost.gpu_hour_price == 3.0
+    assert parse_spec({**base(), "cost": {"gpu_hour_price": None}}).cost == Cost(None)
+
+
+@pytest.mark.parametrize("price", [0, -1, True, "2.49", 1e309, 10**400],
+                         ids=["zero", "negative", "a boolean", "a string", "infinite",
+                              "a 400-digit number"])
+def test_a_bad_gpu_hour_price_is_named(price: object) -> None:
+    found = problems(cost={"gpu_hour_price": price})
+    assert any("cost.gpu_hour_price" in p and "price of one GPU hour" in p for p in found), found
+
+
+def test_the_cost_section_takes_only_its_key() -> None:
+    assert any("unknown key" in p for p in problems(cost={"gpu_hour": 2}))
+    assert any("cost" in p for p in problems(cost=[2.49]))
