@@ -78,18 +78,21 @@ def _results(spec: SloSpec, level: str) -> list[RecordingRule]:
     def at(quantity: str) -> str:
         return _at(spec, quantity, level)
 
+    # A target's charge knows its node (placed); its tokens only where the scrape gave one.
+    per = f"/ ignoring ({LABEL_NODE})" if level == c.LEVEL_TARGET else "/"
+
     rules = [
         RecordingRule(c.recorded(c.JOULES_PER_OUTPUT_TOKEN, level),
-                      f"{at(c.WATTS)}\n/\n({at(c.OUTPUT_TOKENS)} > 0)"),
+                      f"{at(c.WATTS)}\n{per}\n({at(c.OUTPUT_TOKENS)} > 0)"),
         RecordingRule(c.recorded(c.OUTPUT_TOKENS_PER_JOULE, level),
-                      f"{at(c.OUTPUT_TOKENS)}\n/\n({at(c.WATTS)} > 0)"),
+                      f"{at(c.OUTPUT_TOKENS)}\n{per}\n({at(c.WATTS)} > 0)"),
     ]
     if spec.cost.gpu_hour_price is not None:
         rules += [
-            RecordingRule(c.recorded(c.COST_PER_MILLION_INPUT, level),
-                          f"{at(c.COST_PER_SECOND)}\n/\n({at(c.INPUT_TOKENS)} > 0) * {MILLION}"),
-            RecordingRule(c.recorded(c.COST_PER_MILLION_OUTPUT, level),
-                          f"{at(c.COST_PER_SECOND)}\n/\n({at(c.OUTPUT_TOKENS)} > 0) * {MILLION}"),
+            RecordingRule(c.recorded(quantity, level),
+                          f"{at(c.COST_PER_SECOND)}\n{per}\n({at(tokens)} > 0) * {MILLION}")
+            for quantity, tokens in ((c.COST_PER_MILLION_INPUT, c.INPUT_TOKENS),
+                                     (c.COST_PER_MILLION_OUTPUT, c.OUTPUT_TOKENS))
         ]
     return rules
 
@@ -170,12 +173,22 @@ def _expected(price: Fraction | None) -> dict[tuple[str, str, str], Fraction]:
     return found
 
 
+def _node_label(node: str) -> dict[str, str]:
+    """node-0's series carry no node label (placed by their instance's host, as on one
+    machine); node-1's carry it (as the Kubernetes monitors set it)."""
+    return {} if node == "node-0" else {LABEL_NODE: node}
+
+
+def _engine(node: str, index: int) -> str:
+    return INFERENCE.address(node if node == "node-0" else f"inference-{index}")
+
+
 def _inputs(spec: SloSpec) -> list[InputSeries]:
     targets = spec.targets
     inputs = []
     for node, index, watts in GPUS:
-        exporter = {**scraped(targets.gpu, EXPORTER.address(f"exporter-{node[-1]}")),
-                    LABEL_NODE: node, gpu.LABEL_GPU: str(index)}
+        exporter = {**scraped(targets.gpu, EXPORTER.address(node)), **_node_label(node),
+                    gpu.LABEL_GPU: str(index)}
         if targets.gpu.dcgm:  # node-0 under 4.8's names (millijoules), node-1 under 4.9's
             release = dcgm.RELEASE_4_8 if node == "node-0" else dcgm.RELEASE_4_9
             field = dcgm.ENERGY.in_release(release)
@@ -188,8 +201,8 @@ def _inputs(spec: SloSpec) -> list[InputSeries]:
             inputs += [InputSeries(series(gpu.ENERGY.total, exporter), f"0+{watts * MINUTE}x20"),
                        InputSeries(series(gpu.UP.name, exporter), "1x20")]
     for node, index, model, out, into in ENGINES:
-        engine = {**scraped(targets.inference, INFERENCE.address(f"inference-{index}")),
-                  LABEL_NODE: node, vllm.LABEL_MODEL: model}
+        engine = {**scraped(targets.inference, _engine(node, index)), **_node_label(node),
+                  vllm.LABEL_MODEL: model}
         inputs += [InputSeries(series(vllm.GENERATION_TOKENS.total, engine),
                                f"0+{out * MINUTE}x20"),
                    InputSeries(series(vllm.PROMPT_TOKENS.total, engine),
@@ -205,8 +218,8 @@ def cost_test(spec: SloSpec) -> RuleTest:
     for (quantity, level, index, model), value in sorted(_expected(price).items()):
         labels: dict[str, str] = {vllm.LABEL_MODEL: model}
         if level == c.LEVEL_TARGET:
-            labels = {**scraped(spec.targets.inference, INFERENCE.address(f"inference-{index}")),
-                      **labels, LABEL_NODE: nodes[index]}
+            labels = {**scraped(spec.targets.inference, _engine(nodes[index], int(index))),
+                      **labels}
         selector = Selector(c.recorded(quantity, level), equal_to(labels)).render()
         expr = f"abs({selector} - {float(value)!r}) < bool {TOLERANCE} * {float(value)!r}"
         checks.append(ExprCheck(CHECK_MINUTE * MINUTE, expr,
