@@ -57,7 +57,7 @@ def _charged(spec: SloSpec, per_node: str) -> str:
     """``per_node`` (one series per node) shared among the targets and models on the node by
     their output tokens."""
     out = Selector(c.recorded(c.OUTPUT_TOKENS, c.LEVEL_TARGET), spec.targets.inference.matchers())
-    share = (f"{placed(out)}\n/ on ({LABEL_NODE}) group_left ()\n"
+    share = (f"{placed(out.render())}\n/ on ({LABEL_NODE}) group_left ()\n"
              f"({c.NODE_OUTPUT_TOKENS} > 0)\n* on ({LABEL_NODE}) group_left ()\n{per_node}")
     return sum_by(_per_target(spec), f"\n{share}\n")
 
@@ -117,7 +117,7 @@ def cost_rules(spec: SloSpec) -> tuple[RecordingRule, ...]:
                       tokens(vllm.GENERATION_TOKENS.total)),
         RecordingRule(c.recorded(c.INPUT_TOKENS, c.LEVEL_TARGET),
                       tokens(vllm.PROMPT_TOKENS.total)),
-        RecordingRule(c.NODE_OUTPUT_TOKENS, sum_by(NODE, placed(out))),
+        RecordingRule(c.NODE_OUTPUT_TOKENS, sum_by(NODE, placed(out.render()))),
         RecordingRule(c.recorded(c.WATTS, c.LEVEL_TARGET), _charged(spec, c.NODE_WATTS)),
     ]
     price = spec.cost.gpu_hour_price
@@ -150,26 +150,34 @@ ENGINES: Final = (("node-0", 0, "m", 40, 160), ("node-1", 1, "m", 20, 80),
                   ("node-1", 2, "n", 20, 10))
 
 
-def _expected(price: Fraction | None) -> dict[tuple[str, str, str], Fraction]:
-    """(level, target or "", model) → each answer, worked out from the inputs above by hand:
-    node-0 charges its 640 W and two GPU-hours an hour to engine 0; node-1 halves its 200 W and
+Row = tuple[Fraction, Fraction, Fraction, Fraction]  # watts, GPU-hours an hour, out, in
+
+
+def _expected(price: Fraction | None) -> dict[tuple[str, str, str, str], Fraction]:
+    """(quantity, level, target or "", model) → each answer, worked out from the inputs above
+    by hand: node-0 charges its 640 W and two GPU-hours an hour to engine 0; node-1 halves its 200 W and
     one GPU-hour an hour between engines 1 and 2 (equal output tokens)."""
     watts = {0: Fraction(640), 1: Fraction(100), 2: Fraction(100)}
     gpu_hours = {0: Fraction(2), 1: Fraction(1, 2), 2: Fraction(1, 2)}
-    found: dict[tuple[str, str, str], Fraction] = {}
-    rows = {(c.LEVEL_TARGET, str(n), model): (watts[n], gpu_hours[n], Fraction(o), Fraction(i))
-            for _, n, model, o, i in ENGINES}
+    found: dict[tuple[str, str, str, str], Fraction] = {}
+    rows: dict[tuple[str, str, str], Row] = {
+        (c.LEVEL_TARGET, str(n), model): (watts[n], gpu_hours[n], Fraction(o), Fraction(i))
+        for _, n, model, o, i in ENGINES}
     for model in ("m", "n"):
         mine = [row for key, row in rows.items() if key[2] == model]
-        rows[(c.LEVEL_MODEL, "", model)] = tuple(sum(r[k] for r in mine)  # type: ignore[assignment]
-                                                 for k in range(4))
-    for key, (w, hours, out, inp) in rows.items():
-        found[(c.JOULES_PER_OUTPUT_TOKEN, *key)] = w / out
-        found[(c.OUTPUT_TOKENS_PER_JOULE, *key)] = out / w
+        rows[(c.LEVEL_MODEL, "", model)] = (sum((r[0] for r in mine), Fraction(0)),
+                                            sum((r[1] for r in mine), Fraction(0)),
+                                            sum((r[2] for r in mine), Fraction(0)),
+                                            sum((r[3] for r in mine), Fraction(0)))
+    for (level, target, model), (w, hours, out, inp) in rows.items():
+        found[(c.JOULES_PER_OUTPUT_TOKEN, level, target, model)] = w / out
+        found[(c.OUTPUT_TOKENS_PER_JOULE, level, target, model)] = out / w
         if price is not None:
             per_second = hours * price / SECONDS_PER_HOUR
-            found[(c.COST_PER_MILLION_OUTPUT, *key)] = per_second / out * MILLION
-            found[(c.COST_PER_MILLION_INPUT, *key)] = per_second / inp * MILLION
+            found[(c.COST_PER_MILLION_OUTPUT, level, target, model)] = \
+                per_second / out * MILLION
+            found[(c.COST_PER_MILLION_INPUT, level, target, model)] = \
+                per_second / inp * MILLION
     return found
 
 
