@@ -154,9 +154,9 @@ Row = tuple[Fraction, Fraction, Fraction, Fraction]  # watts, GPU-hours an hour,
 
 
 def _expected(price: Fraction | None) -> dict[tuple[str, str, str, str], Fraction]:
-    """(quantity, level, target or "", model) → each answer, worked out from the inputs above
-    by hand: node-0 charges its 640 W and two GPU-hours an hour to engine 0; node-1 halves its 200 W and
-    one GPU-hour an hour between engines 1 and 2 (equal output tokens)."""
+    """(quantity, level, target or "", model) → each answer, worked out by hand from the
+    inputs above: node-0 charges its 640 W and two GPU-hours an hour to engine 0; node-1 halves
+    its 200 W and one GPU-hour an hour between engines 1 and 2 (equal output tokens)."""
     watts = {0: Fraction(640), 1: Fraction(100), 2: Fraction(100)}
     gpu_hours = {0: Fraction(2), 1: Fraction(1, 2), 2: Fraction(1, 2)}
     found: dict[tuple[str, str, str, str], Fraction] = {}
