@@ -12,10 +12,10 @@ import yaml
 
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import controller as c
+from governor.contracts.metrics import cost, gpu_health, verdict, vllm
 from governor.contracts.metrics import gpu as g
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import slo as n
-from governor.contracts.metrics import verdict, vllm
 from governor.contracts.stages import Stage
 from governor.controller import grafana as controller_grafana
 from governor.controller.model import Action
@@ -42,7 +42,7 @@ def known_metrics() -> set[str]:
                  n.CLASS_SLI_EVENTS_RATE, n.CLASS_SLI_ERROR_EVENTS_RATE,
                  n.CLASS_SLI_ERROR_RATIO, n.CLASS_BURN_RATE)}
     return (declared(svc) | declared(vllm) | declared(g) | declared(c) | declared(n)
-            | declared(verdict) | recorded)
+            | declared(verdict) | declared(gpu_health) | set(cost.RECORDED) | recorded)
 
 
 def base_name(name: str) -> str:

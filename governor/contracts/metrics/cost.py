@@ -41,3 +41,10 @@ COST_PER_MILLION_INPUT: Final = "cost_per_million_input_tokens"
 COST_PER_MILLION_OUTPUT: Final = "cost_per_million_output_tokens"
 ENERGY_RESULTS: Final = (JOULES_PER_OUTPUT_TOKEN, OUTPUT_TOKENS_PER_JOULE)
 COST_RESULTS: Final = (COST_PER_MILLION_INPUT, COST_PER_MILLION_OUTPUT)
+# Every name the rules may record (the cost ones only with a price in the spec).
+RECORDED: Final = frozenset({
+    NODE_WATTS, NODE_GPUS, NODE_OUTPUT_TOKENS,
+    *(recorded(quantity, level)
+      for quantity in (OUTPUT_TOKENS, INPUT_TOKENS, WATTS, COST_PER_SECOND, *ENERGY_RESULTS,
+                       *COST_RESULTS)
+      for level in (LEVEL_TARGET, LEVEL_MODEL))})
