@@ -35,7 +35,7 @@ from governor.alerts.health_alert import (
 )
 from governor.alerts.rules import RecordingRule, RuleGroup
 from governor.alerts.ruletests import ExprCheck, InputSeries, RuleTest
-from governor.alerts.verdict_inputs import constant_label, placed
+from governor.alerts.verdict_inputs import placed
 from governor.contracts.endpoints import EXPORTER, INFERENCE
 from governor.contracts.metrics import dcgm, gpu, vllm
 from governor.contracts.metrics import gpu_health as h
@@ -138,11 +138,11 @@ def state_rules(targets: Targets, option: GpuHealth) -> tuple[RecordingRule, ...
     per_gpu = by_target(gpus, gpu.LABEL_GPU)
     rules = []
     for reason, holds in reasons(targets, option):
-        grouped = constant_label(aggregate("group", per_gpu, "\n" + holds + "\n"),
-                                 gpu.LABEL_REASON, reason)
-        quiet = constant_label(_known(gpus), gpu.LABEL_REASON, reason)
+        # The reason is a static label: one rule per reason, each its own series.
+        grouped = aggregate("group", per_gpu, "\n" + holds + "\n")
         rules.append(RecordingRule(h.REASON.name,
-                                   f"{grouped} * {h.REASONS[reason]}\nor\n{quiet} * 0"))
+                                   f"{grouped} * {h.REASONS[reason]}\nor\n{_known(gpus)} * 0",
+                                   {gpu.LABEL_REASON: reason}))
     return (*rules, RecordingRule(h.STATE.name, max_by(per_gpu, _on(gpus, h.REASON.name))))
 
 

@@ -35,7 +35,7 @@ def _rules(files: dict[str, str]) -> list[dict[str, Any]]:
 
 def _reasons(files: dict[str, str]) -> dict[str, str]:
     """reason → the expression of its recording rule."""
-    return {rule["expr"].split('"reason", "', 1)[1].split('"', 1)[0]: rule["expr"]
+    return {rule["labels"]["reason"]: rule["expr"]
             for rule in _rules(files) if rule.get("record") == h.REASON.name}
 
 
