@@ -5,6 +5,7 @@ generated recording rules), for a latency SLO that burns, the stage of the reque
 most (five minutes against the hour: the tokenizer, the client's reading, the engine's prefill…),
 and the verdict on each target where it burns (who is to blame, ``governor why`` for the
 numbers);
+each GPU's recorded state (HEALTHY, WARN, CRITICAL), its reasons and its runbook;
 Alertmanager for what is firing; the controller for the limits in force on every target and the
 decisions it took, with their reasons::
 
@@ -29,15 +30,18 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from governor.alerts.runbooks import state_section
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds
 from governor.common.prometheus_api import PrometheusHTTP
 from governor.contracts.endpoints import ALERTMANAGER, CONTROLLER, LOCAL_HOST, PROMETHEUS
+from governor.contracts.metrics import gpu_health as gh
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import slo as n
 from governor.contracts.metrics import verdict as v
 from governor.contracts.promql import format_duration
 from governor.contracts.stages import shift
 from governor.slo.burn import SLI_WINDOWS
+from governor.slo.fleet import DEFAULT_RUNBOOKS
 
 # Burn-rate windows shown: a short and a long one of each alert tier.
 SHOWN_WINDOWS = tuple(w for w in SLI_WINDOWS if w in (300, 3600, 21600, 259200))
@@ -63,14 +67,25 @@ class SloStatus:
 
 
 @dataclass
+class GpuStatus:
+    instance: str
+    gpu: str
+    state: str  # HEALTHY, WARN, CRITICAL (or "?" for a value the rules never record)
+    reasons: dict[str, str] = field(default_factory=dict)  # in force: reason → its severity
+    runbook: str = ""
+
+
+@dataclass
 class Report:
     slos: list[SloStatus] = field(default_factory=list)
+    gpus: list[GpuStatus] = field(default_factory=list)
     alerts: list[dict[str, Any]] = field(default_factory=list)
     targets: dict[str, dict[str, Any]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)  # source → what went wrong
 
     def as_dict(self) -> dict[str, Any]:
-        return {"slos": [asdict(s) for s in self.slos], "alerts": self.alerts,
+        return {"slos": [asdict(s) for s in self.slos], "gpus": [asdict(g) for g in self.gpus],
+                "alerts": self.alerts,
                 "targets": self.targets, "errors": self.errors}
 
 
@@ -149,6 +164,29 @@ def where_it_went(metric: str, short: dict[str, float], long: dict[str, float]
             "outside_engine": moved.outside_engine}
 
 
+def _gpu_key(labels: dict[str, str]) -> tuple[str, str]:
+    return labels.get("instance", "?"), labels.get("gpu", "?")
+
+
+def gpus(prometheus: str, timeout: float) -> list[GpuStatus]:
+    """Each GPU's recorded state and the reasons in force, worst first, with its runbook."""
+    found: dict[tuple[str, str], GpuStatus] = {}
+    for sample in _instant(prometheus, gh.STATE.name, timeout):
+        instance, index = _gpu_key(sample["metric"])
+        value = float(sample["value"][1])
+        state = gh.STATE_NAMES.get(int(value), "?") if value.is_integer() else "?"
+        runbook = (f"{DEFAULT_RUNBOOKS}#{state_section(int(value))}" if state != "?" else "")
+        found[(instance, index)] = GpuStatus(instance, index, state, runbook=runbook)
+    for sample in _instant(prometheus, f"{gh.REASON.name} > 0", timeout):
+        status = found.get(_gpu_key(sample["metric"]))
+        value = float(sample["value"][1])
+        if status is not None and value.is_integer():
+            status.reasons[sample["metric"].get("reason", "?")] = gh.STATE_NAMES.get(
+                int(value), "?")
+    order = {name: rank for rank, name in gh.STATE_NAMES.items()}
+    return sorted(found.values(), key=lambda g: (-order.get(g.state, 3), g.instance, g.gpu))
+
+
 def alerts(alertmanager: str, timeout: float) -> list[dict[str, Any]]:
     """Alerts firing now (not silenced, not inhibited), as Alertmanager holds them."""
     query = urllib.parse.urlencode({"active": "true", "silenced": "false",
@@ -195,6 +233,7 @@ def collect(args: argparse.Namespace) -> Report:
     report = Report()
     try:
         report.slos = slos(args.prometheus, args.timeout)
+        report.gpus = gpus(args.prometheus, args.timeout)
     except _FAILURES as exc:
         report.errors["prometheus"] = _why(exc)
     try:
@@ -241,6 +280,16 @@ def render(report: Report, sources: dict[str, str]) -> str:
         lines += [line for s in report.slos if s.stages is not None
                   for line in _stages_lines(s.name, s.stages)]
         lines += [line for s in report.slos for line in _verdict_lines(s)]
+    lines += ["", "GPUs (recorded state, the reasons in force)"]
+    if "prometheus" in report.errors:
+        lines.append(f"  Prometheus {sources['prometheus']}: {report.errors['prometheus']}")
+    elif not report.gpus:
+        lines.append("  no GPU state yet (are the rules of health.yml loaded?)")
+    else:
+        lines += _table([["instance", "gpu", "state", "reasons", "runbook"]] +
+                        [[g.instance, g.gpu, g.state,
+                          ", ".join(f"{r} ({s})" for r, s in sorted(g.reasons.items())) or "—",
+                          g.runbook] for g in report.gpus])
     lines += ["", "Firing alerts"]
     if "alertmanager" in report.errors:
         lines.append(f"  Alertmanager {sources['alertmanager']}: {report.errors['alertmanager']}")

@@ -63,7 +63,7 @@ def _only(reading: dcgm.Reading) -> str:
     return field.name
 
 
-class _Scenario:
+class Scenario:
     """The series of one scenario: GPUs of two exporters, each named as a release names it."""
 
     def __init__(self, gpus: GpuTarget) -> None:
@@ -93,13 +93,13 @@ class _Scenario:
         return series(UP.name, self.exporter[exporter]), values
 
 
-def _xid(scenario: _Scenario, index: int, release: str, code: str, message: str,
+def _xid(scenario: Scenario, index: int, release: str, code: str, message: str,
          values: Values) -> tuple[str, Values]:
     return scenario.field(dcgm.XID, index, release, values,
                           extra={dcgm.LABEL_XID_CODE: code, dcgm.LABEL_XID_MESSAGE: message})
 
 
-def _throttling(gpus: GpuTarget, scenario: _Scenario, name: str, for_minutes: int,
+def _throttling(gpus: GpuTarget, scenario: Scenario, name: str, for_minutes: int,
                 reasons: tuple[str, ...], summary: str, description: str,
                 broken: tuple[int, int], other: int) -> HealthAlert:
     """A GPU held back by any of ``reasons``: GPU 0 (4.8's name) and GPU 2 (4.9's) raise a
@@ -118,20 +118,38 @@ def _throttling(gpus: GpuTarget, scenario: _Scenario, name: str, for_minutes: in
     )
 
 
+def seen_lately(gpus: GpuTarget) -> str:
+    """Each GPU that reported its temperature in the last LOST_WINDOW (lost ones included)."""
+    lately = dcgm.PRESENCE.base(gpus.matchers(), lambda s: max_over_time(s, LOST_WINDOW))
+    return aggregate("group", by_target(gpus, dcgm.LABEL_GPU), lately)
+
+
+def lost(gpus: GpuTarget) -> str:
+    """A GPU seen lately that no longer reports, while its exporter is scraped."""
+    on, per_gpu = gpus.matchers(), by_target(gpus, dcgm.LABEL_GPU)
+    return (f"{seen_lately(gpus)}\n"
+            f"unless {aggregate('group', per_gpu, dcgm.PRESENCE.base(on))}\n"
+            f"and on ({LABEL_JOB}, {LABEL_INSTANCE}) {Selector(UP.name, on)} == 1")
+
+
+def new_xid(gpus: GpuTarget) -> str:
+    """The last XID code of a GPU where it is new in the last 5 minutes, as label ``xid``."""
+    on, per_xid = gpus.matchers(), (*by_target(gpus, dcgm.LABEL_GPU), gpu.LABEL_XID)
+
+    def codes(when: str = "") -> str:
+        found = dcgm.XID.base(on, (lambda s: offset(s, when)) if when else None)
+        return max_by(per_xid, copy_label(found, dcgm.LABEL_XID_CODE, gpu.LABEL_XID))
+
+    return f"{codes()} > 0\nunless\n{codes(WINDOW)}"
+
+
 def gpu_alerts(gpus: GpuTarget) -> tuple[HealthAlert, ...]:
     """The exporter's and the GPUs' alerts on dcgm-exporter's fields, in Governor's order."""
     on = gpus.matchers()
     per_gpu = by_target(gpus, dcgm.LABEL_GPU)
-    per_xid = (*per_gpu, gpu.LABEL_XID)
     present = dcgm.PRESENCE.base(on)
-    lately = dcgm.PRESENCE.base(on, lambda s: max_over_time(s, LOST_WINDOW))
-    scenario = _Scenario(gpus)
+    scenario = Scenario(gpus)
     bits = dcgm.REASON_BITS
-
-    def xid_codes(when: str = "") -> str:
-        codes = dcgm.XID.base(on, (lambda s: offset(s, when)) if when else None)
-        return max_by(per_xid, copy_label(codes, dcgm.LABEL_XID_CODE, gpu.LABEL_XID))
-
     return (
         HealthAlert(
             "GpuExporterSeesNoGpus", SEVERITY_TICKET, 10 * MINUTE,
@@ -150,9 +168,7 @@ def gpu_alerts(gpus: GpuTarget) -> tuple[HealthAlert, ...]:
         ),
         HealthAlert(
             "GpuLost", SEVERITY_PAGE, MINUTE,
-            f"{aggregate('group', per_gpu, lately)}\n"
-            f"unless {aggregate('group', per_gpu, present)}\n"
-            f"and on ({LABEL_JOB}, {LABEL_INSTANCE}) {Selector(UP.name, on)} == 1",
+            lost(gpus),
             "GPU {{ $labels.gpu }} on {{ $labels.instance }} stopped answering",
             "GPU {{ $labels.gpu }} reported its temperature to dcgm-exporter in the last "
             f"{LOST_WINDOW} and no longer does, while the exporter is scraped: DCGM lost it; "
@@ -167,7 +183,7 @@ def gpu_alerts(gpus: GpuTarget) -> tuple[HealthAlert, ...]:
         ),
         HealthAlert(
             "GpuXidErrors", SEVERITY_PAGE, 0,
-            f"{xid_codes()} > 0\nunless\n{xid_codes(WINDOW)}",
+            new_xid(gpus),
             "GPU {{ $labels.gpu }} on {{ $labels.instance }} raised XID {{ $labels.xid }}",
             "dcgm-exporter reports XID {{ $labels.xid }} as the last error of GPU "
             "{{ $labels.gpu }}, new in the last 5 minutes; see NVIDIA's XID catalog for whether "

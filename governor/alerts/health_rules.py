@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from governor.alerts import dcgm_rules
 from governor.alerts.cache_alert import prefix_cache_alert
+from governor.alerts.gpu_health_rules import gpu_health_alerts, state_group, state_test
 from governor.alerts.health_alert import (
     BREAKS_AT,
     MINUTE,
@@ -43,7 +44,7 @@ from governor.contracts.promql import (
     sum_by,
 )
 from governor.generation.params import RenderParams
-from governor.slo.fleet import GpuTarget, PrefixCacheAlert, Target, Targets
+from governor.slo.fleet import GpuHealth, GpuTarget, PrefixCacheAlert, Target, Targets
 
 GROUP = "governor-health"
 _XID = gpu.XID_ERRORS.total
@@ -250,22 +251,29 @@ def _engine_alerts(service_target: Target) -> tuple[HealthAlert, ...]:
 
 
 def health_alerts(targets: Targets, cache: PrefixCacheAlert | None = None,
-                  ) -> tuple[HealthAlert, ...]:
+                  gpu_health: GpuHealth | None = None) -> tuple[HealthAlert, ...]:
     """Every health alert, its selectors and its scenario in the spec's targets; the GPUs' on
     the series of the exporter the spec names (``targets.gpu.source``); the prefix cache's
-    with the spec's ``alerting.prefix_cache`` (its defaults without one)."""
+    with the spec's ``alerting.prefix_cache`` and the process count's and the idle memory's
+    with its ``alerting.gpu_health`` (their defaults without them)."""
     gpus = (dcgm_rules.gpu_alerts(targets.gpu) if targets.gpu.dcgm
             else _gpu_alerts(targets.gpu))
-    return (_target_down(targets), *gpus, *_engine_alerts(targets.inference),
+    return (_target_down(targets), *gpus,
+            *gpu_health_alerts(targets, gpu_health or GpuHealth()),
+            *_engine_alerts(targets.inference),
             prefix_cache_alert(targets.inference, cache or PrefixCacheAlert()))
 
 
 def health_rule_file(targets: Targets, params: RenderParams,
-                     cache: PrefixCacheAlert | None = None) -> RuleFile:
-    alerts = health_alerts(targets, cache)
-    return RuleFile("health", (RuleGroup(GROUP, tuple(a.rule(params) for a in alerts)),))
+                     cache: PrefixCacheAlert | None = None,
+                     gpu_health: GpuHealth | None = None) -> RuleFile:
+    alerts = health_alerts(targets, cache, gpu_health)
+    return RuleFile("health", (state_group(targets, gpu_health or GpuHealth()),
+                               RuleGroup(GROUP, tuple(a.rule(params) for a in alerts))))
 
 
 def health_tests(targets: Targets, params: RenderParams,
-                 cache: PrefixCacheAlert | None = None) -> tuple[RuleTest, ...]:
-    return tuple(alert.test(params) for alert in health_alerts(targets, cache))
+                 cache: PrefixCacheAlert | None = None,
+                 gpu_health: GpuHealth | None = None) -> tuple[RuleTest, ...]:
+    return (*(alert.test(params) for alert in health_alerts(targets, cache, gpu_health)),
+            state_test(targets, gpu_health or GpuHealth()))

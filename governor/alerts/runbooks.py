@@ -7,6 +7,12 @@ of ``docs/runbooks.md`` — in the rules and in the promtool tests that expect t
 
     >>> section("InterTokenLatencyErrorBudgetBurn"), section("GpuLost")
     ('errorbudgetburn', 'gpulost')
+
+Each recorded GPU state (``gpu:health:state``) has its section too, which the GPU board and
+``governor status`` point at::
+
+    >>> state_section(2)
+    'gpu-state-critical'
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Final
 from governor.alerts.rules import AlertRule, Rule, RuleGroup
 from governor.alerts.ruleset import RuleSetFile
 from governor.alerts.ruletests import AlertCheck, ExpectedAlert
+from governor.contracts.metrics import gpu_health as h
 from governor.contracts.metrics import slo as n
 from governor.slo.fleet import SEVERITIES, Alerting
 
@@ -32,6 +39,11 @@ def section(alert: str) -> str:
         if alert.endswith(suffix) and alert != suffix:
             return suffix.lower()
     return alert.lower()
+
+
+def state_section(state: int) -> str:
+    """The anchor of a GPU state's section ("### GPU state: WARN") in docs/runbooks.md."""
+    return f"gpu-state-{h.STATE_NAMES[state].lower()}"
 
 
 def _labels(labels: dict[str, str], alerting: Alerting) -> dict[str, str]:

@@ -44,6 +44,11 @@ FAULT_REASONS: Final = (gpu.REASON_SW_POWER_CAP, gpu.REASON_HW_SLOWDOWN, gpu.REA
 XID_INTERVAL_SECONDS: Final = 20.0
 MAX_STALL_SECONDS: Final = 30.0
 MAX_TOKENIZE_SECONDS_PER_KIB: Final = 1.0
+# Leaked CUDA contexts: processes that hold this much GPU memory each and run nothing.
+MAX_STRAY_PROCESSES: Final = 8
+STRAY_PROCESS_MEMORY_BYTES: Final = 512 * 1024 * 1024
+# The fastest leak a drill may set: a whole H200 in about a minute.
+MAX_LEAK_BYTES_PER_SECOND: Final = 2.0**31
 # The first fake GPU's UUID, and the GPU the engine runs on: the exporter's fake GPUs are numbered
 # from here, so the engine's ``governor_engine_gpu_info`` and the exporter's ``gpu_info`` meet.
 FAKE_UUID_PREFIX: Final = 0xFA4E
@@ -78,6 +83,11 @@ class Faults:
     stall_seconds: float = 0.0
     # The service's tokenizer slows down by this many seconds per KiB of prompt.
     tokenize_seconds_per_kib: float = 0.0
+    # Leaked contexts left on the GPU (each holding STRAY_PROCESS_MEMORY_BYTES, running
+    # nothing), and the engine's own memory growing this fast, whether it serves or not (what
+    # it leaked stays held after the fault is healed, as a real leak's memory does).
+    stray_processes: int = 0
+    leak_bytes_per_second: float = 0.0
 
     @property
     def healthy(self) -> bool:
@@ -111,6 +121,10 @@ class Faults:
             stall_seconds=_number(body, "stall_seconds", 0.0, 0.0, MAX_STALL_SECONDS),
             tokenize_seconds_per_kib=_number(body, "tokenize_seconds_per_kib", 0.0, 0.0,
                                              MAX_TOKENIZE_SECONDS_PER_KIB),
+            stray_processes=int(_number(body, "stray_processes", 0, 0, MAX_STRAY_PROCESSES,
+                                        integer=True)),
+            leak_bytes_per_second=_number(body, "leak_bytes_per_second", 0.0, 0.0,
+                                          MAX_LEAK_BYTES_PER_SECOND),
         )
         if faults.clock_ratio < 1.0 and not faults.clock_reasons:
             raise FaultsError("clock_ratio below 1 needs the clock_reasons that hold it down",

@@ -225,6 +225,16 @@ def dcgm_board(spec: SloSpec, source: str) -> Board:
                         dcgm.SM_ACTIVE),
         dram_about=_about("Share of cycles the memory interface moves data (DCGM profiling).",
                           dcgm.DRAM_ACTIVE))
+    gpu_board.health_row(
+        board, LABELS, text(
+            "Processes per GPU",
+            f"{NOT_IN_DCGM} dcgm-exporter exposes no process on a GPU, so the count of "
+            "processes and the memory of each are not here, and neither are the two reasons "
+            "they give (a count held above alerting.gpu_health.max_processes, memory growing "
+            "while the engine idles). Run Governor's exporter beside it for them.",
+            width=8, height=8),
+        about="From dcgm-exporter's fields: a lost GPU (its temperature gone), a new XID "
+              "code, uncorrected ECC, row remapping and the clock-event bitmask.")
     _memory_power_row(board)
     _errors_row(board)
     _mig_row(board)

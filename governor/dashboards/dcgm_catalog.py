@@ -80,7 +80,8 @@ def _panel_row(panel: dict[str, Any]) -> str:
         names = [field.name for reading in (*dcgm.READINGS, *dcgm.UNPINNED)
                  if (field := reading.in_release(release)) is not None
                  and f"{field.name}{{" in text]
-        cells.append(", ".join(f"`{name}`" for name in names) or "Prometheus's own")
+        recorded = "the GPU state rules (health.yml)" if "gpu:health" in text else None
+        cells.append(", ".join(f"`{name}`" for name in names) or recorded or "Prometheus's own")
     return f"| {panel['title']} | {' | '.join(cells)} |"
 
 

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 from typing import Final
 
+from grafana_foundation_sdk.cog import builder as cog
 from grafana_foundation_sdk.models import dashboard as dm
 
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import gpu as g
+from governor.contracts.metrics import gpu_health as h
 from governor.contracts.metrics.scrape import LABEL_INSTANCE as INSTANCE
 from governor.contracts.promql import Matcher, Selector, increase, rate, regex, sum_by
 from governor.dashboards.board import Board, BoardInfo, fleet_variables, label_variable
 from governor.dashboards.panels import (
     BAD_COLOR,
     NAME_ONLY,
+    WARN_COLOR,
     Line,
     Query,
     Spec,
@@ -90,6 +93,41 @@ def activity_heatmaps(board: Board, sm_active: Query, dram: Query, *,
                                 ("DRAM bandwidth per GPU (heat map)", dram_about, dram)):
         board.panel(heatmap(Spec(title, f"{about} {HEATMAP_ABOUT}".strip(), "percentunit",
                                  height=7), query, max_value=1))
+
+
+STATE_ABOUT: Final = (
+    "Each GPU's recorded state, the worst of its reasons: 0 HEALTHY, 1 WARN (throttled, a "
+    "remap pending, more processes than the spec allows, memory growing while the engine "
+    "idles), 2 CRITICAL (lost, an XID or uncorrected ECC errors in the last 5 minutes, a failed "
+    "remap). docs/runbooks.md has what to do in each state.")
+
+
+def health_row(board: Board, labels: tuple[Matcher, ...], processes: cog.Builder[dm.Panel], *,
+               about: str = "") -> None:
+    """Each GPU's state and its reasons (shared with the dcgm-exporter board), then
+    ``processes``: the process count, or a text panel where the exporter has none."""
+    board.row("Health and leaks")
+    board.panel(stat(Spec("GPU state", f"{STATE_ABOUT} {about}".strip(), "short", width=8,
+                          height=8),
+                     Query(Selector(h.STATE.name, labels).render(), PER_GPU, instant=True),
+                     steps=[(h.WARN, WARN_COLOR), (h.CRITICAL, BAD_COLOR)], decimals=0))
+    board.panel(timeseries(
+        Spec("Health reasons", "Each reason's severity per GPU: 0 while it does not hold, 1 "
+             "(WARN) or 2 (CRITICAL) while it does; the state is the highest.", "short",
+             width=8),
+        [Query(Selector(h.REASON.name, labels).render(), f"{ref(g.LABEL_REASON)} {PER_GPU}")],
+        lines=[Line(h.WARN, WARN_COLOR), Line(h.CRITICAL)], max_value=h.CRITICAL))
+    board.panel(processes)
+
+
+def _processes(spec: SloSpec) -> cog.Builder[dm.Panel]:
+    limit = spec.alerting.gpu_health.max_processes
+    return timeseries(
+        Spec("Processes per GPU", "Compute processes (CUDA contexts) on each GPU, from the "
+             "call that reads memory per process. Above the line (alerting.gpu_health."
+             "max_processes) for alerting.gpu_health.processes_for, the GPU is WARN: a leaked "
+             "context that never exited, or a second tenant.", "short", width=8),
+        [_gauge(g.PROCESS_COUNT)], lines=[Line(limit, WARN_COLOR)])
 
 
 def _memory_power_row(board: Board) -> None:
@@ -212,6 +250,7 @@ def gpu_board(spec: SloSpec, source: str) -> Board:
     activity_heatmaps(board, _gauge(g.SM_ACTIVE), _gauge(g.DRAM_BANDWIDTH_UTILIZATION),
                       sm_about="Share of time a warp is resident on an SM (GPM).",
                       dram_about="Share of peak HBM bandwidth in use (GPM).")
+    health_row(board, LABELS, _processes(spec))
     _memory_power_row(board)
     _errors_row(board)
     _mig_row(board)

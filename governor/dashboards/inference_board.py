@@ -46,6 +46,7 @@ from governor.contracts.promql import (
 from governor.contracts.stages import FIRST_TOKEN, Stage
 from governor.dashboards import controller_events
 from governor.dashboards.board import Board, BoardInfo, fleet_variables, label_variable
+from governor.dashboards.cost_row import cost_row
 from governor.dashboards.panels import (
     NAME_ONLY,
     Line,
@@ -586,6 +587,7 @@ def inference_board(spec: SloSpec, source: str) -> Board:
     _heatmap_row(spec, series, board)
     _stages_row(spec, series, board)
     _throughput_row(spec, series, board)
+    cost_row(spec, board)
     _scheduler_row(spec, series, board)
     _limits_row(spec, series, board)
     _cold_start_row(series, board)

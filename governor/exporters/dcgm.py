@@ -76,6 +76,7 @@ SOURCES: tuple[tuple[dcgm.Reading, Callable[[Values], float | None]], ...] = (
     (dcgm.FB_CAPACITY, _one(m.MEMORY_TOTAL.name)),
     (dcgm.POWER, _one(m.POWER.name)),
     (dcgm.POWER_LIMIT, _one(m.POWER_LIMIT.name)),
+    (dcgm.ENERGY, _one(m.ENERGY.name)),
     (dcgm.SM_CLOCK, _one(m.CLOCK.name, clock="sm")),
     (dcgm.MEMORY_CLOCK, _one(m.CLOCK.name, clock="memory")),
     (dcgm.GPU_TEMP, _one(m.TEMPERATURE.name)),

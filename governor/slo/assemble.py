@@ -21,14 +21,14 @@ from governor.slo.fields import (
     parse_slos,
     parse_text,
 )
-from governor.slo.fleet import Alerting, Kubernetes, Targets
+from governor.slo.fleet import Alerting, Cost, Kubernetes, Targets
 from governor.slo.model import SLO, SPEC_VERSION, STOCK_VLLM, SloSpec
 from governor.slo.probe import ProbeSettings
 from governor.slo.probe_fields import probe as parse_probe
 from governor.slo.service_buckets import grown_edges, thresholds, too_many
 
 _KEYS = ("version", "service", "period", "labels", "slos", "classes", "targets", "alerting",
-         "kubernetes", "vllm", "probe")
+         "kubernetes", "vllm", "probe", "cost")
 
 
 def _class_label_free(labels: Mapping[str, str], slos: Sequence[SLO],
@@ -106,13 +106,14 @@ def native(
         if "kubernetes" in fields else Kubernetes()
     probe = parse_probe(fields["probe"], ("probe",), problems) if "probe" in fields \
         else ProbeSettings()
+    price = fleet.cost(fields["cost"], ("cost",), problems) if "cost" in fields else Cost()
     if kubernetes is not None and kubernetes.server == STOCK_VLLM and "classes" in fields:
         problems.add(("classes",), "request classes are applied by governor serve; stock vllm "
                                    "serve (kubernetes.server: vllm) neither classifies requests "
                                    "nor labels its series by class")
     if problems.items or service is None or period is None or classes is None \
             or targets is None or alerting is None or kubernetes is None or vllm is None \
-            or probe is None:
+            or probe is None or price is None:
         return None
     return SloSpec(SPEC_VERSION, service, period, slos, labels, classes, targets, alerting,
-                   kubernetes, vllm, probe)
+                   kubernetes, vllm, probe, price)

@@ -110,6 +110,26 @@ PREFIX_CACHE_BASELINE_STEP: Final = "1m"
 
 
 @dataclass(frozen=True)
+class GpuHealth:
+    """``alerting.gpu_health``: what makes a GPU's process count high and its memory a leak.
+
+    A GPU running more than ``max_processes`` compute processes for ``processes_seconds`` (a
+    leaked context that never exits, a second tenant) is WARN; so is one where a process's
+    memory grew by more than ``idle_growth_bytes`` over ``idle_seconds`` while the engine beside
+    it ran no request (an engine serving nothing should hold still).
+    """
+
+    max_processes: int = 1
+    processes_seconds: int = 15 * 60
+    idle_growth_bytes: int = 512 * 1024 * 1024
+    idle_seconds: int = 30 * 60
+
+
+GPU_HEALTH_WINDOWS: Final = (60, 86400)  # the bounds of both durations, in seconds
+MAX_GPU_PROCESSES: Final = 64
+
+
+@dataclass(frozen=True)
 class Alerting:
     """The ``alerting`` section: the fleet's names for the three severities, the runbooks, and
     the options of the alerts that have any."""
@@ -119,6 +139,7 @@ class Alerting:
     control: str = "control"  # routed to the controller's webhook
     runbooks: str = DEFAULT_RUNBOOKS  # a URL or path of docs/runbooks.md
     prefix_cache: PrefixCacheAlert = field(default_factory=PrefixCacheAlert)
+    gpu_health: GpuHealth = field(default_factory=GpuHealth)
 
     def severity(self, name: str) -> str:
         """Governor's severity name (``page``, ``ticket``, ``control``) → the fleet's."""
@@ -128,6 +149,17 @@ class Alerting:
     def runbook(self, alert: str) -> str:
         """The ``runbook_url`` of an alert: its section of the runbooks (a GitHub anchor)."""
         return f"{self.runbooks}#{alert.lower()}"
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The ``cost`` section: what one GPU costs an hour, in the fleet's currency. Without it the
+    energy rules are recorded and the cost rules are not."""
+
+    gpu_hour_price: float | None = None
+
+
+MAX_GPU_HOUR_PRICE: Final = 10_000.0
 
 
 # The containers whose CPU and memory ``kubernetes.resources`` may set, and what it may set.

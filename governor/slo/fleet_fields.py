@@ -14,11 +14,16 @@ from governor.slo.autoscaling_fields import MAX_REPLICAS, autoscaling
 from governor.slo.fields import Problems, parse_mapping, parse_seconds, parse_text, type_name
 from governor.slo.fleet import (
     CONTAINERS,
+    GPU_HEALTH_WINDOWS,
     GPU_SOURCES,
+    MAX_GPU_HOUR_PRICE,
+    MAX_GPU_PROCESSES,
     PREFIX_CACHE_BASELINES,
     RESOURCE_NAMES,
     SEVERITIES,
     Alerting,
+    Cost,
+    GpuHealth,
     GpuTarget,
     Kubernetes,
     PrefixCacheAlert,
@@ -219,13 +224,52 @@ def _non_negative(value: object, path: Path_, problems: Problems) -> float | Non
     return float(value)
 
 
+_GPU_HEALTH_KEYS: Final = ("max_processes", "processes_for", "idle_growth", "idle_window")
+
+
+def _bytes(value: object, path: Path_, problems: Problems) -> int | None:
+    """A size of at least 1Mi: bytes, or a Kubernetes quantity (512Mi, 1Gi)."""
+    amount = _quantity(value, path, problems)
+    if amount is None:
+        return None
+    size = quantity(amount)
+    if not 2**20 <= size <= 2**50 or size != size.to_integral_value():
+        problems.add(path, f"must be whole bytes from 1Mi to 1Pi: got {value!r}"[:200])
+        return None
+    return int(size)
+
+
+def gpu_health(value: object, path: Path_, problems: Problems) -> GpuHealth | None:
+    """``alerting.gpu_health``: the process count allowed, the memory growth called a leak."""
+    fields = parse_mapping(value, path, problems, _GPU_HEALTH_KEYS)
+    if fields is None:
+        return None
+    default = GpuHealth()
+    count = _field(fields, "max_processes", default.max_processes, lambda v: _count(
+        v, (*path, "max_processes"), problems, MAX_GPU_PROCESSES))
+    held = _field(fields, "processes_for", default.processes_seconds, lambda v: _whole_seconds(
+        v, (*path, "processes_for"), problems, "how long the count stays high",
+        GPU_HEALTH_WINDOWS))
+    growth = _field(fields, "idle_growth", default.idle_growth_bytes,
+                    lambda v: _bytes(v, (*path, "idle_growth"), problems))
+    window = _field(fields, "idle_window", default.idle_seconds, lambda v: _whole_seconds(
+        v, (*path, "idle_window"), problems, "the window memory may not grow in while idle",
+        GPU_HEALTH_WINDOWS))
+    if count is None or held is None or growth is None or window is None:
+        return None
+    return GpuHealth(count, held, growth, window)
+
+
 def alerting(value: object, path: Path_, problems: Problems) -> Alerting | None:
-    fields = parse_mapping(value, path, problems, (*SEVERITIES, "runbooks", "prefix_cache"))
+    fields = parse_mapping(value, path, problems,
+                           (*SEVERITIES, "runbooks", "prefix_cache", "gpu_health"))
     if fields is None:
         return None
     default = Alerting()
     cache = _field(fields, "prefix_cache", default.prefix_cache,
                    lambda v: prefix_cache(v, (*path, "prefix_cache"), problems))
+    health = _field(fields, "gpu_health", default.gpu_health,
+                    lambda v: gpu_health(v, (*path, "gpu_health"), problems))
     severities: dict[str, str | None] = {
         name: _matching(fields[name], (*path, name), problems, _SEVERITY,
                         "a severity (letters, digits, _ . -; at most 63)")
@@ -233,14 +277,32 @@ def alerting(value: object, path: Path_, problems: Problems) -> Alerting | None:
     runbooks = _field(fields, "runbooks", default.runbooks, lambda v: _matching(
         v, (*path, "runbooks"), problems, _RUNBOOKS,
         "a URL or path without spaces (at most 512 characters)"))
-    if runbooks is None or cache is None or any(s is None for s in severities.values()):
+    if runbooks is None or cache is None or health is None or \
+            any(s is None for s in severities.values()):
         return None
     if len(set(severities.values())) != len(SEVERITIES):
         problems.add(path, "page, ticket and control need different severities: got "
                            + ", ".join(str(s) for s in severities.values()))
         return None
-    return Alerting(runbooks=runbooks, prefix_cache=cache,
+    return Alerting(runbooks=runbooks, prefix_cache=cache, gpu_health=health,
                     **severities)  # type: ignore[arg-type]
+
+
+def cost(value: object, path: Path_, problems: Problems) -> Cost | None:
+    """``cost``: the price of a GPU hour, a positive number."""
+    fields = parse_mapping(value, path, problems, ("gpu_hour_price",))
+    if fields is None:
+        return None
+    price = fields.get("gpu_hour_price")
+    if price is None:
+        return Cost()
+    if isinstance(price, bool) or not isinstance(price, int | float) or \
+            not 0 < price <= MAX_GPU_HOUR_PRICE:
+        problems.add((*path, "gpu_hour_price"),
+                     f"must be the price of one GPU hour, a number above 0 and at most "
+                     f"{MAX_GPU_HOUR_PRICE:g}: got {price!r}"[:200])
+        return None
+    return Cost(float(price))
 
 
 def _k8s_labels(value: object, path: Path_, problems: Problems) -> Labels | None:

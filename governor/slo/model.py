@@ -11,7 +11,7 @@ from typing import Final
 from governor.contracts.promql import format_duration, to_decimal
 from governor.slo.buckets import VllmSettings
 from governor.slo.classes import RequestClasses
-from governor.slo.fleet import Alerting, Kubernetes, Targets
+from governor.slo.fleet import Alerting, Cost, Kubernetes, Targets
 from governor.slo.labels import Labels as Labels  # re-exported: the spec's label sets
 from governor.slo.probe import ProbeSettings
 
@@ -108,6 +108,8 @@ class SloSpec:
     vllm: VllmSettings = field(default_factory=VllmSettings)
     # What governor probe sends, to which targets, how often (governor.slo.probe).
     probe: ProbeSettings = field(default_factory=ProbeSettings)
+    # The price of a GPU hour, for the cost rules (governor.slo.fleet.Cost).
+    cost: Cost = field(default_factory=Cost)
 
     @property
     def stock_vllm(self) -> bool:

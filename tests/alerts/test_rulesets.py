@@ -49,8 +49,8 @@ def rule_groups(files: dict[str, str]) -> list[str]:
 
 def test_the_rule_sets_come_per_slo_first_then_by_name() -> None:
     assert [(f.name, f.per_slo) for f in rulesets()] == [
-        ("classes", True), ("slo", True), ("control", False), ("health", False), ("scale", False),
-        ("stages", False), ("verdict", False)]
+        ("classes", True), ("slo", True), ("control", False), ("cost", False), ("health", False),
+        ("scale", False), ("stages", False), ("verdict", False)]
 
 
 def test_a_rule_set_applies_only_where_it_says() -> None:
@@ -69,8 +69,8 @@ def test_a_rule_set_applies_only_where_it_says() -> None:
         "prometheus/rules/classes-time-to-first-token.yml"}
     assert {p for p in files if p.startswith("prometheus/rules/")} == {
         *(f"prometheus/rules/slo-{slo.name}.yml" for slo in spec.slos),
-        "prometheus/rules/health.yml", "prometheus/rules/stages.yml",
-        "prometheus/rules/verdict.yml"}
+        "prometheus/rules/cost.yml", "prometheus/rules/health.yml",
+        "prometheus/rules/stages.yml", "prometheus/rules/verdict.yml"}
     # Where the time went: only governor serve measures the stages, and only latency SLOs have
     # them (stock vLLM's example: none).
     stock = render_all(load_checked_spec(ROOT / "examples" / "stock-vllm" / "slo.yaml"))
@@ -84,8 +84,8 @@ def test_a_rule_set_applies_only_where_it_says() -> None:
 
 def test_a_new_rule_set_is_one_module_and_nothing_else(extra_module: Path) -> None:
     (extra_module / "extra.py").write_text(EXTRA_RULESET, encoding="utf-8")
-    assert [f.name for f in rulesets()] == ["classes", "extra", "slo", "control", "health", "scale",
-                                            "stages", "verdict"]
+    assert [f.name for f in rulesets()] == ["classes", "extra", "slo", "control", "cost",
+                                            "health", "scale", "stages", "verdict"]
     files = render_all(load_checked_spec(ROOT / "slo.yaml"))
     assert "InterTokenLatencyExtra" in files["prometheus/rules/extra-inter-token-latency.yml"]
     assert not any("extra-availability" in path or path.startswith("prometheus/tests/extra")

@@ -12,8 +12,8 @@ import yaml
 
 from governor.contracts.declaration import Metric
 from governor.contracts.metrics import controller as c
+from governor.contracts.metrics import cost, gpu_health, probe, runtime, verdict, vllm
 from governor.contracts.metrics import gpu as g
-from governor.contracts.metrics import probe, runtime, verdict, vllm
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import slo as n
 from governor.contracts.stages import Stage
@@ -42,7 +42,8 @@ def known_metrics() -> set[str]:
                  n.CLASS_SLI_EVENTS_RATE, n.CLASS_SLI_ERROR_EVENTS_RATE,
                  n.CLASS_SLI_ERROR_RATIO, n.CLASS_BURN_RATE)}
     return (declared(svc) | declared(vllm) | declared(g) | declared(c) | declared(n)
-            | declared(verdict) | declared(probe) | declared(runtime) | recorded)
+            | declared(verdict) | declared(probe) | declared(runtime) | declared(gpu_health)
+            | set(cost.RECORDED) | recorded)
 
 
 def base_name(name: str) -> str:

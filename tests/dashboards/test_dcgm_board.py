@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from governor.contracts.metrics import dcgm
+from governor.contracts.metrics import dcgm, gpu_health
 from governor.contracts.metrics import gpu as g
 from governor.contracts.metrics.scrape import SCRAPE_DURATION, SCRAPE_SAMPLES
 from governor.dashboards.readback import panels
@@ -39,10 +39,12 @@ def exprs(panel: dict[str, Any]) -> str:
     return "\n".join(t["expr"] for t in panel.get("targets", []))
 
 
-NOT_IN_DCGM = ("Memory by process", "Sampling round", "Round phases", "Exporter errors")
+NOT_IN_DCGM = ("Memory by process", "Processes per GPU", "Sampling round", "Round phases",
+               "Exporter errors")
+# The GPU state is recorded by the rules from DCGM's fields (health.yml), as on Governor's.
 DECLARED = {field.name for reading in (*dcgm.READINGS, *dcgm.UNPINNED)
             for field in reading.fields} | {
-    SCRAPE_DURATION.name, SCRAPE_SAMPLES.name}
+    SCRAPE_DURATION.name, SCRAPE_SAMPLES.name, gpu_health.STATE.name, gpu_health.REASON.name}
 
 
 def test_it_is_the_gpu_board_with_the_same_uid_rows_and_variables() -> None:
@@ -65,9 +67,10 @@ def test_every_governor_panel_is_there_or_said_not_to_be_in_dcgm() -> None:
         else:
             assert panel["title"] in NOT_IN_DCGM, f"{panel['title']} is missing"
     said = [p for p in panels(dcgm_board()) if p["type"] == "text"]
-    assert [p["title"] for p in said] == ["Memory by process", "Exporter internals"]
+    assert [p["title"] for p in said] == ["Processes per GPU", "Memory by process",
+                                          "Exporter internals"]
     assert all("**Not in DCGM.**" in p["options"]["content"] for p in said)
-    internals = said[1]["options"]["content"]
+    internals = said[2]["options"]["content"]
     assert "sampling round" in internals and "NVML errors" in internals
 
 

@@ -30,7 +30,7 @@ from governor.alerts.render import render_all as render_alerts
 from governor.alerts.render import write_all as write_alerts
 from governor.common.process import Child, running
 from governor.contracts.endpoints import METRICS_PATH
-from governor.contracts.metrics import dcgm
+from governor.contracts.metrics import dcgm, gpu
 from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.dashboards.readback import PanelQuery, boards_of, expand, queries
 from governor.dashboards.render import render_all
@@ -133,8 +133,10 @@ def run(fleet: Fleet, query: PanelQuery, release: str) -> list[dict[str, Any]]:
 
 
 def by_gpu(result: list[dict[str, Any]]) -> dict[str, float]:
-    values = {series["metric"].get(dcgm.LABEL_GPU, ""): float(series["value"][1])
-              for series in result}
+    """Each GPU's value; "<gpu> <reason>" for the health reasons (one series per reason)."""
+    values = {" ".join(filter(None, (series["metric"].get(dcgm.LABEL_GPU, ""),
+                                     series["metric"].get(gpu.LABEL_REASON, "")))):
+              float(series["value"][1]) for series in result}
     assert len(values) == len(result), f"more than one series per GPU: {result}"
     return values
 
@@ -165,12 +167,13 @@ def test_every_panel_has_data_for_every_release_and_reads_the_same(fleet: Fleet)
         if query.panel in PROMETHEUS_OWN or query.panel in NOT_IN_SAMPLES:
             continue
         first, *rest = (by_gpu(found[query, release]) for release in dcgm.RELEASES)
-        assert set(first) == {"0", "1"} or query.panel in PER_HOST
+        gpus = {key.split(" ")[0] for key in first}
+        assert gpus == {"0", "1"} or query.panel in PER_HOST
         for release, other in zip(dcgm.RELEASES[1:], rest, strict=True):
             assert other.keys() == first.keys(), (query.where, release)
-            for gpu, value in first.items():
-                assert math.isclose(other[gpu], value, rel_tol=TOLERANCE.get(query.panel, 1e-6),
-                                    abs_tol=1e-9), (query.where, release, gpu, value, other[gpu])
+            for key, value in first.items():
+                assert math.isclose(other[key], value, rel_tol=TOLERANCE.get(query.panel, 1e-6),
+                                    abs_tol=1e-9), (query.where, release, key, value, other[key])
 
 
 def test_the_panels_show_governors_units(fleet: Fleet) -> None:

@@ -23,6 +23,10 @@ PROMETHEUS = {
 STAGE_MEANS: dict[str, dict[str, float]] = {}
 INFO = [{"slo": "inter-token-latency", "metric": "governor_inter_token_latency_seconds"},
         {"slo": "availability"}]
+# Three GPUs' recorded states and the reasons in force (the rules of health.yml).
+GPU_STATES = [("e:9400", "0", 0), ("e:9400", "1", 1), ("e:9400", "2", 2)]
+GPU_REASONS = [("e:9400", "1", "processes_high", 1), ("e:9400", "1", "memory_grows_idle", 1),
+               ("e:9400", "2", "xid", 2), ("e:9400", "2", "power_throttle", 1)]
 # The verdict on one target where the decode SLO burns.
 VERDICT = [("inter-token-latency", "a:8000", "batching", 0.25),
            ("inter-token-latency", "a:8000", "gpu_throttled", 0.75)]
@@ -52,6 +56,12 @@ class Fake(QuietHandler):
             if query == "verdict:cause:share":
                 result = [{"metric": {"slo": slo, "instance": i, "cause": c}, "value": [0, str(x)]}
                           for slo, i, c, x in VERDICT]
+            if query == "gpu:health:state":
+                result = [{"metric": {"instance": i, "gpu": g}, "value": [0, str(x)]}
+                          for i, g, x in GPU_STATES]
+            if query == "gpu:health_reason:severity > 0":
+                result = [{"metric": {"instance": i, "gpu": g, "reason": r}, "value": [0, str(x)]}
+                          for i, g, r, x in GPU_REASONS]
             result += [{"metric": {"stage": stage}, "value": [0, str(v)]}
                        for stage, v in STAGE_MEANS.get(query, {}).items()]
             self._send({"status": "success", "data": {"resultType": "vector",
@@ -90,6 +100,29 @@ def test_one_screen_answers_how_the_slos_are_doing(
     assert "hold     cooldown" in out
     assert "inter-token-latency burns on a:8000: gpu_throttled 75%, batching 25% (governor why " \
         "a:8000 says why)" in out
+
+
+def test_each_gpu_shows_its_state_worst_first_with_its_reasons_and_runbook(
+    apis: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(argv(apis)) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = [line.split() for line in out if line.startswith("  e:9400")]
+    assert [row[1:3] for row in rows] == [["2", "CRITICAL"], ["1", "WARN"], ["0", "HEALTHY"]]
+    assert "power_throttle (WARN), xid (CRITICAL)" in next(line for line in out if " 2 " in line
+                                                            and "CRITICAL" in line)
+    assert rows[0][-1] == "docs/runbooks.md#gpu-state-critical"
+    assert rows[2][-2:] == ["—", "docs/runbooks.md#gpu-state-healthy"]
+
+
+def test_a_state_the_rules_never_record_is_shown_as_unknown(
+    apis: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(__name__ + ".GPU_STATES", [("e:9400", "0", 7), ("e:9400", "1", 0.5)])
+    assert main(argv(apis, "--json")) == 0
+    shown = json.loads(capsys.readouterr().out)["gpus"]
+    assert [(g["gpu"], g["state"], g["runbook"]) for g in shown] == [("0", "?", ""),
+                                                                     ("1", "?", "")]
 
 
 def test_json_carries_the_same(apis: str, capsys: pytest.CaptureFixture[str]) -> None:

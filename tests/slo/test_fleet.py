@@ -191,3 +191,55 @@ def test_prefix_cache_problems_are_reported_with_their_lines(tmp_path: Path) -> 
         assert expected in text, expected
     both = problems(alerting={"prefix_cache": {"below": 0.2, "below_baseline": 0.5}})
     assert any("are alternatives: set one" in p for p in both)
+
+
+def test_gpu_health_reads_a_count_durations_and_a_size() -> None:
+    from governor.slo.fleet import GpuHealth
+
+    assert Alerting().gpu_health == GpuHealth(1, 900, 512 * 2**20, 1800)
+    spec = parse_spec({**base(), "alerting": {"gpu_health": {
+        "max_processes": 2, "processes_for": "5m", "idle_growth": "1Gi", "idle_window": "1h"}}})
+    assert spec.alerting.gpu_health == GpuHealth(2, 300, 2**30, 3600)
+    plain = parse_spec({**base(), "alerting": {"gpu_health": {"idle_growth": 2**21}}})
+    assert plain.alerting.gpu_health.idle_growth_bytes == 2**21
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("max_processes", 0, "an integer from 1 to 64"),
+    ("max_processes", 1.5, "an integer from 1 to 64"),
+    ("max_processes", 10**400, "an integer from 1 to 64"),
+    ("processes_for", "10s", "between 1m and 1d"),
+    ("idle_window", "2d", "between 1m and 1d"),
+    ("idle_window", "soon", "idle_window"),
+    ("idle_growth", "1Ki", "whole bytes from 1Mi to 1Pi"),
+    ("idle_growth", "9" * 5000, "positive Kubernetes quantity"),
+    ("idle_growth", -1, "positive Kubernetes quantity"),
+    ("idle_growth", "1.5m", "whole bytes"),
+    ("leak", 1, "unknown key"),
+], ids=lambda x: str(x)[:20])
+def test_gpu_health_problems_name_their_field(key: str, value: object, expected: str) -> None:
+    found = problems(alerting={"gpu_health": {key: value}})
+    assert any(f"alerting.gpu_health.{key}" in p and expected in p for p in found), found
+
+
+def test_the_gpu_hour_price_is_optional_and_positive() -> None:
+    from governor.slo.fleet import Cost
+
+    unpriced = {key: value for key, value in base().items() if key != "cost"}
+    assert parse_spec(unpriced).cost == Cost(None)
+    assert parse_spec({**base(), "cost": {"gpu_hour_price": 2.49}}).cost == Cost(2.49)
+    assert parse_spec({**base(), "cost": {"gpu_hour_price": 3}}).cost.gpu_hour_price == 3.0
+    assert parse_spec({**base(), "cost": {"gpu_hour_price": None}}).cost == Cost(None)
+
+
+@pytest.mark.parametrize("price", [0, -1, True, "2.49", 1e309, 10**400],
+                         ids=["zero", "negative", "a boolean", "a string", "infinite",
+                              "a 400-digit number"])
+def test_a_bad_gpu_hour_price_is_named(price: object) -> None:
+    found = problems(cost={"gpu_hour_price": price})
+    assert any("cost.gpu_hour_price" in p and "price of one GPU hour" in p for p in found), found
+
+
+def test_the_cost_section_takes_only_its_key() -> None:
+    assert any("unknown key" in p for p in problems(cost={"gpu_hour": 2}))
+    assert any("cost" in p for p in problems(cost=[2.49]))

@@ -69,6 +69,7 @@ LABEL_CONTAINER: Final = "container"
 
 MIB: Final = Decimal(1048576)
 MEGA: Final = Decimal(1000000)
+MILLI: Final = Decimal("0.001")
 PERCENT: Final = Decimal("0.01")
 NANO: Final = Decimal("0.000000001")
 
@@ -247,6 +248,14 @@ MEMORY_TEMP: Final = _renamed(
     _field("DCGM_FI_DEV_MEMORY_TEMP_CELSIUS", 140, "gauge", "C", "Memory temperature (in C).",
            FROM_HEADER),
     True, gpu.MEMORY_TEMPERATURE.name)
+# A counter since boot: millijoules up to 4.8, joules from 4.9 (tests/data/dcgm/'s samples).
+ENERGY: Final = _renamed(
+    "energy consumed",
+    _field("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 156, "counter", "mJ",
+           "Total energy consumption since boot (in mJ).", FROM_CSV, MILLI),
+    _field("DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL", 156, "counter", "J",
+           "Total energy consumption since boot (in J).", FROM_DCGM_4_7),
+    True, gpu.ENERGY.total)
 # A bitmask of DCGM_CLOCKS_EVENT_REASON_*; no shipped row lists it under either name.
 CLOCK_EVENT_REASONS: Final = _renamed(
     "clock-event reasons",
@@ -336,7 +345,7 @@ UNPINNED: Final = (NVLINK_TX, NVLINK_RX)
 # Every reading Governor takes from dcgm-exporter, in docs/dcgm.md's order.
 READINGS: Final = (
     GPU_UTIL, SM_ACTIVE, SM_OCCUPANCY, TENSOR_ACTIVE, DRAM_ACTIVE, FB_USED, FB_FREE, FB_CAPACITY,
-    POWER, POWER_LIMIT, SM_CLOCK, MEMORY_CLOCK, GPU_TEMP, MEMORY_TEMP, CLOCK_EVENT_REASONS,
+    POWER, POWER_LIMIT, ENERGY, SM_CLOCK, MEMORY_CLOCK, GPU_TEMP, MEMORY_TEMP, CLOCK_EVENT_REASONS,
     POWER_VIOLATION, THERMAL_VIOLATION, XID, ECC_UNCORRECTED, ECC_CORRECTED, ROW_REMAP_FAILED,
     ROW_REMAP_PENDING, PCIE_TX, PCIE_RX,
 )

@@ -227,6 +227,11 @@ BAR1_USED: Final = _per_gpu(
 PROCESS_MEMORY_USED: Final = _per_gpu(
     "gpu_process_memory_used_bytes", "gauge", "GPU memory used by a process (host pid).", "bytes",
     "nvmlDeviceGetComputeRunningProcesses()", "", (LABEL_PID, LABEL_CONTAINER))
+# Counted from the same call as the memory per process, pids with unknown memory included.
+PROCESS_COUNT: Final = _per_gpu(
+    "gpu_compute_processes", "gauge",
+    "Compute processes (CUDA contexts) running on the GPU.", "processes",
+    "nvmlDeviceGetComputeRunningProcesses()")
 PROCESS_SM_UTILIZATION: Final = _per_gpu(
     "gpu_process_sm_utilization_ratio", "gauge",
     "Share of the SMs' time a process's kernels ran, in NVML's last sample of it (absent for a "
@@ -319,7 +324,8 @@ PER_GPU: Final = (
     TENSOR_ACTIVE, TENSOR_PIPE_ACTIVE, FP_PIPE_ACTIVE, DRAM_BANDWIDTH_UTILIZATION,
     PCIE_TRANSMIT_RATE, PCIE_RECEIVE_RATE, NVLINK_TRANSMIT_RATE, NVLINK_RECEIVE_RATE,
     PCIE_TRANSMITTED, PCIE_RECEIVED, PCIE_REPLAYS, MEMORY_TOTAL, MEMORY_USED, MEMORY_FREE,
-    MEMORY_RESERVED, BAR1_TOTAL, BAR1_USED, PROCESS_MEMORY_USED, PROCESS_SM_UTILIZATION, CLOCK,
+    MEMORY_RESERVED, BAR1_TOTAL, BAR1_USED, PROCESS_MEMORY_USED, PROCESS_COUNT,
+    PROCESS_SM_UTILIZATION, CLOCK,
     POWER, POWER_LIMIT, ENERGY, TEMPERATURE, MEMORY_TEMPERATURE, CLOCK_EVENT_ACTIVE,
     CLOCK_EVENT_DURATION, XID_ERRORS, ECC_CORRECTED_ERRORS, ECC_UNCORRECTED_ERRORS,
     REMAPPED_ROWS_CORRECTABLE, REMAPPED_ROWS_UNCORRECTABLE, REMAPPED_ROWS_PENDING,

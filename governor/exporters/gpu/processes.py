@@ -87,6 +87,12 @@ def shape_processes(processes: Iterable[Any], resolve: Callable[[int], str]) -> 
     ]
 
 
+def shape_process_count(processes: Iterable[Any]) -> list[Sample]:
+    """How many processes hold a context on the GPU: distinct pids, those whose memory the
+    driver cannot tell included (a leaked context counts whatever it holds)."""
+    return [Sample(m.PROCESS_COUNT.name, float(len({int(p.pid) for p in processes})))]
+
+
 def read_utilization(nvml: nv.NvmlApi, handle: Any, since: int) -> list[Any]:
     """NVML's per-process utilisation samples newer than ``since`` (µs), ``[]`` when there are
     none: NVML answers NOT_FOUND then, which is news, not an error."""

@@ -36,6 +36,7 @@ from governor.exporters.gpu.processes import (
     newest_stamp,
     read_cgroup,
     read_utilization,
+    shape_process_count,
     shape_processes,
     shape_utilization,
 )
@@ -320,6 +321,7 @@ class Sampler:
                 if running is not None:
                     pids.update(int(p.pid) for p in running)
                     samples += shape_processes(running, self._containers)
+                    samples += shape_process_count(running)
                 samples += self._process_utilization(nvml, gpu)
         if gpu.rotator is not None:
             with self._phase(phases, m.PHASE_GPM):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from governor.contracts.metrics import gpu as m
-from governor.contracts.simdevice import Faults
+from governor.contracts.simdevice import STRAY_PROCESS_MEMORY_BYTES, Faults
 from governor.exporters.gpu.classic import REASON_BITS
 
 GIB: Final = 1024**3
@@ -59,6 +59,8 @@ NVLINK_CAPACITY: Final = 450e9
 # The host pids the fake gives the engine and a co-tenant on GPU i: these plus i.
 ENGINE_PID: Final = 4242
 COTENANT_PID: Final = 5353
+# Stray (leaked) contexts on GPU i: this plus 16 i plus their number.
+STRAY_PID: Final = 6000
 _HEALTHY = Faults()
 _BIT = {reason: bit for bit, reason in REASON_BITS}  # NVML's clock-event reason bits
 
@@ -128,9 +130,13 @@ def clock_event_reasons(state: GpuState) -> int:
     return mask | (_BIT[m.REASON_GPU_IDLE] if is_idle(state) else 0)
 
 
+def stray_memory_bytes(state: GpuState) -> int:
+    return state.faults.stray_processes * STRAY_PROCESS_MEMORY_BYTES
+
+
 def memory_used_bytes(state: GpuState) -> int:
-    return min(state.engine_memory_bytes + state.faults.cotenant_memory_bytes,
-               MEMORY_TOTAL_BYTES - MEMORY_RESERVED_BYTES)
+    return min(state.engine_memory_bytes + state.faults.cotenant_memory_bytes
+               + stray_memory_bytes(state), MEMORY_TOTAL_BYTES - MEMORY_RESERVED_BYTES)
 
 
 def has_cotenant(state: GpuState) -> bool:
@@ -145,6 +151,8 @@ def processes(state: GpuState, gpu: int) -> list[tuple[int, int, float, float]]:
     if has_cotenant(state):
         out.append((COTENANT_PID + gpu, state.faults.cotenant_memory_bytes,
                     state.faults.cotenant_sm_ratio, 0.0))
+    out += [(STRAY_PID + 16 * gpu + k, STRAY_PROCESS_MEMORY_BYTES, 0.0, 0.0)
+            for k in range(state.faults.stray_processes)]
     return out
 
 

@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from governor.contracts.metrics import gpu as m
-from governor.contracts.simdevice import DeviceReport, Faults, fake_gpu_uuid
+from governor.contracts.simdevice import (
+    STRAY_PROCESS_MEMORY_BYTES,
+    DeviceReport,
+    Faults,
+    fake_gpu_uuid,
+)
 from governor.exporters.gpu import simulated as sim
 from governor.exporters.gpu.fake import FakeNvml
 from governor.exporters.gpu.follow import STALE_INTERVALS, DeviceFollower
@@ -169,6 +174,23 @@ def test_a_co_tenant_is_a_second_process_with_its_memory_and_sm_share(
     assert {dict(k)["pid"]: v for k, v in shares.items()} == {engine_pid: 0.5, cotenant_pid: 0.3}
     assert value(sampler, m.SM_ACTIVE) == pytest.approx(0.8)
     assert value(sampler, m.MEMORY_USED) == 120 * GIB
+
+
+def test_stray_contexts_are_processes_that_hold_memory_and_run_nothing(
+    clock: FakeClock, engine: Engine, tmp_path: Path,
+) -> None:
+    stray = Faults(stray_processes=3)
+    poller, _, sampler = follow(clock, engine, tmp_path)
+    step(clock, poller, sampler, engine, report(1.0, faults=stray))
+    step(clock, poller, sampler, engine, report(1.5, faults=stray))
+    assert value(sampler, m.PROCESS_COUNT) == 4
+    assert value(sampler, m.PROCESS_COUNT, gpu=1) == 0
+    memory = sample_values(sampler, m.PROCESS_MEMORY_USED.name)
+    strays = {dict(k)["pid"]: v for k, v in memory.items() if dict(k)["pid"] != str(sim.ENGINE_PID)}
+    assert strays == {str(sim.STRAY_PID + k): STRAY_PROCESS_MEMORY_BYTES for k in range(3)}
+    assert value(sampler, m.MEMORY_USED) == 100 * GIB + 3 * STRAY_PROCESS_MEMORY_BYTES
+    shares = sample_values(sampler, m.PROCESS_SM_UTILIZATION.name)
+    assert {v for k, v in shares.items() if dict(k)["pid"] in strays} == {0.0}
 
 
 def test_each_new_xid_is_delivered_once_as_an_event(

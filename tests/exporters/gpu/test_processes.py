@@ -12,6 +12,7 @@ from governor.exporters.gpu.processes import (
     ContainerResolver,
     container_id,
     read_cgroup,
+    shape_process_count,
     shape_processes,
 )
 
@@ -81,3 +82,11 @@ def test_processes_are_summed_per_pid_and_unknown_memory_left_out() -> None:
         ({m.LABEL_PID: "10", m.LABEL_CONTAINER: ""}, 150.0),
         ({m.LABEL_PID: "12", m.LABEL_CONTAINER: "c"}, 7.0),
     ]
+
+
+def test_the_process_count_is_distinct_pids_unknown_memory_included() -> None:
+    processes = [Process(pid=10, usedGpuMemory=100), Process(pid=10, usedGpuMemory=50),
+                 Process(pid=11, usedGpuMemory=None), Process(pid=12, usedGpuMemory=7)]
+    assert [(s.name, s.value, s.labels) for s in shape_process_count(processes)] == [
+        (m.PROCESS_COUNT.name, 3.0, ())]
+    assert shape_process_count([])[0].value == 0.0

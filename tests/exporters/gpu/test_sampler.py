@@ -205,6 +205,17 @@ def test_processes_carry_their_container(clock: FakeClock, tmp_path: Path) -> No
     }
 
 
+def test_each_gpu_counts_its_processes_from_the_same_call(
+    clock: FakeClock, tmp_path: Path
+) -> None:
+    nvml = FakeNvml(2, clock=clock, processes={0: [(4242, 1000), (77, 5), (78, 5)]})
+    sampler = make_sampler(nvml, clock, tmp_path)
+    sampler.tick()
+    assert sample_values(sampler, m.PROCESS_COUNT.name, 0) == {(): 3.0}
+    assert sample_values(sampler, m.PROCESS_COUNT.name, 1) == {(): 0.0}
+    assert nvml.calls["nvmlDeviceGetComputeRunningProcesses"] == 2  # no second call for it
+
+
 def test_mig_devices_are_listed_with_their_memory_and_activity(
     clock: FakeClock, tmp_path: Path
 ) -> None:

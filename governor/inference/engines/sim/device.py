@@ -85,6 +85,8 @@ class SimDevice:
         self._ecc = 0
         self._next_xid = math.inf
         self._stalled_until = -math.inf
+        self._leaked = 0.0
+        self._leak_counted_at: float | None = None
 
     # ---- the steps ------------------------------------------------------------------------------
 
@@ -115,6 +117,7 @@ class SimDevice:
         """Replace the whole fault set at ``now`` (wall seconds); returns the one it replaced.
         A new XID code is raised at once, then every ``XID_INTERVAL_SECONDS``."""
         self._raise_due(now)
+        self._leak_until(now)
         before = self.faults
         if faults.xid != before.xid:
             self._next_xid = now if faults.xid else math.inf
@@ -135,6 +138,15 @@ class SimDevice:
         per_kib = self.faults.tokenize_seconds_per_kib
         return per_kib * len(text.encode("utf-8", "surrogatepass")) / 1024 if per_kib else 0.0
 
+    def _leak_until(self, now: float) -> None:
+        """Add what the leak in force took since it was last counted (never past the GPU's
+        memory)."""
+        since, self._leak_counted_at = self._leak_counted_at, now
+        rate = self.faults.leak_bytes_per_second
+        if rate and since is not None and now > since:
+            room = self._memory_total - self._memory_used - self._leaked
+            self._leaked += min(rate * (now - since), max(room, 0.0))
+
     def _raise_due(self, now: float) -> None:
         faults = self.faults
         while self._next_xid <= now:
@@ -149,6 +161,7 @@ class SimDevice:
     def report(self, now: float) -> DeviceReport:
         """Everything charged so far, with the XIDs raised by ``now``."""
         self._raise_due(now)
+        self._leak_until(now)
         return DeviceReport(
             gpu_uuid=self.gpu_uuid,
             busy_seconds=self._busy,
@@ -157,7 +170,7 @@ class SimDevice:
             link_seconds=self._link,
             steps=self._steps,
             tokens=self._tokens,
-            memory_used_bytes=self._memory_used,
+            memory_used_bytes=self._memory_used + int(self._leaked),
             memory_total_bytes=self._memory_total,
             faults=self.faults,
             xid_events=dict(self._xid_events),

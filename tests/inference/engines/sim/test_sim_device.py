@@ -140,6 +140,19 @@ def test_an_xid_is_raised_at_once_then_every_interval_and_stalls_the_engine() ->
     assert device.report(later + 1000.0).xid_events == {79: 3}  # counted for good, no more
 
 
+def test_a_leak_grows_the_engine_s_memory_while_set_and_keeps_it_when_healed() -> None:
+    device = SimDevice(H200, "GPU-x")
+    start = device.report(0.0).memory_used_bytes
+    device.set_faults(Faults(leak_bytes_per_second=2**20), now=10.0)
+    assert device.report(10.0).memory_used_bytes == start  # nothing leaked before it was set
+    assert device.report(40.0).memory_used_bytes == start + 30 * 2**20
+    device.set_faults(Faults(), now=50.0)
+    assert device.report(500.0).memory_used_bytes == start + 40 * 2**20
+    device.set_faults(Faults(leak_bytes_per_second=2.0**31), now=500.0)
+    report = device.report(10_000.0)
+    assert report.memory_used_bytes == report.memory_total_bytes  # never past the GPU's memory
+
+
 def test_the_same_xid_put_again_keeps_its_schedule() -> None:
     device = SimDevice(H200, "GPU-x")
     faults = Faults(xid=43)
