@@ -38,7 +38,8 @@ SINCE = {
     vllm.REQUEST_RENDER_DURATION.name: ("0.34.0", "rendering moved out of the engine in 0.34"),
 }
 # Labels every scrape adds, or that Governor's own rules and boards create.
-NOT_VLLMS = {"job", "instance", "namespace", "pod", "service", "endpoint", "container",
+# Labels of the scrape (the node is one the generated Kubernetes monitors set), not vLLM's.
+NOT_VLLMS = {"job", "instance", "namespace", "pod", "service", "endpoint", "container", "node",
              "le", "__name__", "quantile", "slo", "target"}
 SUFFIXES = {"_bucket": "histogram", "_sum": "histogram", "_count": "histogram",
             "_total": "counter"}
@@ -58,6 +59,9 @@ class Read:
     labels: set[str] = field(default_factory=set)
     edges: set[float] = field(default_factory=set)
     where: set[str] = field(default_factory=set)
+
+
+MADE_LABEL = re.compile(r'label_(?:replace|join)\(.*?,\s*"([A-Za-z_][A-Za-z0-9_]*)"', re.S)
 
 
 def _family(series: str) -> tuple[str, str]:
@@ -99,6 +103,9 @@ def reads(deploy: Path = DEPLOY) -> dict[str, Read]:
             shared = {label.strip() for group in GROUPING.findall(expr)
                       for label in group.split(",") if label.strip()}
             shared |= set(LEGEND.findall(legend))
+            # Labels the expression makes itself (label_replace's and label_join's targets:
+            # the node a series is placed on) are not vLLM's.
+            shared -= set(MADE_LABEL.findall(expr))
             for series, matchers in names:
                 name, kind = _family(series)
                 if kind == "gauge" and name in found:  # e.g. vllm:iteration_tokens_total's

@@ -123,8 +123,12 @@ class Scrapes:
         return (values[span[1]] - values[span[0]]) / (self.times[span[1]] - self.times[span[0]])
 
     def gauge(self, name: str, at: float) -> float:
+        """The gauge's last value at ``at``; NaN (no series, as Prometheus answers nothing)
+        before its first scrape or for a gauge never scraped (a run without a gate has no
+        slack)."""
+        values = self.gauges.get(name)
         index = int(np.searchsorted(self.times, at + 1e-9, side="right")) - 1
-        return self.gauges[name][index] if index >= 0 else math.nan
+        return values[index] if values is not None and index >= 0 else math.nan
 
     def deriv(self, name: str, at: float, window: float) -> float:
         """PromQL ``deriv``: the least-squares slope of the gauge over the window."""

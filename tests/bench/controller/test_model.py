@@ -122,8 +122,8 @@ def test_the_benchmark_observes_every_quantity_the_controller_queries() -> None:
                                           service.TIME_TO_FIRST_TOKEN.buckets), prepend=0.0)
         s.add(15.0 * k, np.cumsum(itl), np.cumsum(ttft),
               dict.fromkeys(("prompt_tokens", "generation_tokens", "preemptions", "itl_sum",
-                             "itl_count"), 10.0 * k),
-              {"running": 5.0, "waiting": float(k), "kv": 0.5})
+                             "itl_count", "refused"), 10.0 * k),
+              {"running": 5.0, "waiting": float(k), "kv": 0.5, "slack": 1.0})
     obs = observe(scenario, s, 15.0 * 29)
     queried = set(objectives(load_spec(REPO / "slo.yaml")).queries.expressions())
     # The verdict rules' own output is not simulated: the benchmark's law acts as it does where

@@ -227,7 +227,10 @@ async def test_a_body_sent_slowly_is_time_in_read_from_the_first_byte(served: Se
 
 
 async def test_a_client_that_stops_reading_is_time_in_stream_write() -> None:
-    config = ServiceConfig(engine=replace(SIM, time_scale=0.0))
+    # The engine's free steps may reach the handler as a few large deltas (~26 KB of events in
+    # all): the smallest paced send buffer keeps the kernel from taking them all at once.
+    config = ServiceConfig(engine=replace(SIM, time_scale=0.0),
+                           connections=ConnectionSettings(stream_send_buffer_bytes=4096))
     sock = small_send_buffer("127.0.0.1", 0, socket.AF_INET)
     async with serving(config, sock) as served:
         before = Seen(served)
