@@ -20,6 +20,7 @@ from governor.common.cli import (
     non_negative_int,
     parse_bool,
     parse_duration_seconds,
+    port_number,
 )
 from governor.common.logs import add_logging_options, setup_logging
 from governor.exporters.config import NAMES, ConfigError, ExporterConfig
@@ -28,16 +29,6 @@ from governor.exporters.server import create_app
 log = logging.getLogger("exporters")
 
 ENV_PREFIX = "GOVERNOR_EXPORTER_"
-
-
-def port_number(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text[:40]!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be between 0 and 65535: {text[:40]!r}")
-    return value
 
 
 def _flag(text: str) -> bool:

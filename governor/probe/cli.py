@@ -16,7 +16,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from governor.common.cli import EnvArgumentParser
+from governor.common.cli import EnvArgumentParser, port_number
 from governor.common.logs import add_logging_options, setup_logging
 from governor.contracts.endpoints import LOCAL_HOST, PROBE
 from governor.probe.app import create_app
@@ -27,16 +27,6 @@ log = logging.getLogger("probe")
 
 ENV_PREFIX = "GOVERNOR_PROBE_"
 MAX_TARGET_OPTIONS = 16
-
-
-def port_number(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text[:40]!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be between 0 and 65535: {text[:40]!r}")
-    return value
 
 
 def target_option(text: str) -> tuple[str, tuple[str, ...]]:

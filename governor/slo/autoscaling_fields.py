@@ -7,7 +7,6 @@ import contextlib
 import math
 from typing import Final
 
-from governor.contracts.promql import parse_selector
 from governor.slo.autoscaling import (
     AUTOSCALERS,
     GPU_UTILIZATION,
@@ -16,7 +15,12 @@ from governor.slo.autoscaling import (
     TRIGGERS,
     Autoscaling,
 )
-from governor.slo.fields import Problems, parse_mapping, parse_text, type_name
+from governor.slo.fields import (
+    Problems,
+    parse_counter_selector,
+    parse_mapping,
+    type_name,
+)
 from governor.slo.yamlio import Path_
 
 # The most replicas the spec may name (kubernetes.replicas has the same bound).
@@ -56,17 +60,6 @@ def _one_of(value: object, path: Path_, problems: Problems) -> str | None:
         problems.add(path, f"must be one of {', '.join(AUTOSCALERS)}: got {value!r}"[:200])
         return None
     return value
-
-
-def _demand(value: object, path: Path_, problems: Problems) -> str | None:
-    text = parse_text(value, path, problems, what="a PromQL counter selector")
-    if text is None:
-        return None
-    try:
-        return parse_selector(text).render()
-    except ValueError as exc:
-        problems.add(path, str(exc))
-        return None
 
 
 def _triggers(value: object, path: Path_, problems: Problems) -> dict[str, object] | None:
@@ -123,7 +116,7 @@ def autoscaling(value: object, path: Path_, problems: Problems,
         parsed["max_replicas"] = _whole(fields["max_replicas"], (*path, "max_replicas"),
                                         problems, 1, MAX_REPLICAS)
     if "demand" in fields:
-        parsed["demand"] = _demand(fields["demand"], (*path, "demand"), problems)
+        parsed["demand"] = parse_counter_selector(fields["demand"], (*path, "demand"), problems)
     triggers = _triggers(fields["triggers"], (*path, "triggers"), problems) \
         if "triggers" in fields else {}
     if triggers is None or any(v is None for v in parsed.values()):

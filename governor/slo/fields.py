@@ -301,7 +301,8 @@ def _bucket_edge(
     return None
 
 
-def _selector(value: object, path: Path_, problems: Problems) -> str | None:
+def parse_counter_selector(value: object, path: Path_, problems: Problems) -> str | None:
+    """A PromQL selector of a counter, rendered; ``None`` (a problem added) when it is not."""
     text = parse_text(value, path, problems, what="a PromQL counter selector")
     if text is None:
         return None
@@ -316,10 +317,10 @@ def _ratio(value: object, path: Path_, problems: Problems) -> RatioSLI | None:
     fields = parse_mapping(value, path, problems, ("errors", "total"), ("errors", "total"))
     if fields is None:
         return None
-    errors = _selector(fields.get("errors"), (*path, "errors"), problems) if "errors" in fields \
-        else None
-    total = _selector(fields.get("total"), (*path, "total"), problems) if "total" in fields \
-        else None
+    errors = parse_counter_selector(fields.get("errors"), (*path, "errors"), problems) \
+        if "errors" in fields else None
+    total = parse_counter_selector(fields.get("total"), (*path, "total"), problems) \
+        if "total" in fields else None
     if errors is not None and errors == total:
         problems.add((*path, "errors"), "selects the same series as total, so the SLI would "
                                         "always be 100% errors")
