@@ -83,7 +83,10 @@ class ClientWriter:
         else:
             await self.response.write(data)
         if self._restore is not None and self._request.protocol.writing_paused:
-            # Paced: the kernel did not take all of it; wait until it has.
+            # Paced: the kernel did not take all of it; wait until it has. aiohttp's own writer
+            # waits the same way, but only once per 64 KiB written; its protocol's wait is
+            # private (aiohttp 3.x), and tests/inference/http/test_paced_stream.py fails if it
+            # stops pacing.
             await self._bounded(self._request.protocol._drain_helper())
 
     async def write_eof(self) -> None:
@@ -114,6 +117,8 @@ class ClientWriter:
         if restore is None or transport is None or transport.is_closing():
             return
         send_buffer, (low, high) = restore
+        # The size it had; Linux no longer auto-tunes a buffer once it was set, so a keep-alive
+        # connection keeps that size for the rest of its life.
         sock = transport.get_extra_info("socket")
         try:
             if sock is not None:  # Linux reports twice what it was given
