@@ -54,8 +54,11 @@ def test_the_wheel_holds_the_package_and_nothing_of_the_lab(wheel: zipfile.ZipFi
     names = wheel.namelist()
     assert "governor" in {name.split("/")[0] for name in names}
     assert not NOT_SHIPPED_TOPS & {name.split("/")[0] for name in names}
-    parts = {part.removesuffix(".py") for name in names for part in name.split("/")}
-    assert not NOT_SHIPPED_MODULES & parts
+    # The lab's modules that once lived among the benchmarks (a cost *rule* module elsewhere in
+    # the package is Governor's own).
+    bench_parts = {part.removesuffix(".py") for name in names if name.startswith("governor/bench/")
+                   for part in name.split("/")}
+    assert not NOT_SHIPPED_MODULES & bench_parts
     assert not NOT_SHIPPED_DATA & {part for name in names for part in name.split("/")}
     benches = {n.split("/")[2].removesuffix(".py") for n in names
                if n.startswith("governor/bench/")}
