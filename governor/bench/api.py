@@ -10,7 +10,7 @@ to this module::
 
 from __future__ import annotations
 
-from governor.bench.controller.loop import Scenario
+from governor.bench.controller.loop import Admission, Scenario
 from governor.bench.controller.loop import run as run_scenario
 from governor.bench.controller.monitoring import Pipeline
 from governor.bench.controller.request_logs import (
@@ -35,6 +35,7 @@ from governor.bench.progress import Progress
 from governor.bench.service import cpu_seconds
 
 __all__ = [
+    "Admission",
     "Arrival",
     "LoadResult",
     "LoadSpec",

@@ -89,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--classes", action="store_true",
                    help="governor serve applies the spec's request classes (vLLM priority, "
                         "per-class admission, the class label), as governor up runs it")
+    p.add_argument("--admission", action="store_true",
+                   help="the deadline gate in front of the engine, from the spec's first-token "
+                        "targets: governor serve --deadlines, or stock vllm serve's middleware "
+                        "gate; runs refuse nothing by deadline except the controller's")
     p = commands.add_parser("table", help="vllm bench serve in closed loop at each concurrency")
     p.add_argument("--state", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
@@ -116,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate-scale", type=float, default=1.0,
                    help="scale every arrival rate of phases (a rehearsal on a small machine)")
     p.add_argument("--first-index", type=int, default=0, help="number of the first run")
+    p.add_argument("--drain", type=float, default=120.0, metavar="SECONDS",
+                   help="requests still streaming this long after the last arrival are cut "
+                        "off (not finished)")
     p = commands.add_parser("drill", help="inject causes of an SLO burn and watch the verdict")
     p.add_argument("drills", type=_drills, metavar="DRILL[,DRILL]",
                    help=f"one or more of {', '.join(DRILL_NAMES)}, comma-separated, in order")
@@ -132,6 +139,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="polls after the verdict, for the controller's answer")
     p.add_argument("--clear", type=float, default=Timing.clear_seconds, metavar="SECONDS",
                    help="the longest wait for the last drill's burn to leave the window")
+    p = commands.add_parser("forecast", help="the simulator's prediction of runs not yet made")
+    p.add_argument("--workload", type=Path, default=None, metavar="FILE",
+                   help="as runs takes it (default: the headline)")
+    p.add_argument("--speed", type=float, default=1.0)
+    p.add_argument("--minutes", type=float, default=None)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--slo", type=Path, default=Path("slo.yaml"), help="the spec start will run")
+    p.add_argument("--max-model-len", type=positive_int, default=8192)
+    p.add_argument("--max-num-seqs", type=positive_int, default=1024)
+    p.add_argument("--max-num-batched-tokens", type=positive_int, default=8192)
+    p.add_argument("--policies", type=parse_policies, default=parse_policies("default,controller"))
+    p.add_argument("--presets", type=lambda s: tuple(x for x in s.split(",") if x),
+                   default=("llama-3-8b@h200",), help="sim presets, comma-separated")
+    p.add_argument("--admission", action="store_true",
+                   help="the runs' stack has the deadline gate (start --admission)")
+    p.add_argument("--window", type=float, default=20.0, help="attainment window (s)")
+    p.add_argument("--out", type=Path, default=None, help="write the forecast here (JSON)")
     p = commands.add_parser("stop", help="stop what start launched")
     p.add_argument("--state", type=Path, required=True)
     p = commands.add_parser("report", help="score run files like governor bench controller")
@@ -151,6 +175,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from lab.live.report import report
 
         return report(args)
+    if args.command == "forecast":
+        from lab.live.predict import forecast
+
+        args.ceiling = {"max_num_seqs": args.max_num_seqs,
+                        "max_num_batched_tokens": args.max_num_batched_tokens}
+        return forecast(args)
     if args.command == "drill":
         from lab.live.drill import drill
 

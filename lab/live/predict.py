@@ -12,10 +12,13 @@ say only the headline's minutes, seed and rate factor: those are regenerated::
 
 from __future__ import annotations
 
+import argparse
+import json
 from pathlib import Path
 from typing import Any
 
 from governor.bench.api import (
+    Admission,
     Pipeline,
     RequestLog,
     Scenario,
@@ -50,7 +53,7 @@ def predict(live: LiveRun, *, slo: Path, preset: str, window: float) -> dict[str
     static = None if data["policy"] == "controller" else Limits(
         int(limits["max_num_seqs"]), int(limits["max_num_batched_tokens"]))
     result = run_scenario(scenario, workload.arrivals(scenario.seed), name=live.label,
-                          static=static)
+                          static=static, admission=run_admission(data))
     slo_targets = scenario.slo
     return {
         "attainment": round(attainment(result.windows, itl_slo=slo_targets.itl_seconds,
@@ -59,7 +62,28 @@ def predict(live: LiveRun, *, slo: Path, preset: str, window: float) -> dict[str
                                      itl_slo=slo_targets.itl_seconds,
                                      ttft_slo=slo_targets.ttft_seconds), 3),
         "changes": len(result.traces),
+        "turned_away": sum(result.turned_away.values()),
+        "admitted_ttft_p99_ms": admitted_ttft_p99_ms([o.ttft for o in result.outcomes
+                                                      if o.finished]),
     }
+
+
+def admitted_ttft_p99_ms(ttfts: list[float]) -> float | None:
+    """The 99th percentile of the served requests' time to first token, in ms."""
+    import numpy as np
+
+    values = np.array([t for t in ttfts if t == t])  # NaN: no first token
+    return round(float(np.quantile(values, 0.99)) * 1000, 1) if values.size else None
+
+
+def run_admission(data: dict[str, Any]) -> Admission | None:
+    """The gate a run had in front of its engine: the controller's, which moves its slack from
+    where the run started it; none for a static policy, whose gate (at the widest slack) refuses
+    next to nothing, as vLLM alone would."""
+    gate = data.get("admission")
+    if gate is None or data["policy"] != "controller":
+        return None
+    return Admission(slack=float(gate["deadline_slack"]), max_tokens_ahead=gate["max_tokens_ahead"])
 
 
 def run_workload(data: dict[str, Any]) -> Traffic:
@@ -71,3 +95,41 @@ def run_workload(data: dict[str, Any]) -> Traffic:
     workload = Workload.headline(float(info["minutes"]))
     scale = float(info.get("rate_scale", 1.0))
     return workload.scaled(scale) if scale != 1.0 else workload
+
+
+def forecast(args: argparse.Namespace) -> int:
+    """The simulator's prediction of runs not yet made (``python -m lab.live forecast``): the
+    arrivals ``runs`` will replay with the same options, each policy on each preset, as JSON.
+    Written and kept before the runs, it is a forecast; scored after them (``report``), the same
+    replays are the prediction next to each run."""
+    from lab.live.runs import arrival_row, policy_limits, workload_from
+
+    workload, source = workload_from(args.workload, args.slo, args.max_model_len,
+                                     speed=args.speed, minutes=args.minutes)
+    arrivals = workload.arrivals(args.seed)
+    rows = [arrival_row(a) for a in arrivals]
+    forecasts = []
+    for preset in args.presets:
+        for policy in args.policies:
+            data = {"workload": {"name": workload.name, "kind": source},
+                    "arrivals": rows, "duration_seconds": workload.duration_seconds,
+                    "seed": args.seed, "policy": policy.name,
+                    "limits": policy_limits(policy, args.ceiling),
+                    "admission": ({"deadline_slack": 1.0, "max_tokens_ahead": None}
+                                  if args.admission and policy.name == "controller" else None),
+                    "label": policy.label, "traces": []}
+            run = LiveRun(data, [], "forecast")
+            forecasts.append({"preset": preset, "policy": policy.label, **predict(
+                run, slo=args.slo, preset=preset, window=args.window)})
+            print(json.dumps(forecasts[-1]), flush=True)
+    result = {"forecast": "the simulator's, before the runs", "workload": str(source),
+              "seed": args.seed, "requests": len(rows),
+              "duration_seconds": workload.duration_seconds, "slo": str(args.slo),
+              "admission": "deadline gate" if args.admission else "none",
+              "offered_prompt_tokens_per_second": round(
+                  sum(a.prompt_tokens for a in arrivals) / workload.duration_seconds, 1),
+              "forecasts": forecasts}
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    return 0

@@ -46,6 +46,7 @@ from governor.bench.api import (
 from governor.controller.slo import objectives
 from governor.generation.catalog import load_checked_spec
 from lab.live.liverun import LiveRun
+from lab.live.predict import admitted_ttft_p99_ms
 from lab.live.replay import Trace, replica_of
 from lab.live.stack import STOCK_SERVER
 
@@ -104,7 +105,12 @@ def score(run: LiveRun, slo: dict[str, float], window: float) -> dict[str, Any]:
         "reversals": reversals(changes),
         "requests": len(run.traces),
         "finished": sum(t.finished for t in run.traces),
-        "errors": sum(t.status not in (0, 200) for t in run.traces),
+        "errors": sum(t.status not in (0, 200, 429) for t in run.traces),
+        # Refused by the deadline gate (429), and the first-token tail of those served.
+        "refused": sum(t.status == 429 for t in run.traces),
+        "admitted_ttft_p99_ms": admitted_ttft_p99_ms([t.ttft for t in run.traces
+                                                      if t.finished]),
+        "gate_slack_at_start": (run.data.get("admission") or {}).get("deadline_slack"),
         "decisions": [{"at_s": c["at_s"], "action": c["action"], "reason": c["reason"],
                        **({"target": c["target"]} if run.replicas > 1 else {}),
                        **c["after"]} for c in changes],
@@ -192,14 +198,16 @@ def _at_least(value: float | None, target: float) -> bool | None:
 
 def table(scores: Sequence[dict[str, Any]]) -> str:
     rows = [("policy", "attain", "goodput/s", "vs default", "vs best", "recovery", "changes",
-             "sim predicted attain/goodput")]
+             "refused", "served TTFT p99", "sim predicted attain/goodput")]
     for s in scores:
         recovery = s["worst_recovery_seconds"]
         sim = s.get("simulated")
         predicted = f"{sim['attainment']:.1%} / {sim['goodput_rps']:.2f}" if sim else "—"
+        ttft = s.get("admitted_ttft_p99_ms")
         rows.append((s["label"], f"{s['attainment']:.1%}", f"{s['goodput_rps']:.2f}",
                      _x(s["goodput_vs_default"]), _x(s["goodput_vs_best_static"]),
                      "—" if recovery is None else f"{recovery:.0f}s", str(s["changes"]),
+                     str(s.get("refused", 0)), "—" if ttft is None else f"{ttft:.0f} ms",
                      predicted))
     width = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)) for r in rows)
@@ -231,9 +239,12 @@ def report(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     gpu = (first["environment"].get("gpu") or first["environment"].get("engine", "live"))
-    name = "h200" if "H200" in gpu else first["environment"].get("engine", "live")
+    card = next((c for c in ("H200", "H100") if c in gpu), None)
+    name = card.lower() if card else first["environment"].get("engine", "live")
     if first["environment"].get("server") == STOCK_SERVER:
         name += "-stock-vllm"
+    if first["environment"].get("admission", "none") != "none":
+        name += "-gated"
     if runs[0].replicas > 1:
         name += f"-x{runs[0].replicas}"
     ranks = data_parallel_size(first["environment"])

@@ -27,6 +27,7 @@ from governor.bench.api import (
 )
 from governor.common.commands import Controller
 from governor.common.process import Child
+from governor.contracts.admission import MAX_SLACK
 from governor.contracts.endpoints import HEALTH_PATH, LOCAL_HOST
 from governor.contracts.metrics import controller, service
 from governor.controller.slo import objectives
@@ -34,9 +35,18 @@ from governor.generation.catalog import load_checked_spec
 from governor.slo.spec import camel_case
 from lab.live.replay import SIM_WORDS, PromptBook, replay, words_of
 from lab.live.stack import wait_ready
-from lab.live.state import SERVED, State, prometheus_range, set_limits, wait_idle
+from lab.live.state import (
+    SERVED,
+    State,
+    prometheus_range,
+    set_admission,
+    set_limits,
+    wait_idle,
+)
 
 CONTROLLER_RESYNC_SECONDS = 10
+SCRAPE_SECONDS = 5  # governor up's short scrape interval, which start renders
+DRAIN_SECONDS = 120.0  # how long requests may stream after the last arrival before the cut
 
 
 @dataclass(frozen=True)
@@ -113,10 +123,23 @@ def _series(state: State, started: float, duration: float) -> dict[str, Any]:
             for name, expr in exprs.items()}
 
 
+def gate_slack(state: State, policy: Policy) -> float | None:
+    """The deadline slack a run starts its gate at (``start --admission``): the spec's targets
+    for the controller, which moves it from there; for a static policy the widest slack the gate
+    takes, so that it refuses next to nothing and the run is the engine's as vLLM would run it."""
+    if not state.gated:
+        return None
+    return 1.0 if policy.name == "controller" else MAX_SLACK
+
+
 def one_run(state: State, policy: Policy, workload: Traffic, seed: int, index: int,
-            out: Path, rate_scale: float = 1.0, source: str = "headline") -> Path:
+            out: Path, rate_scale: float = 1.0, source: str = "headline",
+            drain_seconds: float = DRAIN_SECONDS) -> Path:
     wait_idle(state)
-    set_limits(state, policy.limits or state.ceiling)
+    set_limits(state, policy_limits(policy, state.ceiling))
+    slack = gate_slack(state, policy)
+    gate = set_admission(state, slack)[0] if slack is not None else None
+    time.sleep(SCRAPE_SECONDS + 1)  # a scrape of the limits set: what the run's series start at
     run_dir = state.folder / f"run-{index}"
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("controller-state.json", "audit.jsonl"):  # an aborted attempt's
@@ -128,7 +151,8 @@ def one_run(state: State, policy: Policy, workload: Traffic, seed: int, index: i
     started = time.time()
     try:
         traces = asyncio.run(replay(state.inference_urls(), SERVED, arrivals,
-                                    prompt_book(state), seed=seed))
+                                    prompt_book(state), seed=seed,
+                                    drain_seconds=drain_seconds))
     finally:
         if controller is not None:
             controller.stop()
@@ -138,7 +162,7 @@ def one_run(state: State, policy: Policy, workload: Traffic, seed: int, index: i
         audit = [json.loads(line) for line in (run_dir / "audit.jsonl").read_text().splitlines()]
     data = {
         "policy": policy.name, "label": policy.label,
-        "limits": policy.limits or state.ceiling, "seed": seed,
+        "limits": policy_limits(policy, state.ceiling), "seed": seed,
         "workload": {"minutes": workload.duration_seconds / 60, "kind": source,
                      "name": workload.name, "rate_scale": rate_scale,
                      "requests": len(arrivals)},
@@ -148,6 +172,11 @@ def one_run(state: State, policy: Policy, workload: Traffic, seed: int, index: i
         # Arrival i went to replica i mod replicas (lab.live.replay.replica_of).
         "replicas": state.replicas, "split": "round-robin",
         "environment": state.environment, "audit": audit,
+        # The gate's bound at the run's start (None: no gate), as every replica answered it.
+        "admission": None if gate is None else {
+            "deadline_slack": gate["deadline_slack"],
+            "max_tokens_ahead": gate["max_tokens_ahead"]},
+        "drain_seconds": drain_seconds,
         "prometheus": _series(state, started, workload.duration_seconds + 10),
         "traces": [t.as_row() for t in traces],
         "prompt_token_errors": sum(1 for t, a in zip(traces, arrivals, strict=True)
@@ -159,7 +188,8 @@ def one_run(state: State, policy: Policy, workload: Traffic, seed: int, index: i
         json.dump(data, handle)
     finished = sum(t.finished for t in traces)
     print(json.dumps({"run": index, "policy": policy.label, "requests": len(traces),
-                      "finished": finished, "changes": len(audit),
+                      "finished": finished, "refused": sum(t.status == 429 for t in traces),
+                      "changes": len(audit),
                       "prompt_token_errors": data["prompt_token_errors"]}), flush=True)
     return path
 
@@ -173,23 +203,36 @@ def arrivals_of(rows: list[list[Any]]) -> list[Arrival]:
             for at, prompt, output, kind in rows]
 
 
+def workload_from(path: Path | None, slo: Path, max_model_len: int, *, speed: float = 1.0,
+                  minutes: float | None = None) -> tuple[Traffic, str]:
+    """The headline over ``minutes``, or the workload ``path`` (phases, a named replay or a
+    request log, at ``speed``), cut to ``minutes`` when given; and where it came from."""
+    if path is None:
+        return Workload.headline(minutes or 4.0), "headline"
+    options = ReplayOptions(speed=speed, context_tokens=max_model_len,
+                            classes=load_checked_spec(slo).classes)
+    workload = load_traffic(path, options)
+    if minutes is not None:
+        workload = workload.with_minutes(minutes)
+    return workload, str(path)
+
+
 def workload_of(args: argparse.Namespace, state: State) -> tuple[Traffic, str]:
-    """The headline over ``--minutes``, or ``--workload FILE`` (phases, a named replay or a
-    request log, at ``--speed``), cut to ``--minutes`` when given; and where it came from."""
-    if args.workload is None:
-        workload: Traffic = Workload.headline(args.minutes or 4.0)
-        source = "headline"
-    else:
-        options = ReplayOptions(speed=args.speed, context_tokens=state.max_model_len,
-                                classes=load_checked_spec(state.slo).classes)
-        workload, source = load_traffic(args.workload, options), str(args.workload)
-        if args.minutes is not None:
-            workload = workload.with_minutes(args.minutes)
+    """``workload_from`` with the run's options and the state's spec and context, scaled by
+    ``--rate-scale``."""
+    workload, source = workload_from(args.workload, state.slo, state.max_model_len,
+                                     speed=args.speed, minutes=args.minutes)
     if args.rate_scale != 1.0:
         if not isinstance(workload, Workload):
             raise SystemExit("runs: --rate-scale scales phases; a request log takes --speed")
         workload = workload.scaled(args.rate_scale)
     return workload, source
+
+
+def policy_limits(policy: Policy, ceiling: dict[str, int]) -> dict[str, int]:
+    """The limits a run starts at: the policy's own, or the ceiling (vLLM's defaults, where the
+    controller starts)."""
+    return policy.limits or ceiling
 
 
 def runs(args: argparse.Namespace) -> int:
@@ -203,8 +246,10 @@ def runs(args: argparse.Namespace) -> int:
     try:
         for index, policy in enumerate(args.policies, start=args.first_index):
             one_run(state, policy, workload, args.seed, index, args.out, args.rate_scale,
-                    source)
+                    source, args.drain)
     finally:
         set_limits(state, state.ceiling)
+        if state.gated:
+            set_admission(state, 1.0)
     return 0
 

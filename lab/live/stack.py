@@ -44,10 +44,12 @@ from governor.generation.catalog import load_checked_spec
 from governor.generation.params import Endpoints, RenderParams
 from governor.vllm import MIDDLEWARE
 from governor.vllm.admin import TOKEN_FILE_ENV
+from governor.vllm.gate import SPEC_ENV as GATE_SPEC_ENV
 from lab.live.state import MAX_REPLICAS, SERVED, State, replica_name
 
 ENGINE_START_SECONDS = 600.0
 STOCK_SERVER = "vllm serve (stock)"  # the environment's "server" when start --server vllm
+GATE = "deadline gate"  # the environment's "admission" when start --admission
 MONITORING_START_SECONDS = 60.0
 DEBIAN_TEMPLATES = Path("/usr/share/prometheus/alertmanager")
 READY_PATH = "/-/ready"  # Prometheus's and Alertmanager's own readiness endpoint
@@ -87,7 +89,8 @@ def _service_argv(args: argparse.Namespace, model: str, token: Path, port: int,
                   max_num_seqs=args.max_num_seqs,
                   max_num_batched_tokens=args.max_num_batched_tokens, min_num_seqs=1,
                   min_num_batched_tokens=256, max_in_flight=2048, max_queue=8192,
-                  slo=str(args.slo.resolve()) if args.classes else None)
+                  slo=str(args.slo.resolve()) if args.classes or args.admission else None,
+                  deadlines=args.admission)
     if args.engine != "vllm":
         # Replica i runs on fake GPU i, which the exporter follows.
         return replace(serve, preset=args.preset, gpu_uuid=fake_gpu_uuid(index)).python()
@@ -102,6 +105,9 @@ def _replicas(args: argparse.Namespace, state: State, model: str, token: Path,
     children = []
     for index in range(state.replicas):
         env = {**os.environ, TOKEN_FILE_ENV: str(token)}
+        if args.admission and args.server == "vllm":
+            # The middleware's deadline gate, from the spec's first-token targets.
+            env[GATE_SPEC_ENV] = str(args.slo.resolve())
         if state.replicas > 1:
             env["CUDA_VISIBLE_DEVICES"] = str(index)
         name = replica_name(index, state.replicas)
@@ -146,7 +152,10 @@ def start(args: argparse.Namespace) -> int:
     environment["server"] = STOCK_SERVER if args.server == "vllm" else "governor serve"
     environment["replicas"] = str(args.replicas)
     environment["engine_args"] = " ".join(args.engine_arg)
-    environment["classes"] = "the spec's" if args.classes else "none"
+    # governor serve's deadlines are its classes' (--admission applies them too).
+    classes = args.classes or (args.admission and args.server == "governor")
+    environment["classes"] = "the spec's" if classes else "none"
+    environment["admission"] = GATE if args.admission else "none"
     state = State(folder, args.engine, model, args.slo.resolve(),
                   {"max_num_seqs": args.max_num_seqs,
                    "max_num_batched_tokens": args.max_num_batched_tokens}, environment,
@@ -154,9 +163,11 @@ def start(args: argparse.Namespace) -> int:
     spec = load_checked_spec(args.slo)
     params = RenderParams.fast(str(tokens["controller_token"]))
     exporters = (state.address("exporter"),) if "exporter" in args.parts else ()
-    endpoints = Endpoints(tuple(state.address("inference", i) for i in range(state.replicas)),
-                          exporters, (state.address("controller"),),
-                          (state.address("alertmanager"),))
+    endpoints = Endpoints(
+        inference=tuple(state.address("inference", i) for i in range(state.replicas)),
+        exporter=exporters, controller=(state.address("controller"),),
+        alertmanager=(state.address("alertmanager"),),
+        probe=())  # no synthetic probe runs here: a job for one would only be down
     deploy = folder / "deploy"
     write_all(render_all(spec, endpoints, params, source=str(args.slo)), deploy)
     logs = folder / "logs"

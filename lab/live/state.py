@@ -18,6 +18,7 @@ from typing import Any
 
 from governor.common.prometheus_api import PrometheusHTTP
 from governor.contracts.endpoints import (
+    ADMIN_ADMISSION_PATH,
     ADMIN_BATCHING_PATH,
     ALERTMANAGER,
     CONTROLLER,
@@ -87,6 +88,11 @@ class State:
     def admin_token(self) -> str:
         return (self.folder / "admin_token").read_text().strip()
 
+    @property
+    def gated(self) -> bool:
+        """``start --admission``: a deadline gate in front of every replica's engine."""
+        return self.environment.get("admission", "none") != "none"
+
 
 def _request(url: str, *, method: str = "GET", body: dict[str, Any] | None = None,
              token: str | None = None, timeout: float = 30.0) -> Any:
@@ -102,6 +108,14 @@ def _request(url: str, *, method: str = "GET", body: dict[str, Any] | None = Non
 def set_limits(state: State, limits: dict[str, int]) -> list[dict[str, Any]]:
     """The same limits on every replica; each one's answer."""
     return [_request(url + ADMIN_BATCHING_PATH, method="PUT", body=limits,
+                     token=state.admin_token) for url in state.inference_urls()]
+
+
+def set_admission(state: State, slack: float) -> list[dict[str, Any]]:
+    """Every replica's deadline gate at ``slack`` times its classes' first-token targets, with
+    no static bound on the tokens ahead; each one's answer (the bound in force)."""
+    return [_request(url + ADMIN_ADMISSION_PATH, method="PUT",
+                     body={"deadline_slack": slack, "max_tokens_ahead": None},
                      token=state.admin_token) for url in state.inference_urls()]
 
 
