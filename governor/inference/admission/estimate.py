@@ -9,7 +9,7 @@ UTF-8), and bounds a new prompt's count from its text's bytes alone: between the
 most tokens per byte among the last :data:`WINDOW` prompts, widened by :data:`MARGIN` both ways.
 The gate may refuse on the low bound, on the event loop, when even that many tokens keep the
 request past its deadline: a refusal the exact count would give unless the prompt makes a
-fifth fewer tokens per byte than any of the last few hundred did::
+tenth fewer tokens per byte than any of the last few hundred did::
 
     sizes = PromptSizes()
     sizes.learn(5210, 1302)            # each tokenized prompt: its text's bytes, its tokens
@@ -31,7 +31,7 @@ WINDOW: Final = 256
 MIN_SAMPLES: Final = 32
 MIN_TEXT_BYTES: Final = 1024
 # The bounds are widened by this factor: the low one divided, the high one multiplied.
-MARGIN: Final = 1.25
+MARGIN: Final = 1.1
 
 
 class PromptSizes:
