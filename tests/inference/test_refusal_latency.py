@@ -145,3 +145,23 @@ async def test_a_class_the_estimate_cannot_tell_waits_for_its_exact_count(
         await asyncio.gather(*waiting)
     assert status == 200 and 3200 in engine.tokenized
     assert service.sample("governor_admitted_requests_total", {"class": "doc"}) == 1
+
+
+async def test_a_malformed_body_decoded_on_the_event_loop_gets_the_same_400(
+    make_service: ServiceFactory,
+) -> None:
+    engine = HeldLane()
+    service = await warmed_service(make_service, engine)
+    assert service.sample("governor_admission_prefill_tokens_per_second")  # the screen is on
+    url = f"{service.url}/v1/chat/completions"
+    async with aiohttp.ClientSession() as session:
+        for data, fault in ((b'{"messages": [', "not valid JSON"),
+                            (b'"\\ud800"', "not valid Unicode"),
+                            (b'{"model": "scripted", "messages": 7}', "'messages' must be a list"),
+                            (b"[" * 10_000 + b"]" * 10_000, "")):
+            async with session.post(url, data=data, headers={
+                    "content-type": "application/json", **INTERACTIVE}) as response:
+                answer = await response.json()
+            assert response.status == 400, data[:40]
+            assert answer["error"]["type"] == "invalid_request_error"
+            assert fault in answer["error"]["message"]
