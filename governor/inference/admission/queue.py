@@ -141,6 +141,14 @@ class AdmissionQueue:
         judgements = {name: self.gate.judge(name, tokens, now, waited=waited) for name in names}
         return None if any(j.admit for j in judgements.values()) else judgements
 
+    def may_refuse(self, names: tuple[str, ...], tokens: int, waited: float) -> bool:
+        """Whether a request that could be any of ``names``, of at most ``tokens`` prompt
+        tokens, may be refused in one of them (it is admitted in all with that many)."""
+        if self.gate.rate is None:
+            return False
+        now = self._clock()
+        return any(not self.gate.judge(name, tokens, now, waited=waited).admit for name in names)
+
     async def acquire(self, timeout_seconds: float, name: str = DEFAULT_CLASS, *,
                       tokens: int = 0, waited: float = 0.0) -> Ticket:
         """An engine slot for a request of ``tokens`` prompt tokens that arrived ``waited``

@@ -46,9 +46,6 @@ from governor.inference.openai.protocol import (
 from governor.inference.textwork import SMALL_BODY_BYTES, TextWork
 
 Kind = Literal["chat", "completion"]
-# Called on the event loop with a small body's decoded JSON, before it goes to a text thread;
-# it refuses the request by raising (an APIError), or lets it go on by returning.
-Screen = Callable[[object], None]
 
 
 class Decoded(NamedTuple):
@@ -56,6 +53,11 @@ class Decoded(NamedTuple):
     is rather than decoding the bytes again."""
 
     value: object
+
+
+# Called on the event loop with a small body before it goes to a text thread: it refuses the
+# request by raising (an APIError), or lets it go on, returning the body if it decoded it.
+Screen = Callable[[bytes], Decoded | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +86,9 @@ async def prepare_request(request: web.Request, kind: Kind, deadline: float,
     """Read and :func:`prepare` one request, in its turn. Its body must arrive before the
     deadline (loop time; else a 408, the client's fault), and the turn and the threads must
     come before it too (else a 504). A request whose client goes away while it waits costs
-    nothing more. With ``screen``, a body of at most :data:`SMALL_BODY_BYTES` is decoded on the
-    event loop (a fraction of a millisecond) and screened before it waits for a thread."""
+    nothing more. With ``screen``, a body of at most :data:`SMALL_BODY_BYTES` is screened on
+    the event loop (decoding it takes a fraction of a millisecond) before it waits for a
+    thread."""
     app = request.app
     text, size = app[keys.TEXT_WORK], request.content_length
     clock = request[keys.STAGES]
@@ -99,9 +102,7 @@ async def prepare_request(request: web.Request, kind: Kind, deadline: float,
             clock.reach(Stage.READ)
             body: bytes | Decoded = raw
             if screen is not None and len(raw) <= SMALL_BODY_BYTES:
-                body = Decoded(decode_json(raw))
-                clock.reach(Stage.PARSE)
-                screen(body.value)
+                body = screen(raw) or raw
             # Read on the loop: ready is the engine's own state, not meant for threads.
             engine = app[keys.ENGINE]
             prepared = await text.run(functools.partial(

@@ -44,9 +44,10 @@ from governor.inference.admission.queue import (
 )
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine, GenerateRequest
+from governor.inference.http.body import decode_json
 from governor.inference.http.errors import RATE_LIMIT, UNAVAILABLE, APIError
 from governor.inference.openai.generation import Generation, Kind
-from governor.inference.openai.prompts import Screen, prepare_request, text_bytes
+from governor.inference.openai.prompts import Decoded, Screen, prepare_request, text_bytes
 from governor.inference.openai.protocol import GenerationParams, context_too_long
 from governor.inference.telemetry.tracing import inject_headers
 
@@ -167,24 +168,34 @@ def _screen(request: web.Request, route: str, kind: Kind) -> Screen | None:
     request it cannot decide so (no rate, a short prompt, one that may not fit the context, a
     class that depends on the exact count) is tokenized and judged exactly."""
     app = request.app
-    queue = app[keys.ADMISSION]
+    queue, sizes, clock = app[keys.ADMISSION], app[keys.PROMPT_SIZES], request[keys.STAGES]
     if queue.gate.rate is None:  # nothing is refused by deadline: nothing to decode early for
         return None
+    classes = app[keys.CONFIG].classes
 
-    def screen(decoded: object) -> None:
-        bounds = app[keys.PROMPT_SIZES].bounds(text_bytes(decoded, kind))
+    def screen(raw: bytes) -> Decoded | None:
+        # The text is at most the body: one the gate admits with as many tokens as that many
+        # bytes may make, in every class, is left for the text thread to decode.
+        ceiling = sizes.bounds(len(raw))
+        if ceiling is None or not queue.may_refuse(
+                classes.candidates(route, request.headers), ceiling[1],
+                time.perf_counter() - clock.start):
+            return None
+        decoded = Decoded(decode_json(raw))
+        clock.reach(Stage.PARSE)
+        bounds = sizes.bounds(text_bytes(decoded.value, kind))
         if bounds is None:
-            return
+            return decoded
         fewest, most = bounds
         if most >= app[keys.ENGINE].max_model_len:  # it may not fit: its 400 is for the count
-            return
-        names = app[keys.CONFIG].classes.candidates(route, request.headers, fewest, most)
+            return decoded
+        names = classes.candidates(route, request.headers, fewest, most)
         if len(names) != 1:
-            return
-        clock = request[keys.STAGES]
+            return decoded
         refused = queue.refused_with_at_least(names, fewest, time.perf_counter() - clock.start)
         if refused is not None:
             _refuse(request, names[0], refused[names[0]])
+        return decoded
 
     return screen
 
