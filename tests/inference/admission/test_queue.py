@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from governor.admission.deadline import Judgement
 from governor.admission.policy import ClassLimit
 from governor.inference.admission.queue import (
     AdmissionQueue,
@@ -13,6 +14,7 @@ from governor.inference.admission.queue import (
     QueueFull,
     QueueTimeout,
     Shed,
+    Ticket,
 )
 
 
@@ -143,10 +145,11 @@ def test_a_request_is_judged_before_its_count_by_the_fewest_and_most_tokens_it_m
     now = [0.0]
     queue = AdmissionQueue(max_in_flight=8, max_queue=8, first_token_targets={"default": 1.0},
                            clock=lambda: now[0])
-    queue.gate.track("a", "default", 1000, 0.0, waiting=False)
+    first, second = Ticket("default", Judgement(True)), Ticket("default", Judgement(True))
+    queue.gate.track(first, "default", 1000, 0.0, waiting=False)
     now[0] = 1.0
-    queue.gate.first_token("a", 1.0)  # 1 000 tokens a second
-    queue.gate.track("b", "default", 600, 1.0, waiting=False)  # 0.6 s ahead
+    queue.gate.first_token(first, 1.0)  # 1 000 tokens a second
+    queue.gate.track(second, "default", 600, 1.0, waiting=False)  # 0.6 s ahead
     names = ("default",)
     assert queue.refused_with_at_least(names, 300, waited=0.0) is None
     refused = queue.refused_with_at_least(names, 500, waited=0.0)
