@@ -46,6 +46,7 @@ from governor.contracts.metrics.service import (
 from governor.contracts.simdevice import DEVICE_PATH, FAULTS_PATH
 from governor.contracts.stages import Stage
 from governor.inference import admin, device, keys
+from governor.inference.admission.estimate import PromptSizes
 from governor.inference.admission.queue import AdmissionQueue
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
@@ -169,6 +170,7 @@ def _engine_ctx(
             first_token_targets=dict(config.admission.first_token_targets),
             deadlines=config.admission.deadline_settings())
         metrics.read_queue(admission)
+        app[keys.PROMPT_SIZES] = PromptSizes()
         app[keys.WARMED] = warmed = asyncio.Event()
         # Start in the background: /health answers 503 until the engine is ready (vLLM takes
         # tens of seconds) and warm, and a failed start leaves the service up to say so.

@@ -8,6 +8,7 @@ from aiohttp import web
 from opentelemetry import trace
 from prometheus_client import CollectorRegistry
 
+from governor.inference.admission.estimate import PromptSizes
 from governor.inference.admission.queue import AdmissionQueue
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
@@ -25,6 +26,8 @@ TRACING = web.AppKey("tracing", Tracing)
 # What every engine span carries (its GPUs), set once the engine is made.
 ENGINE_SPAN_ATTRIBUTES = web.AppKey("engine_span_attributes", dict[str, list[str]])
 ADMISSION = web.AppKey("admission", AdmissionQueue)
+# The tokens per byte of the prompts tokenized lately: a prompt's length before its tokens.
+PROMPT_SIZES = web.AppKey("prompt_sizes", PromptSizes)
 ADMIN_LOCK = web.AppKey("admin_lock", asyncio.Lock)
 # The threads that prepare prompts (decode, validate, render, tokenize), and their turns.
 TEXT_WORK = web.AppKey("text_work", TextWork)

@@ -131,24 +131,29 @@ class RequestClasses:
                 return request_class
         return self.default
 
-    def candidates(self, route: str, headers: Mapping[str, str]) -> tuple[str, ...]:
+    def candidates(self, route: str, headers: Mapping[str, str], fewest: int = 0,
+                   most: int = MAX_PROMPT_TOKENS) -> tuple[str, ...]:
         """Every class a request on ``route`` with ``headers`` can fall in, whatever its prompt's
-        length (in match order): what is known of it before its body is read.
+        length (in match order): what is known of it before its body is read; with ``fewest``
+        and ``most``, for a prompt of that many tokens or any number between.
 
         >>> classes = RequestClasses((RequestClass("doc", (Match(min_prompt_tokens=3000),
         ...                                                Match(headers=(("x-c", ("doc",)),)))),
         ...                           RequestClass("chat")), declared=True)
         >>> classes.candidates("/v1/completions", {}), classes.candidates("/", {"x-c": "doc"})
         (('doc', 'chat'), ('doc',))
+        >>> classes.candidates("/", {}, 1000, 2400), classes.candidates("/", {}, 2000, 3000)
+        (('chat',), ('doc', 'chat'))
         """
         # classify() is constant between the matches' token bounds: trying each bound and its
         # neighbour finds every class a length can give.
-        points = {0, MAX_PROMPT_TOKENS}
+        points = {fewest, most}
         for request_class in self.classes:
             for m in request_class.match:
                 for bound in (m.min_prompt_tokens, m.max_prompt_tokens):
                     if bound is not None:
-                        points.update((max(0, bound - 1), bound, bound + 1))
+                        points.update(n for n in (bound - 1, bound, bound + 1)
+                                      if fewest <= n <= most)
         found = {self.classify(route, headers, n).name for n in points}
         return tuple(name for name in self.names if name in found)
 

@@ -62,10 +62,17 @@ def _class_summary(rows: Sequence[RequestRecord]) -> dict[str, Any]:
     return {
         "served": len(served), "ttft_p50_p99_s": _rounded(percentiles(served, [50, 99]), 3),
         "refused": len(refused),
+        # Refused before a text thread tokenized them (before the body was read, or on the
+        # prompt's estimated length).
+        "refused_untokenized": sum(1 for s in stages if not s.get("tokenize")),
         "refusal_ms_p50_p99": _ms([sum(s.values()) for s in stages]),
         "before_admission_ms_p50_p99": _ms([sum(s.get(k, 0.0) for k in BEFORE_ADMISSION)
                                             for s in stages]),
         "admission_ms_p50_p99": _ms([s.get("admission", 0.0) for s in stages]),
+        # Where a refusal's time went, stage by stage (those any refusal spent time in).
+        "refusal_stages_ms_p50_p99": {
+            stage: _ms([s.get(stage, 0.0) for s in stages])
+            for stage in sorted({k for s in stages for k, v in s.items() if v > 0})},
     }
 
 

@@ -127,11 +127,27 @@ class AdmissionQueue:
         bound) in every one of them, so its own prompt, whatever its length, cannot change the
         verdict (a longer one only waits longer). ``None``: admitted in one of them, or no
         rate is measured yet; the request is then read, tokenized and judged as usual."""
+        return self.refused_with_at_least(names, 0, waited)
+
+    def refused_with_at_least(self, names: tuple[str, ...], tokens: int, waited: float
+                              ) -> dict[str, Judgement] | None:
+        """Each class's refusal of a request that could be any of ``names`` and whose prompt
+        has ``tokens`` tokens or more, judged before it is tokenized: refused with ``tokens``
+        in every one of them, it is refused with any more (a longer prompt only waits longer).
+        ``None``: admitted in one of them, or no rate is measured yet."""
         if not names or self.gate.rate is None:
             return None
         now = self._clock()
-        judgements = {name: self.gate.judge(name, 0, now, waited=waited) for name in names}
+        judgements = {name: self.gate.judge(name, tokens, now, waited=waited) for name in names}
         return None if any(j.admit for j in judgements.values()) else judgements
+
+    def may_refuse(self, names: tuple[str, ...], tokens: int, waited: float) -> bool:
+        """Whether a request that could be any of ``names``, of at most ``tokens`` prompt
+        tokens, may be refused in one of them (it is admitted in all with that many)."""
+        if self.gate.rate is None:
+            return False
+        now = self._clock()
+        return any(not self.gate.judge(name, tokens, now, waited=waited).admit for name in names)
 
     async def acquire(self, timeout_seconds: float, name: str = DEFAULT_CLASS, *,
                       tokens: int = 0, waited: float = 0.0) -> Ticket:

@@ -2,8 +2,11 @@
 
 One request's life, within its deadline (``--request-timeout``): in its turn, read the body,
 then decode, validate, render and tokenize it in the text threads, the prompt's bytes checked
-before it is tokenized (:mod:`governor.inference.openai.prompts`) → classify it (slo.yaml's request
-classes: its vLLM priority, its admission limit, its ``class`` label) → wait for an engine slot
+before it is tokenized (:mod:`governor.inference.openai.prompts`); under the deadline gate a
+request is refused as early as what is known of it decides it: before its body is read, or on
+the event loop on its prompt's estimated length before it waits for a text thread → classify
+it (slo.yaml's request classes: its vLLM priority, its admission limit, its ``class`` label)
+→ wait for an engine slot
 in the admission queue → stream deltas from the engine (SSE) or gather them, and record what
 the client saw (:mod:`governor.inference.openai.generation`).
 """
@@ -14,10 +17,12 @@ import asyncio
 import logging
 import time
 import uuid
+from typing import NoReturn
 
 from aiohttp import web
 from opentelemetry import trace
 
+from governor.admission.deadline import Judgement
 from governor.admission.refusal import refusal_message
 from governor.contracts import traces as tr
 from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH
@@ -39,9 +44,10 @@ from governor.inference.admission.queue import (
 )
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine, GenerateRequest
+from governor.inference.http.body import decode_json
 from governor.inference.http.errors import RATE_LIMIT, UNAVAILABLE, APIError
 from governor.inference.openai.generation import Generation, Kind
-from governor.inference.openai.prompts import prepare_request
+from governor.inference.openai.prompts import Decoded, Screen, prepare_request, text_bytes
 from governor.inference.openai.protocol import GenerationParams, context_too_long
 from governor.inference.telemetry.tracing import inject_headers
 
@@ -79,8 +85,9 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
     deadline = asyncio.get_running_loop().time() + config.connections.request_timeout_seconds
     route = CHAT_COMPLETIONS_PATH if kind == "chat" else COMPLETIONS_PATH
     _refuse_unread(request, route)
-    prepared = await prepare_request(request, kind, deadline)
+    prepared = await prepare_request(request, kind, deadline, _screen(request, route, kind))
     params, token_ids = prepared.params, prepared.token_ids
+    app[keys.PROMPT_SIZES].learn(prepared.text_bytes, len(token_ids))
     metrics = app[keys.METRICS]
     request_class = config.classes.classify(route, request.headers, len(token_ids))
     request[keys.CLASS] = name = request_class.name
@@ -143,17 +150,61 @@ def _refuse_unread(request: web.Request, route: str) -> None:
     config, queue = app[keys.CONFIG], app[keys.ADMISSION]
     headers = request.headers
     names = config.classes.candidates(route, headers)
-    clock = request[keys.STAGES]
-    refused = queue.refused_whatever_its_length(names, time.perf_counter() - clock.start)
+    started = request[keys.STAGES].start
+    refused = queue.refused_whatever_its_length(names, time.perf_counter() - started)
     if refused is None:
         return
     guess = (request.content_length or 0) // _BYTES_PER_TOKEN
     name = config.classes.classify(route, headers, guess).name
-    judgement = refused.get(name) or next(iter(refused.values()))
     name = name if name in refused else next(iter(refused))
+    _refuse(request, name, refused[name])
+
+
+def _screen(request: web.Request, route: str, kind: Kind) -> Screen | None:
+    """The refusal on the prompt's estimated length, on the event loop before the request waits
+    for a text thread (:class:`~governor.inference.admission.estimate.PromptSizes`): refused
+    with the fewest tokens its text is expected to make, in the one class every length it may
+    make gives, it is refused with its exact count too (a longer prompt only waits longer). A
+    request it cannot decide so (no rate, a short prompt, one that may not fit the context, a
+    class that depends on the exact count) is tokenized and judged exactly."""
+    app = request.app
+    queue, sizes, clock = app[keys.ADMISSION], app[keys.PROMPT_SIZES], request[keys.STAGES]
+    if queue.gate.rate is None:  # nothing is refused by deadline: nothing to decode early for
+        return None
+    classes = app[keys.CONFIG].classes
+
+    def screen(raw: bytes) -> Decoded | None:
+        # The text is at most the body: one the gate admits with as many tokens as that many
+        # bytes may make, in every class, is left for the text thread to decode.
+        ceiling = sizes.bounds(len(raw))
+        if ceiling is None or not queue.may_refuse(
+                classes.candidates(route, request.headers), ceiling[1],
+                time.perf_counter() - clock.start):
+            return None
+        decoded = Decoded(decode_json(raw))
+        clock.reach(Stage.PARSE)
+        bounds = sizes.bounds(text_bytes(decoded.value, kind))
+        if bounds is None:
+            return decoded
+        fewest, most = bounds
+        if most >= app[keys.ENGINE].max_model_len:  # it may not fit: its 400 is for the count
+            return decoded
+        names = classes.candidates(route, request.headers, fewest, most)
+        if len(names) != 1:
+            return decoded
+        refused = queue.refused_with_at_least(names, fewest, time.perf_counter() - clock.start)
+        if refused is not None:
+            _refuse(request, names[0], refused[names[0]])
+        return decoded
+
+    return screen
+
+
+def _refuse(request: web.Request, name: str, judgement: Judgement) -> NoReturn:
+    """Answer 429 for a request of class ``name`` the deadline gate refused, and count it."""
     request[keys.CLASS] = name
-    clock.reach(Stage.ADMISSION)
-    app[keys.METRICS].rejections.labels(judgement.reason, name).inc()
+    request[keys.STAGES].reach(Stage.ADMISSION)
+    request.app[keys.METRICS].rejections.labels(judgement.reason, name).inc()
     raise APIError(429, refusal_message(name, judgement), type_=RATE_LIMIT,
                    code=judgement.reason, retry_after_seconds=judgement.retry_after_seconds)
 

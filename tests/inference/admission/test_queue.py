@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from governor.admission.deadline import Judgement
 from governor.admission.policy import ClassLimit
 from governor.inference.admission.queue import (
     AdmissionQueue,
@@ -13,6 +14,7 @@ from governor.inference.admission.queue import (
     QueueFull,
     QueueTimeout,
     Shed,
+    Ticket,
 )
 
 
@@ -137,3 +139,21 @@ async def test_a_waiter_shed_for_a_higher_class_leaves_the_backlog() -> None:
     assert queue.gate.pending_tokens == 210
     queue.first_token(ticket)
     assert queue.gate.pending_tokens == 10
+
+
+def test_a_request_is_judged_before_its_count_by_the_fewest_and_most_tokens_it_may_have() -> None:
+    now = [0.0]
+    queue = AdmissionQueue(max_in_flight=8, max_queue=8, first_token_targets={"default": 1.0},
+                           clock=lambda: now[0])
+    first, second = Ticket("default", Judgement(True)), Ticket("default", Judgement(True))
+    queue.gate.track(first, "default", 1000, 0.0, waiting=False)
+    now[0] = 1.0
+    queue.gate.first_token(first, 1.0)  # 1 000 tokens a second
+    queue.gate.track(second, "default", 600, 1.0, waiting=False)  # 0.6 s ahead
+    names = ("default",)
+    assert queue.refused_with_at_least(names, 300, waited=0.0) is None
+    refused = queue.refused_with_at_least(names, 500, waited=0.0)
+    assert refused is not None and refused["default"].reason == "deadline"
+    assert not queue.may_refuse(names, 300, waited=0.0)
+    assert queue.may_refuse(names, 500, waited=0.0)
+    assert queue.may_refuse(names, 300, waited=0.2)  # less of its deadline left
