@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import psutil
+import psutil  # type: ignore[import-untyped]  # vLLM's own dependency
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
