@@ -85,6 +85,7 @@ class AdmissionMiddleware:
                 self.admin, self.knobs, self._engine_client, scope["method"],
                 header(scope, b"authorization"), body_chunks(receive)))
             self.metrics.read(self.gate.deadline)
+            self.metrics.vllm_bound(self.knobs.bound(self._engine_client))
             return
         if (scope["type"] != "http" or scope.get("method") != "POST"
                 or scope.get("path") not in GENERATION_PATHS):
@@ -144,6 +145,7 @@ class AdmissionMiddleware:
         """Bring the gate in line with vLLM's states of this API server's requests."""
         self._synced_at = now
         self.knobs.follow(self._engine_client)
+        self.metrics.vllm_bound(self.knobs.bound(self._engine_client))
         self._observe(self.gate.sync(self._states(), now))
 
     def _states(self) -> list[EngineRequest]:
