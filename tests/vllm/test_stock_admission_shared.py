@@ -138,6 +138,7 @@ def test_one_put_moves_both_api_processes_and_vllm_refuses_past_its_bound_in_eac
             assert set(got) <= {200, 503}, got
             refused[process] += got.count(503)
         assert all(count > 0 for count in refused.values()), refused  # each process refuses
+        print(f"503s by API process, of {2 * ROUNDS} requests each: {refused}")
         assert metric(server, "vllm:admission_rejections_total",
                       reason="max_num_queued_tokens") == sum(refused.values())
         # Handed back from the other process: nothing refused by vLLM's bound any more.
