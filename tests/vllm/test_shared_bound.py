@@ -14,7 +14,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from governor.common.secrets import Secret
-from governor.contracts.admission import AdmissionBound
+from governor.contracts.admission import AdmissionBound, requested
+from governor.contracts.batching import BodyError
 from governor.contracts.endpoints import ADMIN_ADMISSION_PATH, CHAT_COMPLETIONS_PATH
 from governor.vllm.admin import AdminSettings
 from governor.vllm.admission import AdmissionMiddleware
@@ -193,3 +194,11 @@ async def test_a_vllm_without_the_bound_reports_none_and_refuses_a_put_of_it(
     assert "max_num_queued_tokens" not in got
     status, answer = await old.admin("PUT", b'{"max_num_queued_tokens": 4096}')
     assert (status, answer["error"]["code"]) == (422, "unsupported")
+
+
+def test_a_server_without_vllms_bound_refuses_a_put_of_it_by_the_contract() -> None:
+    # governor serve's route builds its bound so: vLLM's own is not there to move.
+    with pytest.raises(BodyError) as refused:
+        requested({"deadline_slack": 0.5, "max_num_queued_tokens": 4096}, AdmissionBound(1.0, None))
+    assert (refused.value.status, refused.value.code) == (422, "unsupported")
+    assert "max_num_queued_tokens" not in AdmissionBound(1.0, None).as_dict()
