@@ -86,7 +86,10 @@ class SharedBound:
         try:
             body = json.loads(self.path.read_bytes()[:MAX_FILE_BYTES])
             if not isinstance(body, dict) or body.get("server") != self.server:
-                return None  # another server's, left in a folder that was not wiped
+                # Another server's, left in a folder that was not wiped, or no bound at all.
+                log.warning("ignoring the shared admission bound %s: not this server's (%s); "
+                            "the bound in force stays", self.path, self.server)
+                return None
             # vLLM's own bound is read whatever this process knows of its vLLM yet (one that has
             # taken no request has not seen it): the caller applies it where it can.
             return requested(body.get("bound"), replace(current, vllm_queued_tokens=True))
