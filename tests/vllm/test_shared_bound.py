@@ -17,11 +17,13 @@ from governor.common.secrets import Secret
 from governor.contracts.admission import AdmissionBound, requested
 from governor.contracts.batching import BodyError
 from governor.contracts.endpoints import ADMIN_ADMISSION_PATH, CHAT_COMPLETIONS_PATH
+from governor.vllm import AdminMiddleware
 from governor.vllm.admin import AdminSettings
 from governor.vllm.admission import AdmissionMiddleware
 from governor.vllm.asgi import Message
+from governor.vllm.endpoint import AdminEndpoints
 from governor.vllm.shared_bound import FILE_NAME, FOLDER_ENV, MAX_FILE_BYTES, SharedBound
-from tests.vllm.test_gate import Clock, FakeVllm, post, warm
+from tests.vllm.test_gate import Clock, FakeVllm, RecordingApp, post, warm
 from tests.vllm.test_gate_admin import AUTH, TOKEN, settings
 
 SERVER = "4242:977"
@@ -201,3 +203,29 @@ def test_a_server_without_vllms_bound_refuses_a_put_of_it_by_the_contract() -> N
         requested({"deadline_slack": 0.5, "max_num_queued_tokens": 4096}, AdmissionBound(1.0, None))
     assert (refused.value.status, refused.value.code) == (422, "unsupported")
     assert "max_num_queued_tokens" not in AdmissionBound(1.0, None).as_dict()
+
+
+class OptionsApp(RecordingApp):
+    """vLLM's app as the endpoint plugin sees it, keeping what each middleware is built with."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.options: list[dict[str, Any]] = []
+
+    def add_middleware(self, cls: Any, **options: Any) -> None:
+        super().add_middleware(cls, **options)
+        self.options.append(options)
+
+
+def test_both_ways_in_share_the_bound_in_vllms_metrics_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(FOLDER_ENV, str(tmp_path))
+    wrapped = AdminMiddleware(FakeVllm(), AdminSettings(Secret(TOKEN)), gate=settings(),
+                              registry=CollectorRegistry())
+    assert isinstance(wrapped.app, AdmissionMiddleware)
+    assert wrapped.app.knobs.shared is not None
+    assert wrapped.app.knobs.shared.path == tmp_path / FILE_NAME
+    app = OptionsApp()
+    AdminEndpoints(AdminSettings(Secret(TOKEN)), gate=settings()).attach_router(app)
+    (options,) = app.options
+    assert options["shared"].path == tmp_path / FILE_NAME
