@@ -13,8 +13,9 @@ that bound back as soon as the gate stops refusing (the overload is over).
 
 The gate judges each request by its own class's deadline; vLLM's bound is one number for every
 class, counted in vLLM's own tokens (the gate estimates a prompt until vLLM has tokenized it), and
-it holds with or without the gate's prediction. A target whose vLLM has no such bound (0.25,
-0.26) reports none, and the law leaves it, saying so where it moves the slack.
+it holds with or without the gate's prediction. A target that reports no such bound (``governor
+serve``, whose route does not move it, or a vLLM before 0.32) is left, and the law says so where
+it moves the slack.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ def bound(ctx: Context, decision: Decision) -> Decision:
     state = decision.state
     if not has:
         if gate_slack(ctx) is not None and decision.admission is not None:
-            note = ("; vLLM's max_num_queued_tokens: this vLLM has none (it came in 0.32), so "
-                    "the slack is the only admission knob")
+            note = ("; vLLM's max_num_queued_tokens: the target reports none to move "
+                    "(governor serve, or a vLLM before 0.32), so the slack is the only knob")
             decision = replace(decision, admission=replace(
                 decision.admission, explanation=decision.admission.explanation + note))
         if state.queued_tokens_held:  # no longer reported: nothing to hand back to
