@@ -3,17 +3,22 @@ live, declared once for every server and the controller.
 
 A report carries the bound in force (the deadline slack, and the static bound on prompt tokens
 ahead, ``null`` when there is none), each class's deadline at that slack, and what the deadline
-gate measures; a ``PUT`` names either field or both, and the one it leaves out keeps its value::
+gate measures; a ``PUT`` names any of the fields, and one it leaves out keeps its value. In front
+of a vLLM that has its own bound on the prompt tokens in prefill (``max_num_queued_tokens``, vLLM
+0.32 and later, checked in each API process), the report carries it too (``null``: unbounded) and
+a ``PUT`` may move it; elsewhere the field is absent and a ``PUT`` naming it is refused 422::
 
     GET /admin/admission
     200 {"deadline_slack": 1.0, "max_tokens_ahead": null,
          "deadlines": {"doc": 20.0, "chat": 1.0},
          "prefill_tokens_per_second": 38211.5, "backlog_prompt_tokens": 9120}
 
-    >>> requested({"deadline_slack": 1.5}, AdmissionBound(1.0, None))
-    AdmissionBound(deadline_slack=1.5, max_tokens_ahead=None)
-    >>> requested({"max_tokens_ahead": None}, AdmissionBound(1.0, 32768))
-    AdmissionBound(deadline_slack=1.0, max_tokens_ahead=None)
+    >>> requested({"deadline_slack": 1.5}, AdmissionBound(1.0, None)).as_dict()
+    {'deadline_slack': 1.5, 'max_tokens_ahead': None}
+    >>> requested({"max_tokens_ahead": None}, AdmissionBound(1.0, 32768)).max_tokens_ahead
+    >>> requested({"max_num_queued_tokens": 8192},
+    ...           AdmissionBound(1.0, None, vllm_queued_tokens=True)).max_num_queued_tokens
+    8192
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from governor.contracts.batching import BodyError
 
 SLACK: Final = "deadline_slack"
 TOKENS_AHEAD: Final = "max_tokens_ahead"
-FIELDS: Final = (SLACK, TOKENS_AHEAD)
+# vLLM's own bound (``--max-num-queued-tokens``), where the server's vLLM has one to move.
+QUEUED_TOKENS: Final = "max_num_queued_tokens"
+FIELDS: Final = (SLACK, TOKENS_AHEAD, QUEUED_TOKENS)
 # The range a slack may take: above it every deadline is minutes long, which is no deadline.
 MAX_SLACK: Final = 100.0
 MAX_TOKENS_AHEAD: Final = 10**12
@@ -35,14 +42,20 @@ MAX_TOKENS_AHEAD: Final = 10**12
 
 @dataclass(frozen=True, slots=True)
 class AdmissionBound:
-    """What a controller moves: each deadline's factor on its class's first-token target, and
-    the static bound on prompt tokens ahead (None: none)."""
+    """What a controller moves: each deadline's factor on its class's first-token target, the
+    static bound on prompt tokens ahead (None: none), and, where the server's vLLM has it
+    (``vllm_queued_tokens``), vLLM's bound on the prompt tokens in prefill (None: none)."""
 
     deadline_slack: float
     max_tokens_ahead: int | None
+    max_num_queued_tokens: int | None = None
+    vllm_queued_tokens: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {SLACK: self.deadline_slack, TOKENS_AHEAD: self.max_tokens_ahead}
+        found: dict[str, Any] = {SLACK: self.deadline_slack, TOKENS_AHEAD: self.max_tokens_ahead}
+        if self.vllm_queued_tokens:
+            found[QUEUED_TOKENS] = self.max_num_queued_tokens
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +89,9 @@ def requested(body: object, current: AdmissionBound) -> AdmissionBound:
         wanted = replace(wanted, deadline_slack=_slack(body[SLACK]))
     if TOKENS_AHEAD in body:
         wanted = replace(wanted, max_tokens_ahead=_tokens_ahead(body[TOKENS_AHEAD]))
+    if QUEUED_TOKENS in body:
+        wanted = replace(wanted, max_num_queued_tokens=_queued_tokens(body[QUEUED_TOKENS],
+                                                                      current))
     return wanted
 
 
@@ -100,4 +116,20 @@ def _tokens_ahead(value: object) -> int | None:
     if not 0 <= value <= MAX_TOKENS_AHEAD:
         raise BodyError(f"'{TOKENS_AHEAD}' must be within [0, {MAX_TOKENS_AHEAD}]",
                         param=TOKENS_AHEAD, status=422, code="out_of_range")
+    return value
+
+
+def _queued_tokens(value: object, current: AdmissionBound) -> int | None:
+    if not current.vllm_queued_tokens:
+        raise BodyError(f"'{QUEUED_TOKENS}' cannot be moved here: it is vLLM's own bound (vLLM "
+                        "0.32 and later), moved in front of stock vllm serve only",
+                        param=QUEUED_TOKENS, status=422, code="unsupported")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BodyError(f"'{QUEUED_TOKENS}' must be an integer or null", param=QUEUED_TOKENS)
+    # 0 would refuse every request: vLLM refuses once the tokens in prefill reach the bound.
+    if not 1 <= value <= MAX_TOKENS_AHEAD:
+        raise BodyError(f"'{QUEUED_TOKENS}' must be within [1, {MAX_TOKENS_AHEAD}] or null",
+                        param=QUEUED_TOKENS, status=422, code="out_of_range")
     return value

@@ -21,7 +21,7 @@ from typing import Any, Final, TypeVar
 import aiohttp
 
 from governor.common.secrets import Secret
-from governor.contracts.admission import MAX_SLACK, SLACK
+from governor.contracts.admission import MAX_SLACK, QUEUED_TOKENS, SLACK
 from governor.contracts.batching import BatchingReport
 from governor.contracts.endpoints import ADMIN_ADMISSION_PATH, ADMIN_BATCHING_PATH
 from governor.controller import answers
@@ -102,6 +102,25 @@ def parse_slack(body: Any) -> float:
     return float(slack)
 
 
+def parse_queued_tokens(body: Any) -> int | None:
+    """vLLM's ``max_num_queued_tokens`` a ``/admin/admission`` answer reports (``None``:
+    unbounded); :class:`ActuationError` if malformed or absent (the target's vLLM has none).
+
+    >>> parse_queued_tokens({"deadline_slack": 1.0, "max_num_queued_tokens": 8192})
+    8192
+    """
+    if not isinstance(body, dict) or QUEUED_TOKENS not in body:
+        raise ActuationError(ErrorKind.PERMANENT,
+                             f"the admission answer has no {QUEUED_TOKENS}: {str(body)[:200]}")
+    value = body[QUEUED_TOKENS]
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ActuationError(ErrorKind.PERMANENT,
+                             f"malformed admission answer: {str(body)[:200]}")
+    return value
+
+
 T = TypeVar("T")
 
 
@@ -143,6 +162,12 @@ class BatchingClient:
         """Put the deadline slack of the target's gate in force (``PUT /admin/admission``);
         returns the slack it reports in force afterwards."""
         return await self._call("PUT", target, {SLACK: slack}, ADMIN_ADMISSION_PATH, parse_slack)
+
+    async def set_queued_tokens(self, target: Target, bound: int | None) -> int | None:
+        """Put vLLM's ``max_num_queued_tokens`` in force in every API process of the target
+        (``PUT /admin/admission``; ``None``: unbounded); returns the bound it reports."""
+        return await self._call("PUT", target, {QUEUED_TOKENS: bound}, ADMIN_ADMISSION_PATH,
+                                parse_queued_tokens)
 
     async def _call(self, method: str, target: Target, body: dict[str, Any] | None, path: str,
                     parse: Callable[[Any], T]) -> T:

@@ -36,6 +36,10 @@ class Actuator(Protocol):
         """The law's admission knob: the deadline slack of the target's gate."""
         ...
 
+    async def set_queued_tokens(self, target: Target, bound: int | None) -> int | None:
+        """vLLM's own admission bound, ``max_num_queued_tokens`` (``None``: unbounded)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ActuatorEntry:

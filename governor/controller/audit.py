@@ -25,13 +25,15 @@ log = logging.getLogger(__name__)
 
 def record(target: str, decision: Decision, *, at: float, applied: bool, dry_run: bool,
            error: str | None = None, ranks: Mapping[str, object] | None = None,
-           admission_applied: bool = False, admission_error: str | None = None
+           admission_applied: bool = False, admission_error: str | None = None,
+           queued_tokens_applied: bool = False, queued_tokens_error: str | None = None
            ) -> dict[str, Any]:
     """The audit line of one decision (pure); ``ranks``: under data parallelism, the rank the
     law judged and every rank's tail (:meth:`Observation.ranks`), else ``None``. A move of the
     admission knob has its own entry (``admission``: the slack before and after, why, whether
-    it reached the target); ``None`` when the law left it."""
-    moved = decision.admission
+    it reached the target); ``None`` when the law left it. So has a move of vLLM's own bound
+    (``vllm_queued_tokens``: ``max_num_queued_tokens`` before and after, ``None`` unbounded)."""
+    moved, queued = decision.admission, decision.queued_tokens
     return {
         "at": iso(at),
         "target": target,
@@ -52,6 +54,10 @@ def record(target: str, decision: Decision, *, at: float, applied: bool, dry_run
             "deadline_slack_before": moved.before, "deadline_slack_after": moved.after,
             "explanation": moved.explanation, "applied": admission_applied,
             "error": admission_error},
+        "vllm_queued_tokens": None if queued is None else {
+            "max_num_queued_tokens_before": queued.before,
+            "max_num_queued_tokens_after": queued.after, "explanation": queued.explanation,
+            "applied": queued_tokens_applied, "error": queued_tokens_error},
     }
 
 

@@ -167,6 +167,10 @@ class Observation:
     # arrival per second, by deadline or bound, over the short window.
     deadline_slack: float | None = None
     admission_refused_per_second: float | None = None
+    # vLLM's own bound on the prompt tokens in prefill (max_num_queued_tokens), as the gate in
+    # front of stock vLLM reports it: ``None`` where the target has none to move (no gate, or a
+    # vLLM before 0.32), +Inf while it is unbounded.
+    vllm_max_num_queued_tokens: float | None = None
 
     def as_inputs(self) -> dict[str, float | None]:
         """The observation as the audit log prints it (NaN shown as ``None``); the stages as
@@ -313,6 +317,10 @@ class TargetState:
     # law holds no lowered slack), and when it lowered it, to hand it back.
     slack_from: float | None = None
     slack_since: float | None = None
+    # vLLM's max_num_queued_tokens before the law set it (``None``: unbounded), while the law
+    # holds it set (``queued_tokens_held``), to hand it back when the overload ends.
+    queued_tokens_held: bool = False
+    queued_tokens_from: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +329,16 @@ class AdmissionChange:
 
     before: float
     after: float
+    explanation: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedTokensChange:
+    """A move of vLLM's own ``max_num_queued_tokens`` (``PUT /admin/admission``; ``None``:
+    unbounded), and why."""
+
+    before: int | None
+    after: int | None
     explanation: str
 
 
@@ -338,6 +356,8 @@ class Decision:
     scale: ScaleAdvice = field(default_factory=lambda: ScaleAdvice(1, NOT_OVERLOADED))
     # The admission knob: a new deadline slack for the target's gate (``None``: leave it).
     admission: AdmissionChange | None = None
+    # vLLM's own bound on the prompt tokens in prefill (``None``: leave it).
+    queued_tokens: QueuedTokensChange | None = None
 
     @property
     def changes(self) -> bool:

@@ -124,6 +124,8 @@ class QuerySet:
             # The deadline gate, where the target has one (the law's admission knob).
             "deadline_slack": promql.max_by(BY_RANK,
                                             self._on(service.ADMISSION_DEADLINE_SLACK.name)),
+            "vllm_max_num_queued_tokens": promql.max_by(
+                BY_RANK, self._on(service.ADMISSION_VLLM_QUEUED_TOKENS.name)),
             "admission_refused_per_second": _sum_rate(promql.Selector(
                 service.ADMISSION_REJECTIONS.total,
                 (*self.scope, promql.one_of(service.LABEL_REASON, _GATE_REFUSALS))), short),

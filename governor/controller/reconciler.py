@@ -277,12 +277,16 @@ class Reconciler:
         else:
             rt.state = decision.state
         admission_error = await self._admission(rt, decision, previous=state_before)
+        queued_error = await self._queued_tokens(rt, decision, previous=state_before)
         rt.failures, rt.retry_at, rt.last_error = 0, 0.0, None
         rt.last_result = names.RESULT_OK
         self._metrics.reconciles.labels(names.RESULT_OK).inc()
         self._note(rt, decision, now, applied=decision.changes and not self.config.dry_run,
                    admission_applied=decision.admission is not None and not self.config.dry_run
-                   and admission_error is None, admission_error=admission_error)
+                   and admission_error is None, admission_error=admission_error,
+                   queued_tokens_applied=decision.queued_tokens is not None
+                   and not self.config.dry_run and queued_error is None,
+                   queued_tokens_error=queued_error)
         if decision.changes and self._annotator is not None:
             await self._annotator.annotate(rt.target.name, decision, now)
 
@@ -308,6 +312,27 @@ class Reconciler:
             return exc.message
         return None
 
+    async def _queued_tokens(self, rt: TargetRuntime, decision: Decision, *,
+                             previous: TargetState) -> str | None:
+        """Move vLLM's own bound as the law asks; the error if it could not. As for the slack,
+        a bound that did not move leaves the law's memory of it as it was."""
+        moved = decision.queued_tokens
+        if moved is None:
+            return None
+        if not self.config.dry_run:
+            try:
+                await self._actuator.set_queued_tokens(rt.target, moved.after)
+                return None
+            except ActuationError as exc:
+                log.warning("target %s: vLLM's max_num_queued_tokens stays at %s: %s",
+                            rt.target.name, moved.before, exc.message)
+                error: str | None = exc.message
+        else:
+            error = None
+        rt.state = replace(rt.state, queued_tokens_held=previous.queued_tokens_held,
+                           queued_tokens_from=previous.queued_tokens_from)
+        return error
+
     def _start(self, rt: TargetRuntime, now: float) -> Decision | None:
         """With ``--start-limits``, a target's first pass without state sets them."""
         wanted = self.config.start_limits
@@ -317,15 +342,18 @@ class Reconciler:
 
     def _note(self, rt: TargetRuntime, decision: Decision, now: float, *, applied: bool,
               error: str | None = None, admission_applied: bool = False,
-              admission_error: str | None = None) -> None:
+              admission_error: str | None = None, queued_tokens_applied: bool = False,
+              queued_tokens_error: str | None = None) -> None:
         line = audit_lines.record(
             rt.target.name, decision, at=now, applied=applied, dry_run=self.config.dry_run,
             error=error, ranks=None if rt.observation is None else rt.observation.ranks(),
-            admission_applied=admission_applied, admission_error=admission_error)
+            admission_applied=admission_applied, admission_error=admission_error,
+            queued_tokens_applied=queued_tokens_applied, queued_tokens_error=queued_tokens_error)
         previous = rt.last_decision
         rt.last_decision = line
         # Holds repeat every pass; the trail keeps changes, errors and changes of reason.
-        if decision.changes or error or decision.admission is not None or previous is None or (
+        if decision.changes or error or decision.admission is not None \
+                or decision.queued_tokens is not None or previous is None or (
                 previous["action"], previous["reason"]) != (line["action"], line["reason"]):
             rt.recent.append(line)
             self._audit.write(line)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from governor.contracts.admission import MAX_SLACK
+from governor.contracts.admission import MAX_SLACK, MAX_TOKENS_AHEAD
 from governor.contracts.batching import MAX_LIMIT
 from governor.controller.law.tuning import LawConfig
 from governor.controller.model import (
@@ -92,6 +92,8 @@ def encode_state(s: TargetState) -> dict[str, Any]:
         "drain_from": s.drain_from,
         "slack_from": s.slack_from,
         "slack_since": s.slack_since,
+        "queued_tokens_held": s.queued_tokens_held,
+        "queued_tokens_from": s.queued_tokens_from,
     }
 
 
@@ -170,6 +172,10 @@ class _Reader:
             slack_from=self.optional(self.slack, f"{where}.slack_from", s.get("slack_from")),
             slack_since=self.optional(self.moment, f"{where}.slack_since",
                                       s.get("slack_since")),
+            queued_tokens_held=self.flag(f"{where}.queued_tokens_held",
+                                         s.get("queued_tokens_held", False)),
+            queued_tokens_from=self.optional(self.tokens, f"{where}.queued_tokens_from",
+                                             s.get("queued_tokens_from")),
         )
 
     def probe(self, where: str, raw: Any) -> Probe:
@@ -222,6 +228,19 @@ class _Reader:
         if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
             raise StateError(f"{where}: must be a finite number, got {_kind(raw)}")
         return float(raw)
+
+    @staticmethod
+    def flag(where: str, raw: Any) -> bool:
+        if not isinstance(raw, bool):
+            raise StateError(f"{where}: must be true or false, got {_kind(raw)}")
+        return raw
+
+    @staticmethod
+    def tokens(where: str, raw: Any) -> int:
+        if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_TOKENS_AHEAD:
+            raise StateError(f"{where}: must be an integer from 1 to {MAX_TOKENS_AHEAD}, got "
+                             f"{_kind(raw)}")
+        return raw
 
     def slack(self, where: str, raw: Any) -> float:
         slack = self.number(where, raw)

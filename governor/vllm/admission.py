@@ -45,6 +45,7 @@ from governor.vllm.backlog import EngineRequest, read_states
 from governor.vllm.gate import GateSettings, GenerationGate
 from governor.vllm.gate_metrics import GateMetrics
 from governor.vllm.prompts import Prompt, estimate
+from governor.vllm.shared_bound import SharedBound
 
 log = logging.getLogger("governor.vllm.admission")
 
@@ -60,12 +61,15 @@ class AdmissionMiddleware:
     def __init__(self, app: ASGIApp, settings: GateSettings, *,
                  registry: CollectorRegistry = REGISTRY,
                  clock: Callable[[], float] = time.monotonic,
-                 admin: AdminSettings | None = None) -> None:
+                 admin: AdminSettings | None = None,
+                 shared: SharedBound | None = None) -> None:
         self.app = app
         self.settings = settings
         # ``/admin/admission``'s token (None: the route answers 401 to everyone).
         self.admin = admin or AdminSettings(None)
         self.gate = GenerationGate(settings.deadlines, settings.deadline)
+        # The bound a PUT moves, shared with the server's other API processes.
+        self.knobs = admission_admin.AdmissionKnobs(self.gate.deadline, shared)
         self.metrics = GateMetrics(registry, settings.classes.names)
         self.metrics.read(self.gate.deadline)
         self._clock = clock
@@ -76,10 +80,12 @@ class AdmissionMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope.get("path") == ADMIN_ADMISSION_PATH:
+            self._engine_client = _engine_client(scope) or self._engine_client
             await send_answer(send, await admission_admin.answer_request(
-                self.admin, self.gate.deadline, scope["method"],
+                self.admin, self.knobs, self._engine_client, scope["method"],
                 header(scope, b"authorization"), body_chunks(receive)))
             self.metrics.read(self.gate.deadline)
+            self.metrics.vllm_bound(self.knobs.bound(self._engine_client))
             return
         if (scope["type"] != "http" or scope.get("method") != "POST"
                 or scope.get("path") not in GENERATION_PATHS):
@@ -138,6 +144,8 @@ class AdmissionMiddleware:
     def sync(self, now: float) -> None:
         """Bring the gate in line with vLLM's states of this API server's requests."""
         self._synced_at = now
+        self.knobs.follow(self._engine_client)
+        self.metrics.vllm_bound(self.knobs.bound(self._engine_client))
         self._observe(self.gate.sync(self._states(), now))
 
     def _states(self) -> list[EngineRequest]:
@@ -188,6 +196,10 @@ def refusal(request_class: str, judgement: Judgement) -> Answer:
     return Answer(429, error_body(refusal_message(request_class, judgement), RATE_LIMIT,
                                   code=judgement.reason),
                   judgement.retry_after_seconds)
+
+
+def _engine_client(scope: Scope) -> Any:
+    return getattr(getattr(scope.get("app"), "state", None), "engine_client", None)
 
 
 def _headers(scope: Scope) -> dict[str, str]:

@@ -26,6 +26,7 @@ from governor.vllm.admin import AdminRoute, AdminSettings, Answer
 from governor.vllm.admission import AdmissionMiddleware
 from governor.vllm.gate import GateSettings
 from governor.vllm.middleware import AdminMiddleware
+from governor.vllm.shared_bound import SharedBound
 
 
 class AdminEndpoints:
@@ -49,7 +50,8 @@ class AdminEndpoints:
             # Added before vLLM adds its own middleware, so it runs inside them: after CORS
             # and vLLM's --api-key check, right in front of the routes.
             app.add_middleware(AdmissionMiddleware, settings=self.gate,
-                               admin=self.route.settings)
+                               admin=self.route.settings,
+                               shared=SharedBound.from_env(os.environ))
         from starlette.responses import Response
 
         async def batching(request: Any) -> Response:

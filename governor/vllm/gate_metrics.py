@@ -12,12 +12,14 @@ themselves; each gauge says how (:data:`MULTIPROCESS_MODES`), ignored with a sin
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Gauge
 
 from governor.admission.deadline import DeadlineGate, WaitSample
+from governor.contracts.admission import AdmissionBound
 from governor.contracts.declaration import Metric
 from governor.contracts.instruments import counter, expect, histogram
 from governor.contracts.metrics import service as m
@@ -26,7 +28,8 @@ from governor.contracts.metrics import service as m
 # server's (the processes share the engines), the slack is one setting.
 MULTIPROCESS_MODES: Final = {m.ADMISSION_BACKLOG.name: "livesum",
                              m.ADMISSION_PREFILL_RATE.name: "livesum",
-                             m.ADMISSION_DEADLINE_SLACK.name: "livemax"}
+                             m.ADMISSION_DEADLINE_SLACK.name: "livemax",
+                             m.ADMISSION_VLLM_QUEUED_TOKENS.name: "livemax"}
 
 
 def _gauge(metric: Metric, registry: CollectorRegistry) -> Gauge:
@@ -44,6 +47,9 @@ class GateMetrics:
         self._rate = _gauge(m.ADMISSION_PREFILL_RATE, registry)
         self._backlog = _gauge(m.ADMISSION_BACKLOG, registry)
         self._slack = _gauge(m.ADMISSION_DEADLINE_SLACK, registry)
+        # vLLM's own bound, registered once this process knows its vLLM has one.
+        self._registry = registry
+        self._queued_tokens: Gauge | None = None
         # Every class's series exist from the start, so rates per class read 0, not nothing.
         for name in classes:
             self._admitted.labels(name)
@@ -68,3 +74,13 @@ class GateMetrics:
         self._rate.set(gate.rate or 0.0)
         self._backlog.set(gate.pending_tokens + gate.queued_tokens)
         self._slack.set(gate.settings.slack)
+
+    def vllm_bound(self, bound: AdmissionBound) -> None:
+        """vLLM's ``max_num_queued_tokens`` as the bound reports it (+Inf: unbounded), where
+        this vLLM has it."""
+        if not bound.vllm_queued_tokens:
+            return
+        if self._queued_tokens is None:
+            self._queued_tokens = _gauge(m.ADMISSION_VLLM_QUEUED_TOKENS, self._registry)
+        value = bound.max_num_queued_tokens
+        self._queued_tokens.set(math.inf if value is None else value)

@@ -27,6 +27,7 @@ from governor.vllm.admission import AdmissionMiddleware
 from governor.vllm.asgi import ASGIApp, Receive, Scope, Send, body_chunks, header, send_answer
 from governor.vllm.gate import GateSettings
 from governor.vllm.runtime_info import export_runtime_info
+from governor.vllm.shared_bound import SharedBound
 
 __all__ = ["AdminMiddleware", "body_chunks", "header", "send_answer"]
 
@@ -44,7 +45,8 @@ class AdminMiddleware:
         # /metrics reads them.
         gate = gate or GateSettings.from_env(os.environ)
         self.app = app if gate is None else AdmissionMiddleware(
-            app, gate, registry=registry, admin=self.route.settings)
+            app, gate, registry=registry, admin=self.route.settings,
+            shared=SharedBound.from_env(os.environ))
         export_runtime_info(registry)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -91,6 +91,7 @@ class FakeActuator:
     errors: list[ActuationError] = field(default_factory=list)
     applied: list[tuple[str, Limits]] = field(default_factory=list)
     slacks: list[tuple[str, float]] = field(default_factory=list)
+    queued_tokens: list[tuple[str, int | None]] = field(default_factory=list)
     reads: int = 0
 
     async def read(self, target: Target) -> TargetLimits:
@@ -107,6 +108,10 @@ class FakeActuator:
     async def set_slack(self, target: Target, slack: float) -> float:
         self.slacks.append((target.name, slack))
         return slack
+
+    async def set_queued_tokens(self, target: Target, bound: int | None) -> int | None:
+        self.queued_tokens.append((target.name, bound))
+        return bound
 
 
 def temporary(message: str = "HTTP 503: engine not ready") -> ActuationError:

@@ -21,6 +21,7 @@ from governor.controller.model import (
     Decision,
     Limits,
     Observation,
+    QueuedTokensChange,
     Reason,
     TargetState,
 )
@@ -43,7 +44,7 @@ def test_an_audit_line_holds_reason_inputs_before_and_after(tmp_path: Path) -> N
         "dry_run": False, "error": None, "explanation": DECISION.explanation,
         "inputs": {"itl_tail_seconds": 0.21, "ttft_tail_seconds": None},
         "desired_replicas": {"replicas": 1, "needed": 1.0, "reason": "not_overloaded"},
-        "ranks": None, "admission": None,
+        "ranks": None, "admission": None, "vllm_queued_tokens": None,
     }
     assert lines[1]["error"] == "HTTP 503"
 
@@ -58,6 +59,22 @@ def test_a_move_of_the_deadline_slack_is_in_the_line_with_why_and_whether_it_lan
                     admission_error="PUT a:8000: HTTP 404: Not Found")
     assert (failed["admission"]["applied"], failed["admission"]["error"]) == \
         (False, "PUT a:8000: HTTP 404: Not Found")
+
+
+def test_a_move_of_vllms_own_bound_is_in_the_line_with_why_and_whether_it_landed() -> None:
+    moved = replace(DECISION, queued_tokens=QueuedTokensChange(None, 9361, "unbounded → 9361"))
+    line = record("a:8000", moved, at=0.0, applied=True, dry_run=False,
+                  queued_tokens_applied=True)
+    assert line["vllm_queued_tokens"] == {"max_num_queued_tokens_before": None,
+                                          "max_num_queued_tokens_after": 9361,
+                                          "explanation": "unbounded → 9361", "applied": True,
+                                          "error": None}
+    assert line["admission"] is None
+    failed = record("a:8000", moved, at=0.0, applied=True, dry_run=False,
+                    queued_tokens_error="PUT a:8000: HTTP 422: unsupported")
+    assert (failed["vllm_queued_tokens"]["applied"], failed["vllm_queued_tokens"]["error"]) == \
+        (False, "PUT a:8000: HTTP 422: unsupported")
+    json.dumps(line, allow_nan=False)  # as AuditLog writes it
 
 
 def test_under_data_parallelism_the_audit_line_names_the_judged_rank_and_every_ranks_tail(

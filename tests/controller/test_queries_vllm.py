@@ -181,7 +181,8 @@ def run_promtool(promtool: str, folder: Path, exprs: dict[str, str],
 
 RULE_OUTPUTS = frozenset({"itl_verdict_burn"})
 # Governor's own gate in front of vLLM: its series, one per API server, checked below.
-GATE_INPUTS = frozenset({"deadline_slack", "admission_refused_per_second"})
+GATE_INPUTS = frozenset({"deadline_slack", "admission_refused_per_second",
+                         "vllm_max_num_queued_tokens"})
 
 
 @pytest.mark.parametrize("normalised", [False, True],
@@ -204,8 +205,9 @@ def test_every_input_of_the_law_is_one_value_per_engine_of_vllm(
 
 def test_the_gate_s_slack_and_its_refusals_at_arrival_are_read_per_instance(
         promtool: str, tmp_path: Path) -> None:
-    """The admission knob's inputs: the slack the gate reports, and its refusals by deadline or
-    bound per second (not its sheds or full queues, which are no refusal at arrival)."""
+    """The admission knob's inputs: the slack the gate reports, vLLM's own bound as the gate
+    reports it, and its refusals by deadline or bound per second (not its sheds or full queues,
+    which are no refusal at arrival)."""
     spec = load_checked_spec(STOCK)
     exprs = objectives(spec).queries.expressions()
     at = {k: v for k, v in labels(spec, "0").items() if k != vllm.LABEL_ENGINE}
@@ -214,6 +216,7 @@ def test_the_gate_s_slack_and_its_refusals_at_arrival_are_read_per_instance(
               for reason, per_step in (("deadline", 30), ("tokens_ahead", 15),
                                        ("queue_full", 150), ("deadline_passed", 150))]
     series.append(counter("governor_admission_deadline_slack", at, 0, 0.7))
+    series.append(counter("governor_admission_vllm_max_num_queued_tokens", at, 0, 9361))
     (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": [{"name": "q", "rules": [
         {"record": f"q:{name}", "expr": exprs[name]} for name in sorted(GATE_INPUTS)]}]}))
     instance = Selector("", (eq(LABEL_INSTANCE, INSTANCE),)).render()
@@ -223,7 +226,8 @@ def test_the_gate_s_slack_and_its_refusals_at_arrival_are_read_per_instance(
             {"expr": f"q:{name}", "eval_time": EVAL,
              "exp_samples": [{"labels": f"q:{name}{instance}", "value": value}]}
             for name, value in (("deadline_slack", 0.7),
-                                ("admission_refused_per_second", 3.0))]}]}))
+                                ("admission_refused_per_second", 3.0),
+                                ("vllm_max_num_queued_tokens", 9361))]}]}))
     result = subprocess.run([promtool, "test", "rules", str(tmp_path / "test.yml")],
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -140,7 +140,7 @@ async def test_a_breach_on_one_rank_retunes_the_server_and_the_audit_names_the_r
     # Every quantity the law reads per rank; the rules' burn ratio, per server, is not answered
     # here (no rules: the law acts at once), nor the admission gate's series (no gate: the law
     # leaves its slack alone).
-    assert set(exprs) - {"itl_verdict_burn", "deadline_slack",
+    assert set(exprs) - {"itl_verdict_burn", "deadline_slack", "vllm_max_num_queued_tokens",
                          "admission_refused_per_second"} == set(RANK_VALUES)
     server = await aiohttp_server(prometheus(exprs, goals.queries.targets()))
     target = Target(INSTANCE, f"http://{INSTANCE}")

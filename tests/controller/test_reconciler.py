@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
+import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -485,3 +486,45 @@ async def test_a_slack_the_target_refuses_is_audited_and_forgotten_and_a_dry_run
     await dry.reconciler.reconcile_once()
     assert dry.actuator.slacks == [] and dry.actuator.applied == []
     assert dry.reconciler.targets[A.name].state.slack_from is None
+
+
+class OldVllmActuator(FakeActuator):
+    """A gate in front of a vLLM that has no max_num_queued_tokens (the route answers 422)."""
+
+    async def set_queued_tokens(self, target: Target, bound: int | None) -> int | None:
+        raise permanent("PUT a:8000: HTTP 422: 'max_num_queued_tokens' cannot be moved here")
+
+
+async def test_behind_a_refusing_gate_vllms_bound_is_set_audited_and_remembered(
+        tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.observer.observations[A.name] = replace(GATED, vllm_max_num_queued_tokens=math.inf)
+    await h.reconciler.reconcile_once()
+    ((name, bound),) = h.actuator.queued_tokens
+    assert name == A.name and bound is not None and bound > 0
+    (line,) = h.audit()
+    moved = line["vllm_queued_tokens"]
+    assert isinstance(moved, dict)
+    assert (moved["max_num_queued_tokens_before"], moved["max_num_queued_tokens_after"],
+            moved["applied"], moved["error"]) == (None, bound, True, None)
+    state = h.reconciler.targets[A.name].state
+    assert (state.queued_tokens_held, state.queued_tokens_from) == (True, None)
+
+
+async def test_a_bound_the_target_refuses_is_audited_and_forgotten_and_a_dry_run_sets_none(
+        tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.actuator = OldVllmActuator()
+    h.reconciler = h.build()
+    h.observer.observations[A.name] = replace(GATED, vllm_max_num_queued_tokens=math.inf)
+    await h.reconciler.reconcile_once()
+    (line,) = h.audit()
+    moved = line["vllm_queued_tokens"]
+    assert isinstance(moved, dict) and moved["applied"] is False
+    assert "cannot be moved here" in str(moved["error"])
+    assert not h.reconciler.targets[A.name].state.queued_tokens_held  # decided again next pass
+    dry = Harness(tmp_path / "dry", dry_run=True)
+    dry.observer.observations[A.name] = replace(GATED, vllm_max_num_queued_tokens=math.inf)
+    await dry.reconciler.reconcile_once()
+    assert dry.actuator.queued_tokens == []
+    assert not dry.reconciler.targets[A.name].state.queued_tokens_held

@@ -30,6 +30,8 @@ FULL = TargetState(
     queue_growing_since=80.0,
     overload_since=90.0,
     drain_from=2048,
+    queued_tokens_held=True,
+    queued_tokens_from=32768,
 )
 
 # A state file as the controller wrote it before it remembered goodput (same version).
@@ -124,6 +126,10 @@ DEEP = b'{"version": 1, "targets": {"a:8000": {"url": "u", "state": ' + b"[" * 5
         (_with({"state.ledger.0.samples": "3"}), "state.ledger[0].samples"),
         (_with({"state.drain_from": 0}),
          "state.drain_from: must be an integer from 1 to 2147483647, got 0"),
+        (_with({"state.queued_tokens_from": -1}),
+         "state.queued_tokens_from: must be an integer from 1 to 1000000000000, got -1"),
+        (_with({"state.queued_tokens_held": "yes"}),
+         "state.queued_tokens_held: must be true or false, got a string"),
         (b"\xff\xfe\x00garbage", "Expecting value"),
         (b" " * (65 * 2**20), "larger than 67108864 bytes"),
     ],
@@ -133,7 +139,8 @@ DEEP = b'{"version": 1, "targets": {"a:8000": {"url": "u", "state": ' + b"[" * 5
          "a probe an hour ahead", "a negative timestamp", "an overload from the future",
          "an avoided range that never ends", "an unknown change kind",
          "a ledger of 2000 entries", "no url", "a count written as text",
-         "a drain from a zero budget", "binary", "65 MiB"],
+         "a drain from a zero budget", "a negative vLLM bound", "a held flag as text", "binary",
+         "65 MiB"],
 )
 def test_a_state_file_that_is_not_what_the_controller_wrote_is_moved_aside_with_its_reason(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes, message: str

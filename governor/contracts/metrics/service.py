@@ -198,6 +198,12 @@ ADMISSION_PREFILL_RATE: Final = Metric(
 ADMISSION_DEADLINE_SLACK: Final = Metric(
     "governor_admission_deadline_slack", "gauge",
     "Factor on each class's first-token target that makes its deadline (PUT /admin/admission).")
+# Only in front of stock vLLM 0.32 and later (governor.vllm), where vLLM has the bound.
+ADMISSION_VLLM_QUEUED_TOKENS: Final = Metric(
+    "governor_admission_vllm_max_num_queued_tokens", "gauge",
+    "vLLM's own bound on the prompt tokens of an API process's requests in prefill "
+    "(max_num_queued_tokens, PUT /admin/admission), +Inf while unbounded; absent where vLLM has "
+    "none.", "tokens")
 ADMISSION_BACKLOG: Final = Metric(
     "governor_admission_backlog_prompt_tokens", "gauge",
     "Prompt tokens of admitted requests without a first token yet, waiting for an engine slot "

@@ -31,7 +31,15 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from governor.controller.law import admission, cause_guard, overload, spike, stage_guard, timestamps
+from governor.controller.law import (
+    admission,
+    cause_guard,
+    overload,
+    queued_tokens,
+    spike,
+    stage_guard,
+    timestamps,
+)
 from governor.controller.law.context import (
     BUDGET,
     SEQS,
@@ -79,7 +87,7 @@ def decide(
     ctx = overload.tracking(overload.scoring(ctx.noting_breach(breach_is_new).learning()))
     decision = cause_guard.held_for_cause(ctx, breach_is_new) or \
         stage_guard.held_outside_engine(ctx) or _decide(ctx)
-    decision = admission.bound(ctx, decision)
+    decision = queued_tokens.bound(ctx, admission.bound(ctx, decision))
     advice = overload.advice(replace(ctx, state=decision.state))
     return replace(decision, scale=cause_guard.scale(ctx, decision, advice))
 
