@@ -55,6 +55,8 @@ PART_QUANTILE: Final = 0.99
 _THROTTLE_REASONS: Final = (gpu.REASON_SW_POWER_CAP, gpu.REASON_HW_SLOWDOWN,
                             gpu.REASON_SYNC_BOOST, gpu.REASON_SW_THERMAL, gpu.REASON_HW_THERMAL,
                             gpu.REASON_HW_POWER_BRAKE)
+# An enforced power limit at least this share of the board's default is the board's own.
+OWN_POWER_LIMIT_SHARE: Final = 0.99
 _TEXT_STAGES: Final = (Stage.TEXT_QUEUE, Stage.PARSE, Stage.RENDER, Stage.TOKENIZE)
 _QUEUE_STAGES: Final = (Stage.ADMISSION, Stage.ENGINE_QUEUE)
 
@@ -259,9 +261,7 @@ def _governor_gpus(spec: SloSpec, w: Windows) -> _GpuSeries:
         dram_active=busiest(on(gpu.DRAM_BANDWIDTH_UTILIZATION.name)),
         sm_clock=f"max by ({per_gpu}) ({max_over_time(sm_clock, w.recent)})",
         sm_clock_high=f"max by ({per_gpu}) ({max_over_time(sm_clock, w.long)})",
-        reasons=f"max by ({per_gpu}, {gpu.LABEL_REASON}) "
-                f"({on(gpu.CLOCK_EVENT_ACTIVE.name, one_of(gpu.LABEL_REASON, _THROTTLE_REASONS))}"
-                f" == 1)",
+        reasons=_governor_reasons(on, per_gpu),
         memory_used=used.render(),
         second_process=f"count by ({per_gpu}) ({held}) > 1",
         cotenant_sm=(f"sum by ({per_gpu}) ({on(gpu.PROCESS_SM_UTILIZATION.name)}\n"
@@ -270,6 +270,24 @@ def _governor_gpus(spec: SloSpec, w: Windows) -> _GpuSeries:
         link=f"({pcie}) or ({nvlink})",
         faults=faults,
     )
+
+
+def _governor_reasons(on: Callable[..., Selector], per_gpu: str) -> str:
+    """1 per (GPU, reason) that holds its clocks down. A power cap counts only where the
+    enforced limit is below the board's own: at the board's own limit, the cap is the engine's
+    work drawing all the board may (on an H100 at 700 W, every long prefill), which is saturation
+    and what a smaller budget relieves; below it, someone lowered the limit, and no batching
+    limit gives the clock back. An exporter without the default limit counts every cap."""
+    others = tuple(r for r in _THROTTLE_REASONS if r != gpu.REASON_SW_POWER_CAP)
+    active = gpu.CLOCK_EVENT_ACTIVE.name
+    held = (f"max by ({per_gpu}, {gpu.LABEL_REASON}) "
+            f"({on(active, one_of(gpu.LABEL_REASON, others))} == 1)")
+    cap = (f"max by ({per_gpu}, {gpu.LABEL_REASON}) "
+           f"({on(active, Matcher(gpu.LABEL_REASON, '=', gpu.REASON_SW_POWER_CAP))} == 1)")
+    own = (f"max by ({per_gpu}) ({on(gpu.POWER_LIMIT.name)})\n"
+           f">= {format_number(OWN_POWER_LIMIT_SHARE)} * "
+           f"max by ({per_gpu}) ({on(gpu.POWER_DEFAULT_LIMIT.name)})")
+    return f"{held}\nor\n({cap}\nunless on ({per_gpu})\n({own}))"
 
 
 def _dcgm_gpus(spec: SloSpec, w: Windows) -> _GpuSeries:

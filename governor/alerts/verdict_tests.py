@@ -74,6 +74,7 @@ class Target:
     dram_active: float = 0.4
     sm_clock_hz: float = 1.98e9
     reasons: tuple[str, ...] = ()
+    power_limit_watts: float = 700.0  # enforced; the board's own (default) limit is 700 W
     memory_used: float = 120 * GIB
     second_process: bool = False
     link_bytes_per_second: float = 1e9
@@ -96,6 +97,10 @@ class Scenario:
     expected: str | None  # the leading cause; None: no verdict at all
     client_side: bool = False  # a cause only the client's view shows (governor serve's stages)
     before: Target | None = None  # the target before the onset; None: the healthy one
+    # Read through Governor's exporter only (dcgm-exporter's default fields lack what it needs).
+    governor_exporter_only: bool = False
+    # Causes the verdict must not name at all (the controller holds for any GPU condition named).
+    not_named: tuple[str, ...] = ()
 
 
 def _slow(dist: Dist, factor: float) -> Dist:
@@ -124,6 +129,19 @@ def scenarios(itl: float, ttft: float) -> tuple[Scenario, ...]:
                  replace(healthy, engine_itl=_slow(healthy.engine_itl, 2.0), sm_clock_hz=0.99e9,
                          reasons=(gpu.REASON_HW_THERMAL,), step_tokens=600),
                  causes.GPU_THROTTLED.name),
+        Scenario("a power limit lowered under load: gpu_throttled", Latency.ITL,
+                 replace(healthy, engine_itl=_slow(healthy.engine_itl, 2.0), sm_clock_hz=0.99e9,
+                         reasons=(gpu.REASON_SW_POWER_CAP,), power_limit_watts=400.0,
+                         step_tokens=600),
+                 causes.GPU_THROTTLED.name),
+        # An H100 at its own 700 W during every long prefill: the cap holds the clock 15-20% down
+        # while the budget's spikes make the breach, and a smaller budget relieves both.
+        Scenario("prefill chunks at the board's own power limit: batching", Latency.ITL,
+                 replace(healthy, engine_itl=spikes, step_tokens=8000, sm_active=0.95,
+                         tensor_active=0.7, sm_clock_hz=1.65e9,
+                         reasons=(gpu.REASON_SW_POWER_CAP,)),
+                 causes.BATCHING.name, governor_exporter_only=True,
+                 not_named=(causes.GPU_THROTTLED.name,)),
         Scenario("another process on the GPU: gpu_shared", Latency.ITL,
                  replace(healthy, engine_itl=_slow(healthy.engine_itl, 2.0), step_tokens=600,
                          memory_used=141 * GIB, second_process=True), causes.GPU_SHARED.name),
@@ -328,6 +346,8 @@ def _gpus(s: _Series, before: Target, after: Target) -> None:
     for reason in (gpu.REASON_GPU_IDLE, gpu.REASON_HW_THERMAL, gpu.REASON_SW_POWER_CAP):
         s.add(gpu.CLOCK_EVENT_ACTIVE.name, {**g, gpu.LABEL_REASON: reason},
               float(reason in before.reasons), float(reason in after.reasons))
+    s.add(gpu.POWER_LIMIT.name, g, before.power_limit_watts, after.power_limit_watts)
+    s.add(gpu.POWER_DEFAULT_LIMIT.name, g, 700.0, 700.0)
     s.add(gpu.MEMORY_USED.name, g, before.memory_used, after.memory_used)
     s.add(gpu.PROCESS_MEMORY_USED.name, {**g, gpu.LABEL_PID: "100", gpu.LABEL_CONTAINER: ""},
           before.memory_used, before.memory_used)
@@ -411,6 +431,8 @@ def verdict_tests(spec: SloSpec, params: RenderParams) -> tuple[RuleTest, ...]:
         slo = itl_slo if scenario.latency is Latency.ITL else ttft_slo
         if slo is None or (scenario.client_side and not _client_view(slo)):
             continue
+        if scenario.governor_exporter_only and spec.targets.gpu.dcgm:
+            continue
         s = _Series(spec, samples, onset)
         before = scenario.before or healthy
         _engine(s, before, scenario.after)
@@ -431,5 +453,9 @@ def verdict_tests(spec: SloSpec, params: RenderParams) -> tuple[RuleTest, ...]:
                       v.LABEL_CAUSE: scenario.expected}
             rendered = Selector("", equal_to(labels)).render()
             expected += (ExprCheck(check * step, leading, ((rendered, 1),)),)
+        for cause in scenario.not_named:
+            named = Selector(v.CAUSE_SHARE.name, equal_to({v.LABEL_CAUSE: cause})).render()
+            expected += (ExprCheck(check * step, f"count({named}) or vector(0)",
+                                   (("{}", 0),)),)
         tests.append(RuleTest(f"verdict: {scenario.name}", step, tuple(s.out), (), expected))
     return tuple(tests)

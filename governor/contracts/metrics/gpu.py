@@ -249,6 +249,12 @@ POWER: Final = _per_gpu(
 POWER_LIMIT: Final = _per_gpu(
     "gpu_power_limit_watts", "gauge", "Enforced power limit.", "watts",
     "nvmlDeviceGetEnforcedPowerLimit()", "DEV_ENFORCED_POWER_LIMIT", cadence=SLOW)
+# The board's own limit: the enforced one is below it only where an operator, the node's power
+# manager or the facility lowered it. A power cap at the default limit is the work alone.
+POWER_DEFAULT_LIMIT: Final = _per_gpu(
+    "gpu_power_default_limit_watts", "gauge", "Default power limit: the board's own, before "
+    "any lowering.", "watts", "nvmlDeviceGetPowerManagementDefaultLimit()",
+    "DEV_POWER_MGMT_LIMIT_DEF", cadence=SLOW)
 ENERGY: Final = _per_gpu(
     "gpu_energy_joules", "counter", "Energy consumed since the driver loaded.", "joules",
     "field 83 TOTAL_ENERGY_CONSUMPTION", "DEV_TOTAL_ENERGY_CONSUMPTION", cadence=SLOW)
@@ -326,7 +332,8 @@ PER_GPU: Final = (
     PCIE_TRANSMITTED, PCIE_RECEIVED, PCIE_REPLAYS, MEMORY_TOTAL, MEMORY_USED, MEMORY_FREE,
     MEMORY_RESERVED, BAR1_TOTAL, BAR1_USED, PROCESS_MEMORY_USED, PROCESS_COUNT,
     PROCESS_SM_UTILIZATION, CLOCK,
-    POWER, POWER_LIMIT, ENERGY, TEMPERATURE, MEMORY_TEMPERATURE, CLOCK_EVENT_ACTIVE,
+    POWER, POWER_LIMIT, POWER_DEFAULT_LIMIT, ENERGY, TEMPERATURE, MEMORY_TEMPERATURE,
+    CLOCK_EVENT_ACTIVE,
     CLOCK_EVENT_DURATION, XID_ERRORS, ECC_CORRECTED_ERRORS, ECC_UNCORRECTED_ERRORS,
     REMAPPED_ROWS_CORRECTABLE, REMAPPED_ROWS_UNCORRECTABLE, REMAPPED_ROWS_PENDING,
     REMAPPED_ROWS_FAILURE, MIG_MODE, MIG_INFO, MIG_MEMORY_TOTAL, MIG_MEMORY_USED, MIG_SM_ACTIVE,

@@ -81,6 +81,10 @@ def shape_power_limit(milliwatts: int) -> list[Sample]:
     return [Sample(m.POWER_LIMIT.name, milliwatts * MILLI)]
 
 
+def shape_power_default_limit(milliwatts: int) -> list[Sample]:
+    return [Sample(m.POWER_DEFAULT_LIMIT.name, milliwatts * MILLI)]
+
+
 def shape_temperature(celsius: int) -> list[Sample]:
     return [Sample(m.TEMPERATURE.name, float(celsius))]
 
@@ -126,6 +130,8 @@ SLOW: tuple[Reading, ...] = (
             partial(shape_clock, "graphics")),
     Reading("bar1", lambda n, h: n.nvmlDeviceGetBAR1MemoryInfo(h), shape_bar1),
     Reading("power_limit", lambda n, h: n.nvmlDeviceGetEnforcedPowerLimit(h), shape_power_limit),
+    Reading("power_default_limit", lambda n, h: n.nvmlDeviceGetPowerManagementDefaultLimit(h),
+            shape_power_default_limit),
 )
 
 

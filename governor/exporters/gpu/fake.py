@@ -352,6 +352,10 @@ class FakeNvml:
 
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: Handle) -> int:
         self._enter("nvmlDeviceGetEnforcedPowerLimit", handle)
+        return round(1000 * sim.power_limit_watts(self.state(handle.index)))
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, handle: Handle) -> int:
+        self._enter("nvmlDeviceGetPowerManagementDefaultLimit", handle)
         return round(1000 * sim.POWER_MAX_W)
 
     def nvmlDeviceGetTemperature(self, handle: Handle, sensor: int) -> int:

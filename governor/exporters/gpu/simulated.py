@@ -29,6 +29,7 @@ MEMORY_RESERVED_BYTES: Final = 644_939_776  # the driver's, as an idle H200 repo
 BAR1_TOTAL_BYTES: Final = 256 * GIB
 POWER_IDLE_W: Final = 79.6
 POWER_MAX_W: Final = 700.0
+POWER_CAPPED_SHARE: Final = 0.6  # an injected power cap: the limit lowered to 420 W
 # Dynamic power per unit of activity, fitted to the copy and the multiply (see above).
 POWER_PER_SM: Final = 0.45
 POWER_PER_TENSOR: Final = 0.60
@@ -92,6 +93,14 @@ def is_idle(state: GpuState) -> bool:
     return sm_active(state) < IDLE_BELOW
 
 
+def power_limit_watts(state: GpuState) -> float:
+    """The enforced limit: the board's own, or a lower one where a power cap is injected (an
+    operator or the node's power manager lowered it, which is what holds its clocks down)."""
+    if m.REASON_SW_POWER_CAP in state.faults.clock_reasons:
+        return POWER_CAPPED_SHARE * POWER_MAX_W
+    return POWER_MAX_W
+
+
 def power_watts(state: GpuState) -> float:
     """Idle power plus what the activity draws at the clock in force; a GPU held at its power
     cap draws its limit while it works."""
@@ -101,7 +110,7 @@ def power_watts(state: GpuState) -> float:
                    + POWER_PER_DRAM * state.dram)
     watts = POWER_IDLE_W + (POWER_MAX_W - POWER_IDLE_W) * activity * state.faults.clock_ratio
     if m.REASON_SW_POWER_CAP in state.faults.clock_reasons:
-        watts = max(watts, 0.98 * POWER_MAX_W)
+        watts = 0.98 * power_limit_watts(state)
     return watts
 
 

@@ -143,7 +143,13 @@ def test_held_down_clocks_show_their_reasons_and_the_fault_s_share(
     assert {dict(k)["reason"] for k, v in reasons.items() if v} == {"hw_thermal", "sw_power_cap"}
     assert nvml.nvmlDeviceGetCurrentClocksEventReasons(nvml.nvmlDeviceGetHandleByIndex(0)) == \
         0x40 | 0x4
-    assert value(sampler, m.POWER) == pytest.approx(0.98 * sim.POWER_MAX_W)
+    # The injected power cap is a lowered limit, held at while the GPU works; the board's own
+    # limit stays, which is how the verdict tells it from an engine at the board's limit.
+    capped = sim.POWER_CAPPED_SHARE * sim.POWER_MAX_W
+    assert value(sampler, m.POWER) == pytest.approx(0.98 * capped)
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    assert nvml.nvmlDeviceGetEnforcedPowerLimit(handle) == round(1000 * capped)
+    assert nvml.nvmlDeviceGetPowerManagementDefaultLimit(handle) == round(1000 * sim.POWER_MAX_W)
 
 
 def test_the_temperature_follows_the_power_slowly(
