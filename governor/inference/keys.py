@@ -6,6 +6,7 @@ import asyncio
 
 from aiohttp import web
 from opentelemetry import trace
+from opentelemetry.util.types import AttributeValue
 from prometheus_client import CollectorRegistry
 
 from governor.inference.admission.queue import AdmissionQueue
@@ -22,8 +23,8 @@ ENGINE = web.AppKey("engine", Engine)
 REGISTRY = web.AppKey("registry", CollectorRegistry)
 METRICS = web.AppKey("metrics", ServiceMetrics)
 TRACING = web.AppKey("tracing", Tracing)
-# What every engine span carries (its GPUs), set once the engine is made.
-ENGINE_SPAN_ATTRIBUTES = web.AppKey("engine_span_attributes", dict[str, list[str]])
+# What every engine span carries (its GPUs, its data-parallel place), set once the engine is made.
+ENGINE_SPAN_ATTRIBUTES = web.AppKey("engine_span_attributes", dict[str, AttributeValue])
 ADMISSION = web.AppKey("admission", AdmissionQueue)
 ADMIN_LOCK = web.AppKey("admin_lock", asyncio.Lock)
 # The threads that prepare prompts (decode, validate, render, tokenize), and their turns.
