@@ -43,7 +43,8 @@ _UUID = re.compile(r"(GPU|MIG)-[0-9A-Za-z/-]{1,96}")
 class Nvml(Protocol):
     """The NVML calls naming GPUs (``pynvml`` of nvidia-ml-py, or a fake in tests)."""
 
-    NVMLError: type[Exception]
+    @property
+    def NVMLError(self) -> type[Exception]: ...
 
     def nvmlInit(self) -> None: ...
     def nvmlShutdown(self) -> None: ...

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import doctest
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from vllm.config import DeviceConfig, ParallelConfig
@@ -97,7 +97,7 @@ def test_no_nvml_bindings_names_nothing() -> None:
     assert nvml_uuids(missing) is None
 
 
-def config(device: str = "cuda", **parallel: Any) -> SimpleNamespace:
+def config(device: Literal["cuda", "cpu"] = "cuda", **parallel: Any) -> SimpleNamespace:
     """The two parts of a ``VllmConfig`` the placement reads, as vLLM builds them."""
     return SimpleNamespace(parallel_config=ParallelConfig(**parallel),
                            device_config=DeviceConfig(device=device))
