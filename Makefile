@@ -90,10 +90,11 @@ $(VENV)/.stamp-vllm: $(VENV)/.stamp-test
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	touch $@
 
-# Tokens for `docker compose up` (admin API, Alertmanager → controller webhook); kept if present.
+# Tokens for `docker compose up` (admin API, Alertmanager → controller webhook, the probe's
+# mark); kept if present.
 secrets:
 	@mkdir -p .secrets && chmod 700 .secrets
-	@for t in admin_token controller_token; do \
+	@for t in admin_token controller_token probe_token; do \
 	  [ -s .secrets/$$t ] || python3 -c 'import secrets; print(secrets.token_urlsafe(32))' > .secrets/$$t; \
 	done; chmod 644 .secrets/*; echo "tokens in .secrets/ (the folder is private; containers read the files as another user)"
 

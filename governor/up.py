@@ -46,6 +46,8 @@ from governor.contracts.tokens import (
     ADMIN_TOKEN_FILE_ENV,
     GRAFANA_TOKEN_ENV,
     GRAFANA_TOKEN_FILE_ENV,
+    PROBE_TOKEN_ENV,
+    PROBE_TOKEN_FILE_ENV,
     WEBHOOK_TOKEN_ENV,
     WEBHOOK_TOKEN_FILE_ENV,
 )
@@ -174,7 +176,7 @@ def prepare(config: UpConfig) -> tuple[dict[str, str], RenderParams]:
     config.run_dir.mkdir(parents=True, exist_ok=True)
     write_all(render_all(spec, endpoints, params, source=str(config.slo)), config.run_dir)
     tokens = {}
-    for name in ("admin_token", "controller_token"):
+    for name in ("admin_token", "controller_token", "probe_token"):
         path = config.run_dir / name
         if not path.exists():
             write_private(path, secrets.token_urlsafe(32) + "\n")
@@ -197,7 +199,8 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
         gpu = None if config.real_gpus else fake_gpu_uuid(index)
         serve = Serve(engine="sim", preset=config.preset, host=host, port=port,
                       slo=str(config.slo.resolve()), admin_token_file=tokens["admin_token"],
-                      log_format=config.log_format, seed=index, gpu_uuid=gpu)
+                      probe_token_file=tokens["probe_token"], log_format=config.log_format,
+                      seed=index, gpu_uuid=gpu)
         made = child(name, serve.python(), f"http://{host}:{port}/health")
         made.env = child_environment(os.environ, OWN_PREFIX["inference"])  # its own, by kind
         return made
@@ -221,7 +224,7 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
             audit_log=str(run / "controller" / "audit.jsonl"),
             log_format=config.log_format).python(),
               f"http://{host}:{ports.controller}/health"),
-        child("probe", probe_command(config, spec).python(),
+        child("probe", probe_command(config, spec, tokens["probe_token"]).python(),
               f"http://{host}:{ports.probe}/health"),
         child("alertmanager", [find_binary(ALERTMANAGER_BINARIES), *alertmanager_args(
             config_file=str(run / ALERTMANAGER_CONFIG), storage_path=str(run / "alertmanager-data"),
@@ -235,21 +238,23 @@ def children(config: UpConfig, tokens: dict[str, str], params: RenderParams) -> 
     ]
 
 
-def probe_command(config: UpConfig, spec: SloSpec) -> Probe:
+def probe_command(config: UpConfig, spec: SloSpec, token_file: str) -> Probe:
     """The probe, its ``inference`` target (the spec's default) moved to this stack's replicas;
-    any other target the spec names it probes where the spec says."""
+    any other target the spec names it probes where the spec says. It marks its requests with
+    the token the replicas check."""
     names = {target.name for target in spec.probe.targets}
     moved = (f"{DEFAULT_TARGET}={','.join(config.inference_urls())}",) \
         if DEFAULT_TARGET in names else ()
-    return Probe(slo=str(config.slo.resolve()), target=moved, host=config.host,
-                 port=config.ports.probe, log_format=config.log_format)
+    return Probe(slo=str(config.slo.resolve()), target=moved, probe_token_file=token_file,
+                 host=config.host, port=config.ports.probe, log_format=config.log_format)
 
 
 # Each child reads its own options' variables; governor up's own and the others' stay behind.
 OWN_PREFIX = {"inference": "GOVERNOR_SERVE_", "exporter": "GOVERNOR_EXPORTER_",
               "controller": "GOVERNOR_CONTROLLER_", "probe": "GOVERNOR_PROBE_"}
-SHARED = frozenset({ADMIN_TOKEN_ENV, WEBHOOK_TOKEN_ENV, GRAFANA_TOKEN_ENV, ADMIN_TOKEN_FILE_ENV,
-                    WEBHOOK_TOKEN_FILE_ENV, GRAFANA_TOKEN_FILE_ENV})
+SHARED = frozenset({ADMIN_TOKEN_ENV, WEBHOOK_TOKEN_ENV, GRAFANA_TOKEN_ENV, PROBE_TOKEN_ENV,
+                    ADMIN_TOKEN_FILE_ENV, WEBHOOK_TOKEN_FILE_ENV, GRAFANA_TOKEN_FILE_ENV,
+                    PROBE_TOKEN_FILE_ENV})
 
 
 def child_environment(env: Mapping[str, str], own_prefix: str | None) -> dict[str, str]:

@@ -137,6 +137,15 @@ def test_the_secrets_the_alertmanager_config_reads_are_mounted() -> None:
     assert "controller_token" in compose()["services"]["alertmanager"]["secrets"]
 
 
+def test_the_probe_and_both_inference_services_share_the_probe_token_secret() -> None:
+    services = compose()["services"]
+    for name in ("inference", "inference-vllm", "probe"):
+        command = services[name]["command"]
+        assert command[command.index("--probe-token-file") + 1] == "/run/secrets/probe_token"
+        assert "probe_token" in services[name]["secrets"], name
+    assert compose()["secrets"]["probe_token"] == {"file": ".secrets/probe_token"}
+
+
 def test_every_service_has_a_healthcheck_and_a_restart_policy() -> None:
     for name, service in compose()["services"].items():
         assert service.get("healthcheck", {}).get("test"), f"{name} has no healthcheck"

@@ -29,7 +29,7 @@ from governor.alerts.health_alert import (
 )
 from governor.alerts.rules import RuleFile, RuleGroup
 from governor.alerts.ruletests import RuleTest
-from governor.contracts.endpoints import EXPORTER, INFERENCE
+from governor.contracts.endpoints import EXPORTER, INFERENCE, JOB_PROBE, PROBE
 from governor.contracts.metrics import gpu, service, vllm
 from governor.contracts.metrics.scrape import LABEL_INSTANCE, UP
 from governor.contracts.metrics.slo import SEVERITY_PAGE, SEVERITY_TICKET
@@ -62,9 +62,12 @@ def _clock_events(gpus: Target, reasons: tuple[str, ...]) -> str:
 
 
 def _targets_down(targets: Targets) -> str:
-    """A target of any of the three components not scraped: one ``up == 0`` per component."""
+    """A target of any component not scraped: one ``up == 0`` per component, the spec's three
+    and the synthetic probe (whose job is always ``probe``: a dead probe leaves the probe SLI
+    without data, so a quiet replica's failure would go unseen)."""
     return "\nor\n".join(f"{Selector(UP.name, t.matchers())} == 0"
-                          for t in (targets.inference, targets.gpu, targets.controller))
+                          for t in (targets.inference, targets.gpu, targets.controller,
+                                    Target(JOB_PROBE)))
 
 
 def _on(target: Target, metric: str) -> Selector:
@@ -74,14 +77,16 @@ def _on(target: Target, metric: str) -> Selector:
 def _target_down(targets: Targets) -> HealthAlert:
     service0 = scraped(targets.inference, INFERENCE.address("inference-0"))
     exporter0 = scraped(targets.gpu, EXPORTER.address("exporter-0"))
+    probe0 = scraped(Target(JOB_PROBE), PROBE.address("probe-0"))
     return HealthAlert(
         "GovernorTargetDown", SEVERITY_PAGE, 2 * MINUTE,
         _targets_down(targets),
         "{{ $labels.job }} target {{ $labels.instance }} is down",
         "Prometheus cannot scrape {{ $labels.instance }} (job {{ $labels.job }}).",
         ((series(UP.name, service0), breaks(1, 0)),
-         (series(UP.name, exporter0), steady(1))),
-        (service0,),
+         (series(UP.name, exporter0), steady(1)),
+         (series(UP.name, probe0), breaks(1, 0))),
+        (service0, probe0),
     )
 
 

@@ -64,6 +64,7 @@ class Serve(_Command):
     port: int | None = None
     slo: str | None = None
     admin_token_file: str | None = None
+    probe_token_file: str | None = None
     log_format: str | None = None
     log_level: str | None = None
     seed: int | None = None
@@ -130,6 +131,7 @@ class Probe(_Command):
     COMMAND: ClassVar[str] = "probe"
     slo: str | None = None
     target: tuple[str, ...] = ()  # NAME=URL[,URL]: where a target the spec names is reached
+    probe_token_file: str | None = None
     host: str | None = None
     port: int | None = None
     log_format: str | None = None

@@ -69,8 +69,9 @@ GENERATION_PATHS: Final = (CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH)
 # The header a client names its request class with, where slo.yaml's classes match on it (the
 # README's example; a class may match any header).
 CLASS_HEADER: Final = "x-governor-class"
-# The header that marks a request as the synthetic probe's (``governor probe``): governor serve
-# answers it as any other, but counts it in governor_probe_requests_served_total instead of its
-# request and latency series, so that the probe never counts in the SLIs it is meant to check.
+# The header that marks a request as the synthetic probe's (``governor probe``); its value is the
+# probe token (governor.contracts.tokens), a secret the probe and the service share. governor
+# serve answers a marked request as any other, but when the token matches counts it in
+# governor_probe_requests_served_total instead of its request and latency series, so that the
+# probe never counts in the SLIs it is meant to check, and no other client can leave them.
 PROBE_HEADER: Final = "x-governor-probe"
-PROBE_HEADER_VALUE: Final = "1"

@@ -36,8 +36,15 @@ DECODE_SPAN: Final = "governor.decode"
 FIRST_TOKEN_EVENT: Final = "governor.first_token"
 ENGINE_QUEUED_SECONDS: Final = "governor.engine.queued_seconds"
 # On the engine's spans (queue, prefill, decode): the UUIDs of the GPUs it ran on, as NVML and
-# the GPU exporter's uuid label name them, when the engine knows them.
+# the GPU exporter's uuid label name them, when the engine knows them (absent on a CPU).
 ENGINE_GPU_UUIDS: Final = "governor.engine.gpu_uuids"
+# GPUs the engine was given by index (CUDA_VISIBLE_DEVICES) that no NVML could name by UUID.
+ENGINE_GPU_INDICES: Final = "governor.engine.gpu_indices"
+# vLLM's data parallelism: how many ranks the deployment has, and the rank the request ran on
+# when the engine serves one rank only (absent when it spreads requests over several: vLLM
+# 0.32 does not say which one took a request).
+ENGINE_DATA_PARALLEL_SIZE: Final = "governor.engine.data_parallel_size"
+ENGINE_DATA_PARALLEL_RANK: Final = "governor.engine.data_parallel_rank"
 REQUEST_CLASS: Final = "governor.request.class"
 PROMPT_BYTES: Final = "governor.request.prompt_bytes"
 # At the request's end, one event with the seconds of every stage (governor.contracts.stages),

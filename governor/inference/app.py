@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from aiohttp import web
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.util.types import AttributeValue
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.openmetrics import exposition as openmetrics
@@ -34,7 +35,6 @@ from governor.contracts.endpoints import (
     HEALTH_PATH,
     METRICS_PATH,
     PROBE_HEADER,
-    PROBE_HEADER_VALUE,
 )
 from governor.contracts.metrics.service import (
     PHASE_ENGINE,
@@ -50,7 +50,7 @@ from governor.inference.admission.estimate import PromptSizes
 from governor.inference.admission.queue import AdmissionQueue
 from governor.inference.config import ServiceConfig
 from governor.inference.engines.base import Engine
-from governor.inference.engines.capabilities import OnGpus
+from governor.inference.engines.capabilities import OnGpus, Placed
 from governor.inference.engines.registry import create_engine
 from governor.inference.http.body import body_too_large, check_declared_size
 from governor.inference.http.errors import (
@@ -65,6 +65,7 @@ from governor.inference.http.listener import first_byte_at, serving
 from governor.inference.http.timeouts import ClientTooSlow, ClientWriter
 from governor.inference.openai import routes
 from governor.inference.openai.prompts import text_work_ctx
+from governor.inference.probe_mark import probe_mark
 from governor.inference.telemetry.metrics import ServiceMetrics
 from governor.inference.telemetry.request_log import RequestFacts, RequestLogWriter
 from governor.inference.telemetry.stages import RequestStages, StageClock
@@ -158,10 +159,9 @@ def _engine_ctx(
         metrics.set_info(config.engine.kind, engine.model_name, VERSION)
         metrics.set_runtime(runtime_versions())
         metrics.engine_ready.set_function(lambda: 1.0 if engine.ready else 0.0)
-        app[keys.ENGINE_SPAN_ATTRIBUTES] = {}
-        if isinstance(engine, OnGpus):
+        if isinstance(engine, OnGpus) and engine.gpu_uuids:
             metrics.set_gpus(engine.gpu_uuids)
-            app[keys.ENGINE_SPAN_ATTRIBUTES] = {tr.ENGINE_GPU_UUIDS: list(engine.gpu_uuids)}
+        app[keys.ENGINE_SPAN_ATTRIBUTES] = engine_span_attributes(engine)
         app[keys.ENGINE], app[keys.METRICS] = engine, metrics
         policy = AdmissionPolicy.of(config.classes, config.admission.max_in_flight,
                                     config.admission.max_queue)
@@ -241,14 +241,31 @@ def _from_http_exception(exc: web.HTTPException) -> APIError:
     return APIError(exc.status, exc.reason, type_=INVALID_REQUEST if exc.status < 500 else SERVER)
 
 
-def is_probe(headers: Mapping[str, str]) -> bool:
-    """Whether a request carries the synthetic probe's mark (exactly ``X-Governor-Probe: 1``;
-    aiohttp's headers ignore the name's case).
+def engine_span_attributes(engine: Engine) -> dict[str, AttributeValue]:
+    """What the engine's spans (queue, prefill, decode) say of where it runs: its GPUs (none on
+    a CPU) and, for an engine that knows it, its data-parallel place."""
+    out: dict[str, AttributeValue] = {}
+    if isinstance(engine, OnGpus) and engine.gpu_uuids:
+        out[tr.ENGINE_GPU_UUIDS] = list(engine.gpu_uuids)
+    if isinstance(engine, Placed):
+        place = engine.placement
+        if place.gpu_indices:
+            out[tr.ENGINE_GPU_INDICES] = list(place.gpu_indices)
+        out[tr.ENGINE_DATA_PARALLEL_SIZE] = place.data_parallel_size
+        if place.data_parallel_rank is not None:
+            out[tr.ENGINE_DATA_PARALLEL_RANK] = place.data_parallel_rank
+    return out
 
-    >>> is_probe({"x-governor-probe": "1"}), is_probe({"x-governor-probe": "yes"}), is_probe({})
-    (True, False, False)
-    """
-    return headers.get(PROBE_HEADER, "").strip() == PROBE_HEADER_VALUE
+
+def _is_probe(request: web.Request) -> bool:
+    """Whether the request carries the synthetic probe's mark with the probe token (aiohttp's
+    headers ignore the name's case); a refused mark is counted, its value never shown."""
+    token = request.app[keys.CONFIG].probe_token
+    mark = probe_mark(request.headers.getall(PROBE_HEADER, []), token)
+    metrics = request.app.get(keys.METRICS)
+    if mark.rejected is not None and metrics is not None:
+        metrics.probe_mark_rejected.labels(mark.rejected).inc()
+    return mark.probe
 
 
 def _clock(request: web.Request) -> StageClock:
@@ -269,7 +286,7 @@ async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse
     request[keys.STAGES] = clock = _clock(request)
     span = _start_span(request, route, clock.start)
     code = "500"
-    request[keys.PROBE] = probe = is_probe(request.headers)
+    request[keys.PROBE] = probe = _is_probe(request)
     # The probe's requests are not traffic: a replayed log would not want them either.
     writer = None if probe else app.get(keys.REQUEST_LOG)
     if writer is not None and route in GENERATION_ROUTES:

@@ -25,7 +25,12 @@ from governor.common.cli import (
 from governor.common.logs import add_logging_options, setup_logging
 from governor.common.secrets import Secret, TokenError, read_token
 from governor.contracts.metrics.latency import HISTOGRAM_BUCKETS
-from governor.contracts.tokens import ADMIN_TOKEN_ENV, ADMIN_TOKEN_FILE_ENV
+from governor.contracts.tokens import (
+    ADMIN_TOKEN_ENV,
+    ADMIN_TOKEN_FILE_ENV,
+    PROBE_TOKEN_ENV,
+    PROBE_TOKEN_FILE_ENV,
+)
 from governor.inference.config import (
     AdmissionSettings,
     ConnectionSettings,
@@ -96,6 +101,11 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     p.add_argument("--admin-token-file", default=None, env=ADMIN_TOKEN_FILE_ENV,
                    old_env=(env_name("--admin-token-file", p.env_prefix),),
                    help=f"file holding the admin bearer token (or set {ADMIN_TOKEN_ENV})")
+    p.add_argument("--probe-token-file", default=None, env=PROBE_TOKEN_FILE_ENV,
+                   help="file holding the synthetic probe's token (or set "
+                        f"{PROBE_TOKEN_ENV}): a request whose X-Governor-Probe header carries "
+                        "it is left out of the request and latency series; without one, every "
+                        "request counts")
     p.add_argument("--max-body-bytes", type=positive_int, default=service.max_body_bytes,
                    help="largest accepted request body")
     p.add_argument("--max-in-flight", type=positive_int, default=admission.max_in_flight,
@@ -184,9 +194,9 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     return p
 
 
-def _admin_token(args: argparse.Namespace, env: Mapping[str, str]) -> Secret | None:
+def _token(path: str | None, variable: str, env: Mapping[str, str]) -> Secret | None:
     try:
-        return read_token(args.admin_token_file or None, ADMIN_TOKEN_ENV, env)
+        return read_token(path or None, variable, env)
     except TokenError as exc:
         raise SystemExit(f"governor serve: {exc}") from None
 
@@ -277,7 +287,9 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Servic
             tracing=tracing, classes=classes,
             request_log=RequestLogSettings(args.request_log, args.request_log_max_bytes,
                                            args.request_log_backups),
-            admin_token=_admin_token(args, env), max_body_bytes=args.max_body_bytes,
+            admin_token=_token(args.admin_token_file, ADMIN_TOKEN_ENV, env),
+            probe_token=_token(args.probe_token_file, PROBE_TOKEN_ENV, env),
+            max_body_bytes=args.max_body_bytes,
             tokenizer_threads=args.tokenizer_threads, max_tokens_limit=args.max_tokens_limit,
             # The spec's thresholds on the service's latency histograms, each one more edge,
             # as the generated rules count them.
@@ -325,6 +337,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         raise SystemExit(f"governor serve: {exc}") from None
     if config.admin_token is None:
         log.warning("no admin token set (%s): the admin API answers 401", ADMIN_TOKEN_ENV)
+    if config.probe_token is None:
+        log.info("no probe token set (%s): requests marked as the synthetic probe's count as "
+                 "ordinary requests", PROBE_TOKEN_FILE_ENV)
     failure: list[str] = []
 
     def stop(cause: str) -> None:

@@ -107,6 +107,9 @@ class ServiceConfig:
     classes: RequestClasses = field(default_factory=RequestClasses)
     # Bearer token of the admin API; None disables the admin API (every call answers 401).
     admin_token: Secret | None = None
+    # The synthetic probe's token: a request whose X-Governor-Probe header carries it is left out
+    # of the SLIs' series; None: no request is (every mark counts as an ordinary request).
+    probe_token: Secret | None = None
     max_body_bytes: int = 4 * 1024 * 1024
     # Threads that decode, validate, render and tokenize requests, off the event loop, and as
     # many large requests read at once. One keeps a flood of large prompts from holding

@@ -6,6 +6,7 @@ import asyncio
 
 from aiohttp import web
 from opentelemetry import trace
+from opentelemetry.util.types import AttributeValue
 from prometheus_client import CollectorRegistry
 
 from governor.inference.admission.estimate import PromptSizes
@@ -23,8 +24,8 @@ ENGINE = web.AppKey("engine", Engine)
 REGISTRY = web.AppKey("registry", CollectorRegistry)
 METRICS = web.AppKey("metrics", ServiceMetrics)
 TRACING = web.AppKey("tracing", Tracing)
-# What every engine span carries (its GPUs), set once the engine is made.
-ENGINE_SPAN_ATTRIBUTES = web.AppKey("engine_span_attributes", dict[str, list[str]])
+# What every engine span carries (its GPUs, its data-parallel place), set once the engine is made.
+ENGINE_SPAN_ATTRIBUTES = web.AppKey("engine_span_attributes", dict[str, AttributeValue])
 ADMISSION = web.AppKey("admission", AdmissionQueue)
 # The tokens per byte of the prompts tokenized lately: a prompt's length before its tokens.
 PROMPT_SIZES = web.AppKey("prompt_sizes", PromptSizes)

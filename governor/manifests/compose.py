@@ -42,6 +42,7 @@ from governor.manifests.kubernetes import (
     ADMIN_TOKEN_KEY,
     BUCKETS_ENGINE_ARG,
     HF_HOME,
+    PROBE_TOKEN_KEY,
     STATE_DIR,
     WEBHOOK_TOKEN_KEY,
 )
@@ -200,12 +201,13 @@ GPUS: Final = {"resources": {"reservations": {"devices": [
 
 def inference(layout: Layout) -> Service:
     serve = Serve(engine="sim", preset=DEMO_PRESET, slo=SPEC_PATH,
-                  admin_token_file=secret(ADMIN_TOKEN_KEY), otlp_endpoint=JAEGER_OTLP.url())
+                  admin_token_file=secret(ADMIN_TOKEN_KEY),
+                  probe_token_file=secret(PROBE_TOKEN_KEY), otlp_endpoint=JAEGER_OTLP.url())
     return Service("inference", {
         **governor(serve.argv(), profile=SIM),
         "ports": [published("inference", INFERENCE)],
         "volumes": [f"{layout.spec}:{SPEC_PATH}:ro"],
-        "secrets": [ADMIN_TOKEN_KEY],
+        "secrets": [ADMIN_TOKEN_KEY, PROBE_TOKEN_KEY],
         "healthcheck": python_probe(INFERENCE),
     }, "Tracing is best effort: the service starts without Jaeger and exports once it answers.")
 
@@ -213,7 +215,8 @@ def inference(layout: Layout) -> Service:
 def inference_vllm(spec: SloSpec, layout: Layout) -> Service:
     buckets = spec.vllm.flag_value()
     serve = Serve(engine="vllm", model=f"${{{MODEL_VARIABLE}:-{DEFAULT_MODEL}}}", slo=SPEC_PATH,
-                  admin_token_file=secret(ADMIN_TOKEN_KEY), otlp_endpoint=JAEGER_OTLP.url(),
+                  admin_token_file=secret(ADMIN_TOKEN_KEY),
+                  probe_token_file=secret(PROBE_TOKEN_KEY), otlp_endpoint=JAEGER_OTLP.url(),
                   engine_arg=(f"{BUCKETS_ENGINE_ARG}={buckets}",) if buckets else ())
     return Service("inference-vllm", {
         **governor(serve.argv(), profile=GPU),
@@ -224,7 +227,7 @@ def inference_vllm(spec: SloSpec, layout: Layout) -> Service:
         "ipc": "host",
         "volumes": [f"hf-cache:{HF_HOME}", f"{layout.spec}:{SPEC_PATH}:ro"],
         "ports": [published("inference", INFERENCE)],
-        "secrets": [ADMIN_TOKEN_KEY],
+        "secrets": [ADMIN_TOKEN_KEY, PROBE_TOKEN_KEY],
         "networks": {"default": {"aliases": [INFERENCE.host]}},
         "healthcheck": {**python_probe(INFERENCE, "python3"), "start_period": VLLM_START_PERIOD},
     }, "An engine that fails to start exits (governor serve does), and compose starts it\n"
@@ -278,15 +281,18 @@ def controller(params: RenderParams, layout: Layout) -> Service:
 def probe(layout: Layout) -> Service:
     """The synthetic probe, with either inference service (the spec's default target is
     ``inference:8000``, both services' name on the compose network)."""
-    command = Probe(slo=SPEC_PATH, host=LISTEN_HOST).argv()
+    command = Probe(slo=SPEC_PATH, probe_token_file=secret(PROBE_TOKEN_KEY),
+                    host=LISTEN_HOST).argv()
     return Service("probe", {
         **governor(command),
         "ports": [published("probe", SYNTHETIC_PROBE)],
         "volumes": [f"{layout.spec}:{SPEC_PATH}:ro"],
+        "secrets": [PROBE_TOKEN_KEY],
         "depends_on": healthy("inference", "inference-vllm", required=False),
         "healthcheck": python_probe(SYNTHETIC_PROBE),
     }, "A small streaming request to each target of the spec's probe section, on an interval;\n"
-       "governor serve leaves its requests out of its own series (docs/probe.md).")
+       "governor serve leaves its requests out of its own series when they carry the probe\n"
+       "token (docs/probe.md).")
 
 
 def prometheus(programs: Programs, layout: Layout) -> Service:
@@ -348,7 +354,8 @@ def services(spec: SloSpec, params: RenderParams, programs: Programs,
 
 
 def _secrets() -> Object:
-    return {name: {"file": f".secrets/{name}"} for name in (ADMIN_TOKEN_KEY, WEBHOOK_TOKEN_KEY)}
+    return {name: {"file": f".secrets/{name}"}
+            for name in (ADMIN_TOKEN_KEY, WEBHOOK_TOKEN_KEY, PROBE_TOKEN_KEY)}
 
 
 def _volumes() -> Object:

@@ -47,11 +47,12 @@ from governor.vllm.admin import TOKEN_FILE_ENV
 Object = dict[str, Any]
 
 PART_OF: Final = "governor"
-SECRET: Final = "governor-tokens"  # keys: admin_token, controller_token
+SECRET: Final = "governor-tokens"  # keys: admin_token, controller_token, probe_token
 SPEC_CONFIGMAP: Final = "governor-slo"  # key: slo.yaml
 HF_SECRET: Final = "governor-hf-token"  # key: token; optional (gated models)
 ADMIN_TOKEN_KEY: Final = "admin_token"
 WEBHOOK_TOKEN_KEY: Final = "controller_token"
+PROBE_TOKEN_KEY: Final = "probe_token"
 SPEC_DIR: Final = "/etc/governor"
 TOKENS_DIR: Final = "/run/secrets/governor"
 STATE_DIR: Final = "/var/lib/governor"
@@ -245,11 +246,19 @@ def _inference_container(spec: SloSpec) -> Object:
         return container
     args = Serve(engine="vllm", model=k8s.model, host=LISTEN_HOST, port=k8s.inference_port,
                  slo=f"{SPEC_DIR}/slo.yaml", admin_token_file=f"{TOKENS_DIR}/{ADMIN_TOKEN_KEY}",
-                 log_format="json", engine_arg=(f"{BUCKETS_ENGINE_ARG}={buckets}",)
+                 probe_token_file=f"{TOKENS_DIR}/{PROBE_TOKEN_KEY}", log_format="json",
+                 engine_arg=(f"{BUCKETS_ENGINE_ARG}={buckets}",)
                  if buckets else ()).argv()
     container = _governor_container("inference", k8s.vllm_image, args, k8s.inference_port)
     container["env"] = [hf_token, {"name": "OTEL_SERVICE_NAME", "value": INFERENCE_NAME}]
     return container
+
+
+def _inference_tokens(spec: SloSpec) -> Object:
+    """The admin token, and the probe token governor serve checks (stock vLLM counts every
+    request whatever it carries, so it is not given the secret)."""
+    return _tokens_volume(ADMIN_TOKEN_KEY) if spec.stock_vllm \
+        else _tokens_volume(ADMIN_TOKEN_KEY, PROBE_TOKEN_KEY)
 
 
 def inference_deployment(spec: SloSpec) -> Object:
@@ -283,7 +292,7 @@ def inference_deployment(spec: SloSpec) -> Object:
                     "securityContext": _pod_security(),
                     "containers": [container],
                     "volumes": [
-                        _spec_volume(), _tokens_volume(ADMIN_TOKEN_KEY),
+                        _spec_volume(), _inference_tokens(spec),
                         # vLLM's workers share tensors through /dev/shm.
                         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
                         {"name": "hf-cache", "emptyDir": {}},
@@ -430,15 +439,19 @@ def inference_url(k8s: Kubernetes) -> str:
 def probe_deployment(spec: SloSpec) -> Object:
     """The synthetic probe: the spec's ``inference`` target (its default) sent to the inference
     Service, so its requests spread over the replicas as clients' do; any other target where the
-    spec says. A target's ``api_key_file`` must be mounted into this pod by the operator."""
+    spec says. It marks its requests with the probe token from the Secret, which governor serve
+    checks. A target's ``api_key_file`` must be mounted into this pod by the operator."""
     k8s = spec.kubernetes
     moved = (f"{DEFAULT_TARGET}={inference_url(k8s)}",) \
         if DEFAULT_TARGET in {t.name for t in spec.probe.targets} else ()
-    args = Probe(slo=f"{SPEC_DIR}/slo.yaml", target=moved, host=LISTEN_HOST, port=PROBE.port,
-                 log_format="json").argv()
+    # Stock vLLM honours no mark: the probe then needs no token (its requests count anyway).
+    marks = not spec.stock_vllm
+    args = Probe(slo=f"{SPEC_DIR}/slo.yaml", target=moved,
+                 probe_token_file=f"{TOKENS_DIR}/{PROBE_TOKEN_KEY}" if marks else None,
+                 host=LISTEN_HOST, port=PROBE.port, log_format="json").argv()
     container = _governor_container("probe", k8s.image, args, PROBE.port)
     container.update({
-        "volumeMounts": [{"name": "slo", "mountPath": SPEC_DIR, "readOnly": True}],
+        "volumeMounts": _mounts() if marks else _mounts()[:1],
         "securityContext": {**_unprivileged(GOVERNOR_UID), "readOnlyRootFilesystem": True},
         "resources": _resources(k8s, "probe"),
     })
@@ -453,7 +466,8 @@ def probe_deployment(spec: SloSpec) -> Object:
             "template": {
                 "metadata": {"labels": _labels(PROBE_NAME)},
                 "spec": {"securityContext": _pod_security(), "containers": [container],
-                         "volumes": [_spec_volume()]},
+                         "volumes": [_spec_volume(), *([_tokens_volume(PROBE_TOKEN_KEY)]
+                                                       if marks else [])]},
             },
         },
     }

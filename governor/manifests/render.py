@@ -5,7 +5,8 @@
     kubectl -n governor create configmap governor-slo --from-file=slo.yaml
     kubectl -n governor create secret generic governor-tokens \\
         --from-file=admin_token=.secrets/admin_token \\
-        --from-file=controller_token=.secrets/controller_token
+        --from-file=controller_token=.secrets/controller_token \\
+        --from-file=probe_token=.secrets/probe_token
     kubectl apply -f deploy/kubernetes/
 """
 

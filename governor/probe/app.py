@@ -54,7 +54,8 @@ async def _probing(app: web.Application) -> AsyncIterator[None]:
     """A client session and a probe loop per replica while the app runs."""
     config, metrics, wall = app[CONFIG], app[METRICS], app[WALL]
     settings = config.settings
-    request = Request(settings.prompt, settings.max_tokens, settings.timeout_seconds)
+    request = Request(settings.prompt, settings.max_tokens, settings.timeout_seconds,
+                      mark=config.token)
     # The probe's own connections: one per replica at most, none kept between probes (a
     # kept-alive connection would hide a replica that stopped accepting new ones).
     connector = aiohttp.TCPConnector(limit=len(config.replicas()) or 1, force_close=True)

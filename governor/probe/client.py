@@ -1,10 +1,11 @@
 """One probe request: a small streaming chat completion, timed as a client sees it.
 
-The request carries :data:`~governor.contracts.endpoints.PROBE_HEADER` (governor serve leaves
-it out of its own series) and, for a target that requires one, the API key from the target's
-file as a bearer token; the key is read at each probe (a rotated file is picked up) and never
-appears in a log line, a label or an error. The whole exchange, connection to ``[DONE]``, is
-bounded by the timeout, and what is read by :data:`MAX_RESPONSE_BYTES`::
+The request carries the probe token in :data:`~governor.contracts.endpoints.PROBE_HEADER`
+(governor serve checks it, and leaves the request out of its own series) and, for a target that
+requires one, the API key from the target's file as a bearer token; the key is read at each probe
+(a rotated file is picked up). Neither appears in a log line, a label or an error. The whole
+exchange, connection to ``[DONE]``, is bounded by the timeout, and what is read by
+:data:`MAX_RESPONSE_BYTES`::
 
     result = await probe_once(session, Replica("inference", "http://127.0.0.1:8000"),
                               Request(prompt="Reply with one word: ok.", max_tokens=8,
@@ -25,7 +26,7 @@ import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
 from governor.common.secrets import Secret
-from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, PROBE_HEADER, PROBE_HEADER_VALUE
+from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, PROBE_HEADER
 from governor.contracts.metrics.probe import (
     RESULT_CONNECTION,
     RESULT_HTTP,
@@ -46,6 +47,8 @@ class Request:
     prompt: str
     max_tokens: int
     timeout_seconds: float
+    # The probe token, sent as the mark governor serve checks; None sends no mark.
+    mark: Secret | None = None
 
 
 class _Failed(Exception):
@@ -54,9 +57,10 @@ class _Failed(Exception):
         self.result, self.detail = result, detail
 
 
-def headers(replica: Replica) -> dict[str, str]:
-    """The probe's mark, and the API key when the target has a key file (re-read each time)."""
-    out = {PROBE_HEADER: PROBE_HEADER_VALUE}
+def headers(replica: Replica, mark: Secret | None = None) -> dict[str, str]:
+    """The probe's mark (its token) when it has one, and the API key when the target has a key
+    file (re-read each time)."""
+    out = {} if mark is None else {PROBE_HEADER: mark.reveal()}
     if replica.api_key_file is not None:
         try:
             key = Secret.from_file(replica.api_key_file)
@@ -107,7 +111,7 @@ def _short(exc: BaseException) -> str:
 
 async def _exchange(session: aiohttp.ClientSession, replica: Replica, request: Request,
                     clock: Callable[[], float], models: dict[str, str]) -> ProbeResult:
-    sent = headers(replica)
+    sent = headers(replica, request.mark)
     model = replica.model or models.get(replica.url)
     if model is None:
         model = models[replica.url] = await _first_model(session, replica, sent)

@@ -21,6 +21,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from governor.common.secrets import Secret
 from governor.contracts.endpoints import LOCAL_HOST, PROBE
 from governor.probe.result import Replica
 from governor.slo.probe import (
@@ -42,6 +43,9 @@ class ProbeConfig:
     port: int = PROBE.port
     log_level: str = "info"
     log_format: str = "text"
+    # Sent as the X-Governor-Probe header, so that governor serve leaves the probe's requests out
+    # of its SLIs; None: no mark (the requests count as any client's).
+    token: Secret | None = None
 
     def replicas(self) -> tuple[Replica, ...]:
         return tuple(Replica(t.name, url, t.model, t.api_key_file)

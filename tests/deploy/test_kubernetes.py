@@ -407,3 +407,36 @@ def test_a_bad_mig_profile_is_a_spec_error(profile: object) -> None:
     assert "kubernetes.mig_profile" in message
     assert "MIG profile" in message or "longer than 1024 characters" in message
     assert len(message) < 2000
+
+
+def mounted_token(objects: dict[str, dict[str, Any]], name: str, option: str) -> str | None:
+    """The token file ``option`` names in the Deployment ``name``, checked to come from the
+    Secret's key of that name, mounted; None when the option is not given."""
+    pod = objects[f"Deployment/{name}"]["spec"]["template"]["spec"]
+    command = pod["containers"][0].get("args") or pod["containers"][0]["command"]
+    if option not in command:
+        return None
+    path = command[command.index(option) + 1]
+    key = Path(path).name
+    mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    secrets = {v["name"]: v["secret"] for v in pod["volumes"] if "secret" in v}
+    (volume,) = [n for n, s in secrets.items() if s["secretName"] == k.SECRET]
+    assert str(Path(mounts[volume]) / key) == path
+    assert {"key": key, "path": key} in secrets[volume]["items"]
+    return key
+
+
+def test_the_probe_and_every_replica_read_the_same_probe_token_from_the_secret() -> None:
+    objects = rendered(fleet_spec())
+    assert mounted_token(objects, k.INFERENCE_NAME, "--probe-token-file") == k.PROBE_TOKEN_KEY
+    assert mounted_token(objects, k.PROBE_NAME, "--probe-token-file") == k.PROBE_TOKEN_KEY
+
+
+def test_before_stock_vllm_the_probe_carries_no_token_it_would_only_hand_out() -> None:
+    objects = rendered(parse_checked_spec(stock_data()))
+    assert mounted_token(objects, k.PROBE_NAME, "--probe-token-file") is None
+    pods = [objects[f"Deployment/{name}"]["spec"]["template"]["spec"]
+            for name in (k.PROBE_NAME, k.INFERENCE_NAME)]
+    keys = {item["key"] for pod in pods for volume in pod["volumes"] if "secret" in volume
+            for item in volume["secret"].get("items", [])}
+    assert k.PROBE_TOKEN_KEY not in keys

@@ -187,10 +187,21 @@ def test_free_ports_pass_the_check(tmp_path: Path) -> None:
 def test_tokens_are_written_once_and_private(tmp_path: Path) -> None:
     config = UpConfig(run_dir=tmp_path / "run", slo=ROOT / "slo.yaml")
     tokens, _ = prepare(config)
-    first = Path(tokens["admin_token"]).read_text()
+    first = {name: Path(path).read_text() for name, path in tokens.items()}
     tokens, _ = prepare(config)
-    assert Path(tokens["admin_token"]).read_text() == first
-    assert Path(tokens["admin_token"]).stat().st_mode & 0o077 == 0
+    assert {name: Path(path).read_text() for name, path in tokens.items()} == first
+    assert set(tokens) == {"admin_token", "controller_token", "probe_token"}
+    assert all(Path(path).stat().st_mode & 0o077 == 0 for path in tokens.values())
+    assert len(set(first.values())) == 3  # each its own
+
+
+def test_every_replica_checks_the_token_the_probe_sends(tmp_path: Path) -> None:
+    config = UpConfig(run_dir=tmp_path / "run", slo=ROOT / "slo.yaml", replicas=2)
+    tokens, params = prepare(config)
+    argv = {child.name: child.argv for child in children(config, tokens, params)}
+    for name in ("inference-0", "inference-1", "probe"):
+        assert argv[name][argv[name].index("--probe-token-file") + 1] == tokens["probe_token"]
+    assert tokens["probe_token"] not in " ".join([*argv["controller"], *argv["exporter"]])
 
 
 def _start_up(tmp_path: Path, ports: Ports,
@@ -296,6 +307,7 @@ def test_the_demo_s_periodic_check_leaves_the_alert_path_twice_its_time() -> Non
     alert_path = (params.fast_window_seconds + params.fast_for_seconds
                   + params.evaluation_interval_seconds + params.control_group_wait_seconds)
     assert UpConfig().controller_resync_seconds >= 2 * alert_path
-    argv = children(UpConfig(slo=ROOT / "slo.yaml"), {"admin_token": "a", "controller_token": "c"},
+    argv = children(UpConfig(slo=ROOT / "slo.yaml"), {"admin_token": "a", "controller_token": "c",
+                                                             "probe_token": "p"},
                     params)[2].argv
     assert argv[argv.index("--resync") + 1] == f"{UpConfig().controller_resync_seconds:g}s"

@@ -232,3 +232,35 @@ def test_latency_buckets_are_checked_as_vllm_checks_its_flag(
     with pytest.raises(ValueError, match="latency_buckets: ") as raised:
         ServiceConfig(latency_buckets=buckets)
     assert message in str(raised.value)
+
+
+def test_the_probe_token_comes_from_its_file_or_variable(tmp_path: Path) -> None:
+    assert config([]).probe_token is None
+    token_file = tmp_path / "probe_token"
+    token_file.write_text("probe-from-file\n")
+    for settings in (config(["--probe-token-file", str(token_file)]),
+                     config([], {"GOVERNOR_PROBE_TOKEN_FILE": str(token_file)})):
+        assert settings.probe_token is not None and settings.probe_token.matches("probe-from-file")
+    from_variable = config([], {"GOVERNOR_PROBE_TOKEN": "probe-from-variable"})
+    assert from_variable.probe_token is not None
+    assert from_variable.probe_token.matches("probe-from-variable")
+    # Two different secrets: the probe's cannot open the admin API, nor the admin's mark.
+    both = config(["--probe-token-file", str(token_file)], {"GOVERNOR_ADMIN_TOKEN": "adm"})
+    assert both.admin_token is not None and not both.admin_token.matches("probe-from-file")
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    pytest.param(b"", "is empty", id="empty"),
+    pytest.param(b"x" * 5000, "holds more than 4096 bytes", id="oversized"),
+    pytest.param(b"\xfe\xffs3cr3t", "is not UTF-8 text", id="not UTF-8"),
+    pytest.param(None, "cannot read token file", id="missing"),
+])
+def test_a_bad_probe_token_file_stops_serve_naming_the_file_not_its_content(
+        tmp_path: Path, content: bytes | None, message: str) -> None:
+    token_file = tmp_path / "probe_token"
+    if content is not None:
+        token_file.write_bytes(content)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--probe-token-file", str(token_file)], {})
+    text = str(exit_.value.code)
+    assert message in text and str(token_file) in text and "s3cr3t" not in text, text

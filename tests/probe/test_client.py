@@ -15,6 +15,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from prometheus_client import CollectorRegistry
 
+from governor.common.secrets import Secret
 from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, PROBE_HEADER
 from governor.contracts.metrics import probe as m
 from governor.probe.client import MAX_RESPONSE_BYTES, Request, probe_once
@@ -23,7 +24,9 @@ from governor.probe.result import ProbeResult, Replica
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 ServerFactory = Callable[..., Awaitable[TestServer]]
-REQUEST = Request(prompt="Reply with one word: ok.", max_tokens=4, timeout_seconds=2.0)
+MARK = "probe-mark-token-90af"
+REQUEST = Request(prompt="Reply with one word: ok.", max_tokens=4, timeout_seconds=2.0,
+                  mark=Secret(MARK))
 KEY = "sk-probe-key-5c1d"
 
 
@@ -79,7 +82,7 @@ async def test_a_good_stream_gives_its_first_token_and_gaps(
     assert result.ok and result.ttft_seconds is not None and result.ttft_seconds >= 0.04
     assert len(result.itl_seconds) == 2 and min(result.itl_seconds) >= 0.04
     (sent,) = seen
-    assert sent["mark"] == "1"
+    assert sent["mark"] == MARK
     body = sent["body"]
     assert isinstance(body, dict)
     assert (body["model"], body["max_tokens"], body["stream"]) == ("tiny", 4, True)
@@ -177,7 +180,20 @@ async def test_the_api_key_is_sent_from_its_file_and_never_logged(
     assert str(key_file) in results[3].detail
     from prometheus_client import generate_latest
     everything = repr(results) + caplog.text + generate_latest(registry).decode()
-    assert KEY not in everything and "rotated" not in everything
+    assert KEY not in everything and "rotated" not in everything and MARK not in everything
+
+
+async def test_without_a_token_no_mark_is_sent(
+        target: Callable[..., Awaitable[Replica]], session: aiohttp.ClientSession) -> None:
+    marks: list[list[str]] = []
+
+    async def good(request: web.Request) -> web.StreamResponse:
+        marks.append(request.headers.getall(PROBE_HEADER, []))
+        return await stream(request, chunk("o"), chunk("k"), b"data: [DONE]\n\n")
+
+    unmarked = Request(REQUEST.prompt, REQUEST.max_tokens, REQUEST.timeout_seconds)
+    assert (await probe_once(session, await target(good), unmarked)).ok
+    assert marks == [[]]
 
 
 async def test_the_model_is_asked_once_and_again_after_a_failure(

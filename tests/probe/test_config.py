@@ -180,3 +180,36 @@ def test_an_environment_variable_sets_an_option(tmp_path: Path) -> None:
                           str(spec_file(tmp_path))], env={**env, "GOVERNOR_PROBE_PORT": "x"},
                          capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "GOVERNOR_PROBE_PORT" in bad.stderr
+
+
+def test_the_token_comes_from_its_file_or_variable_and_never_shows(tmp_path: Path) -> None:
+    spec = ["--slo", str(spec_file(tmp_path))]
+    token_file = tmp_path / "probe_token"
+    token_file.write_text("from-the-file-3c1e\n", encoding="utf-8")
+    from_file = parse_config([*spec, "--probe-token-file", str(token_file)], env={})
+    from_env_file = parse_config(spec, env={"GOVERNOR_PROBE_TOKEN_FILE": str(token_file)})
+    from_variable = parse_config(spec, env={"GOVERNOR_PROBE_TOKEN": "from-the-variable"})
+    assert from_file.token is not None and from_file.token.reveal() == "from-the-file-3c1e"
+    assert from_env_file.token == from_file.token
+    assert from_variable.token is not None and from_variable.token.reveal() == "from-the-variable"
+    assert parse_config(spec, env={}).token is None
+    assert "from-the-file" not in repr(from_file) + str(from_file)
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    pytest.param(b"", "is empty", id="empty"),
+    pytest.param(b" \n\t\n", "is empty", id="blank"),
+    pytest.param(b"x" * 5000, "more than 4096 bytes", id="oversized"),
+    pytest.param(b"\xff\xfes3cr3t", "not UTF-8", id="not text"),
+    pytest.param(None, "cannot read token file", id="missing"),
+])
+def test_a_bad_token_file_is_one_line_naming_the_file_not_its_content(
+        tmp_path: Path, content: bytes | None, expected: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    token_file = tmp_path / "probe_token"
+    if content is not None:
+        token_file.write_bytes(content)
+    assert main(["--slo", str(spec_file(tmp_path)), "--probe-token-file", str(token_file)]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and str(token_file) in err and "Traceback" not in err, err
+    assert "s3cr3t" not in err and "xxxx" not in err

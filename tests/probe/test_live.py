@@ -59,6 +59,8 @@ def test_the_probe_slis_rules_have_data_and_the_service_counts_none_of_its_reque
     spec_path.write_text(yaml.safe_dump(data), encoding="utf-8")
     spec = load_checked_spec(spec_path)
     (tmp_path / "admin_token").write_text("probe-live-admin\n", encoding="utf-8")
+    probe_token = tmp_path / "probe_token"
+    probe_token.write_text("probe-live-mark\n", encoding="utf-8")
     ports = {name: free_port() for name in ("inference", "probe", "prometheus", "nobody")}
     urls = {name: f"http://{LOOPBACK}:{port}" for name, port in ports.items()}
     endpoints = Endpoints(inference=(f"{LOOPBACK}:{ports['inference']}",), exporter=(),
@@ -71,10 +73,12 @@ def test_the_probe_slis_rules_have_data_and_the_service_counts_none_of_its_reque
     children = [
         Child("inference", Serve(engine="sim", preset="tiny", host=LOOPBACK,
                                  port=ports["inference"], slo=str(spec_path),
-                                 admin_token_file=str(tmp_path / "admin_token")).python(),
+                                 admin_token_file=str(tmp_path / "admin_token"),
+                                 probe_token_file=str(probe_token)).python(),
               urls["inference"] + "/health", tmp_path / "inference.log"),
         Child("probe", [*Probe(slo=str(spec_path), target=(f"inference={urls['inference']}",),
-                               host=LOOPBACK, port=ports["probe"]).python()],
+                               probe_token_file=str(probe_token), host=LOOPBACK,
+                               port=ports["probe"]).python()],
               urls["probe"] + "/health", tmp_path / "probe.log"),
         Child("prometheus", ["prometheus", *prometheus_args(
             spec, params, config_file=str(tmp_path / "deploy" / PROMETHEUS_CONFIG),
@@ -99,6 +103,8 @@ def test_the_probe_slis_rules_have_data_and_the_service_counts_none_of_its_reque
         on_service = f'{{job="{JOB_INFERENCE}"}}'
         served = value(prometheus, f"sum({svc.PROBE_REQUESTS_SERVED.total}{on_service})")
         assert served is not None and served > 0, logs(children)
+        rejected = value(prometheus, f"sum({svc.PROBE_MARK_REJECTED.total}{on_service})")
+        assert rejected == 0.0, logs(children)  # the probe's token is the service's
         for series in (svc.REQUESTS.total, svc.TIME_TO_FIRST_TOKEN.count,
                        svc.INTER_TOKEN_LATENCY.count, svc.REQUEST_DURATION.count):
             generation = f'{{job="{JOB_INFERENCE}", route!~"/metrics|/health"}}' \

@@ -70,6 +70,12 @@ REASON_HEADER_TIMEOUT: Final = "header_timeout"
 CONNECTION_REFUSAL_REASONS: Final = (REASON_MAX_CONNECTIONS, REASON_MAX_CONNECTIONS_PER_CLIENT,
                                      REASON_HEADER_TIMEOUT)
 
+# Values of ``reason`` on PROBE_MARK_REJECTED: the header's value is not the probe token (a guess,
+# an empty value, the header given twice), or the service has no probe token to compare with.
+REASON_WRONG_TOKEN: Final = "wrong_token"
+REASON_NO_TOKEN: Final = "no_token_configured"
+PROBE_MARK_REJECTION_REASONS: Final = (REASON_WRONG_TOKEN, REASON_NO_TOKEN)
+
 # Values of ``result`` on BATCHING_CHANGES.
 RESULT_APPLIED: Final = "applied"
 RESULT_REJECTED: Final = "rejected"  # a malformed request, or limits out of bounds
@@ -157,13 +163,21 @@ REQUESTS: Final = Metric(
     "governor_requests", "counter",
     "Finished HTTP requests by route, status code and request class.", "requests",
     (LABEL_ROUTE, LABEL_CODE, LABEL_CLASS))
-# Requests marked with the probe's header (governor.contracts.endpoints.PROBE_HEADER): counted
-# here and in no other series of the service's, so the synthetic probe never counts in an SLI.
+# Requests marked with the probe's header and token (governor.contracts.endpoints.PROBE_HEADER):
+# counted here and in no other series of the service's, so the synthetic probe never counts in an
+# SLI.
 PROBE_REQUESTS_SERVED: Final = Metric(
     "governor_probe_requests_served", "counter",
     "Finished HTTP requests marked as the synthetic probe's, by route and status code; they are "
     "left out of every other request and latency series of the service.", "requests",
     (LABEL_ROUTE, LABEL_CODE))
+# Requests that carried the probe's header without its token: counted as ordinary requests, and
+# here by reason. The header's value is never a label or a log line.
+PROBE_MARK_REJECTED: Final = Metric(
+    "governor_probe_mark_rejected", "counter",
+    "Requests marked as the synthetic probe's whose mark was refused (a token other than the "
+    "service's, or no probe token on the service), by reason; they count as ordinary requests.",
+    "requests", (LABEL_REASON,))
 REQUESTS_IN_FLIGHT: Final = Metric(
     "governor_requests_in_flight", "gauge", "Generation requests holding an engine slot.",
     "requests")

@@ -27,6 +27,7 @@ from typing import Final, Literal
 from aiohttp import web
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.util.types import AttributeValue
 
 from governor.contracts import traces as tr
 from governor.contracts.stages import Stage
@@ -92,7 +93,8 @@ class Generation:
         self, kind: Kind, params: GenerationParams, engine: Engine, metrics: ServiceMetrics,
         latency: ClassLatency, tracer: trace.Tracer, span: trace.Span, request: GenerateRequest,
         retry_after: int, deadline: float, write_timeout_seconds: float, clock: StageClock, *,
-        facts: RequestFacts | None = None, engine_attributes: Mapping[str, list[str]] | None = None,
+        facts: RequestFacts | None = None,
+        engine_attributes: Mapping[str, AttributeValue] | None = None,
     ) -> None:
         self.deadline = deadline  # loop time
         self.clock = clock
@@ -123,7 +125,7 @@ class Generation:
         self.completion_tokens = 0
         self.finish_reason: str | None = None
         self.facts = facts  # --request-log's record, or None
-        # On the queue, prefill and decode spans: where the engine ran (its GPUs).
+        # On the queue, prefill and decode spans: where the engine ran (its GPUs, its rank).
         self.engine_attributes = engine_attributes or {}
         # Told the first token's time (perf_counter): the admission queue's deadline gate
         # measures the prefill rate from it.

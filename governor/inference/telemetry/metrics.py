@@ -89,6 +89,9 @@ class ServiceMetrics:
             model, m.DEFAULT_CLASS), CountedHistogram(m.INTER_TOKEN_LATENCY, unread).labels(
             model, m.DEFAULT_CLASS))
         self.probe_requests = CountedCounter(m.PROBE_REQUESTS_SERVED, registry)
+        self.probe_mark_rejected = CountedCounter(m.PROBE_MARK_REJECTED, registry)
+        for reason in m.PROBE_MARK_REJECTION_REASONS:  # each reads 0 before its first refusal
+            self.probe_mark_rejected.labels(reason)
         self.duration = latency(m.REQUEST_DURATION)
         # Observed for every request, a dozen values at once.
         self._stages = CountedHistogram(m.REQUEST_STAGE, registry,

@@ -35,6 +35,7 @@ from governor.inference.engines.base import (
     GenerateRequest,
     TokenDelta,
 )
+from governor.inference.engines.capabilities import Placement
 from governor.inference.engines.registry import EngineEntry
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.engines.vllm import convert
@@ -87,6 +88,14 @@ class VllmEngine:
     @property
     def model_name(self) -> str:
         return self._settings.served_model_name or self._settings.model or ""
+
+    @property
+    def placement(self) -> Placement:
+        return self._launch.placement
+
+    @property
+    def gpu_uuids(self) -> tuple[str, ...]:
+        return self._launch.placement.gpu_uuids
 
     @property
     def max_model_len(self) -> int:

@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from governor.contracts.package import install_hint
+from governor.inference.engines.capabilities import Placement
 from governor.inference.engines.settings import EngineSettings
 from governor.inference.engines.vllm.args import EngineArgsError, engine_kwargs, otlp_traces_url
+from governor.inference.engines.vllm.placement import engine_placement, import_pynvml
 from governor.inference.engines.vllm.version import VllmVersion, check_version, parse_version
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,8 @@ class Launch:
     kwargs: Mapping[str, Any]
     # Variables vLLM reads while it starts (its tracer's protocol and service name).
     environ: Mapping[str, str] = field(default_factory=dict)
+    # Its GPUs and data-parallel rank, for the engine's spans.
+    placement: Placement = field(default_factory=Placement)
 
     @contextlib.contextmanager
     def environment(self) -> Iterator[None]:
@@ -104,4 +108,5 @@ def prepare_launch(settings: EngineSettings) -> Launch:
         # pydantic's ValidationError is a ValueError; its message names the field and the limit.
         detail = " ".join(str(error).split())
         raise EngineArgsError(f"vLLM refused the engine arguments: {detail}") from error
-    return Launch(version, vllm_config, kwargs, environ)
+    placement = engine_placement(vllm_config, os.environ, import_pynvml)
+    return Launch(version, vllm_config, kwargs, environ, placement)

