@@ -44,12 +44,14 @@ def url_list(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
-def mig_layout(text: str) -> tuple[tuple[int, tuple[str, ...]], ...]:
-    """``GPU=PROFILE[:COUNT][+…][,GPU=…]``: the fake GPUs in MIG mode (:mod:`.gpu.miglayout`)."""
+def mig_layout(text: str) -> str:
+    """``GPU=PROFILE[:COUNT][+…][,GPU=…]``: the fake GPUs in MIG mode (:mod:`.gpu.miglayout`),
+    checked here so that a mistake is the option's error."""
     try:
-        return tuple(sorted(parse_layout(text).items()))
+        parse_layout(text)
     except LayoutError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def build_parser() -> EnvArgumentParser:
@@ -75,7 +77,7 @@ def build_parser() -> EnvArgumentParser:
     parser.add_argument("--fake-gpus", type=non_negative_int, default=defaults.fake_gpus,
                         metavar="N",
                         help="serve N simulated GPUs instead of the real ones (demos, tests)")
-    parser.add_argument("--fake-mig", type=mig_layout, default=defaults.fake_mig,
+    parser.add_argument("--fake-mig", type=mig_layout, default="",
                         metavar="GPU=PROFILE[:N][+…][,…]",
                         help="with --fake-gpus: run these fake GPUs in MIG mode, split into "
                              "these H200 MIG profiles (e.g. 1=3g.71gb+1g.18gb:2); what runs on "
@@ -106,7 +108,8 @@ def parse_config(argv: Sequence[str]) -> ExporterConfig:
         return ExporterConfig(
             host=args.host, port=args.port, interval_seconds=args.interval,
             slow_interval_seconds=args.slow_interval, staleness_seconds=args.staleness,
-            fake_gpus=args.fake_gpus, fake_mig=args.fake_mig, follow=url_list(args.follow), names=args.names,
+            fake_gpus=args.fake_gpus, fake_mig=tuple(sorted(parse_layout(args.fake_mig).items())),
+            follow=url_list(args.follow), names=args.names,
             gpm=args.gpm, xid=args.xid, processes=args.processes,
             log_level=args.log_level, log_format=args.log_format,
         )

@@ -4,8 +4,8 @@ A layout names a GPU by index and the MIG profiles it is split into, each with a
 
     >>> parse_layout("1=3g.71gb+1g.18gb:2")
     {1: ('3g.71gb', '1g.18gb', '1g.18gb')}
-    >>> parse_layout("0=7g.141gb, 1=1g.18gb:7")
-    {0: ('7g.141gb',), 1: ('1g.18gb', '1g.18gb', '1g.18gb', '1g.18gb', '1g.18gb', '1g.18gb', '1g.18gb')}
+    >>> parse_layout("0=7g.141gb, 1=1g.35gb:4")
+    {0: ('7g.141gb',), 1: ('1g.35gb', '1g.35gb', '1g.35gb', '1g.35gb')}
 
 The profiles are an H200's (the GPU the fakes simulate), from NVIDIA's MIG user guide: each takes
 sevenths of the compute and eighths of the memory, and a layout must fit in one GPU. Placement
