@@ -114,6 +114,7 @@ NOT_PER_INSTANCE = frozenset({
     m.PCIE_RECEIVE_RATE.name, m.NVLINK_TRANSMIT_RATE.name, m.NVLINK_RECEIVE_RATE.name,
 })
 Entity = tuple[list[tuple[str, str]], Values]  # a GPU, or a GPU instance: its labels, its values
+_MIG_LABELS_AT = 5  # GPU_I_PROFILE and GPU_I_ID go after modelName (dcgm-exporter's order)
 
 
 def mig_profile(device_name: str) -> str:
@@ -141,9 +142,6 @@ def instances(base: list[tuple[str, str]], values: Values) -> list[Entity]:
                   (dcgm.LABEL_MIG_INSTANCE, gi)]
         entities.append((base[:_MIG_LABELS_AT] + labels + base[_MIG_LABELS_AT:], own))
     return entities
-
-
-_MIG_LABELS_AT = 5  # after modelName, before the hostname (dcgm-exporter's order)
 
 
 def _escape(value: str) -> str:
