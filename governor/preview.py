@@ -260,11 +260,18 @@ def names_shown(panel: Mapping[str, Any], series: Sequence[Series]) -> list[str]
     return [s.name for s in series if s.values][:MAX_SERIES]
 
 
+def values_shown(series: Sequence[Series]) -> list[tuple[str, float]]:
+    """(legend, latest value) of each series a value stat shows: Grafana draws a value per
+    series, each named by its legend when there are several (one per GPU, one per profile)."""
+    return [(s.name, s.values[-1]) for s in series
+            if s.values and math.isfinite(s.values[-1])][:MAX_SERIES]
+
+
 def _draw_stat(ax: Any, panel: Mapping[str, Any], series: list[Series]) -> None:
     ax.axis("off")
     ax.set_title(panel.get("title", ""), loc="left", fontsize=10)
-    latest = [s.values[-1] for s in series if s.values and math.isfinite(s.values[-1])]
-    if not latest:
+    shown = values_shown(series)
+    if not shown:
         ax.text(0.5, 0.45, "no data", ha="center", va="center", fontsize=14, color="grey",
                 transform=ax.transAxes)
         return
@@ -274,14 +281,19 @@ def _draw_stat(ax: Any, panel: Mapping[str, Any], series: list[Series]) -> None:
                 color="green", fontweight="bold", transform=ax.transAxes)
         return
     unit = panel.get("fieldConfig", {}).get("defaults", {}).get("unit", "")
-    value = latest[0]
-    factor, label = scale_for(unit, [value])
+    worst = max(value for _, value in shown)
+    factor, label = scale_for(unit, [value for _, value in shown])
     colour = "green"
     for limit, name in thresholds(panel):
-        if value >= limit:
+        if worst >= limit:
             colour = _colour(name)
-    ax.text(0.5, 0.45, f"{_number(value * factor)}{label}", ha="center", va="center", fontsize=22,
-            color=colour, fontweight="bold", transform=ax.transAxes)
+    if len(shown) == 1:
+        text, size = f"{_number(shown[0][1] * factor)}{label}", 22
+    else:
+        text = "\n".join(f"{name}: {_number(value * factor)}{label}" for name, value in shown)
+        size = 11
+    ax.text(0.5, 0.45, text, ha="center", va="center", fontsize=size, color=colour,
+            fontweight="bold", transform=ax.transAxes)
 
 
 def _number(value: float) -> str:

@@ -26,8 +26,9 @@ from governor.alerts.verdict_inputs import placed
 from governor.contracts.endpoints import EXPORTER, INFERENCE
 from governor.contracts.metrics import cost as c
 from governor.contracts.metrics import dcgm, gpu, vllm
+from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.contracts.metrics.verdict import LABEL_NODE
-from governor.contracts.promql import Selector, equal_to, format_number, rate, sum_by
+from governor.contracts.promql import Selector, equal_to, format_number, max_by, rate, sum_by
 from governor.slo.fleet import Targets
 from governor.slo.spec import SloSpec
 
@@ -35,22 +36,27 @@ GROUP: Final = "governor-cost"
 SECONDS_PER_HOUR: Final = 3600
 MILLION: Final = 1_000_000
 NODE: Final = (LABEL_NODE,)
+# One GPU of a dcgm-exporter: under MIG, dcgm-exporter repeats the GPU's energy and temperature
+# on each GPU instance's series (labels GPU_I_PROFILE, GPU_I_ID); the GPU counts once.
+DCGM_GPU: Final = (LABEL_NODE, LABEL_INSTANCE, dcgm.LABEL_GPU)
 
 
 def _node_power(targets: Targets) -> str:
     gpus = targets.gpu
     if gpus.dcgm:
         joules = dcgm.ENERGY.base(gpus.matchers(), lambda s: rate(s, c.WINDOW))
-    else:
-        joules = rate(Selector(gpu.ENERGY.total, gpus.matchers()), c.WINDOW)
+        return sum_by(NODE, max_by(DCGM_GPU, placed(joules)))
+    joules = rate(Selector(gpu.ENERGY.total, gpus.matchers()), c.WINDOW)
     return sum_by(NODE, placed(joules))
 
 
 def _node_gpus(targets: Targets) -> str:
     gpus = targets.gpu
-    present = (dcgm.PRESENCE.base(gpus.matchers()) if gpus.dcgm
-               else Selector(gpu.UP.name, gpus.matchers()).render())
-    return f"count by ({LABEL_NODE}) ({placed(present)})"
+    if gpus.dcgm:
+        present = max_by(DCGM_GPU, placed(dcgm.PRESENCE.base(gpus.matchers())))
+    else:
+        present = placed(Selector(gpu.UP.name, gpus.matchers()).render())
+    return f"count by ({LABEL_NODE}) ({present})"
 
 
 def _charged(spec: SloSpec, per_node: str) -> str:
@@ -144,7 +150,8 @@ CHECK_MINUTE: Final = 10
 TOLERANCE: Final = "1e-9"
 # Two nodes. node-0: two GPUs drawing 400 W and 240 W, one engine (model m) generating 40 output
 # and reading 160 input tokens a second. node-1: one GPU at 200 W shared by two engines, model m
-# (20 out, 80 in) and model n (20 out, 10 in), so each is charged half of it.
+# (20 out, 80 in) and model n (20 out, 10 in), so each is charged half of it. Under dcgm-exporter,
+# node-1's GPU runs in MIG mode: two GPU instances, each repeating its energy and temperature.
 GPUS: Final = (("node-0", 0, 400), ("node-0", 1, 240), ("node-1", 0, 200))
 ENGINES: Final = (("node-0", 0, "m", 40, 160), ("node-1", 1, "m", 20, 80),
                   ("node-1", 2, "n", 20, 10))
@@ -203,8 +210,9 @@ def _inputs(spec: SloSpec) -> list[InputSeries]:
             presence = dcgm.PRESENCE.in_release(release)
             assert field is not None and presence is not None
             per_minute = int(watts * MINUTE / field.to_base)
-            inputs += [InputSeries(series(field.name, exporter), f"0+{per_minute}x20"),
-                       InputSeries(series(presence.name, exporter), "40x20")]
+            for labels in _dcgm_entities(node, exporter):
+                inputs += [InputSeries(series(field.name, labels), f"0+{per_minute}x20"),
+                           InputSeries(series(presence.name, labels), "40x20")]
         else:
             inputs += [InputSeries(series(gpu.ENERGY.total, exporter), f"0+{watts * MINUTE}x20"),
                        InputSeries(series(gpu.UP.name, exporter), "1x20")]
@@ -216,6 +224,14 @@ def _inputs(spec: SloSpec) -> list[InputSeries]:
                    InputSeries(series(vllm.PROMPT_TOKENS.total, engine),
                                f"0+{into * MINUTE}x20")]
     return inputs
+
+
+def _dcgm_entities(node: str, exporter: dict[str, str]) -> list[dict[str, str]]:
+    """The GPU's series labels, or (node-1, in MIG mode) its two GPU instances'."""
+    if node == "node-0":
+        return [exporter]
+    return [{**exporter, dcgm.LABEL_MIG_PROFILE: profile, dcgm.LABEL_MIG_INSTANCE: gi}
+            for profile, gi in (("3g.71gb", "1"), ("1g.18gb", "2"))]
 
 
 def cost_test(spec: SloSpec) -> RuleTest:

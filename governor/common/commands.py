@@ -115,6 +115,7 @@ class Exporter(_Command):
 
     COMMAND: ClassVar[str] = "exporter"
     fake_gpus: int | None = None
+    fake_mig: str | None = None  # GPU=PROFILE[:COUNT][+…][,…]: fake GPUs in MIG mode
     follow: str | None = None  # URL[,URL]: the services whose simulated GPUs to show
     names: str | None = None
     host: str | None = None

@@ -72,9 +72,11 @@ def _rate(reading: dcgm.Reading) -> str:
 def _activity_row(board: Board) -> None:
     board.row("Activity")
     board.panel(stat(Spec("GPUs answering", "GPUs that report a temperature through "
-                          "dcgm-exporter. DCGM has no per-GPU up: a lost GPU's fields go "
-                          "blank and the exporter leaves them out.", "short", width=4, height=8),
-                     Query(f"count({dcgm.PRESENCE.base(LABELS)})", instant=True),
+                          "dcgm-exporter (a GPU in MIG mode once, not once per GPU instance). "
+                          "DCGM has no per-GPU up: a lost GPU's fields go blank and the "
+                          "exporter leaves them out.", "short", width=4, height=8),
+                     Query(f"count({max_by(BY_GPU, dcgm.PRESENCE.base(LABELS))})",
+                           instant=True),
                      base_color=BAD_COLOR, steps=[(1, "green")]))
     for title, about, reading in (
         ("SM active", "Share of time at least one warp is resident on an SM (DCGM profiling).",

@@ -24,6 +24,7 @@ from governor.common.cli import (
 )
 from governor.common.logs import add_logging_options, setup_logging
 from governor.exporters.config import NAMES, ConfigError, ExporterConfig
+from governor.exporters.gpu.miglayout import LayoutError, parse_layout
 from governor.exporters.server import create_app
 
 log = logging.getLogger("exporters")
@@ -41,6 +42,16 @@ def _flag(text: str) -> bool:
 def url_list(text: str) -> tuple[str, ...]:
     """``URL[,URL…]``: the services to follow (a comma list, so one variable can hold it)."""
     return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def mig_layout(text: str) -> str:
+    """``GPU=PROFILE[:COUNT][+…][,GPU=…]``: the fake GPUs in MIG mode (:mod:`.gpu.miglayout`),
+    checked here so that a mistake is the option's error."""
+    try:
+        parse_layout(text)
+    except LayoutError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def build_parser() -> EnvArgumentParser:
@@ -66,6 +77,11 @@ def build_parser() -> EnvArgumentParser:
     parser.add_argument("--fake-gpus", type=non_negative_int, default=defaults.fake_gpus,
                         metavar="N",
                         help="serve N simulated GPUs instead of the real ones (demos, tests)")
+    parser.add_argument("--fake-mig", type=mig_layout, default="",
+                        metavar="GPU=PROFILE[:N][+…][,…]",
+                        help="with --fake-gpus: run these fake GPUs in MIG mode, split into "
+                             "these H200 MIG profiles (e.g. 1=3g.71gb+1g.18gb:2); what runs on "
+                             "such a GPU runs on its first MIG device")
     parser.add_argument("--follow", default=",".join(defaults.follow), metavar="URL[,URL]",
                         help="with --fake-gpus: read GET URL/sim/device of governor serve --engine "
                              "sim every interval and show its simulated engine's load and faults "
@@ -92,7 +108,8 @@ def parse_config(argv: Sequence[str]) -> ExporterConfig:
         return ExporterConfig(
             host=args.host, port=args.port, interval_seconds=args.interval,
             slow_interval_seconds=args.slow_interval, staleness_seconds=args.staleness,
-            fake_gpus=args.fake_gpus, follow=url_list(args.follow), names=args.names,
+            fake_gpus=args.fake_gpus, fake_mig=tuple(sorted(parse_layout(args.fake_mig).items())),
+            follow=url_list(args.follow), names=args.names,
             gpm=args.gpm, xid=args.xid, processes=args.processes,
             log_level=args.log_level, log_format=args.log_format,
         )
@@ -127,4 +144,6 @@ def _source(config: ExporterConfig) -> str:
     if not config.fake_gpus:
         return "NVML"
     following = f", following {', '.join(config.follow)}" if config.follow else ""
-    return f"{config.fake_gpus} simulated GPU(s){following}, {config.names} names"
+    mig = f", MIG on GPU(s) {', '.join(str(g) for g, _ in config.fake_mig)}" \
+        if config.fake_mig else ""
+    return f"{config.fake_gpus} simulated GPU(s){mig}{following}, {config.names} names"

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from governor.contracts.endpoints import EXPORTER, LISTEN_HOST
 from governor.contracts.package import version
+from governor.exporters.gpu.miglayout import Layout
 from governor.exporters.gpu.sampler import SamplerConfig
 
 MAX_FAKE_GPUS = 64  # NVML enumerates at most 64 devices per node in practice; more is a typo
@@ -44,6 +45,8 @@ class ExporterConfig:
     # Readings older than this are withheld (gpu_up 0). None: five intervals, at least 5 s.
     staleness_seconds: float | None = None
     fake_gpus: int = 0  # 0: the real GPUs through NVML
+    # Fake GPUs in MIG mode: (index, the profile of each GPU instance), from --fake-mig.
+    fake_mig: tuple[tuple[int, tuple[str, ...]], ...] = ()
     # governor serve URLs whose simulated engines the fake GPUs follow (their /sim/device).
     follow: tuple[str, ...] = ()
     names: str = NAMES_GOVERNOR
@@ -92,12 +95,23 @@ class ExporterConfig:
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 problems.append(f"follow: not an http(s) URL of governor serve: {url[:80]!r}")
+        if self.fake_mig and not self.fake_gpus:
+            problems.append("fake MIG needs fake GPUs (--fake-gpus N): real GPUs are split "
+                            "with nvidia-smi mig")
+        outside = sorted(gpu for gpu, _ in self.fake_mig if not 0 <= gpu < self.fake_gpus)
+        if self.fake_gpus and outside:
+            problems.append(f"fake MIG: no fake GPU {', '.join(map(str, outside))} "
+                            f"(the fake GPUs are 0 to {self.fake_gpus - 1})")
         if self.names not in NAMES:
             problems.append(f"names must be one of {', '.join(NAMES)}: got {self.names[:40]!r}")
         elif self.names == NAMES_DCGM and not self.fake_gpus:
             problems.append("dcgm-exporter's names are for fake GPUs (--fake-gpus N); real GPUs "
                             "run NVIDIA's dcgm-exporter itself")
         return problems
+
+    @property
+    def mig_layout(self) -> Layout:
+        return dict(self.fake_mig)
 
     @property
     def staleness_limit_seconds(self) -> float:

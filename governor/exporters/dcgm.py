@@ -7,7 +7,14 @@ renders the sampler's snapshot as dcgm-exporter 4.8 would: every reading
 name's unit (clocks in MHz, utilisation in percent, frame buffer in MiB), with dcgm-exporter's
 labels (``gpu``, ``UUID``, ``pci_bus_id``, ``device``, ``modelName``, ``Hostname`` and the
 driver version). The XID field is a gauge of the last XID code, labelled with it; the clock-event
-reasons are one bitmask.
+reasons are one bitmask. NVLink throughput is served too, as by a dcgm-exporter whose collector
+CSV adds its two profiling rows.
+
+A GPU in MIG mode (``--fake-mig``) is shown as dcgm-exporter's default device option (``f``)
+shows one: its GPU instances instead of the GPU, each series labelled with ``GPU_I_PROFILE``
+and ``GPU_I_ID``. An instance reports its own frame buffer and profiling activity, the GPU's
+clocks, temperatures, power and errors, and no ``DCGM_FI_DEV_GPU_UTIL`` (DCGM has none under
+MIG); what the snapshot has no per-instance reading of (occupancy, PCIe, NVLink) is left out.
 
 prometheus_client would add ``_total`` to a counter's name, which dcgm-exporter's counters do
 not have, so this writes the text format (0.0.4) itself; it is the only format dcgm-exporter
@@ -92,7 +99,49 @@ SOURCES: tuple[tuple[dcgm.Reading, Callable[[Values], float | None]], ...] = (
     (dcgm.ROW_REMAP_PENDING, _one(m.REMAPPED_ROWS_PENDING.name)),
     (dcgm.PCIE_TX, _one(m.PCIE_TRANSMIT_RATE.name)),
     (dcgm.PCIE_RX, _one(m.PCIE_RECEIVE_RATE.name)),
+    (dcgm.NVLINK_TX, _one(m.NVLINK_TRANSMIT_RATE.name)),
+    (dcgm.NVLINK_RX, _one(m.NVLINK_RECEIVE_RATE.name)),
 )
+
+# A GPU instance's own readings, in place of the GPU's; and the GPU's readings it does not have.
+PER_INSTANCE: Mapping[str, str] = {
+    m.SM_ACTIVE.name: m.MIG_SM_ACTIVE.name,
+    m.TENSOR_ACTIVE.name: m.MIG_TENSOR_ACTIVE.name,
+    m.DRAM_BANDWIDTH_UTILIZATION.name: m.MIG_DRAM_BANDWIDTH_UTILIZATION.name,
+}
+NOT_PER_INSTANCE = frozenset({
+    m.UTILIZATION.name, m.SM_OCCUPANCY.name, m.MEMORY_TOTAL.name, m.PCIE_TRANSMIT_RATE.name,
+    m.PCIE_RECEIVE_RATE.name, m.NVLINK_TRANSMIT_RATE.name, m.NVLINK_RECEIVE_RATE.name,
+})
+Entity = tuple[list[tuple[str, str]], Values]  # a GPU, or a GPU instance: its labels, its values
+_MIG_LABELS_AT = 5  # GPU_I_PROFILE and GPU_I_ID go after modelName (dcgm-exporter's order)
+
+
+def mig_profile(device_name: str) -> str:
+    """``NVIDIA H200 MIG 1g.18gb`` → ``1g.18gb``, as dcgm-exporter's GPU_I_PROFILE has it."""
+    return device_name.rsplit("MIG ", 1)[-1]
+
+
+def instances(base: list[tuple[str, str]], values: Values) -> list[Entity]:
+    """A MIG GPU's instances, each with its labels and values; [] for a GPU without MIG."""
+    entities = []
+    for info, _ in values.get(m.MIG_INFO.name, ()):
+        gi = info[m.LABEL_GPU_INSTANCE]
+        ids = {m.LABEL_GPU_INSTANCE: gi, m.LABEL_COMPUTE_INSTANCE: info[m.LABEL_COMPUTE_INSTANCE]}
+        own: Values = {name: rows for name, rows in values.items()
+                       if name not in NOT_PER_INSTANCE and name not in PER_INSTANCE}
+        used = _one(m.MIG_MEMORY_USED.name, **ids)(values)
+        total = _one(m.MIG_MEMORY_TOTAL.name, **ids)(values)
+        own[m.MEMORY_USED.name] = [({}, used)] if used is not None else []
+        own[m.MEMORY_FREE.name] = [({}, total - used)] \
+            if used is not None and total is not None else []
+        for name, mig_name in PER_INSTANCE.items():
+            value = _one(mig_name, **{m.LABEL_GPU_INSTANCE: gi})(values)
+            own[name] = [({}, value)] if value is not None else []
+        labels = [(dcgm.LABEL_MIG_PROFILE, mig_profile(info[m.LABEL_MIG_PROFILE])),
+                  (dcgm.LABEL_MIG_INSTANCE, gi)]
+        entities.append((base[:_MIG_LABELS_AT] + labels + base[_MIG_LABELS_AT:], own))
+    return entities
 
 
 def _escape(value: str) -> str:
@@ -123,19 +172,25 @@ class DcgmView:
         if not fresh or not snapshot.nvml_up:
             return b""
         driver = snapshot.system.driver_version if snapshot.system else ""
-        gpus = [(self._base(gpu, driver), _values(gpu)) for gpu in snapshot.gpus if gpu.up]
+        entities = [entity for gpu in snapshot.gpus if gpu.up
+                    for entity in self._entities(gpu, driver)]
         lines: list[str] = []
         for reading, read in SOURCES:
             field = reading.in_release(RELEASE)
             if field is None:
                 continue
-            rows = [(base, value) for base, values in gpus
+            rows = [(base, value) for base, values in entities
                     if (value := read(values)) is not None]
             if rows:
                 lines += self._family(field, [(base, to_field_unit(value, field))
                                               for base, value in rows])
         lines += self._xids(snapshot, driver)
         return "".join(line + "\n" for line in lines).encode()
+
+    def _entities(self, gpu: GpuReading, driver: str) -> list[Entity]:
+        """The GPU, or its GPU instances when MIG mode is on (dcgm-exporter's ``-d f``)."""
+        base, values = self._base(gpu, driver), _values(gpu)
+        return instances(base, values) or [(base, values)]
 
     def _base(self, gpu: GpuReading, driver: str) -> list[tuple[str, str]]:
         identity = gpu.identity
@@ -164,7 +219,7 @@ class DcgmView:
             code = self._last(gpu)
             extra = [(dcgm.LABEL_XID_CODE, str(code)),
                      (dcgm.LABEL_XID_MESSAGE, XID_MESSAGES.get(code, f"XID {code}"))]
-            rows.append((self._base(gpu, driver) + extra, float(code)))
+            rows += [(base + extra, float(code)) for base, _ in self._entities(gpu, driver)]
         return list(self._family(field, rows)) if rows else []
 
     def _last(self, gpu: GpuReading) -> int:

@@ -41,7 +41,7 @@ def build_sampler(config: ExporterConfig) -> tuple[Sampler, DevicePoller | None]
     """The real NVML, or ``--fake-gpus`` simulated ones with their poller under ``--follow``;
     a missing library is not an exception."""
     if config.fake_gpus:
-        fake = FakeNvml(config.fake_gpus)
+        fake = FakeNvml(config.fake_gpus, mig=config.mig_layout)
         poller = DevicePoller(config.follow, fake, interval_seconds=config.interval_seconds) \
             if config.follow else None
         return Sampler(fake, config.sampler), poller

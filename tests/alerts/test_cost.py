@@ -87,7 +87,8 @@ def test_the_hand_worked_answers_pass(promtool: str, tmp_path: Path, spec: str,
     ("/ 3600)", "/ 60)"),  # a GPU minute's price, not an hour's
     (f"({c.NODE_OUTPUT_TOKENS} > 0)", "(1 + 0 * node:output_tokens_per_second:rate5m)"),
     ("[5m]) * 0.001", "[5m])"),  # mJ read as J
-], ids=["per minute", "not shared by tokens", "millijoules"])
+    ("max by (node, instance, gpu) (", "sum by (node, instance, gpu) ("),  # MIG instances summed
+], ids=["per minute", "not shared by tokens", "millijoules", "a MIG GPU counted per instance"])
 def test_a_broken_rule_fails_them(promtool: str, tmp_path: Path, broken: str,
                                   replacement: str) -> None:
     files = _files("dcgm")

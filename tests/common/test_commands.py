@@ -31,7 +31,7 @@ EVERY_CONTROLLER = Controller(
     scrape_interval="5s", resync="10s", admin_token_file="/run/admin",
     webhook_token_file="/run/hook", state_file="/tmp/state.json", audit_log="/tmp/audit.jsonl",
     log_format="json", log_level="info")
-EVERY_EXPORTER = Exporter(fake_gpus=2, follow="http://127.0.0.1:8000,http://127.0.0.1:8001",
+EVERY_EXPORTER = Exporter(fake_gpus=2, fake_mig="1=3g.71gb+1g.18gb:2", follow="http://127.0.0.1:8000,http://127.0.0.1:8001",
                           names="dcgm", host="127.0.0.1", port=9401, interval="1s",
                           log_format="json", log_level="info")
 EVERY_PROBE = Probe(slo="slo.yaml", target=("inference=http://127.0.0.1:8000,http://127.0.0.1:8001",

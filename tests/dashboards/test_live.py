@@ -52,9 +52,6 @@ WHY_PANELS = "Why "
 NO_DATA_HERE = {
     ("governor-gpu", "XID errors"): "fake GPUs raise no XID events, and the series of an XID "
                                     "code appears only with its first event",
-    ("governor-gpu", "MIG instances"): "the fake GPUs run without MIG mode (tests/exporters "
-                                       "read MIG devices from a fake NVML that has them)",
-    ("governor-gpu", "MIG memory"): "the fake GPUs run without MIG mode",
     ("governor-inference", "Speculative decoding acceptance"): "the engine drafts no tokens "
     "(the sim has no speculative decoding; vllm serve with --speculative-config has the "
     "series: tests/contracts/vllm_releases/exposition-0.32.0.prom)",
@@ -63,6 +60,8 @@ NO_DATA_HERE = {
     "with --enable-lora has the series)",
 }
 FLEET = TESTDATA / "fleet.yaml"
+# The second fake GPU runs in MIG mode (the first runs the engine), so the MIG panels have data.
+FAKE_MIG = "1=3g.71gb+1g.18gb:2"
 SCRAPE_SECONDS = 1
 RATE_INTERVAL = "10s"  # Grafana's $__rate_interval at a 1 s scrape and a short range
 RANGE = "5m"
@@ -140,7 +139,7 @@ def stack(request: pytest.FixtureRequest,
     starts = (
         ("inference", _service_argv(ports["inference"], workdir / "admin_token"), "/health"),
         ("exporter", [sys.executable, "-m", "governor", "exporter", "--fake-gpus", "2",
-                      "--follow", urls["inference"],
+                      "--fake-mig", FAKE_MIG, "--follow", urls["inference"],
                       "--host", LOOPBACK, "--port", str(ports["exporter"])], "/health"),
         ("controller", controller_argv(spec_path, ports, workdir), "/health"),
         # The synthetic probe, its spec's inference target moved to this stack's service.

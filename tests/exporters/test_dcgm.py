@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
@@ -59,7 +60,8 @@ def test_every_series_has_the_name_type_and_labels_dcgm_exporter_4_8_gives_it(
     ours = rendered(sampler.latest())
     reference = families(REFERENCE.read_text())
     expected = {field.name for reading, field in ((r, r.in_release(dcgm.RELEASE_4_8))
-                                                  for r in dcgm.READINGS) if field is not None}
+                                                  for r in (*dcgm.READINGS, *dcgm.UNPINNED))
+                if field is not None}
     assert set(ours) == expected
     for name, (kind, samples) in ours.items():
         if name in reference:
@@ -130,3 +132,56 @@ async def test_the_server_serves_dcgm_names_in_the_text_format_only(
     found = families(await response.text())
     assert "DCGM_FI_DEV_GPU_TEMP" in found and not any(n.startswith("gpu_") for n in found)
     assert found["DCGM_FI_DEV_GPU_TEMP"][1][0][0][dcgm.LABEL_HOSTNAME_UNTIL_4_8_2] == "node"
+
+
+def test_nvlink_throughput_follows_the_traffic_on_the_gpus_links(
+    clock: FakeClock, tmp_path: Path,
+) -> None:
+    """The two profiling rows a fleet adds to the collector CSV, in bytes per second."""
+    busy = replace(ENGINE, faults=Faults(link_ratio=0.25))
+    nvml = engines_on(FakeNvml(2, clock=clock), 0, state=busy)
+    sampler = make_sampler(nvml, clock, tmp_path, slow_interval_seconds=30.0)
+    sampler.tick()
+    clock.advance(30.0)
+    sampler.tick()
+    found = rendered(sampler.latest())
+    for field in (dcgm.NVLINK_TX.fields[0], dcgm.NVLINK_RX.fields[0]):
+        assert found[field.name][0] == "gauge"
+        assert gpu_value(found, field.name, "0") == pytest.approx(0.25 * 450e9)
+        assert gpu_value(found, field.name, "1") == 0
+
+
+def test_a_mig_gpu_is_shown_as_its_gpu_instances_as_dcgm_exporter_shows_one(
+    clock: FakeClock, tmp_path: Path,
+) -> None:
+    """dcgm-exporter's default device option (f): a MIG GPU's instances, not the GPU; each
+    instance's own frame buffer and activity, the GPU's clocks and heat, no GPU_UTIL."""
+    nvml = engines_on(FakeNvml(2, clock=clock, mig={1: ("3g.71gb", "1g.18gb")}), 1)
+    sampler = make_sampler(nvml, clock, tmp_path, slow_interval_seconds=30.0)
+    sampler.tick()
+    clock.advance(30.0)
+    sampler.tick()
+    found = rendered(sampler.latest())
+
+    def on_gpu1(name: str) -> dict[tuple[str, str], float]:
+        rows = [(labels, v) for labels, v in found[name][1] if labels[dcgm.LABEL_GPU] == "1"]
+        return {(labels[dcgm.LABEL_MIG_PROFILE], labels[dcgm.LABEL_MIG_INSTANCE]): v
+                for labels, v in rows}
+
+    instances = {("3g.71gb", "1"), ("1g.18gb", "2")}
+    for name in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_FB_USED",
+                 "DCGM_FI_DEV_FB_FREE", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_XID_ERRORS"):
+        assert set(on_gpu1(name)) == instances, name  # and no row for the GPU itself
+    assert on_gpu1("DCGM_FI_DEV_SM_CLOCK") == dict.fromkeys(instances, 1980)  # the GPU's
+    used, free = on_gpu1("DCGM_FI_DEV_FB_USED"), on_gpu1("DCGM_FI_DEV_FB_FREE")
+    # The engine's 100 GiB fill the first instance (half the GPU) to the brim.
+    assert (used[("3g.71gb", "1")], free[("3g.71gb", "1")]) == (143_771 // 2, 0)
+    assert used[("1g.18gb", "2")] == 13
+    assert used[("1g.18gb", "2")] + free[("1g.18gb", "2")] == 143_771 // 8
+    active = on_gpu1("DCGM_FI_PROF_SM_ACTIVE")
+    assert active == {("3g.71gb", "1"): 0.5, ("1g.18gb", "2"): 0.0}
+    assert on_gpu1("DCGM_FI_DEV_GPU_UTIL") == {}
+    assert {labels[dcgm.LABEL_GPU] for labels, _ in found["DCGM_FI_DEV_GPU_UTIL"][1]} == {"0"}
+    gpu0 = next(labels for labels, _ in found["DCGM_FI_DEV_GPU_TEMP"][1]
+                if labels[dcgm.LABEL_GPU] == "0")
+    assert dcgm.LABEL_MIG_PROFILE not in gpu0

@@ -9,7 +9,8 @@ import pytest
 
 MODULES = ["governor.exporters.config", "governor.exporters.exposition",
            "governor.exporters.gpu.calls", "governor.exporters.gpu.errors",
-           "governor.exporters.gpu.fake", "governor.exporters.gpu.processes",
+           "governor.exporters.gpu.fake", "governor.exporters.gpu.miglayout",
+           "governor.exporters.gpu.processes",
            "governor.exporters.gpu.sampler"]
 
 

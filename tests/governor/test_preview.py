@@ -244,3 +244,32 @@ def test_a_stat_that_shows_names_draws_each_series_legend_not_its_value() -> Non
         "a: vLLM 0.32.0", "b: vLLM 0.34.0"]
     assert names_shown({"options": {"textMode": "auto"}}, series) is None
     assert names_shown({}, series) is None
+
+
+def test_a_value_stat_of_several_series_draws_each_named_by_its_legend() -> None:
+    """One value per GPU (GPU state) or per profile (MIG instances), as Grafana shows them; the
+    colour is the worst value's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from governor.preview import Series, _draw_stat, values_shown
+
+    series = [Series("3g.71gb", [1.0], [1.0]), Series("1g.18gb", [1.0, 2.0], [3.0, 2.0]),
+              Series("gone", [], []), Series("nan", [1.0], [float("nan")])]
+    assert values_shown(series) == [("3g.71gb", 1.0), ("1g.18gb", 2.0)]
+    panel = {"title": "MIG instances", "fieldConfig": {"defaults": {"unit": "short",
+             "thresholds": {"steps": [{"value": None, "color": "green"},
+                                      {"value": 2, "color": "red"}]}}}}
+    fig, ax = plt.subplots()
+    try:
+        _draw_stat(ax, panel, series)
+        (text,) = ax.texts
+        assert text.get_text() == "3g.71gb: 1\n1g.18gb: 2"
+        assert text.get_color() == "red"
+        ax.clear()
+        _draw_stat(ax, panel, series[:1])
+        assert [t.get_text() for t in ax.texts] == ["1"]
+    finally:
+        plt.close(fig)

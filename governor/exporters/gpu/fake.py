@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from governor.contracts.simdevice import fake_gpu_uuid
 from governor.exporters.gpu import fields
 from governor.exporters.gpu import nvml as nv
 from governor.exporters.gpu import simulated as sim
+from governor.exporters.gpu.miglayout import memory_share
 
 _MESSAGES = {
     nv.ERROR_NOT_SUPPORTED: "Not Supported",
@@ -102,7 +103,9 @@ _FIELD_TYPES = {82: nv.VALUE_UINT, 94: nv.VALUE_UINT, 5: nv.VALUE_ULONGLONG,
 # moved: a reading added to the exporter shows on the fake GPUs without a change here. Fields
 # nobody reads answer NOT_SUPPORTED, as a GPU that lacks them does.
 _READ_FIELDS = frozenset(spec.field_id for spec in (*fields.FAST, *fields.SLOW))
-_MIG_SLICES = 2  # MIG devices on a GPU whose MIG mode the fake turns on
+_MIG_SLOTS = 7  # what nvmlDeviceGetMaxMigDeviceCount answers (an H200's compute slices)
+# What an instance nothing runs on holds (chosen: nvidia-smi shows a few MiB on an empty one).
+_MIG_EMPTY_USED_BYTES = 13 * 1024 * 1024
 _GPM_SLOTS = 64  # metric slots in a fake c_nvmlGpmMetricsGet_t (NVML has 477; we ask for < 20)
 
 
@@ -133,6 +136,7 @@ def _record(**values: Any) -> Record:
 class GpmSample:
     taken_at: float | None = None
     gpu: int = -1
+    gpu_instance: int | None = None  # taken by nvmlGpmMigSampleGet for this GPU instance
     freed: bool = False
 
 
@@ -161,7 +165,9 @@ class EventSet:
 
 class FakeNvml:
     """``gpu_count`` simulated H200s whose readings follow their :attr:`states`
-    (:mod:`governor.exporters.gpu.simulated`)."""
+    (:mod:`governor.exporters.gpu.simulated`). The GPUs ``mig`` names run in MIG mode, split
+    into one MIG device per profile listed (:mod:`.miglayout`); what runs on such a GPU runs on
+    its first MIG device, and its utilisation rates are not supported, as on a real one."""
 
     NVMLError = NVMLError
     NVMLError_NotSupported = NVMLError_NotSupported
@@ -173,7 +179,8 @@ class FakeNvml:
 
     def __init__(
         self, gpu_count: int, *, clock: Callable[[], float] = time.monotonic, seed: int = 0,
-        model: str = "NVIDIA H200 (simulated)", gpm: bool = True, mig_gpus: Iterable[int] = (),
+        model: str = "NVIDIA H200 (simulated)", gpm: bool = True,
+        mig: Mapping[int, Sequence[str]] | None = None,
         init_error: int | None = None, processes: dict[int, list[tuple[int, int]]] | None = None,
     ) -> None:
         self.gpu_count = gpu_count
@@ -181,7 +188,7 @@ class FakeNvml:
         self.seed = seed
         self.model = model
         self.gpm = gpm
-        self.mig_gpus = set(mig_gpus)
+        self.mig = {gpu: tuple(profiles) for gpu, profiles in (mig or {}).items()}
         self.init_error = init_error
         self.calls: Counter[str] = Counter()
         self.ecc = {i: [0, 0] for i in range(gpu_count)}  # corrected, uncorrected
@@ -302,7 +309,7 @@ class FakeNvml:
     def nvmlDeviceGetName(self, handle: Handle) -> str:
         self._enter("nvmlDeviceGetName", handle)
         if handle.mig is not None:
-            return f"{self.model} MIG 3g.71gb"
+            return f"{self.model} MIG {self._profile(handle)}"
         return self.model
 
     def nvmlDeviceGetUUID(self, handle: Handle) -> str:
@@ -318,21 +325,33 @@ class FakeNvml:
 
     def nvmlDeviceGetUtilizationRates(self, handle: Handle) -> Record:
         self._enter("nvmlDeviceGetUtilizationRates", handle)
+        if handle.index in self.mig:  # NVML defines no utilisation rates under MIG
+            raise NVMLError(nv.ERROR_NOT_SUPPORTED)
         state = self.state(handle.index)
         return _record(gpu=round(100 * sim.sm_active(state)), memory=round(100 * state.dram))
 
     def nvmlDeviceGetMemoryInfo(self, handle: Handle, version: int | None = None) -> Record:
         self._enter("nvmlDeviceGetMemoryInfo", handle)
         if handle.mig is not None:
-            total = sim.MEMORY_TOTAL_BYTES // _MIG_SLICES
-            used = int(total * 0.6)
-            return _record(total=total, used=used, free=total - used)
+            return self._mig_memory(handle)
         used = sim.memory_used_bytes(self.state(handle.index))
         free = sim.MEMORY_TOTAL_BYTES - used - sim.MEMORY_RESERVED_BYTES
         if version is None:
             return _record(total=sim.MEMORY_TOTAL_BYTES, used=used, free=free)
         return _record(version=version, total=sim.MEMORY_TOTAL_BYTES, used=used, free=free,
                        reserved=sim.MEMORY_RESERVED_BYTES)
+
+    def _profile(self, handle: Handle) -> str:
+        return self.mig[handle.index][handle.mig or 0]
+
+    def _mig_memory(self, handle: Handle) -> Record:
+        """Its share of the memory, whole MiB; the GPU's engine (and co-tenant, and leaks) hold
+        theirs on the first instance."""
+        mib = 1024 * 1024
+        total = int(sim.MEMORY_TOTAL_BYTES * memory_share(self._profile(handle))) // mib * mib
+        held = sim.memory_used_bytes(self.state(handle.index)) if handle.mig == 0 else 0
+        used = min(total, _MIG_EMPTY_USED_BYTES + held)
+        return _record(total=total, used=used, free=total - used)
 
     def nvmlDeviceGetBAR1MemoryInfo(self, handle: Handle) -> Record:
         self._enter("nvmlDeviceGetBAR1MemoryInfo", handle)
@@ -418,16 +437,16 @@ class FakeNvml:
 
     def nvmlDeviceGetMigMode(self, handle: Handle) -> list[int]:
         self._enter("nvmlDeviceGetMigMode", handle)
-        mode = 1 if handle.index in self.mig_gpus else 0
+        mode = 1 if handle.index in self.mig else 0
         return [mode, mode]
 
     def nvmlDeviceGetMaxMigDeviceCount(self, handle: Handle) -> int:
         self._enter("nvmlDeviceGetMaxMigDeviceCount", handle)
-        return 7
+        return _MIG_SLOTS
 
     def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Handle, index: int) -> Handle:
         self._enter("nvmlDeviceGetMigDeviceHandleByIndex", handle)
-        if handle.index not in self.mig_gpus or index >= _MIG_SLICES:
+        if not 0 <= index < len(self.mig.get(handle.index, ())):
             raise NVMLError(nv.ERROR_NOT_FOUND)
         return Handle(handle.index, mig=index)
 
@@ -455,7 +474,7 @@ class FakeNvml:
 
     def nvmlGpmSampleGet(self, handle: Handle, sample: GpmSample) -> GpmSample:
         self._enter("nvmlGpmSampleGet", handle)
-        sample.taken_at, sample.gpu = self.clock(), handle.index
+        sample.taken_at, sample.gpu, sample.gpu_instance = self.clock(), handle.index, None
         return sample
 
     def nvmlGpmMigSampleGet(
@@ -463,6 +482,7 @@ class FakeNvml:
     ) -> GpmSample:
         self._enter("nvmlGpmMigSampleGet", handle)
         sample.taken_at, sample.gpu = self.clock(), handle.index
+        sample.gpu_instance = gpu_instance_id
         return sample
 
     def nvmlGpmMetricsGet(self, request: GpmMetricsGet) -> GpmMetricsGet:
@@ -470,7 +490,8 @@ class FakeNvml:
         first, second = request.sample1, request.sample2
         if first.taken_at is None or second.taken_at is None or first.freed or second.freed:
             raise NVMLError(nv.ERROR_UNKNOWN)
-        state = self.state(first.gpu)
+        # Under MIG, what runs on the GPU runs in its first GPU instance (id 1); the others idle.
+        state = self.state(first.gpu) if first.gpu_instance in (None, 1) else sim.IDLE
         for slot in request.metrics[: request.numMetrics]:
             slot.nvmlReturn = self._gpm_failures.get((first.gpu, slot.metricId), nv.SUCCESS)
             slot.value = (sim.gpm_percent(slot.metricId, state)

@@ -11,10 +11,12 @@ import pytest
 
 from governor.contracts.metrics import gpu as m
 from governor.exporters.gpu import nvml as nv
+from governor.exporters.gpu import simulated as sim
 from governor.exporters.gpu.fake import FakeNvml, Handle, Record
 from governor.exporters.gpu.readings import Snapshot
 from governor.exporters.gpu.sampler import Sampler, SamplerConfig, cuda_version
 from tests.exporters.conftest import (
+    ENGINE,
     WALL_EPOCH,
     FakeClock,
     engines_on,
@@ -43,15 +45,16 @@ def test_a_round_reads_every_gpu(clock: FakeClock, tmp_path: Path) -> None:
 def test_after_a_slow_round_every_catalogued_gpu_metric_is_there(
     clock: FakeClock, tmp_path: Path
 ) -> None:
-    sampler = make_sampler(engines_on(FakeNvml(1, clock=clock, mig_gpus=[0]), 0), clock,
-                           tmp_path, xid=False, slow_interval_seconds=30.0)
+    """GPU 0 runs an engine, GPU 1 is in MIG mode (whose utilisation rates NVML leaves out)."""
+    nvml = engines_on(FakeNvml(2, clock=clock, mig={1: ("3g.71gb", "3g.71gb")}), 0)
+    sampler = make_sampler(nvml, clock, tmp_path, xid=False, slow_interval_seconds=30.0)
     sampler.tick()
     clock.advance(30.0)
     sampler.tick()
     declared = {metric.name for metric in m.PER_GPU}
-    missing = declared - names(sampler) - {m.XID_ERRORS.name}
-    assert missing == set()
-    assert set(names(sampler)) <= declared
+    seen = names(sampler, 0) | names(sampler, 1)
+    assert declared - seen - {m.XID_ERRORS.name} == set()
+    assert seen <= declared
 
 
 def test_slow_readings_follow_the_slow_interval(clock: FakeClock, tmp_path: Path) -> None:
@@ -219,19 +222,36 @@ def test_each_gpu_counts_its_processes_from_the_same_call(
 def test_mig_devices_are_listed_with_their_memory_and_activity(
     clock: FakeClock, tmp_path: Path
 ) -> None:
-    sampler = make_sampler(FakeNvml(2, clock=clock, mig_gpus=[1]), clock, tmp_path)
+    """What the GPU runs shows on its first GPU instance; each instance has its profile's share
+    of the memory; the parent's utilisation rates are not supported (asked once)."""
+    nvml = engines_on(FakeNvml(2, clock=clock, mig={1: ("3g.71gb", "1g.18gb", "1g.18gb")}), 1)
+    sampler = make_sampler(nvml, clock, tmp_path)
     sampler.tick()
     clock.advance(1.0)
     sampler.tick()
     assert sample_values(sampler, m.MIG_MODE.name, 0) == {(): 0.0}
     assert sample_values(sampler, m.MIG_MODE.name, 1) == {(): 1.0}
     info = sample_values(sampler, m.MIG_INFO.name, 1)
-    assert {dict(labels)[m.LABEL_GPU_INSTANCE] for labels in info} == {"1", "2"}
+    profiles = {dict(labels)[m.LABEL_GPU_INSTANCE]: dict(labels)[m.LABEL_MIG_PROFILE]
+                for labels in info}
+    assert profiles == {"1": "NVIDIA H200 (simulated) MIG 3g.71gb",
+                        "2": "NVIDIA H200 (simulated) MIG 1g.18gb",
+                        "3": "NVIDIA H200 (simulated) MIG 1g.18gb"}
     assert all(dict(labels)[m.LABEL_MIG_UUID].startswith("MIG-") for labels in info)
-    assert len(sample_values(sampler, m.MIG_MEMORY_USED.name, 1)) == 2
-    assert set(sample_values(sampler, m.MIG_SM_ACTIVE.name, 1)) == {
-        ((m.LABEL_GPU_INSTANCE, "1"),), ((m.LABEL_GPU_INSTANCE, "2"),)}
+    total = {dict(k)[m.LABEL_GPU_INSTANCE]: v
+             for k, v in sample_values(sampler, m.MIG_MEMORY_TOTAL.name, 1).items()}
+    assert total["2"] == total["3"] == pytest.approx(total["1"] / 4, abs=1024 * 1024)
+    assert total["1"] == pytest.approx(sim.MEMORY_TOTAL_BYTES / 2, rel=1e-5)
+    used = {dict(k)[m.LABEL_GPU_INSTANCE]: v
+            for k, v in sample_values(sampler, m.MIG_MEMORY_USED.name, 1).items()}
+    assert used["1"] > 10 * used["2"] and used["2"] == used["3"] > 0
+    active = sample_values(sampler, m.MIG_SM_ACTIVE.name, 1)
+    assert active[((m.LABEL_GPU_INSTANCE, "1"),)] == pytest.approx(sim.sm_active(ENGINE))
+    assert active[((m.LABEL_GPU_INSTANCE, "2"),)] == active[((m.LABEL_GPU_INSTANCE, "3"),)] == 0
     assert sample_values(sampler, m.MIG_SM_ACTIVE.name, 0) == {}
+    assert sample_values(sampler, m.UTILIZATION.name, 1) == {}
+    assert sample_values(sampler, m.UTILIZATION.name, 0) != {}
+    assert nvml.calls["nvmlDeviceGetUtilizationRates"] == 3  # GPU 0 twice, GPU 1 once
 
 
 def test_xid_events_are_counted_by_gpu_and_code(clock: FakeClock, tmp_path: Path) -> None:
