@@ -65,7 +65,7 @@ class Target:
     # First-token parts: seconds per request (governor serve's stages, vLLM's timings).
     read: float = 0.001
     text: float = 0.004
-    text_queue: float = 0.0002  # waiting for a text thread or a large body's turn
+    text_queue: float = 0.0  # waiting for a text thread or a large body's turn
     queue: float = 0.01
     prefill: float = 0.05
     stream_write: float = 0.01  # per request, between tokens
