@@ -65,6 +65,7 @@ class Target:
     # First-token parts: seconds per request (governor serve's stages, vLLM's timings).
     read: float = 0.001
     text: float = 0.004
+    text_queue: float = 0.0  # waiting for a text thread or a large body's turn
     queue: float = 0.01
     prefill: float = 0.05
     stream_write: float = 0.01  # per request, between tokens
@@ -86,7 +87,7 @@ class Target:
 
     @property
     def ttft(self) -> float:
-        return self.read + self.text + self.queue + self.prefill
+        return self.read + self.text_queue + self.text + self.queue + self.prefill
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,14 @@ def scenarios(itl: float, ttft: float) -> tuple[Scenario, ...]:
                  replace(healthy, text=slow), causes.TOKENIZER.name),
         Scenario("bodies arrive slowly: request_read", Latency.TTFT,
                  replace(healthy, read=slow), causes.REQUEST_READ.name, client_side=True),
+        # Bodies of unknown length take turns: the wait for one is the slow bodies', not the
+        # tokenizer's; a slow tokenizer makes the prompts wait for its thread, and that is its.
+        Scenario("slow bodies hold the turns: request_read", Latency.TTFT,
+                 replace(healthy, read=slow, text_queue=2 * slow), causes.REQUEST_READ.name,
+                 client_side=True),
+        Scenario("prompts wait for a slow tokenizer's thread: tokenizer", Latency.TTFT,
+                 replace(healthy, text=slow, text_queue=2 * slow), causes.TOKENIZER.name,
+                 client_side=True),
         Scenario("waiting for KV blocks: kv_cache", Latency.TTFT,
                  replace(healthy, queue=slow, waiting=40, preemptions_per_scrape=30,
                          kv_usage=0.99),
@@ -276,7 +285,8 @@ def _engine(s: _Series, before: Target, after: Target) -> None:
                     ((after.text, OBSERVATIONS),))
 
 
-_STAGE_OF: Final = {Stage.READ: "read", Stage.TOKENIZE: "text", Stage.ADMISSION: "queue",
+_STAGE_OF: Final = {Stage.READ: "read", Stage.TEXT_QUEUE: "text_queue", Stage.TOKENIZE: "text",
+                    Stage.ADMISSION: "queue",
                     Stage.PREFILL: "prefill", Stage.STREAM_WRITE: "stream_write",
                     Stage.DECODE: "decode"}
 

@@ -58,6 +58,10 @@ class Path:
 FIRST_TOKEN: Final = Path(
     engine=(Stage.ADMISSION, Stage.ENGINE_QUEUE, Stage.PREFILL),
     service=(Stage.READ, Stage.TEXT_QUEUE, Stage.PARSE, Stage.RENDER, Stage.TOKENIZE))
+# The stages before the first token in the order a request passes them: the first of Stage's,
+# so a request's record begins with them (the service observes them at its first token).
+BEFORE_FIRST_TOKEN: Final = tuple(stage for stage in Stage
+                                  if stage in (*FIRST_TOKEN.engine, *FIRST_TOKEN.service))
 # Between tokens: the engine's next token, and writing the last one to the client.
 BETWEEN_TOKENS: Final = Path(engine=(Stage.DECODE,), service=(Stage.STREAM_WRITE,))
 # The whole request.

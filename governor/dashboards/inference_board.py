@@ -43,7 +43,7 @@ from governor.contracts.promql import (
     regex,
     sum_by,
 )
-from governor.contracts.stages import FIRST_TOKEN, Stage
+from governor.contracts.stages import BEFORE_FIRST_TOKEN, FIRST_TOKEN, Stage
 from governor.dashboards import controller_events
 from governor.dashboards.board import Board, BoardInfo, fleet_variables, label_variable
 from governor.dashboards.cost_row import cost_row
@@ -310,16 +310,22 @@ def _stages_row(spec: SloSpec, series: ServerSeries, board: Board) -> None:
     board.panel(_stage_panel("Where the time goes (p99 per stage)", about + " A sum of p99s "
                              "is not the p99 of the sum: it bounds it from above.", 0.99, spec))
     board.panel(_stage_panel("Where the time goes (mean per stage)", about + " The means add "
-                             "up to the mean request duration exactly.", None, spec))
+                             "up to the mean request duration (exactly over whole requests: "
+                             "the stages before the first token are counted at it, the others "
+                             "at the request's end).", None, spec))
     board.panel(_text_threads_panel())
     board.panel(_prompt_panel())
     board.panel(_ttft_by_prompt_panel(spec))
 
 
 def _stage_mean(*stages: Stage) -> str:
-    """Mean seconds per request in ``stages`` together (every stage counts every request)."""
+    """Mean seconds per request in ``stages`` together: each stage counts every request once,
+    those before the first token at the first token (the others at the request's end), so the
+    requests are counted where the first of ``stages`` is (all on one side of the first
+    token)."""
+    assert len({stage in BEFORE_FIRST_TOKEN for stage in stages}) == 1, stages
     return ratio_of_rates(Selector(m.REQUEST_STAGE.sum, (*LABELS, _stages(*stages))),
-                          Selector(m.REQUEST_STAGE.count, (*LABELS, _stages(Stage.OTHER))),
+                          Selector(m.REQUEST_STAGE.count, (*LABELS, _stages(stages[0]))),
                           RATE_INTERVAL)
 
 

@@ -121,8 +121,12 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
 
     def first_token(at: float) -> None:
         sample = queue.first_token(ticket, at)
-        if sample is not None and not probe:
-            admission.observe_wait(sample)
+        if not probe:
+            # With the time to first token, not at the stream's end: the verdict splits a
+            # first-token breach by these stages, and a stage seen late reads as another's.
+            metrics.observe_first_token_stages(request[keys.STAGES].first_token())
+            if sample is not None:
+                admission.observe_wait(sample)
 
     run.on_first_token = first_token
     try:

@@ -15,6 +15,7 @@ copies the counts first: it may miss an observation in flight, never count half 
     ttft.labels("llama", "chat").observe(0.4, {"trace_id": "4bf9…"})   # the last exemplar kept
     stages = CountedHistogram(REQUEST_STAGE, registry, [[stage.value] for stage in Stage])
     stages.observe_rows(record.seconds.values())     # one value per row, in order
+    stages.observe_rows(rest, first=8)               # one value per row from row 8 on
     requests = CountedCounter(REQUESTS, registry)
     requests.labels("/v1/completions", "200", "chat").inc()
 
@@ -141,11 +142,14 @@ class CountedHistogram(_Family[HistogramChild]):
         self._sums.append(0.0)
         return HistogramChild(self, row)
 
-    def observe_rows(self, values: Collection[float]) -> None:
-        """One value per row made up front, in their order (read twice: a collection, not an
-        iterator); placed and counted by builtins, no Python loop per value."""
-        self._counts.update(map(add, self._offsets, map(bisect_left, repeat(self._edges), values)))
-        self._sums[:len(values)] = map(add, self._sums, values)
+    def observe_rows(self, values: Collection[float], first: int = 0) -> None:
+        """One value per row made up front, in their order from row ``first`` (read twice: a
+        collection, not an iterator); placed and counted by builtins, no Python loop per
+        value."""
+        offsets = self._offsets[first:] if first else self._offsets
+        self._counts.update(map(add, offsets, map(bisect_left, repeat(self._edges), values)))
+        end = first + len(values)
+        self._sums[first:end] = map(add, self._sums[first:end], values)
 
     def collect(self) -> Iterator[HistogramMetricFamily]:
         family = histogram_family(self._metric)

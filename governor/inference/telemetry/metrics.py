@@ -15,8 +15,9 @@ observing a token costs no label lookup::
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Final
 
 from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.metrics_core import Metric as Family
@@ -27,7 +28,7 @@ from governor.contracts.families import info_family
 from governor.contracts.instruments import counter, gauge, info
 from governor.contracts.metrics import runtime
 from governor.contracts.metrics import service as m
-from governor.contracts.stages import Stage
+from governor.contracts.stages import BEFORE_FIRST_TOKEN, Stage
 from governor.inference.admission.queue import AdmissionQueue
 from governor.inference.engines.base import BatchingLimits
 from governor.inference.telemetry.counted import (
@@ -37,6 +38,9 @@ from governor.inference.telemetry.counted import (
     Value,
 )
 from governor.inference.telemetry.stages import RequestStages
+
+# The record's first values are the stages before the first token (observed at it).
+_BEFORE_FIRST: Final = len(BEFORE_FIRST_TOKEN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +140,20 @@ class ServiceMetrics:
     def admission(self, request_class: str) -> ClassAdmission:
         return self._admission[request_class]
 
+    def observe_first_token_stages(self, seconds: Collection[float]) -> None:
+        """At a request's first token, its stages before it (:meth:`StageClock.first_token`):
+        the parts of the first-token latency are seen when it is, not when the stream ends."""
+        self._stages.observe_rows(seconds)  # the first of Stage's, in order
+
     def observe_stages(self, stages: RequestStages) -> None:
-        """Every stage of a request that reached the engine, zeros included: each stage then
-        counts every such request, and the stages' means add up to the mean duration."""
-        self._stages.observe_rows(stages.seconds.values())  # in the order of Stage
+        """Every stage of a request that reached the engine, zeros included, those before the
+        first token only if they were not observed at it: each stage then counts every such
+        request once, and over whole requests the stages' means add up to the mean duration."""
+        values = tuple(stages.seconds.values())  # in the order of Stage
+        if stages.reached_first_token:
+            self._stages.observe_rows(values[_BEFORE_FIRST:], _BEFORE_FIRST)
+        else:
+            self._stages.observe_rows(values)
 
     def observe_prompt(self, prompt_bytes: int, prompt_tokens: int) -> None:
         self._prompt_bytes.observe(prompt_bytes)

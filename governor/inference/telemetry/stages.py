@@ -11,6 +11,7 @@ no mark named goes to ``other``::
     clock.reach(Stage.READ)                        # the body is in hand
     clock.reach_all(((Stage.PARSE, t1), (Stage.TOKENIZE, t2)))   # stamped in a thread
     clock.split(((Stage.ENGINE_QUEUE, 0.02), (Stage.PREFILL, 0.1)))  # at the first token
+    before_first = clock.first_token()             # the stages before it, final: observe them
     stages = clock.finish()                        # a RequestStages; sum == duration
 
 A mark costs a clock read and a dict update, a dozen per request; the tokens of a stream cost
@@ -26,17 +27,21 @@ from time import perf_counter
 from types import MappingProxyType
 from typing import Final, NamedTuple
 
-from governor.contracts.stages import Stage
+from governor.contracts.stages import BEFORE_FIRST_TOKEN, Stage
 
 
 class RequestStages(NamedTuple):
     """One request's seconds in each stage (every stage, in order), which add up to
-    ``duration_seconds``; ``reached_engine``: it was handed to the engine. The one record of
-    a request's stages: metrics, the span and a request log all take it as it is."""
+    ``duration_seconds``; ``reached_engine``: it was handed to the engine;
+    ``reached_first_token``: its stages before the first token were taken at the first token
+    (:meth:`StageClock.first_token`), so whoever observed them then observes only the rest at
+    the end. The one record of a request's stages: metrics, the span and a request log all take
+    it as it is."""
 
     seconds: Mapping[Stage, float]
     duration_seconds: float
     reached_engine: bool
+    reached_first_token: bool = False
 
     def as_dict(self) -> dict[str, float]:
         """``{"read": 0.0001, …}``: the stages by their label values (for a log line)."""
@@ -51,12 +56,12 @@ class StageClock:
     """The stages of one request, from ``start`` (``time.perf_counter`` seconds) onwards; the
     time up to ``read`` (default: none) was spent reading it."""
 
-    __slots__ = ("_at", "_seconds", "reached_engine", "start")
+    __slots__ = ("_at", "_seconds", "reached_engine", "reached_first_token", "start")
 
     def __init__(self, start: float, read: float | None = None) -> None:
         self.start = self._at = start
         self._seconds = _ZERO.copy()
-        self.reached_engine = False
+        self.reached_engine = self.reached_first_token = False
         if read is not None and read > start:
             self._seconds[Stage.READ] = read - start
             self._at = read
@@ -103,6 +108,16 @@ class StageClock:
             seconds[rest] += left
             self._at = now
 
+    def first_token(self) -> tuple[float, ...]:
+        """At the first token, its wait split (:meth:`split`): the seconds of each stage before
+        it (:data:`~governor.contracts.stages.BEFORE_FIRST_TOKEN`, the record's first values).
+        No mark after the first token names them, so they are final here, and the first-token
+        latency's parts can be observed with it rather than when the stream ends (seconds or
+        minutes later)."""
+        self.reached_first_token = True
+        seconds = self._seconds
+        return tuple(seconds[stage] for stage in BEFORE_FIRST_TOKEN)
+
     def finish(self, at: float | None = None) -> RequestStages:
         """Close the last stage as ``other`` at ``at`` (default now) and return the record.
         The clock stops there: a mark after this (on some error path) counts nothing, so the
@@ -110,4 +125,4 @@ class StageClock:
         end = self.reach(Stage.OTHER, at)
         self._at = inf
         return RequestStages(MappingProxyType(self._seconds), end - self.start,
-                             self.reached_engine)
+                             self.reached_engine, self.reached_first_token)

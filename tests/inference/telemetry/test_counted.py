@@ -52,6 +52,25 @@ def test_the_stage_rows_expose_what_prometheus_clients_histogram_would() -> None
         generate_latest(ours)  # 0 and the first edge itself
 
 
+def test_rows_observed_in_two_parts_expose_what_one_observation_would() -> None:
+    """A request's stages before its first token observed at it, the rest at its end."""
+    whole, parts = CollectorRegistry(), CollectorRegistry()
+    at_once = CountedHistogram(REQUEST_STAGE, whole, [[stage.value] for stage in Stage])
+    split = CountedHistogram(REQUEST_STAGE, parts, [[stage.value] for stage in Stage])
+    for seconds in (0.0, 0.00031, 7.5):
+        values = tuple(record(seconds).seconds.values())
+        at_once.observe_rows(values)
+        split.observe_rows(values[:8])
+        split.observe_rows(values[8:], first=8)
+    assert samples(parts) == samples(whole)
+    split.observe_rows((0.02,), first=len(Stage) - 1)  # the last row alone
+    other = Stage.OTHER.value
+    assert [value for name, labels, value in samples(parts)
+            if name.endswith("_count") and labels == (("stage", other),)] == [4.0]
+    assert [value for name, labels, value in samples(parts)
+            if name.endswith("_count") and labels == (("stage", "read"),)] == [3.0]
+
+
 def test_a_histogram_without_labels_is_one_row() -> None:
     ours, theirs = CollectorRegistry(), CollectorRegistry()
     counted = CountedHistogram(REQUEST_PROMPT_BYTES, ours).labels()

@@ -15,6 +15,7 @@ from multidict import CIMultiDict
 from governor.common.secrets import Secret
 from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, PROBE_HEADER
 from governor.contracts.metrics import service as m
+from governor.contracts.stages import Stage
 from governor.probe.client import Request, probe_once
 from governor.probe.result import Replica
 from tests.inference.conftest import Service, ServiceFactory
@@ -44,6 +45,9 @@ def counted(service: Service) -> dict[str, float]:
         "ttft": value(m.TIME_TO_FIRST_TOKEN.count, default),
         "itl": value(m.INTER_TOKEN_LATENCY.count, default),
         "admitted": value(m.ADMITTED_REQUESTS.total, {m.LABEL_CLASS: m.DEFAULT_CLASS}),
+        # A stage observed at the first token, and one at the request's end.
+        "read": value(m.REQUEST_STAGE.count, {m.LABEL_STAGE: Stage.READ.value}),
+        "decode": value(m.REQUEST_STAGE.count, {m.LABEL_STAGE: Stage.DECODE.value}),
         "probe": value(m.PROBE_REQUESTS_SERVED.total, CHAT),
         "rejected": sum(value(m.PROBE_MARK_REJECTED.total, {m.LABEL_REASON: reason})
                         for reason in m.PROBE_MARK_REJECTION_REASONS),
@@ -63,7 +67,8 @@ async def test_the_probe_s_requests_are_served_and_counted_apart(service: Servic
             assert result.ok, result
             assert result.ttft_seconds is not None and result.itl_seconds
     assert counted(service) == {"requests": 0.0, "duration": 0.0, "ttft": 0.0, "itl": 0.0,
-                                "admitted": 0.0, "probe": 3.0, "rejected": 0.0}
+                                "admitted": 0.0, "read": 0.0, "decode": 0.0, "probe": 3.0,
+                                "rejected": 0.0}
 
 
 async def test_an_unmarked_request_still_counts_where_it_did(service: Service) -> None:
@@ -75,6 +80,7 @@ async def test_an_unmarked_request_still_counts_where_it_did(service: Service) -
         pass
     seen = counted(service)
     assert seen["requests"] == seen["duration"] == seen["ttft"] == seen["admitted"] == 1.0
+    assert seen["read"] == seen["decode"] == 1.0
     assert seen["itl"] > 0 and seen["probe"] == seen["rejected"] == 0.0
 
 

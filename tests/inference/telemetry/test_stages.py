@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from governor.common.process import wait_http_ok
 from governor.contracts.metrics import service as svc
-from governor.contracts.stages import Stage
+from governor.contracts.stages import BEFORE_FIRST_TOKEN, FIRST_TOKEN, Stage
 from governor.inference import keys
 from governor.inference.app import create_app
 from governor.inference.config import ConnectionSettings, ServiceConfig
@@ -32,7 +32,12 @@ from governor.inference.engines.settings import EngineSettings
 from governor.inference.http.listener import Listener, listening
 from governor.inference.telemetry.stages import StageClock
 from governor.inference.warmup import WarmupSettings
-from tests.inference.http.test_slow_clients import http_request, small_send_buffer, stalled_client
+from tests.inference.http.test_slow_clients import (
+    http_request,
+    small_send_buffer,
+    stalled_client,
+    wait_until,
+)
 
 # The sum of a request's stages is its duration up to float rounding of a dozen additions.
 SUM_TOLERANCE_SECONDS = 1e-6
@@ -100,6 +105,25 @@ def test_an_unbounded_part_takes_the_rest_and_the_record_reads_by_label() -> Non
     stages = clock.finish(2.0)
     assert (stages.seconds[Stage.STREAM_WRITE], stages.seconds[Stage.DECODE]) == (0.5, 1.5)
     assert stages.as_dict()["decode"] == 1.5
+
+
+def test_the_stages_before_the_first_token_lead_the_record() -> None:
+    """What the service observes at the first token is the record's first values."""
+    assert tuple(Stage)[:len(BEFORE_FIRST_TOKEN)] == BEFORE_FIRST_TOKEN
+    assert set(BEFORE_FIRST_TOKEN) == {*FIRST_TOKEN.engine, *FIRST_TOKEN.service}
+
+
+def test_at_the_first_token_the_clock_gives_the_stages_before_it_and_the_record_says_so() -> None:
+    clock = StageClock(0.0, read=2.0)
+    clock.reach_all(((Stage.TOKENIZE, 2.5), (Stage.ADMISSION, 3.0)))
+    clock.split(((Stage.ENGINE_QUEUE, 0.25), (Stage.PREFILL, 0.5)), at=4.0)
+    before_first = clock.first_token()
+    clock.split(((Stage.STREAM_WRITE, 0.5), (Stage.DECODE, math.inf)), at=9.0)
+    stages = clock.finish(9.0)
+    assert before_first == tuple(stages.seconds[stage] for stage in BEFORE_FIRST_TOKEN)
+    assert before_first == (2.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.25, 0.5)
+    assert stages.reached_first_token
+    assert not StageClock(0.0).finish(1.0).reached_first_token
 
 
 def test_the_record_is_final_once_the_clock_has_finished() -> None:
@@ -249,6 +273,44 @@ async def test_a_client_that_stops_reading_is_time_in_stream_write() -> None:
     # The engine's 1,500 steps cost no simulated time, but wall time on a loaded machine (two
     # other live stacks beside it made them ~0.1 s): the stalled second is the writes', by far.
     assert stages[Stage.STREAM_WRITE] > 3 * sum(stages[s] for s in ENGINE_STAGES)
+
+
+async def test_the_stages_before_the_first_token_are_observed_with_it_not_at_the_end() -> None:
+    """A body sent slowly, then a stream its client does not read: the read stage (and every
+    stage before the first token) is counted as the time to first token is, while the stream
+    still waits for its reader; the rest when it ends, each stage once per request."""
+    config = ServiceConfig(engine=replace(SIM, time_scale=0.0),
+                           connections=ConnectionSettings(stream_send_buffer_bytes=4096))
+    sock = small_send_buffer("127.0.0.1", 0, socket.AF_INET)
+    async with serving(config, sock) as served:
+        reg = served.registry
+
+        def first_tokens() -> float:
+            return reg.get_sample_value(svc.TIME_TO_FIRST_TOKEN.count, {
+                svc.LABEL_MODEL: "tiny", svc.LABEL_CLASS: svc.DEFAULT_CLASS}) or 0.0
+
+        before, tokens_before = Seen(served), first_tokens()
+        request = http_request(CHAT, json.dumps(chat(1500, "stall " * 20)).encode())
+        stalled = await stalled_client(served.listener.port, request[:10])
+        await asyncio.sleep(0.3)  # the body arrives late: time in read
+        loop = asyncio.get_running_loop()
+        await loop.sock_sendall(stalled, request[10:])
+        await wait_until(lambda: first_tokens() > tokens_before, 10)
+        during = Seen(served)
+        received = b""
+        while not received.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"):  # the last chunk
+            received += await asyncio.wait_for(loop.sock_recv(stalled, 65536), 10)
+        stalled.close()
+        async with aiohttp.ClientSession() as session, session.get(f"{served.url}/health"):
+            pass
+        stages, duration = Seen(served).since(before)
+    counted = {stage: during.counts[stage] - before.counts[stage] for stage in Stage}
+    assert counted == {stage: 1.0 if stage in BEFORE_FIRST_TOKEN else 0.0 for stage in Stage}
+    assert during.stages[Stage.READ] - before.stages[Stage.READ] >= 0.3
+    assert {stage: during.stages[stage] - before.stages[stage]
+            for stage in BEFORE_FIRST_TOKEN} == {stage: stages[stage]
+                                                 for stage in BEFORE_FIRST_TOKEN}
+    assert_adds_up(stages, duration)  # and Seen.since: every stage counted once in all
 
 
 async def test_prompts_that_queue_for_the_one_text_thread_show_it_in_text_queue() -> None:
