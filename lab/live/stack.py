@@ -143,6 +143,8 @@ def start(args: argparse.Namespace) -> int:
         from lab.gpu.vllm_proof import full_vocab_model
 
         model = str(full_vocab_model(Path(args.model), folder / "model"))
+        if args.server == "vllm":
+            with_chat_template(Path(model))
     tokens = {name: folder / name for name in ("admin_token", "controller_token")}
     for path in tokens.values():
         if not path.exists():
@@ -205,6 +207,22 @@ def start(args: argparse.Namespace) -> int:
         print(f"{child.name} started after the engines, healthy after {seconds:.0f} s",
               flush=True)
     return 0
+
+
+# The messages' contents, one per line: what a model built offline without a template is sent.
+PLAIN_CHAT_TEMPLATE = ("{% for message in messages %}{{ message['content'] }}\n{% endfor %}"
+                       "{% if add_generation_prompt %}{% endif %}")
+
+
+def with_chat_template(model: Path) -> None:
+    """Stock ``vllm serve`` answers a chat 400 for a model whose tokenizer has no chat template
+    (``governor serve`` renders one itself): give the model's copy a plain one where it has
+    none, so that the drills' chats reach the engine there too."""
+    path = model / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    if not config.get("chat_template"):
+        config["chat_template"] = PLAIN_CHAT_TEMPLATE
+        path.write_text(json.dumps(config, indent=1))
 
 
 def _launch(children: list[Child], folder: Path) -> None:

@@ -18,7 +18,7 @@ from lab.live.liverun import LiveRun
 from lab.live.predict import admitted_ttft_p99_ms, run_admission
 from lab.live.report import score
 from lab.live.runs import Policy, gate_slack
-from lab.live.stack import GATE, _replicas, _service_argv
+from lab.live.stack import GATE, PLAIN_CHAT_TEMPLATE, _replicas, _service_argv, with_chat_template
 from lab.live.state import State
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -95,3 +95,17 @@ def test_a_forecast_replays_the_arrivals_the_runs_will_send(tmp_path: Path) -> N
     assert set(by_policy) == {"default", "controller"}
     assert by_policy["default"]["turned_away"] == 0  # no gate in front of vLLM's defaults
     assert result["requests"] > 100 and result["duration_seconds"] == 30.0
+
+
+def test_a_model_without_a_chat_template_gets_a_plain_one_for_stock_vllm(tmp_path: Path) -> None:
+    bare, templated = tmp_path / "bare", tmp_path / "templated"
+    for folder, config in ((bare, {"model_max_length": 8192}),
+                           (templated, {"chat_template": "{{ messages }}"})):
+        folder.mkdir()
+        (folder / "tokenizer_config.json").write_text(json.dumps(config))
+        with_chat_template(folder)
+    assert json.loads((bare / "tokenizer_config.json").read_text()) == {
+        "model_max_length": 8192, "chat_template": PLAIN_CHAT_TEMPLATE}
+    # A model with a template of its own keeps it.
+    assert json.loads((templated / "tokenizer_config.json").read_text()) == {
+        "chat_template": "{{ messages }}"}
