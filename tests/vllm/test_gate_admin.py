@@ -38,7 +38,10 @@ def gated(gate: GateSettings | None = None) -> tuple[AdmissionMiddleware, FakeVl
 
 
 async def admin(middleware: Any, method: str, body: bytes = b"",
-                headers: tuple[tuple[bytes, bytes], ...] = (AUTH,)) -> tuple[int, Any]:
+                headers: tuple[tuple[bytes, bytes], ...] = (AUTH,),
+                app: Any = None) -> tuple[int, Any]:
+    """One request to the admin route through ``middleware``; its status and JSON body
+    (``app``: what the scope names as the application, where vLLM keeps its engine client)."""
     sent: list[Message] = []
     chunks = [{"type": "http.request", "body": body, "more_body": False}]
 
@@ -49,7 +52,8 @@ async def admin(middleware: Any, method: str, body: bytes = b"",
         sent.append(message)
 
     await middleware({"type": "http", "method": method, "path": ADMIN_ADMISSION_PATH,
-                      "headers": list(headers), "app": SimpleNamespace()}, receive, send)
+                      "headers": list(headers), "app": app or SimpleNamespace()},
+                     receive, send)
     start, answer = sent
     return start["status"], json.loads(answer["body"])
 

@@ -16,15 +16,14 @@ from prometheus_client import CollectorRegistry
 from governor.common.secrets import Secret
 from governor.contracts.admission import AdmissionBound, requested
 from governor.contracts.batching import BodyError
-from governor.contracts.endpoints import ADMIN_ADMISSION_PATH, CHAT_COMPLETIONS_PATH
+from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH
 from governor.vllm import AdminMiddleware
 from governor.vllm.admin import AdminSettings
 from governor.vllm.admission import AdmissionMiddleware
-from governor.vllm.asgi import Message
 from governor.vllm.endpoint import AdminEndpoints
 from governor.vllm.shared_bound import FILE_NAME, FOLDER_ENV, MAX_FILE_BYTES, SharedBound
 from tests.vllm.test_gate import Clock, FakeVllm, RecordingApp, post, warm
-from tests.vllm.test_gate_admin import AUTH, TOKEN, settings
+from tests.vllm.test_gate_admin import TOKEN, admin, settings
 
 SERVER = "4242:977"
 
@@ -47,19 +46,7 @@ class Process:
         return self.app.engine_client.scheduler_config.max_num_queued_tokens
 
     async def admin(self, method: str, body: bytes = b"") -> tuple[int, Any]:
-        sent: list[Message] = []
-        chunks = [{"type": "http.request", "body": body, "more_body": False}]
-
-        async def receive() -> Message:
-            return chunks.pop(0) if chunks else {"type": "http.disconnect"}
-
-        async def send(message: Message) -> None:
-            sent.append(message)
-
-        await self.gate({"type": "http", "method": method, "path": ADMIN_ADMISSION_PATH,
-                         "headers": [AUTH], "app": self.app}, receive, send)
-        start, answer = sent
-        return start["status"], json.loads(answer["body"])
+        return await admin(self.gate, method, body, app=self.app)
 
 
 async def test_a_put_on_one_process_moves_the_gate_of_the_other_at_its_next_sync(
