@@ -240,10 +240,11 @@ def test_the_controller_observes_every_input_of_its_law_from_vllms_series(
     """Under a load of its own: the controller's short window (5 s) holds no token a few
     seconds after the load of the first test ends, and a latency quantile of no tokens is
     rightly no observation (CI once reached this test after that)."""
-    # The deadline gate's slack and refusals exist only where vllm serve runs the gate
-    # (GOVERNOR_ADMISSION_SLO_FILE, tests/vllm/test_stock_admission.py); this one runs none.
+    # The deadline gate's slack, refusals and vLLM's queued-token bound (the gate reports it)
+    # exist only where vllm serve runs the gate (GOVERNOR_ADMISSION_SLO_FILE,
+    # tests/vllm/test_stock_admission*.py); this one runs none.
     queried = set(objectives(load_checked_spec(SPEC)).queries.expressions()) - {
-        "deadline_slack", "admission_refused_per_second"}
+        "deadline_slack", "admission_refused_per_second", "vllm_max_num_queued_tokens"}
     seen: dict[str, Any] = {}
     with Load(stack):
         deadline = time.monotonic() + DEADLINE_SECONDS

@@ -9,7 +9,6 @@ from types import SimpleNamespace
 from typing import Any, Literal
 
 import pytest
-from vllm.config import DeviceConfig, ParallelConfig
 
 from governor.contracts.simdevice import fake_gpu_uuid
 from governor.exporters.gpu import nvml as nv
@@ -22,6 +21,10 @@ from governor.inference.engines.vllm.placement import (
     resolve,
     visible_entries,
 )
+
+# vLLM's own configuration objects (make venv-test, which has no vLLM, collects every file).
+vllm_config = pytest.importorskip("vllm.config", reason="vLLM's configuration (make venv-vllm)")
+DeviceConfig, ParallelConfig = vllm_config.DeviceConfig, vllm_config.ParallelConfig
 
 GPU = [fake_gpu_uuid(i) for i in range(4)]
 
