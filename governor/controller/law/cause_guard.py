@@ -55,11 +55,16 @@ def _judged(ctx: Context) -> tuple[str, Mapping[str, float]] | None:
 
 
 def ranked(verdict: Mapping[str, float]) -> list[tuple[causes.Cause, float]]:
-    """The verdict's causes, largest share first (equal shares in the causes' own order);
-    names the law does not know are left out."""
+    """The verdict's causes, largest share first; names the law does not know are left out.
+
+    Each share is its cause's largest over the short window, so a verdict that changed within
+    the window can name two causes in full (a memory-bound decode read ``batching`` for one
+    evaluation: both at 1.0). Equal shares put what no batching limit fixes first, then the
+    causes' own order: the law does not cut on half a window's word."""
     known = [(causes.by_name(name), share) for name, share in verdict.items()
              if name in causes.NAMES and finite(share) is not None]
-    return sorted(known, key=lambda item: (-item[1], causes.CAUSES.index(item[0])))
+    return sorted(known, key=lambda item: (-item[1], item[0].action is Action.RETUNE,
+                                           causes.CAUSES.index(item[0])))
 
 
 # How long an inter-token breach the rules call ``unknown`` is held for their evidence.

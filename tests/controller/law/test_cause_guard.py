@@ -99,11 +99,22 @@ def test_without_a_breach_the_verdict_changes_nothing() -> None:
     assert run(quiet).reason is not Reason.OUTSIDE_BATCHING
 
 
-def test_ranked_orders_by_share_then_by_the_causes_order_and_drops_strangers() -> None:
+def test_ranked_orders_by_share_then_what_no_limit_fixes_and_drops_strangers() -> None:
     order = ranked({"batching": 0.5, "gpu_shared": 0.5, "nonsense": 1.0, "queue": 0.7,
-                    "kv_cache": float("nan")})
+                    "kv_cache": float("nan"), "tokenizer": 0.2, "gpu_compute_bound": 0.2})
     assert [(cause.name, share) for cause, share in order] == [
-        ("queue", 0.7), ("batching", 0.5), ("gpu_shared", 0.5)]
+        ("queue", 0.7), ("gpu_shared", 0.5), ("batching", 0.5), ("gpu_compute_bound", 0.2),
+        ("tokenizer", 0.2)]
+
+
+@pytest.mark.parametrize("saturated", ["gpu_memory_bound", "gpu_compute_bound", "queue"])
+def test_a_window_that_named_batching_and_saturation_in_full_holds_and_scales(
+        saturated: str) -> None:
+    """Each cause at its largest over the window: a memory-bound decode read ``batching`` for
+    one evaluation shows both at 1.0, and the drill's controller cut the sequences on it."""
+    decision = run(blamed(spiky(0.21), {"batching": 1.0, saturated: 1.0}), state=AGED)
+    assert (decision.action, decision.reason) == (Action.HOLD, Reason.CAPACITY)
+    assert decision.after == decision.before
 
 
 @pytest.mark.parametrize(("conditions", "named"), [
