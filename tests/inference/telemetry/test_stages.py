@@ -261,18 +261,24 @@ async def test_a_client_that_stops_reading_is_time_in_stream_write() -> None:
         body = json.dumps(chat(1500, "stall " * 20)).encode()
         stalled = await stalled_client(served.listener.port, http_request(CHAT, body))
         await asyncio.sleep(1.0)  # steps cost nothing: the engine is done, the client is not
-        loop, received = asyncio.get_running_loop(), b""
-        while not received.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"):  # the last chunk
-            received += await asyncio.wait_for(loop.sock_recv(stalled, 65536), 10)
-        stalled.close()
-        async with aiohttp.ClientSession() as session, session.get(f"{served.url}/health"):
-            pass
+        await read_to_the_end(served, stalled)
         stages, duration = Seen(served).since(before)
     assert_adds_up(stages, duration)
     assert stages[Stage.STREAM_WRITE] >= 0.8
     # The engine's 1,500 steps cost no simulated time, but wall time on a loaded machine (two
     # other live stacks beside it made them ~0.1 s): the stalled second is the writes', by far.
     assert stages[Stage.STREAM_WRITE] > 3 * sum(stages[s] for s in ENGINE_STAGES)
+
+
+async def read_to_the_end(served: Served, stalled: socket.socket) -> None:
+    """Read a stalled client's stream to its last chunk, close it, and make one more request,
+    so that the service has observed the stream's end."""
+    loop, received = asyncio.get_running_loop(), b""
+    while not received.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"):  # the last chunk
+        received += await asyncio.wait_for(loop.sock_recv(stalled, 65536), 10)
+    stalled.close()
+    async with aiohttp.ClientSession() as session, session.get(f"{served.url}/health"):
+        pass
 
 
 async def test_the_stages_before_the_first_token_are_observed_with_it_not_at_the_end() -> None:
@@ -297,12 +303,7 @@ async def test_the_stages_before_the_first_token_are_observed_with_it_not_at_the
         await loop.sock_sendall(stalled, request[10:])
         await wait_until(lambda: first_tokens() > tokens_before, 10)
         during = Seen(served)
-        received = b""
-        while not received.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"):  # the last chunk
-            received += await asyncio.wait_for(loop.sock_recv(stalled, 65536), 10)
-        stalled.close()
-        async with aiohttp.ClientSession() as session, session.get(f"{served.url}/health"):
-            pass
+        await read_to_the_end(served, stalled)
         stages, duration = Seen(served).since(before)
     counted = {stage: during.counts[stage] - before.counts[stage] for stage in Stage}
     assert counted == {stage: 1.0 if stage in BEFORE_FIRST_TOKEN else 0.0 for stage in Stage}
