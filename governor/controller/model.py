@@ -19,6 +19,7 @@ from governor.contracts.metrics.controller import (
     SCALE_OVERLOAD,
     SCALE_WITHIN_TOLERANCE,
 )
+from governor.contracts.stages import FIRST_TOKEN
 
 # The admin API's shapes, under the names the law speaks: the limits of one target, and what its
 # GET reports (the limits in force with their floor and ceiling).
@@ -144,6 +145,15 @@ class Observation:
     # (governor.contracts.stages, by label value) over the short window and the long one.
     stage_seconds: Mapping[str, float] = field(default_factory=dict)
     stage_seconds_long: Mapping[str, float] = field(default_factory=dict)
+    # The tail of the engine's stages before the first token, short window: at most how long
+    # each one takes at the quantile that makes their sum bound the TTFT SLO's
+    # (governor.controller.queries.engine_stage_quantile), the top of the bucket holding it.
+    stage_tail_seconds: Mapping[str, float] = field(default_factory=dict)
+    # The engine's own inter-token gaps (vLLM's histogram, the engine's clock), the worst
+    # rank's: at most how long at the ITL SLO's quantile over the short window, and at the
+    # spikes' quantile (0.999) over the long one. ``None`` where the SLI is that histogram.
+    itl_engine_tail_seconds: float | None = None
+    itl_engine_spike_seconds: float | None = None
     # Under data parallelism (two ranks or more, by vLLM's ``engine`` label): the rank whose
     # numbers these are, the worst one (governor.controller.ranks), and each rank's inter-token
     # tail. ``None`` and empty with one engine, or series that name no rank.
@@ -172,11 +182,22 @@ class Observation:
     # vLLM before 0.32), +Inf while it is unbounded.
     vllm_max_num_queued_tokens: float | None = None
 
+    @property
+    def ttft_engine_tail_seconds(self) -> float | None:
+        """At most how long the engine's stages before the first token take together at the
+        TTFT SLO's quantile: the sum of :attr:`stage_tail_seconds` (``None`` without a reading
+        of each of them)."""
+        tails = [_finite(self.stage_tail_seconds.get(stage.value))
+                 for stage in FIRST_TOKEN.engine]
+        return None if None in tails else sum(tail for tail in tails if tail is not None)
+
     def as_inputs(self) -> dict[str, float | None]:
         """The observation as the audit log prints it (NaN shown as ``None``); the stages as
-        each one's growth from the long window to the short one; each rank's tail."""
+        each one's growth from the long window to the short one, and the engine's stages
+        before the first token as their tail together; each rank's tail."""
         inputs = {f.name: _finite(getattr(self, f.name)) for f in fields(self)
                   if f.name not in MAPPED_FIELDS}
+        inputs[TTFT_ENGINE_TAIL_INPUT] = self.ttft_engine_tail_seconds
         for stage, seconds in sorted(self.stage_seconds.items()):
             before = self.stage_seconds_long.get(stage)
             inputs[f"{STAGE_GROWTH_INPUT}.{stage}"] = \
@@ -198,8 +219,9 @@ class Observation:
 
 
 # The observation's fields that map stages to seconds (the others are single numbers).
-STAGE_FIELDS = frozenset(("stage_seconds", "stage_seconds_long"))
+STAGE_FIELDS = frozenset(("stage_seconds", "stage_seconds_long", "stage_tail_seconds"))
 STAGE_GROWTH_INPUT = "stage_growth_seconds"
+TTFT_ENGINE_TAIL_INPUT = "ttft_engine_tail_seconds"
 # The fields that say which data-parallel rank the numbers are, and each rank's tail.
 RANK_FIELDS = frozenset(("rank", "rank_itl_tails"))
 RANK_TAIL_INPUT = "itl_tail_seconds.rank"

@@ -129,6 +129,7 @@ def assemble(values: ByLabel, instances: Iterable[str],
             _NOTHING, **judged.values, rank=judged.rank, rank_itl_tails=judged.tails,
             stage_seconds=dict(stages.get("stage_seconds", {}).get(instance, {})),
             stage_seconds_long=dict(stages.get("stage_seconds_long", {}).get(instance, {})),
+            stage_tail_seconds=dict(stages.get("stage_tail_seconds", {}).get(instance, {})),
             itl_causes=dict(verdicts.get("itl_causes", {}).get(instance, {})),
             ttft_causes=dict(verdicts.get("ttft_causes", {}).get(instance, {})),
             gpu_conditions=dict(verdicts.get("gpu_conditions", {}).get(instance, {})))

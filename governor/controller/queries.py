@@ -27,6 +27,7 @@ from governor.contracts.metrics import service, verdict, vllm
 from governor.contracts.metrics.scrape import LABEL_INSTANCE, LABEL_LE, UP
 from governor.contracts.metrics.service import LABEL_STAGE
 from governor.contracts.metrics.slo import LABEL_SERVICE, LABEL_SLO
+from governor.contracts.stages import FIRST_TOKEN
 from governor.slo.fleet import Target, Targets
 
 BY_RANK: Final = (LABEL_INSTANCE, vllm.LABEL_ENGINE)
@@ -35,6 +36,8 @@ BY_STAGE: Final = (LABEL_INSTANCE, LABEL_STAGE)
 SPIKE_QUANTILE: Final = 0.999
 # Where the stage guard reads a typical request's time in each stage: the median.
 STAGE_QUANTILE: Final = 0.5
+# The engine's stages before the first token, whose tails the stage guard reads.
+ENGINE_STAGES: Final = tuple(stage.value for stage in FIRST_TOKEN.engine)
 # The deadline gate's refusals at arrival, which the law's admission knob reads.
 _GATE_REFUSALS: Final = (service.REASON_DEADLINE, service.REASON_TOKENS_AHEAD)
 
@@ -147,24 +150,49 @@ class QuerySet:
             if ttft.threshold_seconds is not None:
                 exprs["ttft_good_per_second"] = _sum_rate(
                     promql.Selector(ttft.metric + "_bucket", ttft.good_matchers()), short)
+        if itl.metric != vllm.INTER_TOKEN_LATENCY.name:
+            exprs |= self._engine_gaps(short, long)
         return exprs
+
+    def _engine_gaps(self, short: str, long: str) -> dict[str, str]:
+        """The engine's own inter-token gaps (vLLM's histogram, on the engine's clock: a client
+        that reads slowly does not move it), as the stage guard reads them: at most how long
+        at the SLO's quantile over the short window, and at the spikes' quantile over the long
+        one; the worst rank's, one sample per instance. Not asked where the SLI is that
+        histogram already: its breach is the engine's."""
+        gaps = vllm.INTER_TOKEN_LATENCY.name
+        return {field: promql.max_by((LABEL_INSTANCE,), bucket_top(
+                    quantile, gaps, self.scope, window, BY_RANK))
+                for field, quantile, window in (
+                    ("itl_engine_tail_seconds", self.itl_quantile, short),
+                    ("itl_engine_spike_seconds", SPIKE_QUANTILE, long))}
 
     def stage_expressions(self) -> dict[str, str]:
         """Observation field → PromQL returning one sample per ``instance`` and ``stage``: each
-        stage's median seconds per request over the short window and over the long one.
+        stage's median seconds per request over the short window and over the long one; with a
+        TTFT SLO, the tail of each of the engine's stages before the first token (at most how
+        long, :func:`engine_stage_quantile`) over the short window.
 
         The median, not the mean: a client sets its own requests' ``read`` (headers and body
         sent slowly) and ``stream_write`` (a stream read slowly), and a mean moves with a few
         such requests (3% of requests 30 s in ``read`` add 0.9 s to every request's mean), so
         an engine breach would look like the service's. A median moves only once most requests
-        spend the time there (:mod:`governor.controller.law.stage_guard`)."""
-        return {
+        spend the time there. The engine's tails say whether the engine explains a breach at
+        all: no client sets the time its request waits in the engine
+        (:mod:`governor.controller.law.stage_guard`)."""
+        exprs = {
             field: promql.histogram_quantile(STAGE_QUANTILE, service.REQUEST_STAGE.name,
                                              self.scope, promql.format_seconds(window),
                                              by=(*BY_STAGE, LABEL_LE))
             for field, window in (("stage_seconds", self.short_window_seconds),
                                   ("stage_seconds_long", self.long_window_seconds))
         }
+        if self.ttft is not None:
+            exprs["stage_tail_seconds"] = bucket_top(
+                engine_stage_quantile(self.ttft_quantile), service.REQUEST_STAGE.name,
+                (*self.scope, promql.one_of(LABEL_STAGE, ENGINE_STAGES)),
+                promql.format_seconds(self.short_window_seconds), BY_STAGE)
+        return exprs
 
     def verdict_expressions(self) -> dict[str, str]:
         """Observation field → PromQL returning one sample per ``instance`` and ``cause``: the
@@ -189,6 +217,41 @@ class QuerySet:
     def targets(self) -> str:
         """The inference instances Prometheus scrapes (the only ones the controller will touch)."""
         return self._on(UP.name).render()
+
+
+def engine_stage_quantile(quantile: float) -> float:
+    """The quantile at which each of the engine's stages before the first token is read, so
+    that their sum bounds the ``quantile`` of the time a request spends in all of them: with
+    ``k`` stages, ``1 - (1 - quantile) / k``. At most ``(1 - quantile) / k`` of the requests
+    pass each stage's reading, so at most ``1 - quantile`` pass any of them, and every other
+    request spends at most the sum of the readings in the engine. A sum of each stage's own
+    ``quantile`` would not bound it where the slow requests differ from stage to stage.
+
+    >>> round(engine_stage_quantile(0.99), 6)
+    0.996667
+    """
+    return 1.0 - (1.0 - quantile) / len(ENGINE_STAGES)
+
+
+def bucket_top(quantile: float, metric: str, matchers: tuple[promql.Matcher, ...],
+               window: str, by: tuple[str, ...]) -> str:
+    """PromQL for the top edge of the bucket of a classic histogram that holds its
+    ``quantile`` over ``window``, per ``by``: the most that quantile can be. The quantile
+    itself (``histogram_quantile``) is interpolated inside that bucket, so it may read under
+    the truth by up to the bucket's width (2.5x on the stages' 1-2-5 edges).
+
+    Each bucket becomes 1 where it counts at least ``quantile`` of the observations, 0 where it
+    counts fewer; the quantile 1 of that step is the top of the bucket it rises in (Prometheus
+    interpolates the whole rank there). A quantile in the ``+Inf`` bucket reads as the highest
+    edge, as ``histogram_quantile``'s does. Nothing where the window holds no observation.
+    """
+    buckets = promql.sum_by((LABEL_LE, *by), promql.rate(
+        promql.Selector(metric + "_bucket", matchers), window))
+    total = promql.sum_by(by, promql.rate(promql.Selector(metric + "_count", matchers), window))
+    on = ", ".join(by)
+    step = (f"{buckets}\n>= bool on ({on}) group_left\n"
+            f"{promql.format_number(quantile)} * {total}")
+    return f"histogram_quantile(1, {step})\nand on ({on})\n({total} > 0)"
 
 
 def _quantile(quantile: float, sli: HistogramSli, window: str) -> str:

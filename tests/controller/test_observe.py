@@ -103,7 +103,7 @@ async def test_snapshot_queries_every_expression_and_discovers_scraped_instances
     assert snap.observations["static:9000"].itl_tail_seconds is None
 
 
-async def test_the_stage_medians_reach_each_instances_observation(
+async def test_the_stage_medians_and_the_engines_tails_reach_each_instances_observation(
     aiohttp_server: ServerFactory,
 ) -> None:
     queries = QuerySet.default()
@@ -118,6 +118,10 @@ async def test_the_stage_medians_reach_each_instances_observation(
         staged["stage_seconds"]: by_stage(("a:8000", "tokenize", "0.9"),
                                           ("a:8000", "decode", "2"), ("b:8000", "decode", "NaN")),
         staged["stage_seconds_long"]: by_stage(("a:8000", "tokenize", "0.01")),
+        staged["stage_tail_seconds"]: by_stage(("a:8000", "admission", "0.005"),
+                                               ("a:8000", "engine_queue", "0.02"),
+                                               ("a:8000", "prefill", "0.2"),
+                                               ("b:8000", "prefill", "0.5")),
     }
     server = await aiohttp_server(prometheus_app(answers))
     async with aiohttp.ClientSession() as session:
@@ -131,6 +135,11 @@ async def test_the_stage_medians_reach_each_instances_observation(
     assert inputs["stage_growth_seconds.tokenize"] == pytest.approx(0.89)
     assert inputs["stage_growth_seconds.decode"] is None  # no long-window reading
     assert "stage_seconds" not in inputs
+    # The engine's stages before the first token, together; not without each of them.
+    assert a.stage_tail_seconds == {"admission": 0.005, "engine_queue": 0.02, "prefill": 0.2}
+    assert inputs["ttft_engine_tail_seconds"] == pytest.approx(0.225)
+    assert b.as_inputs()["ttft_engine_tail_seconds"] is None
+    assert not any(name.startswith("stage_tail_seconds") for name in inputs)
 
 
 @pytest.mark.parametrize("status", [500, 503, 429])

@@ -90,6 +90,29 @@ def test_the_stage_medians_are_per_instance_and_stage_over_both_windows_of_the_t
     assert "[300s]" in stages["stage_seconds_long"]
 
 
+def test_the_engines_tails_are_read_where_a_client_can_stretch_the_slis_clock() -> None:
+    """The engine's stages before the first token with a TTFT SLO, at a third of its allowance
+    each; the engine's own gaps where the ITL SLI is not already that histogram."""
+    service = QuerySet(HistogramSli("governor_inter_token_latency_seconds"), 0.99,
+                       HistogramSli("governor_time_to_first_token_seconds"), 0.99)
+    tail = service.stage_expressions()["stage_tail_seconds"]
+    assert tail.startswith(
+        "histogram_quantile(1, sum by (le, instance, stage) (rate(governor_request_stage_seconds"
+        '_bucket{job="inference", stage=~"admission|engine_queue|prefill"}[30s]))\n'
+        ">= bool on (instance, stage) group_left\n0.9966666666666667 * sum by (instance, stage)")
+    assert tail.endswith("> 0)")
+    exprs = service.expressions()
+    assert exprs["itl_engine_tail_seconds"].startswith(
+        "max by (instance) (histogram_quantile(1, sum by (le, instance, engine) "
+        '(rate(vllm:inter_token_latency_seconds_bucket{job="inference"}[30s]))')
+    assert "[300s]" in exprs["itl_engine_spike_seconds"]
+    assert "0.999 * sum by (instance, engine)" in exprs["itl_engine_spike_seconds"]
+    # No TTFT SLO: no tail of its stages. The SLI on vLLM's own gaps: nothing else to ask.
+    stock = QuerySet(HistogramSli("vllm:inter_token_latency_seconds"), 0.99, None, 0.99)
+    assert "stage_tail_seconds" not in stock.stage_expressions()
+    assert not {"itl_engine_tail_seconds", "itl_engine_spike_seconds"} & set(stock.expressions())
+
+
 def test_the_verdict_is_read_for_the_decode_and_ttft_slos_of_the_spec() -> None:
     queries = objectives(load_spec(ROOT / "slo.yaml")).queries
     assert queries.verdict_expressions() == {
