@@ -216,9 +216,9 @@ def test_n3_a_few_slow_header_clients_cannot_turn_an_engine_breach_into_a_hold(
 
 def test_n3_a_few_slow_header_clients_cannot_make_the_controller_retune_a_calm_engine(
         tmp_path: Path) -> None:
-    """The TTFT P99 is 29 s, the slow clients' own ``read``; the engine's stages take at most
+    """The TTFT P99 is 33 s, the slow clients' own ``read``; the engine's stages take at most
     512 ms together at the P99, and the law holds where it relaxed on the medians alone."""
-    assert ttft_tail(CALM_ATTACKED) > 20.0
+    assert ttft_tail(CALM_ATTACKED) == pytest.approx(33.333, abs=0.001)
     decision = decided(tmp_path, CALM_ATTACKED)
     assert (decision.action, decision.reason) == (Action.HOLD, Reason.NOT_IN_ENGINE)
     assert decision.after == decision.before
