@@ -147,19 +147,23 @@ def expected(breach: Population) -> dict[str, dict[str, float]]:
 
 
 def answered_by_prometheus(tmp: Path, exprs: dict[str, str], series: list[dict[str, str]],
-                           want: list[tuple[str, dict[str, str], float]]) -> str:
+                           want: list[tuple[str, dict[str, str], float | None]]) -> str:
     """``promtool test rules`` output ("" when each expression answers, at the end of the
-    series, one sample with each ``(name, labels, value)`` of ``want``)."""
+    series, one sample with each ``(name, labels, value)`` of ``want``; none for a value of
+    ``None``)."""
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.fail("promtool is not installed (Debian: apt-get install prometheus)")
     (tmp / "rules.yml").write_text(yaml.safe_dump({"groups": [{"name": "controller", "rules": [
         {"record": f"q:{name}", "expr": expr} for name, expr in sorted(exprs.items())]}]}))
-    checks = [{"expr": f"abs(q:{name}{Selector('', equal_to(labels)).render()} - {value!r}) "
-                       f"< bool {TOLERANCE * max(abs(value), 1)!r}",
-               "eval_time": EVAL, "exp_samples": [
-                   {"labels": Selector("", equal_to(labels)).render(), "value": 1}]}
-              for name, labels, value in want]
+    checks = []
+    for name, labels, value in want:
+        selector = Selector("", equal_to(labels)).render()
+        checks.append({"expr": f"q:{name}{selector}", "eval_time": EVAL, "exp_samples": []}
+                      if value is None else
+                      {"expr": f"abs(q:{name}{selector} - {value!r}) "
+                               f"< bool {TOLERANCE * max(abs(value), 1)!r}",
+                       "eval_time": EVAL, "exp_samples": [{"labels": selector, "value": 1}]})
     (tmp / "test.yml").write_text(yaml.safe_dump({
         "rule_files": ["rules.yml"], "evaluation_interval": f"{STEP}s",
         "tests": [{"interval": f"{STEP}s", "input_series": series,
@@ -254,9 +258,13 @@ ENGINES = ("0", "1")
 ENGINE_GAPS = {"0": [0.03] * 997 + [0.18] * 3, "1": [0.03] * 1000}
 
 
+IDLE = "inference-1:8000"  # a server whose engine made no token in either window
+
+
 def engine_gap_series() -> list[dict[str, str]]:
-    return [s for engine, gaps in ENGINE_GAPS.items() for s in histogram(
-        vllm.INTER_TOKEN_LATENCY.name, {LABEL_JOB: "inference", LABEL_INSTANCE: INSTANCE,
+    series = [(INSTANCE, engine, gaps) for engine, gaps in ENGINE_GAPS.items()]
+    return [s for instance, engine, gaps in [*series, (IDLE, "0", [])] for s in histogram(
+        vllm.INTER_TOKEN_LATENCY.name, {LABEL_JOB: "inference", LABEL_INSTANCE: instance,
                                         vllm.LABEL_ENGINE: engine, vllm.LABEL_MODEL: "llama"},
         vllm.INTER_TOKEN_LATENCY.buckets, gaps, gaps)]
 
@@ -274,9 +282,11 @@ def test_n3_slow_readers_cannot_make_the_controller_cut_for_gaps_the_engine_did_
     gaps = {"itl_engine_tail_seconds": engine_gaps(SLO.itl_quantile),
             "itl_engine_spike_seconds": engine_gaps(SPIKE_QUANTILE)}
     assert gaps == {"itl_engine_tail_seconds": 0.05, "itl_engine_spike_seconds": 0.2}
+    # An idle engine's gaps are no reading at all (not the lowest edge: nothing is calm there).
     assert answered_by_prometheus(
         tmp_path, {name: exprs[name] for name in gaps}, engine_gap_series(),
-        [(name, {LABEL_INSTANCE: INSTANCE}, value) for name, value in gaps.items()]) == ""
+        [(name, {LABEL_INSTANCE: instance}, value if instance == INSTANCE else None)
+         for name, value in gaps.items() for instance in (INSTANCE, IDLE)]) == ""
     # 3% of streams read slowly: the service's P99 is 400 ms, a typical request's stages calm.
     readers = replace(calm(itl_tail_seconds=0.4, itl_tail_long_seconds=0.4, **gaps),
                       stage_seconds=STEADY, stage_seconds_long=STEADY)
