@@ -20,11 +20,11 @@ from typing import Any, Final, TypeVar
 
 import aiohttp
 
+from governor.common import answers
 from governor.common.secrets import Secret
 from governor.contracts.admission import MAX_SLACK, QUEUED_TOKENS, SLACK
 from governor.contracts.batching import BatchingReport
 from governor.contracts.endpoints import ADMIN_ADMISSION_PATH, ADMIN_BATCHING_PATH
-from governor.controller import answers
 from governor.controller.actuators import ActuatorEntry
 from governor.controller.model import Limits, Target, TargetLimits
 

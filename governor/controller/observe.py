@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import aiohttp
 
+from governor.common import answers
 from governor.common.prometheus_api import MAX_ANSWER_BYTES, QUERY_PATH, result
 from governor.common.prometheus_api import PrometheusError as PrometheusError  # the controller's
 from governor.contracts import causes
@@ -31,7 +32,7 @@ from governor.contracts.metrics.service import LABEL_STAGE
 from governor.contracts.metrics.verdict import LABEL_CAUSE
 from governor.contracts.metrics.vllm import LABEL_ENGINE
 from governor.contracts.stages import Stage
-from governor.controller import answers, ranks
+from governor.controller import ranks
 from governor.controller.model import MAPPED_FIELDS, Observation
 from governor.controller.queries import QuerySet
 
