@@ -171,9 +171,9 @@ class Observation:
     # front of stock vLLM reports it: ``None`` where the target has none to move (no gate, or a
     # vLLM before 0.32), +Inf while it is unbounded.
     vllm_max_num_queued_tokens: float | None = None
-    # The readings refused where they entered (governor.controller.observe.BOUNDED): field →
-    # why. A refused reading is ``None`` above, and the law neither moves its knob nor forgets
-    # the value it would hand back.
+    # The readings refused where they entered (governor.controller.observe: outside the admin
+    # API's contract, or past any measurement): field → why. A refused reading is ``None``
+    # above, and the law neither moves its knob nor forgets the value it would hand back.
     refused: Mapping[str, str] = field(default_factory=dict)
 
     def as_inputs(self) -> dict[str, float | None]:

@@ -231,7 +231,7 @@ HEALTHY = ("t000:8000", "t001:8000")
 
 
 @pytest.mark.parametrize("value", HOSTILE_VALUES, ids=repr)
-async def test_hostile_sample_values_on_every_series_cost_nothing_but_their_own_target(
+async def test_n5_hostile_sample_values_on_every_series_cost_nothing_but_their_own_target(
     aiohttp_server: ServerFactory, tmp_path: Path, value: float,
 ) -> None:
     """Issue 32, N5 and the harness: a fleet of two healthy targets, one whose every series
