@@ -38,6 +38,30 @@ FIELDS: Final = (SLACK, TOKENS_AHEAD, QUEUED_TOKENS)
 # The range a slack may take: above it every deadline is minutes long, which is no deadline.
 MAX_SLACK: Final = 100.0
 MAX_TOKENS_AHEAD: Final = 10**12
+# The largest max_num_queued_tokens any party accepts (a server's PUT, the controller reading a
+# target's gauge or answer, its state file): the gate's own bound's range.
+MAX_QUEUED_TOKENS: Final = MAX_TOKENS_AHEAD
+
+
+def slack_within(value: float) -> bool:
+    """Whether ``value`` is a deadline slack every party accepts: within (0, :data:`MAX_SLACK`]
+    (NaN and the infinities are not).
+
+    >>> slack_within(0.7), slack_within(1e30), slack_within(float("nan"))
+    (True, False, False)
+    """
+    return 0 < value <= MAX_SLACK
+
+
+def queued_tokens_within(value: float) -> bool:
+    """Whether ``value`` is a bound on vLLM's queued tokens every party accepts: a whole number
+    from 1 to :data:`MAX_QUEUED_TOKENS` (0 would refuse every request: vLLM refuses once the
+    tokens in prefill reach the bound).
+
+    >>> queued_tokens_within(8192), queued_tokens_within(8192.5), queued_tokens_within(1e30)
+    (True, False, False)
+    """
+    return 1 <= value <= MAX_QUEUED_TOKENS and value == int(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +126,7 @@ def _slack(value: object) -> float:
         slack = float(value)
     except OverflowError:  # an integer too large for a float
         slack = math.inf
-    if not (math.isfinite(slack) and 0 < slack <= MAX_SLACK):
+    if not slack_within(slack):
         raise BodyError(f"'{SLACK}' must be within (0, {MAX_SLACK:g}]", param=SLACK, status=422,
                         code="out_of_range")
     return slack
@@ -128,8 +152,7 @@ def _queued_tokens(value: object, current: AdmissionBound) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise BodyError(f"'{QUEUED_TOKENS}' must be an integer or null", param=QUEUED_TOKENS)
-    # 0 would refuse every request: vLLM refuses once the tokens in prefill reach the bound.
-    if not 1 <= value <= MAX_TOKENS_AHEAD:
-        raise BodyError(f"'{QUEUED_TOKENS}' must be within [1, {MAX_TOKENS_AHEAD}] or null",
+    if not queued_tokens_within(value):
+        raise BodyError(f"'{QUEUED_TOKENS}' must be within [1, {MAX_QUEUED_TOKENS}] or null",
                         param=QUEUED_TOKENS, status=422, code="out_of_range")
     return value

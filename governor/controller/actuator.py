@@ -20,11 +20,18 @@ from typing import Any, Final, TypeVar
 
 import aiohttp
 
+from governor.common import answers
 from governor.common.secrets import Secret
-from governor.contracts.admission import MAX_SLACK, QUEUED_TOKENS, SLACK
+from governor.contracts.admission import (
+    MAX_QUEUED_TOKENS,
+    MAX_SLACK,
+    QUEUED_TOKENS,
+    SLACK,
+    queued_tokens_within,
+    slack_within,
+)
 from governor.contracts.batching import BatchingReport
 from governor.contracts.endpoints import ADMIN_ADMISSION_PATH, ADMIN_BATCHING_PATH
-from governor.controller import answers
 from governor.controller.actuators import ActuatorEntry
 from governor.controller.model import Limits, Target, TargetLimits
 
@@ -89,22 +96,23 @@ def parse_limits(body: Any) -> TargetLimits:
 
 def parse_slack(body: Any) -> float:
     """The deadline slack a ``/admin/admission`` answer reports; :class:`ActuationError` if
-    malformed.
+    malformed or outside the contract's (0, :data:`MAX_SLACK`].
 
     >>> parse_slack({"deadline_slack": 0.7, "max_tokens_ahead": None})
     0.7
     """
     slack = body.get(SLACK) if isinstance(body, dict) else None
-    if isinstance(slack, bool) or not isinstance(slack, int | float) or \
-            not 0 < slack <= MAX_SLACK:
+    if isinstance(slack, bool) or not isinstance(slack, int | float) or not slack_within(slack):
         raise ActuationError(ErrorKind.PERMANENT,
-                             f"malformed admission answer: {str(body)[:200]}")
+                             f"malformed admission answer (a {SLACK} within (0, "
+                             f"{MAX_SLACK:g}] expected): {str(body)[:200]}")
     return float(slack)
 
 
 def parse_queued_tokens(body: Any) -> int | None:
     """vLLM's ``max_num_queued_tokens`` a ``/admin/admission`` answer reports (``None``:
-    unbounded); :class:`ActuationError` if malformed or absent (the target's vLLM has none).
+    unbounded); :class:`ActuationError` if malformed, outside the contract's bounds (an integer
+    from 1 to :data:`MAX_QUEUED_TOKENS`), or absent (the target's vLLM has none).
 
     >>> parse_queued_tokens({"deadline_slack": 1.0, "max_num_queued_tokens": 8192})
     8192
@@ -115,9 +123,10 @@ def parse_queued_tokens(body: Any) -> int | None:
     value = body[QUEUED_TOKENS]
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not queued_tokens_within(value):
         raise ActuationError(ErrorKind.PERMANENT,
-                             f"malformed admission answer: {str(body)[:200]}")
+                             f"malformed admission answer ({QUEUED_TOKENS} must be null or an "
+                             f"integer from 1 to {MAX_QUEUED_TOKENS}): {str(body)[:200]}")
     return value
 
 

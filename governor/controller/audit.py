@@ -1,8 +1,9 @@
 """The audit trail: one JSON line per decision that changed something (or changed its reason).
 
 Each line explains itself: what was decided and why, the inputs it saw, the limits before and
-after, whether the change reached the engine, and on a server with several data-parallel ranks
-which rank the law judged::
+after, whether the change reached the engine, on a server with several data-parallel ranks
+which rank the law judged, and any reading refused as outside the admin API's contract (a line
+is written when those change too)::
 
     {"at": "2026-11-29T10:00:15.000Z", "target": "a:8000", "action": "tighten",
      "reason": "itl_breach", "before": {...}, "after": {...}, "applied": true, ...,
@@ -26,13 +27,15 @@ log = logging.getLogger(__name__)
 def record(target: str, decision: Decision, *, at: float, applied: bool, dry_run: bool,
            error: str | None = None, ranks: Mapping[str, object] | None = None,
            admission_applied: bool = False, admission_error: str | None = None,
-           queued_tokens_applied: bool = False, queued_tokens_error: str | None = None
-           ) -> dict[str, Any]:
+           queued_tokens_applied: bool = False, queued_tokens_error: str | None = None,
+           refused: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The audit line of one decision (pure); ``ranks``: under data parallelism, the rank the
     law judged and every rank's tail (:meth:`Observation.ranks`), else ``None``. A move of the
     admission knob has its own entry (``admission``: the slack before and after, why, whether
     it reached the target); ``None`` when the law left it. So has a move of vLLM's own bound
-    (``vllm_queued_tokens``: ``max_num_queued_tokens`` before and after, ``None`` unbounded)."""
+    (``vllm_queued_tokens``: ``max_num_queued_tokens`` before and after, ``None`` unbounded).
+    ``refused``: the target's readings refused where they entered, outside the admin API's
+    contract (:attr:`Observation.refused`: field → why), ``None`` when there are none."""
     moved, queued = decision.admission, decision.queued_tokens
     return {
         "at": iso(at),
@@ -58,6 +61,7 @@ def record(target: str, decision: Decision, *, at: float, applied: bool, dry_run
             "max_num_queued_tokens_before": queued.before,
             "max_num_queued_tokens_after": queued.after, "explanation": queued.explanation,
             "applied": queued_tokens_applied, "error": queued_tokens_error},
+        "refused": dict(refused) if refused else None,
     }
 
 

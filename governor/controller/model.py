@@ -181,6 +181,10 @@ class Observation:
     # front of stock vLLM reports it: ``None`` where the target has none to move (no gate, or a
     # vLLM before 0.32), +Inf while it is unbounded.
     vllm_max_num_queued_tokens: float | None = None
+    # The readings refused where they entered (governor.controller.observe: outside the admin
+    # API's contract, or past any measurement): field → why. A refused reading is ``None``
+    # above, and the law neither moves its knob nor forgets the value it would hand back.
+    refused: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ttft_engine_tail_seconds(self) -> float | None:
@@ -227,7 +231,9 @@ RANK_FIELDS = frozenset(("rank", "rank_itl_tails"))
 RANK_TAIL_INPUT = "itl_tail_seconds.rank"
 # The fields that carry the verdict: cause → share of the breach.
 CAUSE_FIELDS = frozenset(("itl_causes", "ttft_causes", "gpu_conditions"))
-MAPPED_FIELDS = STAGE_FIELDS | RANK_FIELDS | CAUSE_FIELDS
+# The readings refused by the contract's bounds: field → why.
+REFUSED_FIELD = "refused"
+MAPPED_FIELDS = STAGE_FIELDS | RANK_FIELDS | CAUSE_FIELDS | {REFUSED_FIELD}
 
 
 def _finite(value: float | None) -> float | None:

@@ -11,27 +11,43 @@
 ...     {"metric": {"instance": "a:8000", "engine": "1"}, "value": [1.0, "0.18"]},
 ...     {"metric": {"instance": "b:8000"}, "value": [1.0, "0.05"]}]}})
 {'a:8000': {'1': 0.18}, 'b:8000': {'': 0.05}}
+
+The readings the law keeps in its memory and may put back to the target, its gate's slack and
+vLLM's bound on queued tokens, are checked against the admin API's contract where they enter
+(:data:`BOUNDED`), and every other reading against :data:`MAX_READING`; one outside is refused
+by name, never used, put or saved:
+
+>>> seen = assemble({"vllm_max_num_queued_tokens": {"a:8000": {"": 1e30}}}, ["a:8000"])["a:8000"]
+>>> seen.vllm_max_num_queued_tokens, seen.refused["vllm_max_num_queued_tokens"]
+(None, '1e+30 is not a whole number from 1 to 1000000000000, or +Inf (unbounded)')
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Final
 
 import aiohttp
 
+from governor.common import answers
 from governor.common.prometheus_api import MAX_ANSWER_BYTES, QUERY_PATH, result
 from governor.common.prometheus_api import PrometheusError as PrometheusError  # the controller's
 from governor.contracts import causes
+from governor.contracts.admission import (
+    MAX_QUEUED_TOKENS,
+    MAX_SLACK,
+    queued_tokens_within,
+    slack_within,
+)
 from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.contracts.metrics.service import LABEL_STAGE
 from governor.contracts.metrics.verdict import LABEL_CAUSE
 from governor.contracts.metrics.vllm import LABEL_ENGINE
 from governor.contracts.stages import Stage
-from governor.controller import answers, ranks
+from governor.controller import ranks
 from governor.controller.model import MAPPED_FIELDS, Observation
 from governor.controller.queries import QuerySet
 
@@ -45,6 +61,32 @@ _OBSERVATION_FIELDS = frozenset(f.name for f in fields(Observation)) - MAPPED_FI
 _NOTHING = Observation(itl_tail_seconds=None, itl_median_seconds=None)
 # Per field, per instance: the values of one label (a stage, a rank) and their samples.
 ByLabel = Mapping[str, Mapping[str, Mapping[str, float]]]
+
+
+def _bound_or_unbounded(value: float) -> bool:
+    return value == math.inf or queued_tokens_within(value)
+
+
+# No quantity the controller reads comes near this (10^15 tokens a second, a latency of thirty
+# million years): a reading past it is no measurement, and the law's sums and products of
+# readings under it stay finite. NaN and ±Inf are no data, not refused (a quantile past the
+# last bucket is +Inf).
+MAX_READING: Final = 1e15
+
+
+def _measurable(value: float) -> bool:
+    return not math.isfinite(value) or abs(value) <= MAX_READING
+
+
+# The readings that become the law's memory (the value it hands back) and go back to the target
+# in a PUT: each what the admin API's contract accepts (governor.contracts.admission), or
+# refused for that target, NaN included (no gate writes it). Field → (check, what it must be).
+BOUNDED: Final[Mapping[str, tuple[Callable[[float], bool], str]]] = {
+    "deadline_slack": (slack_within, f"a deadline slack within (0, {MAX_SLACK:g}]"),
+    "vllm_max_num_queued_tokens": (_bound_or_unbounded, f"a whole number from 1 to "
+                                                        f"{MAX_QUEUED_TOKENS}, or +Inf "
+                                                        "(unbounded)"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,15 +160,19 @@ def assemble(values: ByLabel, instances: Iterable[str],
     """``{field: {instance: {rank: value}}}`` (and ``{field: {instance: {stage: value}}}``, and
     ``{field: {instance: {cause: share}}}``) → ``{instance: Observation}``, the worst rank's where
     a server has several (:mod:`governor.controller.ranks`); absent values are ``None`` (an
-    absent stage or cause: no entry)."""
+    absent stage or cause: no entry), and so are refused ones (:data:`BOUNDED`), each named in
+    ``refused``."""
     out = {}
     stages, verdicts = by_stage or {}, by_cause or {}
     for instance in instances:
-        judged = ranks.judge({name: per_instance.get(instance, {})
-                              for name, per_instance in values.items()
-                              if name in _OBSERVATION_FIELDS})
+        by_rank = {name: per_instance.get(instance, {}) for name, per_instance in values.items()
+                   if name in _OBSERVATION_FIELDS}
+        refused = _refused(by_rank)
+        judged = ranks.judge({name: samples for name, samples in by_rank.items()
+                              if name not in refused})
         out[instance] = replace(
             _NOTHING, **judged.values, rank=judged.rank, rank_itl_tails=judged.tails,
+            refused=refused,
             stage_seconds=dict(stages.get("stage_seconds", {}).get(instance, {})),
             stage_seconds_long=dict(stages.get("stage_seconds_long", {}).get(instance, {})),
             stage_tail_seconds=dict(stages.get("stage_tail_seconds", {}).get(instance, {})),
@@ -134,6 +180,19 @@ def assemble(values: ByLabel, instances: Iterable[str],
             ttft_causes=dict(verdicts.get("ttft_causes", {}).get(instance, {})),
             gpu_conditions=dict(verdicts.get("gpu_conditions", {}).get(instance, {})))
     return out
+
+
+def _refused(by_rank: Mapping[str, Mapping[str, float]]) -> dict[str, str]:
+    """The readings of one instance refused, and why: a :data:`BOUNDED` one outside the
+    contract, any other past :data:`MAX_READING`; a field with any such sample, whichever rank
+    it came from."""
+    refused = {}
+    for name, samples in by_rank.items():
+        within, expected = BOUNDED.get(name, (_measurable, f"a number within ±{MAX_READING:g}"))
+        bad = [value for value in samples.values() if not within(value)]
+        if bad:
+            refused[name] = f"{bad[0]!r} is not {expected}"
+    return refused
 
 
 class PrometheusClient:

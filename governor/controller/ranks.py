@@ -13,7 +13,8 @@ inter-token tail (a tie, as with the service's own histograms, which no rank lab
 taking the most prompt tokens, whose steps carry the prefill spikes; then the lowest rank). Its
 observation is that rank's own numbers, the instance's where a series carries no rank, except
 three that any rank may raise and every rank must heed: KV-cache usage, preemptions and the
-first-token tail, each the highest of any rank.
+first-token tail, each the highest of any rank. A value that is no number (NaN, ±Inf) is no
+data, except +Inf where it is a reading: vLLM's bound on queued tokens while it is unbounded.
 
 >>> seen = judge({"itl_tail_seconds": {"0": 0.04, "1": 0.18},
 ...               "kv_cache_usage_ratio": {"0": 0.9, "1": 0.3}})
@@ -39,6 +40,8 @@ MAX_RANK_LENGTH: Final = 32
 # What any rank may raise: the highest of every rank is the one the law sees.
 ANY_RANK: Final = frozenset(("kv_cache_usage_ratio", "preemptions_per_second",
                              "ttft_tail_seconds"))
+# Where +Inf is a reading, not a gap: vLLM's max_num_queued_tokens while it is unbounded.
+INFINITE_READINGS: Final = frozenset(("vllm_max_num_queued_tokens",))
 TAIL: Final = "itl_tail_seconds"
 _TIE: Final = "prompt_tokens_per_second"
 
@@ -62,11 +65,13 @@ def judge(by_rank: ByRank) -> Judged:
     ranks = ranks_of(by_rank)
     if len(ranks) < 2:
         only = ranks[0] if ranks else NO_RANK
-        return Judged({name: _of(values, only) for name, values in by_rank.items()})
+        return Judged({name: _of(values, only, name in INFINITE_READINGS)
+                       for name, values in by_rank.items()})
     tails = {rank: _of(by_rank.get(TAIL, {}), rank) for rank in ranks}
     worst = max(ranks, key=lambda rank: (_order(tails[rank]),
                                           _order(_of(by_rank.get(_TIE, {}), rank))))
-    values = {name: _highest(values, ranks) if name in ANY_RANK else _of(values, worst)
+    values = {name: _highest(values, ranks) if name in ANY_RANK
+              else _of(values, worst, name in INFINITE_READINGS)
               for name, values in by_rank.items()}
     return Judged(values, worst, tails)
 
@@ -84,10 +89,13 @@ def rank_order(rank: str) -> tuple[bool, int, str]:
     return (not numeric, int(rank) if numeric else 0, rank)
 
 
-def _of(values: Mapping[str, float], rank: str) -> float | None:
-    """The rank's value, or the instance's where the series carry no rank; NaN: no data."""
+def _of(values: Mapping[str, float], rank: str, infinite: bool = False) -> float | None:
+    """The rank's value, or the instance's where the series carry no rank; NaN and ±Inf: no
+    data (``infinite``: +Inf is a reading)."""
     value = values.get(rank, values.get(NO_RANK))
-    return value if value is not None and math.isfinite(value) else None
+    if value is None or not (math.isfinite(value) or (infinite and value == math.inf)):
+        return None
+    return value
 
 
 def _highest(values: Mapping[str, float], ranks: Iterable[str]) -> float | None:

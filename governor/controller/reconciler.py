@@ -344,17 +344,21 @@ class Reconciler:
               error: str | None = None, admission_applied: bool = False,
               admission_error: str | None = None, queued_tokens_applied: bool = False,
               queued_tokens_error: str | None = None) -> None:
+        seen = rt.observation
         line = audit_lines.record(
             rt.target.name, decision, at=now, applied=applied, dry_run=self.config.dry_run,
-            error=error, ranks=None if rt.observation is None else rt.observation.ranks(),
+            error=error, ranks=None if seen is None else seen.ranks(),
             admission_applied=admission_applied, admission_error=admission_error,
-            queued_tokens_applied=queued_tokens_applied, queued_tokens_error=queued_tokens_error)
+            queued_tokens_applied=queued_tokens_applied, queued_tokens_error=queued_tokens_error,
+            refused=None if seen is None else seen.refused)
         previous = rt.last_decision
         rt.last_decision = line
-        # Holds repeat every pass; the trail keeps changes, errors and changes of reason.
+        # Holds repeat every pass; the trail keeps changes, errors, changes of reason and of
+        # the readings refused.
         if decision.changes or error or decision.admission is not None \
                 or decision.queued_tokens is not None or previous is None or (
-                previous["action"], previous["reason"]) != (line["action"], line["reason"]):
+                previous["action"], previous["reason"], previous["refused"]) != (
+                line["action"], line["reason"], line["refused"]):
             rt.recent.append(line)
             self._audit.write(line)
 

@@ -3,7 +3,10 @@
 One JSON document, replaced atomically (write a temporary file beside it, fsync, rename), so a
 crash leaves either the old state or the new one, never half of each. A file that cannot be read,
 or holds anything :func:`encode` would not have written, is moved aside
-(``<name>.corrupt-<unix time>``) and the controller starts from no memory, loudly.
+(``<name>.corrupt-<unix time>``) and the controller starts from no memory, loudly. Nothing is
+written that would not load again: a target's state that the loader would refuse (a number past
+its bounds, from a reading no check caught) is saved as it last loaded, loudly, so the file never
+costs a restart any target's memory.
 
 >>> from governor.controller.model import Limits
 >>> targets = {"a:8000": PersistedTarget("http://a:8000", TargetState(limits=Limits(64, 2048)))}
@@ -25,7 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from governor.contracts.admission import MAX_SLACK, MAX_TOKENS_AHEAD
+from governor.contracts.admission import (
+    MAX_QUEUED_TOKENS,
+    MAX_SLACK,
+    queued_tokens_within,
+    slack_within,
+)
 from governor.contracts.batching import MAX_LIMIT
 from governor.controller.law.tuning import LawConfig
 from governor.controller.model import (
@@ -237,14 +245,14 @@ class _Reader:
 
     @staticmethod
     def tokens(where: str, raw: Any) -> int:
-        if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_TOKENS_AHEAD:
-            raise StateError(f"{where}: must be an integer from 1 to {MAX_TOKENS_AHEAD}, got "
+        if isinstance(raw, bool) or not isinstance(raw, int) or not queued_tokens_within(raw):
+            raise StateError(f"{where}: must be an integer from 1 to {MAX_QUEUED_TOKENS}, got "
                              f"{_kind(raw)}")
         return raw
 
     def slack(self, where: str, raw: Any) -> float:
         slack = self.number(where, raw)
-        if not 0 < slack <= MAX_SLACK:
+        if not slack_within(slack):
             raise StateError(f"{where}: a deadline slack must be within (0, {MAX_SLACK:g}], "
                              f"got {slack!r}")
         return slack
@@ -302,6 +310,10 @@ class StateStore:
         self.path = path
         self._clock = clock
         self._avoid_seconds = avoid_seconds
+        # Each target's state as last written or loaded (encoded), and why a target's newer one
+        # could not be written (logged once per reason).
+        self._written: dict[str, Any] = {}
+        self._unwritable: dict[str, str] = {}
 
     def load(self) -> dict[str, PersistedTarget]:
         """The state on disk; a file that is not one is moved aside, and the controller starts
@@ -317,6 +329,7 @@ class StateStore:
         except (ValueError, OSError) as exc:  # StateError and UnicodeDecodeError included
             self._move_aside(str(exc))
             return {}
+        self._written = encode(targets)["targets"]
         if unusable:
             first = next(iter(unusable.values()))
             self._move_aside(f"{len(unusable)} of {len(unusable) + len(targets)} targets "
@@ -363,7 +376,8 @@ class StateStore:
     def save(self, targets: Mapping[str, PersistedTarget]) -> None:
         if self.path is None:
             return
-        data = json.dumps(encode(targets), indent=1, sort_keys=True).encode()
+        document = self._loadable(encode(targets))
+        data = json.dumps(document, indent=1, sort_keys=True).encode()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
         try:
@@ -376,6 +390,27 @@ class StateStore:
             Path(tmp).unlink(missing_ok=True)
             raise
         _fsync_dir(self.path.parent)
+        self._written = document["targets"]
+
+    def _loadable(self, document: dict[str, Any]) -> dict[str, Any]:
+        """``document`` with every target's state as :func:`decode` would load it: one it would
+        refuse is replaced by that target's state as last written (left out if there is none),
+        and the reason logged, once per reason."""
+        unusable: dict[str, str] = {}
+        decode(document, now=self._clock(), avoid_seconds=self._avoid_seconds,
+               unusable=unusable)
+        for name, why in unusable.items():
+            kept = self._written.get(name)
+            if self._unwritable.get(name) != why:
+                log.error("target %s: its state would not load again (%s); %s", name[:80],
+                          why[:300], "writing it as last written" if kept is not None
+                          else "leaving it out of the state file")
+            if kept is None:
+                del document["targets"][name]
+            else:
+                document["targets"][name] = kept
+        self._unwritable = unusable
+        return document
 
 
 def _parse(raw: bytes) -> Any:

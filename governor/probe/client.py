@@ -25,6 +25,7 @@ from typing import Final
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
+from governor.common import answers
 from governor.common.secrets import Secret
 from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, PROBE_HEADER
 from governor.contracts.metrics.probe import (
@@ -127,15 +128,19 @@ async def _exchange(session: aiohttp.ClientSession, replica: Replica, request: R
 
 async def _first_model(session: aiohttp.ClientSession, replica: Replica,
                        sent: dict[str, str]) -> str:
-    """The target's first model, when the spec names none (``GET /v1/models``)."""
+    """The target's first model, when the spec names none (``GET /v1/models``, read whole up
+    to :data:`MAX_RESPONSE_BYTES`: a list arrives in as many network reads as it takes)."""
     async with session.get(replica.url + MODELS_PATH, headers=sent,
                            allow_redirects=False) as response:
         if response.status != 200:
             raise _Failed(RESULT_HTTP, f"HTTP {response.status} from {MODELS_PATH}")
-        raw = await response.content.read(MAX_LINE_BYTES + 1)
+        try:
+            listed = answers.loads(await answers.read_whole(response, MAX_RESPONSE_BYTES))
+        except answers.AnswerError as exc:
+            raise _Failed(RESULT_STREAM, f"{MODELS_PATH}: {exc}") from None
     try:
-        model = json.loads(raw)["data"][0]["id"]
-    except (ValueError, KeyError, IndexError, TypeError):
+        model = listed["data"][0]["id"]
+    except (KeyError, IndexError, TypeError):
         raise _Failed(RESULT_STREAM, f"{MODELS_PATH} did not list a model") from None
     if not isinstance(model, str) or not model:
         raise _Failed(RESULT_STREAM, f"{MODELS_PATH} did not list a model")

@@ -13,7 +13,7 @@ MODULES = ["governor.contracts", "governor.contracts.declaration",
            "governor.contracts.metrics.slo", "governor.contracts.metrics.dcgm",
            "governor.dashboards.variables",
            "governor.common.cli", "governor.contracts.batching", "governor.common.quantiles",
-           "governor.common.commands", "governor.common.prometheus_api",
+           "governor.common.commands", "governor.common.prometheus_api", "governor.common.answers",
            "governor.contracts.alerting", "governor.contracts.causes",
            "governor.contracts.simdevice", "governor.contracts.metrics.verdict",
            "governor.contracts.engine_core", "governor.contracts.metrics.probe"]

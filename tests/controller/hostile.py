@@ -2,10 +2,10 @@
 Prometheus that scrapes them, on one local port, answering as slowly, in as small pieces and
 with labels and values as hostile as a test asks.
 
-Each target is served under a path of its own (``/t007/admin/batching``), so a hundred targets
-cost one server; Prometheus's ``/api/v1/query`` answers every expression of the controller's
-:class:`~governor.controller.queries.QuerySet` (matched by its text) with one sample per target
-and rank, per stage, per cause::
+Each target is served under a path of its own (``/t007/admin/batching``,
+``/t007/admin/admission``), so a hundred targets cost one server; Prometheus's ``/api/v1/query``
+answers every expression of the controller's :class:`~governor.controller.queries.QuerySet`
+(matched by its text) with one sample per target and rank, per stage, per cause::
 
     fleet = HostileFleet(100, pieces=Pieces(1448, 0.001))
     server = await aiohttp_server(fleet.app())
@@ -14,8 +14,10 @@ and rank, per stage, per cause::
 
 Every answer goes out in ``pieces`` (chunked, each write its own network send, a delay between
 them); a target's :class:`Hostility` changes its admin answers, and the fleet's ``stages``,
-``ranks``, ``causes`` and ``values`` its Prometheus answers. New inputs the controller takes from
-a target belong here, with a test in ``test_hostile_targets.py``.
+``ranks``, ``causes`` and ``values`` its Prometheus answers (``target_values``: one target's own,
+on any series, so hostile targets share a fleet with healthy ones). The rule: every input the
+controller takes from a target (a series it queries, an admin answer, a header) belongs here, with
+a case in ``test_hostile_targets.py`` that sends it hostile.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ from aiohttp.test_utils import TestServer
 from prometheus_client import CollectorRegistry
 
 from governor.common.secrets import Secret
+from governor.contracts import causes as verdict_causes
+from governor.contracts.admission import AdmissionBound, requested
+from governor.contracts.batching import BodyError
 from governor.contracts.stages import Stage
 from governor.controller.actuator import BatchingClient, Sleep
 from governor.controller.audit import AuditLog
@@ -95,9 +100,17 @@ class HostileFleet:
     causes: tuple[str, ...] = ()  # the ``cause`` label values of the verdict while it burns
     values: dict[str, float] = field(default_factory=lambda: dict(CALM))
     stage_seconds: float = 0.01
+    # By target index: the values of that target's series in place of the fleet's, by the name
+    # the controller's queries give them (a field of QuerySet.expressions, stage_expressions or
+    # verdict_expressions, or "up"); a verdict series named here carries every cause.
+    target_values: dict[int, dict[str, float]] = field(default_factory=dict)
     hostile: dict[int, Hostility] = field(default_factory=dict)  # by target index
     limits: dict[str, Limits] = field(default_factory=dict)
     puts: list[tuple[str, Any]] = field(default_factory=list)
+    # The gate's bound on each target (``/admin/admission``, stock vLLM's: with vLLM's own
+    # max_num_queued_tokens, unbounded until moved), and the bodies PUT to it.
+    admission: dict[str, AdmissionBound] = field(default_factory=dict)
+    admission_puts: list[tuple[str, Any]] = field(default_factory=list)
     calls: list[tuple[str, str]] = field(default_factory=list)  # (target, method), in order
     # How many pieces each answer took, by kind ("prometheus", "admin").
     sent: dict[str, list[int]] = field(default_factory=lambda: {"prometheus": [], "admin": []})
@@ -117,7 +130,15 @@ class HostileFleet:
         app = web.Application()
         app.router.add_get("/api/v1/query", self._query)
         app.router.add_route("*", "/t{index:[0-9]+}/admin/batching", self._admin)
+        app.router.add_route("*", "/t{index:[0-9]+}/admin/admission", self._admission)
         return app
+
+    def series(self) -> list[str]:
+        """Every series the controller reads from Prometheus, by the name ``target_values``
+        takes."""
+        queries = self.queries
+        return ["up", *queries.expressions(), *queries.stage_expressions(),
+                *queries.verdict_expressions()]
 
     @contextlib.asynccontextmanager
     async def controller(self, server: TestServer, tmp: Path, *, timeout_seconds: float = 120.0,
@@ -152,22 +173,32 @@ class HostileFleet:
         return await self._send(request, "prometheus", 200, json.dumps(body).encode(), {})
 
     def _samples(self, expr: str) -> list[dict[str, Any]]:
-        queries, names = self.queries, self.names()
+        queries = self.queries
         if expr == queries.targets():
-            return [_sample({"instance": name, "job": "inference"}, 1.0) for name in names]
+            return self._each("up", 1.0, "job", ("inference",))
         fields = {e: n for n, e in queries.expressions().items()}
-        if expr in fields and fields[expr] in self.values:
-            value = self.values[fields[expr]]
+        if expr in fields:
             engines = self.engines or tuple(str(rank) for rank in range(self.ranks))
-            return [_sample({"instance": name, "engine": engine}, value)
-                    for name in names for engine in engines]
-        if expr in queries.stage_expressions().values():
-            return [_sample({"instance": name, "stage": stage}, self.stage_seconds)
-                    for name in names for stage in self.stages]
-        if expr in queries.verdict_expressions().values():
-            return [_sample({"instance": name, "cause": cause}, 0.5)
-                    for name in names for cause in self.causes]
+            return self._each(fields[expr], self.values.get(fields[expr]), "engine", engines)
+        staged = {e: n for n, e in queries.stage_expressions().items()}
+        if expr in staged:
+            return self._each(staged[expr], self.stage_seconds, "stage", self.stages)
+        verdicts = {e: n for n, e in queries.verdict_expressions().items()}
+        if expr in verdicts:
+            return self._each(verdicts[expr], 0.5 if self.causes else None, "cause",
+                              self.causes or verdict_causes.NAMES)
         return []
+
+    def _each(self, series: str, value: float | None, label: str, label_values: tuple[str, ...]
+              ) -> list[dict[str, Any]]:
+        """One sample per target and label value: the target's own value of ``series``, else
+        ``value`` (``None``: the target has no such series)."""
+        out: list[dict[str, Any]] = []
+        for index, name in enumerate(self.names()):
+            own = self.target_values.get(index, {}).get(series, value)
+            if own is not None:
+                out.extend(_sample({"instance": name, label: v}, own) for v in label_values)
+        return out
 
     # ---- the admin API ---------------------------------------------------------------------
 
@@ -194,6 +225,26 @@ class HostileFleet:
                                                   current.max_num_batched_tokens))
         return await self._send(request, "admin", 200, json.dumps(self.report(name)).encode(),
                                 {})
+
+    async def _admission(self, request: web.Request) -> web.StreamResponse:
+        """The gate's bound, as the route in front of stock vLLM answers it: a ``PUT`` checked
+        by the contract (422 out of range), and the bound in force."""
+        name = f"t{int(request.match_info['index']):03d}:8000"
+        self.calls.append((name, request.method))
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return await self._send(request, "admin", 401, b'{"error": {"message": "no"}}', {})
+        bound = self.admission.get(name, AdmissionBound(1.0, None, vllm_queued_tokens=True))
+        if request.method == "PUT":
+            wanted = await request.json()
+            self.admission_puts.append((name, wanted))
+            try:
+                bound = self.admission[name] = requested(wanted, bound)
+            except BodyError as exc:
+                error = {"error": {"message": exc.message, "param": exc.param}}
+                return await self._send(request, "admin", exc.status, json.dumps(error).encode(),
+                                        {})
+        body = {**bound.as_dict(), "deadlines": {"default": bound.deadline_slack}}
+        return await self._send(request, "admin", 200, json.dumps(body).encode(), {})
 
     def report(self, name: str) -> dict[str, Any]:
         """What stock vLLM with Governor's plugins answers: the limits, and each rank's own."""

@@ -15,6 +15,8 @@ from governor.controller.actuator import (
     BatchingClient,
     ErrorKind,
     parse_limits,
+    parse_queued_tokens,
+    parse_slack,
 )
 from governor.controller.model import Limits, Target
 from tests.controller.fakes import CEILING, AdminServer
@@ -138,3 +140,29 @@ async def test_a_malformed_answer_is_permanent(aiohttp_server: ServerFactory) ->
 def test_parse_limits_rejects_answers_that_are_not_limits(body: object) -> None:
     with pytest.raises(ActuationError):
         parse_limits(body)
+
+
+@pytest.mark.parametrize("value", [10**30, 10**12 + 1, 0, -5, 8192.0, True, "8192"],
+                         ids=["10^30", "past the contract", "zero", "negative", "a float",
+                              "a boolean", "a string"])
+def test_parse_queued_tokens_refuses_a_bound_outside_the_contract(value: object) -> None:
+    """Issue 32, N5: an answer's max_num_queued_tokens is held to the contract's bounds, an
+    integer from 1 to 10^12 (or null), as the state file and every server hold it."""
+    with pytest.raises(ActuationError) as caught:
+        parse_queued_tokens({"deadline_slack": 1.0, "max_num_queued_tokens": value})
+    assert caught.value.kind is ErrorKind.PERMANENT
+    assert "max_num_queued_tokens must be null or an integer from 1 to 1000000000000" in \
+        caught.value.message
+
+
+def test_parse_queued_tokens_takes_the_contracts_whole_range() -> None:
+    for value in (1, 8192, 10**12, None):
+        assert parse_queued_tokens({"max_num_queued_tokens": value}) == value
+
+
+@pytest.mark.parametrize("value", [1e30, 10**400, 0, -1.0, 100.5, True],
+                         ids=["10^30", "an integer of 400 digits", "zero", "negative",
+                              "past 100", "a boolean"])
+def test_parse_slack_refuses_a_slack_outside_the_contract(value: object) -> None:
+    with pytest.raises(ActuationError, match=r"a deadline_slack within \(0, 100\] expected"):
+        parse_slack({"deadline_slack": value})

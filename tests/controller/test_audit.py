@@ -44,7 +44,7 @@ def test_an_audit_line_holds_reason_inputs_before_and_after(tmp_path: Path) -> N
         "dry_run": False, "error": None, "explanation": DECISION.explanation,
         "inputs": {"itl_tail_seconds": 0.21, "ttft_tail_seconds": None},
         "desired_replicas": {"replicas": 1, "needed": 1.0, "reason": "not_overloaded"},
-        "ranks": None, "admission": None, "vllm_queued_tokens": None,
+        "ranks": None, "admission": None, "vllm_queued_tokens": None, "refused": None,
     }
     assert lines[1]["error"] == "HTTP 503"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 MODULES = [
-    "governor.controller.actuator", "governor.controller.answers", "governor.controller.intake",
+    "governor.controller.actuator", "governor.controller.intake",
     "governor.controller.observe", "governor.controller.queries", "governor.controller.ranks",
     "governor.controller.slo",
     "governor.controller.law.spike", "governor.controller.state", "governor.controller.law.goodput",

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from governor.contracts import causes
+from governor.contracts.admission import AdmissionBound, requested
+from governor.contracts.batching import MAX_LIMIT
 from governor.contracts.metrics import controller as names
 from governor.controller.app import _target_status
 from governor.controller.model import Limits
@@ -20,7 +24,7 @@ from governor.controller.observe import MAX_LABEL_VALUES
 from governor.controller.ranks import MAX_RANKS
 from governor.controller.state import PersistedTarget, StateStore
 from tests.controller.fakes import CEILING, FLOOR
-from tests.controller.hostile import STAGES, HostileFleet, Hostility, Pieces
+from tests.controller.hostile import CALM, STAGES, HostileFleet, Hostility, Pieces
 
 ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
 # A TCP segment's payload on a 1500-byte Ethernet path, a millisecond apart: how a large answer
@@ -209,3 +213,74 @@ async def test_n4_label_values_from_a_target_are_bounded_and_go_when_they_go(
         quantities = {labels["quantity"] for labels in stack.labels(names.OBSERVED.name)}
         assert quantities == set(rt.observation.as_inputs())
         assert not any("hostile" in quantity for quantity in quantities)
+
+
+# What a target's Prometheus series may hold that no healthy target sends: no number, either
+# infinity, a number past any bound, a negative one, one next to zero.
+HOSTILE_VALUES = (math.nan, math.inf, -math.inf, 1e30, -1.0, 1e-300, 1.7e308, -1.7e308, 5e-324)
+# What the admin API's contract accepts of the two readings the law keeps and puts back.
+ACCEPTED = {"vllm_max_num_queued_tokens": (math.inf,),  # unbounded
+            "deadline_slack": (1e-300, 5e-324)}  # within (0, 100]
+# A target the law moves on all three knobs: an inter-token breach behind a deadline gate that
+# refuses, in front of a vLLM whose own bound the user set to 65,536 prompt tokens.
+ACTING = {**CALM, **BREACH, "deadline_slack": 1.0, "admission_refused_per_second": 5.0,
+          "vllm_max_num_queued_tokens": 65536.0}
+CALMED = {**CALM, "deadline_slack": 1.0, "admission_refused_per_second": 0.0,
+          "vllm_max_num_queued_tokens": 65536.0}
+HEALTHY = ("t000:8000", "t001:8000")
+
+
+@pytest.mark.parametrize("value", HOSTILE_VALUES, ids=repr)
+async def test_n5_hostile_sample_values_on_every_series_cost_nothing_but_their_own_target(
+    aiohttp_server: ServerFactory, tmp_path: Path, value: float,
+) -> None:
+    """Issue 32, N5 and the harness: a fleet of two healthy targets, one whose every series
+    holds ``value``, and one per series that holds it there alone (the queued-tokens gauge and
+    the gate's slack among them), over a pass that moves all three knobs and one that hands
+    them back. The controller counts no internal error, puts nothing outside the contract's
+    bounds, writes a state that loads whole, names each refused reading in an audit line, and
+    serves the healthy targets as it would alone."""
+    series = HostileFleet(0).series()
+    alone = {name: f"t{3 + i:03d}:8000" for i, name in enumerate(series)}
+    fleet = HostileFleet(3 + len(series), values=dict(ACTING), target_values={
+        2: dict.fromkeys(series, value),
+        **{3 + i: {name: value} for i, name in enumerate(series)}})
+    server = await aiohttp_server(fleet.app())
+    async with fleet.controller(server, tmp_path) as stack:
+        await stack.reconciler.reconcile_once()
+        for name in HEALTHY:
+            moved = [body for target, body in fleet.admission_puts if target == name]
+            assert moved == [{"deadline_slack": moved[0]["deadline_slack"]},
+                             {"max_num_queued_tokens": moved[1]["max_num_queued_tokens"]}]
+            assert [target for target, _ in fleet.puts].count(name) == 1
+        fleet.values = dict(CALMED)
+        stack.clock.now += 120.0
+        await stack.reconciler.reconcile_once()
+        reconciler = stack.reconciler
+        assert reconciles(stack.metric, names.RESULT_INTERNAL_ERROR) == 0
+        for name in HEALTHY:
+            rt = reconciler.targets[name]
+            assert (rt.last_result, rt.last_error) == (names.RESULT_OK, None)
+            handed_back = [body for target, body in fleet.admission_puts if target == name][2:]
+            assert handed_back == [{"deadline_slack": 1.0}, {"max_num_queued_tokens": 65536}]
+        states = {name: rt.state for name, rt in reconciler.targets.items()}
+        refused: dict[str, set[str]] = {}
+        for line in stack.audit():
+            refused.setdefault(line["target"], set()).update(line["refused"] or ())
+    assert not any(refused.get(name) for name in HEALTHY)
+    for name, accepted in ACCEPTED.items():
+        assert (name in refused[alone[name]]) == (value not in accepted), name
+        assert (name in refused["t002:8000"]) == (value not in accepted), name
+    if value == math.inf:  # vLLM's bound unbounded: set while the gate refuses, handed back
+        moved = [body for target, body in fleet.admission_puts
+                 if target == alone["vllm_max_num_queued_tokens"]]
+        assert [list(body) for body in moved] == [["deadline_slack"], ["max_num_queued_tokens"],
+                                                  ["deadline_slack"], ["max_num_queued_tokens"]]
+        assert moved[3] == {"max_num_queued_tokens": None}
+    for name, body in fleet.puts:
+        assert all(isinstance(v, int) and 1 <= v <= MAX_LIMIT for v in body.values()), name
+    for _, body in fleet.admission_puts:  # what a server accepts: the contract's check
+        requested(body, AdmissionBound(1.0, None, vllm_queued_tokens=True))
+    saved, aside = restart(tmp_path)
+    assert aside == []
+    assert {name: target.state for name, target in saved.items()} == states

@@ -58,6 +58,35 @@ def test_assemble_fills_absent_and_non_finite_values_with_none() -> None:
     assert obs["c"].itl_median_seconds is None
 
 
+def test_the_gates_slack_and_vllms_bound_outside_the_contract_are_refused_by_name() -> None:
+    """Issue 32, N5: the two readings the law keeps and puts back are held to the admin API's
+    contract where they enter; +Inf is vLLM's bound while unbounded, a reading, not a gap."""
+    obs = assemble({"deadline_slack": {"a": {"": 1e30}, "b": {"": 0.7}, "c": {"": math.nan}},
+                    "vllm_max_num_queued_tokens": {"a": {"": 8192.5}, "b": {"": math.inf},
+                                                   "c": {"": 8192.0}}}, ["a", "b", "c"])
+    a, b, c = obs["a"], obs["b"], obs["c"]
+    assert (a.deadline_slack, a.vllm_max_num_queued_tokens) == (None, None)
+    assert a.refused == {
+        "deadline_slack": "1e+30 is not a deadline slack within (0, 100]",
+        "vllm_max_num_queued_tokens": "8192.5 is not a whole number from 1 to 1000000000000, or "
+                                      "+Inf (unbounded)"}
+    assert (b.deadline_slack, b.vllm_max_num_queued_tokens, b.refused) == (0.7, math.inf, {})
+    assert (c.deadline_slack, c.vllm_max_num_queued_tokens) == (None, 8192.0)
+    assert c.refused == {"deadline_slack": "nan is not a deadline slack within (0, 100]"}
+
+
+def test_a_reading_past_any_measurement_is_refused_and_no_data_is_not() -> None:
+    """Any other reading past 10^15 is no measurement (the law's sums of two such overflow);
+    NaN and ±Inf stay what they always were, no data."""
+    obs = assemble({"itl_tail_seconds": {"a": {"": -1.7e308}, "b": {"": math.inf},
+                                         "c": {"0": 0.05, "1": 1e30}}}, ["a", "b", "c"])
+    assert obs["a"].itl_tail_seconds is None
+    assert obs["a"].refused == {"itl_tail_seconds": "-1.7e+308 is not a number within ±1e+15"}
+    assert (obs["b"].itl_tail_seconds, obs["b"].refused) == (None, {})
+    assert obs["c"].itl_tail_seconds is None and obs["c"].rank_itl_tails == {}
+    assert obs["c"].refused == {"itl_tail_seconds": "1e+30 is not a number within ±1e+15"}
+
+
 def test_series_without_ranks_and_a_single_engine_read_as_they_always_did() -> None:
     """The service's own histograms name no rank and the sim's one engine is ``engine="0"``:
     the observation is the one the queries summed by instance before ranks were kept."""

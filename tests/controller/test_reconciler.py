@@ -528,3 +528,33 @@ async def test_a_bound_the_target_refuses_is_audited_and_forgotten_and_a_dry_run
     await dry.reconciler.reconcile_once()
     assert dry.actuator.queued_tokens == []
     assert not dry.reconciler.targets[A.name].state.queued_tokens_held
+
+
+async def test_a_refused_reading_is_audited_when_it_comes_and_goes_and_costs_no_memory(
+        tmp_path: Path) -> None:
+    """Issue 32, N5: vLLM's bound reported as 10^30 while the law holds it set: a line names
+    the refused reading once (not at every pass), nothing is put, the bound to hand back is
+    kept; once a bound in range is reported again it is handed back, in a line without it."""
+    h = Harness(tmp_path)
+    h.observer.observations[A.name] = replace(GATED, vllm_max_num_queued_tokens=math.inf)
+    await h.reconciler.reconcile_once()
+    assert h.reconciler.targets[A.name].state.queued_tokens_held
+    why = "1e+30 is not a whole number from 1 to 1000000000000, or +Inf (unbounded)"
+    calm = replace(GATED, itl_tail_seconds=0.09, itl_tail_long_seconds=0.09,
+                   admission_refused_per_second=0.0)
+    h.observer.observations[A.name] = replace(
+        calm, vllm_max_num_queued_tokens=None, refused={"vllm_max_num_queued_tokens": why})
+    for _ in range(3):
+        h.clock.now += 10.0
+        await h.reconciler.reconcile_once()
+    assert len(h.actuator.queued_tokens) == 1  # the first pass's, nothing since
+    state = h.reconciler.targets[A.name].state
+    assert (state.queued_tokens_held, state.queued_tokens_from) == (True, None)
+    refused = [line["refused"] for line in h.audit() if line["refused"] is not None]
+    assert refused == [{"vllm_max_num_queued_tokens": why}]
+    h.observer.observations[A.name] = replace(calm, vllm_max_num_queued_tokens=9000.0)
+    h.clock.now += 10.0
+    await h.reconciler.reconcile_once()
+    assert h.actuator.queued_tokens[-1] == (A.name, None)  # handed back: unbounded
+    last = h.audit()[-1]
+    assert last["refused"] is None and last["vllm_queued_tokens"] is not None

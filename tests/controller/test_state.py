@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -215,3 +216,35 @@ def test_one_unusable_target_costs_that_target_alone(
     (line,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert "1 of 4 targets unusable, the first: targets['bad:8000'].state.limits" in line
     assert "starting without memory of those targets" in line
+
+
+@pytest.mark.parametrize(("bad", "why"), [
+    (replace(FULL, queued_tokens_from=10**30), "state.queued_tokens_from: must be an integer "
+                                               "from 1 to 1000000000000, got an integer too large"),
+    (replace(FULL, slack_from=1e30), "state.slack_from: a deadline slack must be within (0, 100], "
+                                     "got 1e+30"),
+    (replace(FULL, prefill_seconds_per_token=math.inf), "state.prefill_seconds_per_token: must be "
+                                                        "a finite number, got inf"),
+], ids=["vLLM's bound at 10^30", "a slack of 10^30", "an infinite cost"])
+def test_a_state_that_would_not_load_again_is_never_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, bad: TargetState, why: str,
+) -> None:
+    """Issue 32, N5: whatever reading reached a target's state, the file written loads whole:
+    that target's state is written as it last was (a target never written is left out), the
+    others' newer states are written, and nothing is moved aside at the restart."""
+    path = tmp_path / "state.json"
+    store = StateStore(path, clock=lambda: NOW)
+    first = {"a": PersistedTarget("http://a", FULL), "b": PersistedTarget("http://b", FULL)}
+    store.save(first)
+    newer = PersistedTarget("http://b", replace(FULL, last_change_at=150.0))
+    for _ in range(2):
+        store.save({"a": PersistedTarget("http://a", bad), "b": newer,
+                    "c": PersistedTarget("http://c", bad)})
+    assert StateStore(path, clock=lambda: NOW).load() == {"a": first["a"], "b": newer}
+    assert list(tmp_path.glob("state.json.corrupt-*")) == []
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == [  # once per reason, not at every save
+        f"target a: its state would not load again (targets['a'].{why}); writing it as last "
+        "written",
+        f"target c: its state would not load again (targets['c'].{why}); leaving it out of "
+        "the state file"]

@@ -221,3 +221,49 @@ async def test_the_model_is_asked_once_and_again_after_a_failure(
         result = await probe_once(session, replica, REQUEST, models=remembered)
         assert result.ok != failing
     assert len(asked) == 2  # the first probe, and the first after the failure
+
+
+@pytest.mark.parametrize("models_answer", [
+    pytest.param({"object": "list", "data": [{"id": "tiny", "object": "model"}]}, id="one model"),
+    pytest.param({"object": "list", "data": [{"id": "tiny", "object": "model"}] + [
+        {"id": f"adapter-{i:04d}", "object": "model", "root": "tiny"} for i in range(1500)]},
+        id="a list past 64 KiB"),
+])
+async def test_a_model_list_sent_in_small_pieces_is_read_whole(
+        aiohttp_server: ServerFactory, session: aiohttp.ClientSession,
+        models_answer: dict[str, object]) -> None:
+    """Issue 32, N1 in the probe: ``GET /v1/models`` in 16-byte pieces 2 ms apart (each write
+    its own network send) is read to its end, and the first model it lists is probed."""
+    raw = json.dumps(models_answer).encode()
+    pieces = [raw[start:start + 16] for start in range(0, len(raw), 16)]
+    bodies: list[object] = []
+
+    async def listed(request: web.Request) -> web.StreamResponse:
+        return await stream(request, *pieces, delay=0.002 if len(pieces) < 100 else 0.0)
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        bodies.append(await request.json())
+        return await stream(request, chunk("o"), chunk("k"), b"data: [DONE]\n\n")
+
+    app = web.Application()
+    app.router.add_post(CHAT_COMPLETIONS_PATH, chat)
+    app.router.add_get("/v1/models", listed)
+    server = await aiohttp_server(app)
+    replica = Replica("inference", str(server.make_url("")).rstrip("/"))
+    result = await probe_once(session, replica, REQUEST)
+    assert result.ok, result
+    assert [body["model"] for body in bodies if isinstance(body, dict)] == ["tiny"]
+
+
+async def test_a_model_list_past_its_bound_is_refused_by_name(
+        aiohttp_server: ServerFactory, session: aiohttp.ClientSession) -> None:
+    async def endless(request: web.Request) -> web.StreamResponse:
+        return await stream(request, b'{"data": [' + b" " * (MAX_RESPONSE_BYTES + 1) + b"]}")
+
+    app = web.Application()
+    app.router.add_get("/v1/models", endless)
+    server = await aiohttp_server(app)
+    got = await probe_once(session, Replica("inference", str(server.make_url("")).rstrip("/")),
+                           REQUEST)
+    assert (got.result, got.detail) == (
+        m.RESULT_STREAM, f"/v1/models: the answer is larger than {MAX_RESPONSE_BYTES} bytes")

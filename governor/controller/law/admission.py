@@ -22,12 +22,17 @@ Behind a gate that refuses, the TTFT guard of a budget cut yields too (``gating`
 holds the backlog at about a deadline's worth of prefill, so a budget that prefills less than
 arrives costs refusals, not first tokens past their SLO; the scale signal still counts the
 demand.
+
+A slack the controller refused where it entered (outside the admin API's contract, (0, 100]:
+10^30, NaN) moves nothing, and the slack to hand back stays in the law's memory for when the gate
+reports one again.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from governor.contracts.admission import slack_within
 from governor.controller.law.context import Context, ms
 from governor.controller.model import AdmissionChange, Decision, finite
 
@@ -38,12 +43,14 @@ _GATING_PER_SECOND = 0.05
 MIN_SLACK = 0.2
 # A rate ratio closer to 1 than this moves no slack (no churn for a small change).
 _MIN_MOVE = 0.05
+FIELD = "deadline_slack"
 
 
 def gate_slack(ctx: Context) -> float | None:
-    """The slack the target's gate reports in force (``None``: no gate)."""
-    slack = finite(ctx.obs.deadline_slack)
-    return slack if slack is not None and slack > 0 else None
+    """The slack the target's gate reports in force (``None``: no gate, or a slack outside the
+    admin API's contract)."""
+    slack = ctx.obs.deadline_slack
+    return slack if slack is not None and slack_within(slack) else None
 
 
 def gating(ctx: Context) -> bool:
@@ -62,7 +69,10 @@ def prefill_rate(budget: int, decode_seconds: float, cost: float) -> float:
 
 
 def bound(ctx: Context, decision: Decision) -> Decision:
-    """``decision`` with the admission knob's move, if any, and the state it leaves."""
+    """``decision`` with the admission knob's move, if any, and the state it leaves; none, and
+    the state as it was, while the slack's reading is refused (outside the contract)."""
+    if FIELD in ctx.obs.refused:
+        return decision
     slack = gate_slack(ctx)
     state = decision.state
     if slack is None:

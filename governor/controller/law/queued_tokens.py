@@ -15,7 +15,10 @@ The gate judges each request by its own class's deadline; vLLM's bound is one nu
 class, counted in vLLM's own tokens (the gate estimates a prompt until vLLM has tokenized it), and
 it holds with or without the gate's prediction. A target that reports no such bound (``governor
 serve``, whose route does not move it, or a vLLM before 0.32) is left, and the law says so where
-it moves the slack.
+it moves the slack. A bound the controller refused where it entered (outside the admin API's
+contract: 10^30, NaN, a fraction) is left too, and so is the law's memory of the bound to hand
+back, as while the gate's slack is refused (whether the gate refuses is then unknown): nothing is
+put or saved from such a reading.
 """
 
 from __future__ import annotations
@@ -23,21 +26,26 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from governor.contracts.admission import queued_tokens_within
+from governor.controller.law import admission
 from governor.controller.law.admission import gate_slack, gating, prefill_rate
 from governor.controller.law.context import Context, ms
 from governor.controller.model import Decision, QueuedTokensChange
 
 # A bound within this share of the one in force is not moved (no churn for a small change).
 _MIN_MOVE = 0.05
+FIELD = "vllm_max_num_queued_tokens"
 
 
 def vllm_bound(ctx: Context) -> tuple[bool, int | None]:
     """Whether the target's vLLM has the bound to move, and the bound in force (``None``:
-    unbounded)."""
+    unbounded): +Inf, or a bound the admin API's contract accepts."""
     value = ctx.obs.vllm_max_num_queued_tokens
-    if value is None or math.isnan(value) or value < 0:
+    if value == math.inf:
+        return True, None
+    if value is None or not queued_tokens_within(value):
         return False, None
-    return True, None if math.isinf(value) else int(value)
+    return True, int(value)
 
 
 def wanted(ctx: Context, budget: int) -> int | None:
@@ -51,6 +59,8 @@ def wanted(ctx: Context, budget: int) -> int | None:
 
 def bound(ctx: Context, decision: Decision) -> Decision:
     """``decision`` with vLLM's bound moved, if the law moves it, and the state it leaves."""
+    if FIELD in ctx.obs.refused or admission.FIELD in ctx.obs.refused:
+        return decision
     has, current = vllm_bound(ctx)
     state = decision.state
     if not has:

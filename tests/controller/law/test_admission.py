@@ -72,3 +72,17 @@ def test_the_slack_never_goes_under_its_floor_nor_above_what_it_was() -> None:
     deep = run(gated(slack=0.25, itl_median_seconds=0.08), limits=target(budget=8192))
     assert deep.admission is not None and deep.admission.after >= MIN_SLACK
     assert deep.admission.after <= 0.25
+
+
+def test_a_slack_outside_the_contract_moves_nothing_and_a_refused_one_keeps_the_memory() -> None:
+    """Issue 32, N5: a slack of 10^30 is no gate's (the contract's range is (0, 100]): lowered
+    by the cut's ratio it would be PUT as 10^29 and saved as the slack to hand back. A slack the
+    controller refused where it entered keeps the one the law holds to hand back."""
+    huge = run(gated(slack=1e30), limits=target(budget=2048))
+    assert huge.admission is None and huge.state.slack_from is None
+    held = TargetState(slack_from=1.0, slack_since=T0, last_change_at=T0)
+    refused = replace(gated(slack=0.6, refused=0.0), deadline_slack=None,
+                      refused={"deadline_slack": "1e+30 is not a deadline slack within (0, 100]"})
+    kept = run(refused, state=held, now=T0 + 5)
+    assert kept.admission is None
+    assert (kept.state.slack_from, kept.state.slack_since) == (1.0, T0)

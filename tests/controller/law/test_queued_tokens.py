@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -79,3 +80,29 @@ def test_a_vllm_without_the_bound_is_left_and_the_slack_move_says_so() -> None:
 ], ids=["the gate refuses nothing", "no gate", "no latency to judge"])
 def test_without_an_overload_at_the_gate_the_bound_is_left(obs: Observation) -> None:
     assert run(obs, limits=target(budget=2048)).queued_tokens is None
+
+
+@pytest.mark.parametrize("value", [1e30, 0.0, 8192.5, -1.0, math.nan],
+                         ids=["past the contract", "zero", "a fraction", "negative", "NaN"])
+def test_a_bound_outside_the_contract_is_neither_held_nor_remembered(value: float) -> None:
+    """Issue 32, N5: the law reads vLLM's bound through the contract's check too. 10^30 would
+    have been the bound to hand back, PUT as such and saved (a restart then refuses the file)."""
+    cut = run(gated(vllm_max_num_queued_tokens=value), limits=target(budget=2048))
+    assert cut.queued_tokens is None
+    assert (cut.state.queued_tokens_held, cut.state.queued_tokens_from) == (False, None)
+
+
+@pytest.mark.parametrize("field", ["vllm_max_num_queued_tokens", "deadline_slack"])
+def test_while_a_reading_is_refused_the_bound_and_its_memory_are_left(field: str) -> None:
+    """The controller refused the reading where it entered (outside the contract): the law
+    neither hands the bound back nor forgets it; without the slack, whether the gate still
+    refuses is unknown."""
+    held = TargetState(queued_tokens_held=True, queued_tokens_from=32768, last_change_at=T0)
+    calm_gate = replace(gated(slack=1.0, refused=0.0, vllm_max_num_queued_tokens=9000.0),
+                        itl_tail_seconds=0.09, itl_tail_long_seconds=0.09)
+    gone: dict[str, Any] = {field: None, "refused": {field: "1e+30 is not …"}}
+    refused = replace(calm_gate, **gone)
+    kept = run(refused, state=held, now=T0 + 5)
+    assert kept.queued_tokens is None
+    assert (kept.state.queued_tokens_held, kept.state.queued_tokens_from) == (True, 32768)
+    assert run(calm_gate, state=held, now=T0 + 5).queued_tokens is not None  # the premise

@@ -1,9 +1,10 @@
-"""An HTTP answer as the controller reads it: whole, bounded, and JSON it can hold.
+"""An HTTP answer as Governor's clients read it (the controller, the probe): whole, bounded, and
+JSON they can hold.
 
 ``response.content.read(n)`` returns what has arrived so far, not ``n`` bytes: an answer that
-reaches the controller in more than one network read would be cut at the first. So an answer is
+reaches the client in more than one network read would be cut at the first. So an answer is
 read until its end, and refused once it passes a byte limit; its JSON is refused when nested
-deeper than any answer the controller asks for (Python's parser raises ``RecursionError`` near a
+deeper than any answer the client asks for (Python's parser raises ``RecursionError`` near a
 thousand levels, and a shallower tree can still exhaust the stack when an error message prints
 it)::
 
@@ -15,7 +16,7 @@ it)::
     >>> loads(b"[" * 100_000 + b"]" * 100_000)
     Traceback (most recent call last):
     ...
-    governor.controller.answers.AnswerError: the answer is JSON nested too deeply (over 32 levels)
+    governor.common.answers.AnswerError: the answer is JSON nested too deeply (over 32 levels)
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, Final
 import aiohttp
 
 # Prometheus's answers and the admin API's are a few levels deep (a vector's sample, its metric,
-# its labels; a report, its floor); no answer the controller reads comes near this.
+# its labels; a report, its floor); no answer a client reads comes near this.
 MAX_DEPTH: Final = 32
 
 
