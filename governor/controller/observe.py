@@ -109,8 +109,10 @@ def parse_vector(body: Any) -> dict[str, float]:
 
 def parse_vector_by(body: Any, label: str, known: frozenset[str] = frozenset()
                     ) -> dict[str, dict[str, float]]:
-    """An instant-vector answer → ``{instance: {value of label: value}}``; finite values only
-    (a stage without requests in the window has no value).
+    """An instant-vector answer → ``{instance: {value of label: value}}``; measured values only:
+    finite (a stage without requests in the window has no value) and within :data:`MAX_READING`
+    (the guards add a stage's readings up, and a sum of two readings near the float's largest is
+    +Inf).
 
     The label's values come from the targets, so they are bounded: at most
     :data:`MAX_LABEL_VALUES` per instance, the ``known`` ones (the contract's) first, then the
@@ -121,7 +123,7 @@ def parse_vector_by(body: Any, label: str, known: frozenset[str] = frozenset()
         instance, value = _sample(sample)
         key = sample["metric"].get(label)
         if instance is not None and isinstance(key, str) and len(key) <= MAX_LABEL_LENGTH \
-                and math.isfinite(value):
+                and math.isfinite(value) and abs(value) <= MAX_READING:
             out.setdefault(instance, {})[key] = value
     return {instance: _bounded(values, known) for instance, values in out.items()}
 

@@ -13,7 +13,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from governor.controller.model import Observation
-from governor.controller.observe import PrometheusClient, PrometheusError, assemble, parse_vector
+from governor.controller.observe import (
+    MAX_READING,
+    PrometheusClient,
+    PrometheusError,
+    assemble,
+    parse_vector,
+    parse_vector_by,
+)
 from governor.controller.queries import QuerySet
 
 ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
@@ -22,6 +29,16 @@ ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
 def vector(*samples: tuple[str, str]) -> dict[str, Any]:
     return {"status": "success", "data": {"resultType": "vector", "result": [
         {"metric": {"instance": i}, "value": [1.0, v]} for i, v in samples]}}
+
+
+def test_a_labelled_reading_past_any_measurement_is_no_data() -> None:
+    # The stage guard adds a target's stage readings up: two near the float's largest sum to
+    # +Inf, which the audit line cannot write.
+    body = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"instance": "a", "stage": stage}, "value": [1.0, value]}
+        for stage, value in (("prefill", "1.7e308"), ("decode", repr(MAX_READING)),
+                             ("read", "-1e16"), ("parse", "NaN"), ("render", "0.25"))]}}
+    assert parse_vector_by(body, "stage") == {"a": {"decode": MAX_READING, "render": 0.25}}
 
 
 def test_parse_vector_keeps_nan_and_infinity_for_the_law_to_reject() -> None:
