@@ -15,6 +15,9 @@ the SLO spec from a ConfigMap made from ``slo.yaml``; both are referenced by nam
   alerts to it with the webhook token from the Secret;
 * probe: a Deployment of the synthetic probe (one replica), sending to the inference Service,
   scraped through a PodMonitor.
+
+Every monitor bounds what one scrape may bring (:data:`governor.generation.scrape.SAMPLE_LIMITS`,
+the limits ``prometheus.yml`` sets).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.contracts.metrics.verdict import LABEL_NODE
 from governor.contracts.promql import format_duration
 from governor.generation.params import RenderParams
+from governor.generation.scrape import SAMPLE_LIMITS
 from governor.slo.fleet import Kubernetes, Target
 from governor.slo.probe import DEFAULT_TARGET
 from governor.slo.spec import SloSpec
@@ -200,18 +204,23 @@ def exporter_daemonset(spec: SloSpec) -> Object:
     }
 
 
-def exporter_podmonitor(spec: SloSpec) -> Object:
-    k8s = spec.kubernetes
+def _pod_monitor(name: str, spec: SloSpec, target: Target, role: str) -> Object:
+    """Scrapes the pods of ``name`` as ``target``'s job, at most its role's samples a scrape."""
     return {
         "apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
-        "metadata": metadata(EXPORTER_NAME, k8s, operator=True),
+        "metadata": metadata(name, spec.kubernetes, operator=True),
         "spec": {
-            "selector": {"matchLabels": _labels(EXPORTER_NAME)},
+            "selector": {"matchLabels": _labels(name)},
+            "sampleLimit": SAMPLE_LIMITS[role],
             "podMetricsEndpoints": [{"port": "http", "path": METRICS_PATH,
                                      "interval": SCRAPE_INTERVAL,
-                                     "relabelings": _job_relabeling(spec.targets.gpu)}],
+                                     "relabelings": _job_relabeling(target)}],
         },
     }
+
+
+def exporter_podmonitor(spec: SloSpec) -> Object:
+    return _pod_monitor(EXPORTER_NAME, spec, spec.targets.gpu, "gpu")
 
 
 def _spec_volume() -> Object:
@@ -312,12 +321,14 @@ def _service(name: str, k8s: Kubernetes, port: int) -> Object:
     }
 
 
-def _service_monitor(name: str, spec: SloSpec, target: Target) -> Object:
+def _service_monitor(name: str, spec: SloSpec, target: Target, role: str) -> Object:
+    """Scrapes the Service ``name`` as ``target``'s job, at most its role's samples a scrape."""
     return {
         "apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
         "metadata": metadata(name, spec.kubernetes, operator=True),
         "spec": {
             "selector": {"matchLabels": _labels(name)},
+            "sampleLimit": SAMPLE_LIMITS[role],
             "endpoints": [{"port": "http", "path": METRICS_PATH, "interval": SCRAPE_INTERVAL,
                            "relabelings": _job_relabeling(target)}],
         },
@@ -329,7 +340,7 @@ def inference_service(spec: SloSpec) -> Object:
 
 
 def inference_servicemonitor(spec: SloSpec) -> Object:
-    return _service_monitor(INFERENCE_NAME, spec, spec.targets.inference)
+    return _service_monitor(INFERENCE_NAME, spec, spec.targets.inference, "inference")
 
 
 def controller_state_claim(spec: SloSpec) -> Object:
@@ -393,7 +404,7 @@ def controller_service(spec: SloSpec) -> Object:
 
 
 def controller_servicemonitor(spec: SloSpec) -> Object:
-    return _service_monitor(CONTROLLER_NAME, spec, spec.targets.controller)
+    return _service_monitor(CONTROLLER_NAME, spec, spec.targets.controller, "controller")
 
 
 def alertmanager_config(spec: SloSpec, params: RenderParams) -> Object:
@@ -474,14 +485,4 @@ def probe_deployment(spec: SloSpec) -> Object:
 
 
 def probe_podmonitor(spec: SloSpec) -> Object:
-    k8s = spec.kubernetes
-    return {
-        "apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
-        "metadata": metadata(PROBE_NAME, k8s, operator=True),
-        "spec": {
-            "selector": {"matchLabels": _labels(PROBE_NAME)},
-            "podMetricsEndpoints": [{"port": "http", "path": METRICS_PATH,
-                                     "interval": SCRAPE_INTERVAL,
-                                     "relabelings": _job_relabeling(Target(JOB_PROBE))}],
-        },
-    }
+    return _pod_monitor(PROBE_NAME, spec, Target(JOB_PROBE), "probe")
