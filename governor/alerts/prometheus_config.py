@@ -6,7 +6,9 @@ relative to the configuration file, so the same ``prometheus.yml`` works in a co
 (``/etc/prometheus``) and natively (``deploy/prometheus``); so is the file that lists the
 inference replicas (``targets/inference.json``), which Prometheus watches. The jobs are named,
 and their targets labelled, as the spec's ``targets`` section says, so that the rules, boards and
-controller queries generated from the same spec select what this configuration scrapes.
+controller queries generated from the same spec select what this configuration scrapes; each
+job bounds what one scrape may bring (:data:`governor.generation.scrape.SAMPLE_LIMITS`, as the
+Kubernetes monitors do).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 from governor.contracts.endpoints import JOB_PROBE, LISTEN_HOST, PROMETHEUS
 from governor.contracts.promql import format_duration
 from governor.generation.params import Endpoints, RenderParams
+from governor.generation.scrape import SAMPLE_LIMITS
 from governor.slo.fleet import Target, Targets
 from governor.slo.spec import SloSpec
 
@@ -25,12 +28,6 @@ RULES_GLOB = "rules/*.yml"
 INFERENCE_TARGETS = "targets/inference.json"
 DEFAULT_SCRAPE_TIMEOUT = 10
 MAX_EXEMPLARS = 100_000
-# The most samples one scrape of a target may return; past it Prometheus fails that scrape
-# (``up`` 0) rather than store them, so a target exposing label values without end costs its
-# own series, never the server's memory or every other target's. Each is about ten times what
-# the job exposes at its largest: a vLLM server of eight data-parallel ranks, a node of eight
-# GPUs and their processes, a controller of 256 targets with every label at its bound.
-SAMPLE_LIMITS = {"inference": 50_000, "gpu": 20_000, "controller": 200_000, "probe": 20_000}
 
 
 def retention_seconds(spec: SloSpec, params: RenderParams) -> int:

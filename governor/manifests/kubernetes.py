@@ -9,12 +9,18 @@ the SLO spec from a ConfigMap made from ``slo.yaml``; both are referenced by nam
 
 * exporter: a DaemonSet on GPU nodes, with host PIDs (it names the container of each GPU process)
   and privileges (GPM profiling needs them), scraped through a PodMonitor;
-* inference: a Deployment of vLLM's image plus Governor, its Service, a ServiceMonitor;
+* inference: a Deployment of vLLM's image plus Governor (non-root, its caches in a writable
+  home and ``/tmp`` of its own, the image read-only), its Service, a ServiceMonitor;
 * controller: a Deployment (one replica, state on a PersistentVolumeClaim), its Service (the
   Alertmanager webhook), a ServiceMonitor, and an AlertmanagerConfig that routes the control
   alerts to it with the webhook token from the Secret;
 * probe: a Deployment of the synthetic probe (one replica), sending to the inference Service,
   scraped through a PodMonitor.
+
+Every container but the exporter runs as the spec's user and group (``kubernetes.security``,
+10001 by default), never root, without capabilities or a way to gain privileges; every monitor
+bounds what one scrape may bring (:data:`governor.generation.scrape.SAMPLE_LIMITS`, the limits
+``prometheus.yml`` sets).
 """
 
 from __future__ import annotations
@@ -38,7 +44,8 @@ from governor.contracts.metrics.scrape import LABEL_INSTANCE
 from governor.contracts.metrics.verdict import LABEL_NODE
 from governor.contracts.promql import format_duration
 from governor.generation.params import RenderParams
-from governor.slo.fleet import Kubernetes, Target
+from governor.generation.scrape import SAMPLE_LIMITS
+from governor.slo.fleet import GOVERNOR_UID, Kubernetes, Security, Target
 from governor.slo.probe import DEFAULT_TARGET
 from governor.slo.spec import SloSpec
 from governor.vllm import MIDDLEWARE
@@ -56,10 +63,19 @@ PROBE_TOKEN_KEY: Final = "probe_token"
 SPEC_DIR: Final = "/etc/governor"
 TOKENS_DIR: Final = "/run/secrets/governor"
 STATE_DIR: Final = "/var/lib/governor"
-GOVERNOR_UID: Final = 10001  # the Dockerfiles' user
-# Where weights go: Dockerfile.vllm's HF_HOME (its user is not root), vLLM's image's default.
-HF_HOME: Final = "/home/governor/.cache/huggingface"
-STOCK_HF_HOME: Final = "/root/.cache/huggingface"
+# The inference server's home, a writable emptyDir whatever the image (Dockerfile.vllm's user's
+# home; stock vLLM's image keeps its caches under /root, which its user cannot write): vLLM's
+# caches (compiled graphs, Triton and FlashInfer kernels, its config) go under it, and the
+# weights to HF_HOME, a volume of their own.
+HOME: Final = "/home/governor"
+CACHE_HOME: Final = f"{HOME}/.cache"
+HF_HOME: Final = f"{CACHE_HOME}/huggingface"  # Dockerfile.vllm's too
+VLLM_CACHE_ROOT: Final = f"{CACHE_HOME}/vllm"
+TMP_DIR: Final = "/tmp"  # noqa: S108  # an emptyDir: torch's inductor cache, vLLM's IPC paths
+# USER: what getpass.getuser() answers when the image's /etc/passwd has no entry for the user id
+# (stock vLLM's has none for 10001): torch before 2.13 asks it at import, to name its inductor
+# cache, and fails without (pytorch/pytorch#140765).
+USER_NAME: Final = "governor"
 # AsyncEngineArgs' field behind vllm serve --custom-histogram-buckets (vLLM >= 0.32).
 BUCKETS_ENGINE_ARG: Final = "custom_histogram_buckets"
 SCRAPE_INTERVAL: Final = "15s"
@@ -145,16 +161,19 @@ def _resources(k8s: Kubernetes, container: str, gpus: int = 0) -> Object:
     return {"requests": dict(given.requests), **({"limits": limits} if limits else {})}
 
 
-def _unprivileged(user: int | None) -> Object:
-    """A container's securityContext: no privilege to gain, no capability; ``user``: the
-    image's non-root user, which the kubelet checks (``None``: the image's own user)."""
-    as_user = {} if user is None else {"runAsNonRoot": True, "runAsUser": user}
-    return {**as_user, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+def _unprivileged(security: Security) -> Object:
+    """A container's securityContext: the spec's user and group, by number so the kubelet can
+    check it is not root (an image names its user, which the kubelet cannot check), its root
+    filesystem read-only unless the spec says otherwise; no privilege to gain, no capability."""
+    return {"runAsNonRoot": True, "runAsUser": security.run_as_user,
+            "runAsGroup": security.run_as_group,
+            "readOnlyRootFilesystem": security.read_only_root_filesystem,
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 def _pod_security() -> Object:
-    """The pod's: the runtime's default seccomp profile, and mounted Secrets readable by the
-    Dockerfiles' user's group."""
+    """The pod's: the runtime's default seccomp profile, and mounted Secrets (mode 0400, to
+    which the kubelet adds this group's read) readable whatever user the spec runs them as."""
     return {"fsGroup": GOVERNOR_UID, "seccompProfile": {"type": "RuntimeDefault"}}
 
 
@@ -200,18 +219,23 @@ def exporter_daemonset(spec: SloSpec) -> Object:
     }
 
 
-def exporter_podmonitor(spec: SloSpec) -> Object:
-    k8s = spec.kubernetes
+def _pod_monitor(name: str, spec: SloSpec, target: Target, role: str) -> Object:
+    """Scrapes the pods of ``name`` as ``target``'s job, at most its role's samples a scrape."""
     return {
         "apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
-        "metadata": metadata(EXPORTER_NAME, k8s, operator=True),
+        "metadata": metadata(name, spec.kubernetes, operator=True),
         "spec": {
-            "selector": {"matchLabels": _labels(EXPORTER_NAME)},
+            "selector": {"matchLabels": _labels(name)},
+            "sampleLimit": SAMPLE_LIMITS[role],
             "podMetricsEndpoints": [{"port": "http", "path": METRICS_PATH,
                                      "interval": SCRAPE_INTERVAL,
-                                     "relabelings": _job_relabeling(spec.targets.gpu)}],
+                                     "relabelings": _job_relabeling(target)}],
         },
     }
+
+
+def exporter_podmonitor(spec: SloSpec) -> Object:
+    return _pod_monitor(EXPORTER_NAME, spec, spec.targets.gpu, "gpu")
 
 
 def _spec_volume() -> Object:
@@ -228,10 +252,20 @@ def _mounts() -> list[Object]:
             {"name": "tokens", "mountPath": TOKENS_DIR, "readOnly": True}]
 
 
+def _home_env() -> list[Object]:
+    """Where vLLM, Hugging Face, torch and Triton write: under the writable home (they read
+    ``HOME`` and XDG's cache folder; vLLM's and Hugging Face's own variables are set too, so
+    an image that sets them otherwise is overruled), under whatever user id the spec gives."""
+    return [{"name": name, "value": value} for name, value in (
+        ("HOME", HOME), ("XDG_CACHE_HOME", CACHE_HOME), ("HF_HOME", HF_HOME),
+        ("VLLM_CACHE_ROOT", VLLM_CACHE_ROOT), ("USER", USER_NAME))]
+
+
 def _inference_container(spec: SloSpec) -> Object:
     """``governor serve --engine vllm``, or stock ``vllm serve`` with Governor's admin
-    middleware (``kubernetes.server: vllm``): the same port, health path and token file. Either
-    way vLLM exposes the edges the spec declares (``vllm.custom_histogram_buckets``)."""
+    middleware (``kubernetes.server: vllm``): the same port, health path and token file, the
+    same writable home. Either way vLLM exposes the edges the spec declares
+    (``vllm.custom_histogram_buckets``)."""
     k8s, buckets = spec.kubernetes, spec.vllm.flag_value()
     hf_token = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
         "name": HF_SECRET, "key": "token", "optional": True}}}
@@ -242,7 +276,8 @@ def _inference_container(spec: SloSpec) -> Object:
         del container["args"]
         container["command"] = command  # whatever the image's entrypoint is
         container["env"] = [hf_token, {"name": TOKEN_FILE_ENV,
-                                       "value": f"{TOKENS_DIR}/{ADMIN_TOKEN_KEY}"}]
+                                       "value": f"{TOKENS_DIR}/{ADMIN_TOKEN_KEY}"},
+                            *_home_env()]
         return container
     args = Serve(engine="vllm", model=k8s.model, host=LISTEN_HOST, port=k8s.inference_port,
                  slo=f"{SPEC_DIR}/slo.yaml", admin_token_file=f"{TOKENS_DIR}/{ADMIN_TOKEN_KEY}",
@@ -250,7 +285,8 @@ def _inference_container(spec: SloSpec) -> Object:
                  engine_arg=(f"{BUCKETS_ENGINE_ARG}={buckets}",)
                  if buckets else ()).argv()
     container = _governor_container("inference", k8s.vllm_image, args, k8s.inference_port)
-    container["env"] = [hf_token, {"name": "OTEL_SERVICE_NAME", "value": INFERENCE_NAME}]
+    container["env"] = [hf_token, {"name": "OTEL_SERVICE_NAME", "value": INFERENCE_NAME},
+                        *_home_env()]
     return container
 
 
@@ -270,11 +306,11 @@ def inference_deployment(spec: SloSpec) -> Object:
         "startupProbe": request_probe(k8s.model, k8s.inference_port) if spec.stock_vllm
         else _probe(HEALTH_PATH, "http", failures=INFERENCE_START_SECONDS // PROBE_PERIOD_SECONDS),
         "resources": _resources(k8s, "inference", gpus=k8s.gpus_per_replica),
-        # Dockerfile.vllm's user; stock vLLM's image runs as root, its caches under /root.
-        "securityContext": _unprivileged(None if spec.stock_vllm else GOVERNOR_UID),
+        "securityContext": _unprivileged(k8s.security_of("inference")),
         "volumeMounts": [*_mounts(), {"name": "shm", "mountPath": "/dev/shm"},  # noqa: S108
-                         {"name": "hf-cache",
-                          "mountPath": STOCK_HF_HOME if spec.stock_vllm else HF_HOME}],
+                         {"name": "home", "mountPath": HOME},
+                         {"name": "hf-cache", "mountPath": HF_HOME},
+                         {"name": "tmp", "mountPath": TMP_DIR}],
     })
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
@@ -295,7 +331,10 @@ def inference_deployment(spec: SloSpec) -> Object:
                         _spec_volume(), _inference_tokens(spec),
                         # vLLM's workers share tensors through /dev/shm.
                         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+                        # Writable whatever the user: the caches, the weights, temporary files.
+                        {"name": "home", "emptyDir": {}},
                         {"name": "hf-cache", "emptyDir": {}},
+                        {"name": "tmp", "emptyDir": {}},
                     ],
                 },
             },
@@ -312,12 +351,14 @@ def _service(name: str, k8s: Kubernetes, port: int) -> Object:
     }
 
 
-def _service_monitor(name: str, spec: SloSpec, target: Target) -> Object:
+def _service_monitor(name: str, spec: SloSpec, target: Target, role: str) -> Object:
+    """Scrapes the Service ``name`` as ``target``'s job, at most its role's samples a scrape."""
     return {
         "apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
         "metadata": metadata(name, spec.kubernetes, operator=True),
         "spec": {
             "selector": {"matchLabels": _labels(name)},
+            "sampleLimit": SAMPLE_LIMITS[role],
             "endpoints": [{"port": "http", "path": METRICS_PATH, "interval": SCRAPE_INTERVAL,
                            "relabelings": _job_relabeling(target)}],
         },
@@ -329,7 +370,7 @@ def inference_service(spec: SloSpec) -> Object:
 
 
 def inference_servicemonitor(spec: SloSpec) -> Object:
-    return _service_monitor(INFERENCE_NAME, spec, spec.targets.inference)
+    return _service_monitor(INFERENCE_NAME, spec, spec.targets.inference, "inference")
 
 
 def controller_state_claim(spec: SloSpec) -> Object:
@@ -361,7 +402,7 @@ def controller_deployment(spec: SloSpec) -> Object:
     container = _governor_container("controller", k8s.image, args, k8s.controller_port)
     container.update({
         "volumeMounts": [*_mounts(), {"name": "state", "mountPath": STATE_DIR}],
-        "securityContext": {**_unprivileged(GOVERNOR_UID), "readOnlyRootFilesystem": True},
+        "securityContext": _unprivileged(k8s.security_of("controller")),
         "resources": _resources(k8s, "controller"),
     })
     return {
@@ -393,7 +434,7 @@ def controller_service(spec: SloSpec) -> Object:
 
 
 def controller_servicemonitor(spec: SloSpec) -> Object:
-    return _service_monitor(CONTROLLER_NAME, spec, spec.targets.controller)
+    return _service_monitor(CONTROLLER_NAME, spec, spec.targets.controller, "controller")
 
 
 def alertmanager_config(spec: SloSpec, params: RenderParams) -> Object:
@@ -452,7 +493,7 @@ def probe_deployment(spec: SloSpec) -> Object:
     container = _governor_container("probe", k8s.image, args, PROBE.port)
     container.update({
         "volumeMounts": _mounts() if marks else _mounts()[:1],
-        "securityContext": {**_unprivileged(GOVERNOR_UID), "readOnlyRootFilesystem": True},
+        "securityContext": _unprivileged(k8s.security_of("probe")),
         "resources": _resources(k8s, "probe"),
     })
     return {
@@ -474,14 +515,4 @@ def probe_deployment(spec: SloSpec) -> Object:
 
 
 def probe_podmonitor(spec: SloSpec) -> Object:
-    k8s = spec.kubernetes
-    return {
-        "apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
-        "metadata": metadata(PROBE_NAME, k8s, operator=True),
-        "spec": {
-            "selector": {"matchLabels": _labels(PROBE_NAME)},
-            "podMetricsEndpoints": [{"port": "http", "path": METRICS_PATH,
-                                     "interval": SCRAPE_INTERVAL,
-                                     "relabelings": _job_relabeling(Target(JOB_PROBE))}],
-        },
-    }
+    return _pod_monitor(PROBE_NAME, spec, Target(JOB_PROBE), "probe")

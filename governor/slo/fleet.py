@@ -197,6 +197,26 @@ def default_resources(container: str, gpus: int) -> Resources:
     raise KeyError(f"no container named {container!r} (known: {', '.join(CONTAINERS)})")
 
 
+# The user and group Governor's images run as (the Dockerfiles' ``governor``), and every
+# unprivileged container's by default: stock vLLM's image has no user of its own but root.
+GOVERNOR_UID: Final = 10001
+# The containers whose user, group and root filesystem ``kubernetes.security`` may set: all but
+# the exporter, which runs privileged as root (GPM profiling answers NO_PERMISSION otherwise).
+UNPRIVILEGED: Final = ("inference", "controller", "probe")
+MAX_ID: Final = 2**31 - 1  # the largest user or group id Kubernetes takes
+
+
+@dataclass(frozen=True)
+class Security:
+    """How an unprivileged container runs: as this user and group (never root: the kubelet
+    checks ``runAsNonRoot`` against the number), its root filesystem read-only or not. It never
+    gains a privilege or holds a capability, whatever the spec says."""
+
+    run_as_user: int = GOVERNOR_UID
+    run_as_group: int = GOVERNOR_UID
+    read_only_root_filesystem: bool = True
+
+
 @dataclass(frozen=True)
 class Kubernetes:
     """The ``kubernetes`` section: what the manifests under ``deploy/kubernetes/`` say."""
@@ -221,6 +241,8 @@ class Kubernetes:
     server: str = "governor"
     # CPU and memory by container, over :func:`default_resources` resource by resource.
     resources: tuple[tuple[str, Resources], ...] = ()
+    # User, group and read-only root by container (UNPRIVILEGED), over Security's defaults.
+    security: tuple[tuple[str, Security], ...] = ()
     # The example autoscalers' bounds and extra triggers (governor.slo.autoscaling).
     autoscaling: Autoscaling = field(default_factory=Autoscaling)
 
@@ -228,6 +250,13 @@ class Kubernetes:
         """The container's requests and limits: the spec's values over the defaults."""
         given = dict(self.resources).get(container, Resources())
         return given.over(default_resources(container, self.gpus_per_replica))
+
+    def security_of(self, container: str) -> Security:
+        """How the container runs: the spec's values over :class:`Security`'s defaults."""
+        if container not in UNPRIVILEGED:
+            raise KeyError(f"{container!r} takes no security settings "
+                           f"(those that do: {', '.join(UNPRIVILEGED)})")
+        return dict(self.security).get(container, Security())
 
     @property
     def inference_port(self) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from decimal import Decimal
 from typing import Final, TypeVar
 
@@ -18,9 +19,11 @@ from governor.slo.fleet import (
     GPU_SOURCES,
     MAX_GPU_HOUR_PRICE,
     MAX_GPU_PROCESSES,
+    MAX_ID,
     PREFIX_CACHE_BASELINES,
     RESOURCE_NAMES,
     SEVERITIES,
+    UNPRIVILEGED,
     Alerting,
     Cost,
     GpuHealth,
@@ -28,6 +31,7 @@ from governor.slo.fleet import (
     Kubernetes,
     PrefixCacheAlert,
     Resources,
+    Security,
     Target,
     Targets,
 )
@@ -410,9 +414,58 @@ def _requests_within_limits(k8s: Kubernetes, path: Path_, problems: Problems) ->
     return fine
 
 
+def _id(value: object, path: Path_, problems: Problems, lowest: int, what: str) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not lowest <= value <= MAX_ID:
+        problems.add(path, f"must be {what}, a whole number from {lowest} to {MAX_ID}: got "
+                           f"{value!r}"[:200])
+        return None
+    return value
+
+
+def _container_security(value: object, path: Path_, problems: Problems) -> Security | None:
+    fields = parse_mapping(value, path, problems,
+                           ("run_as_user", "run_as_group", "read_only_root_filesystem"))
+    if fields is None:
+        return None
+    parsed: dict[str, object] = {}
+    if "run_as_user" in fields:  # root (0) is what runAsNonRoot refuses
+        parsed["run_as_user"] = _id(fields["run_as_user"], (*path, "run_as_user"), problems, 1,
+                                    "a user id other than root's")
+    if "run_as_group" in fields:
+        parsed["run_as_group"] = _id(fields["run_as_group"], (*path, "run_as_group"),
+                                     problems, 0, "a group id")
+    if "read_only_root_filesystem" in fields:
+        flag = fields["read_only_root_filesystem"]
+        if not isinstance(flag, bool):
+            problems.add((*path, "read_only_root_filesystem"),
+                         f"must be true or false: got {flag!r}"[:200])
+        parsed["read_only_root_filesystem"] = flag if isinstance(flag, bool) else None
+    if any(item is None for item in parsed.values()):
+        return None
+    return replace(Security(), **parsed)  # type: ignore[arg-type]
+
+
+def _security(value: object, path: Path_, problems: Problems
+              ) -> tuple[tuple[str, Security], ...] | None:
+    fine = True
+    if isinstance(value, dict) and "exporter" in value:
+        problems.add((*path, "exporter"), "the exporter runs privileged, as root, on the "
+                     "host's PIDs: GPM profiling answers NO_PERMISSION otherwise, and it names "
+                     "the container of each GPU process from them (docs/deploy.md)")
+        value, fine = {key: item for key, item in value.items() if key != "exporter"}, False
+    fields = parse_mapping(value, path, problems, UNPRIVILEGED)
+    if fields is None:
+        return None
+    parsed = {name: _container_security(item, (*path, name), problems)
+              for name, item in fields.items()}
+    if not fine or any(item is None for item in parsed.values()):
+        return None
+    return tuple((name, item) for name, item in sorted(parsed.items()) if item is not None)
+
+
 def kubernetes(value: object, path: Path_, problems: Problems) -> Kubernetes | None:
     keys = ("namespace", "labels", "prometheus", "image", "vllm_image", "model", "replicas",
-            "gpus_per_replica", "mig_profile", "server", "resources", "autoscaling")
+            "gpus_per_replica", "mig_profile", "server", "resources", "security", "autoscaling")
     fields = parse_mapping(value, path, problems, keys)
     if fields is None:
         return None
@@ -439,6 +492,8 @@ def kubernetes(value: object, path: Path_, problems: Problems) -> Kubernetes | N
                          lambda v: _one_of(v, (*path, "server"), problems, SERVERS)),
         "resources": _field(fields, "resources", d.resources,
                             lambda v: _resources(v, (*path, "resources"), problems)),
+        "security": _field(fields, "security", d.security,
+                           lambda v: _security(v, (*path, "security"), problems)),
     }
     mig = text("mig_profile", MIG_PROFILE, "a MIG profile such as 1g.10gb or 3g.40gb") \
         if "mig_profile" in fields else None

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from governor.alerts.prometheus_config import SAMPLE_LIMITS, prometheus_args, retention_seconds
+from governor.alerts.prometheus_config import prometheus_args, retention_seconds
 from governor.alerts.render import (
     ALERTMANAGER_CONFIG,
     PROMETHEUS_CONFIG,
@@ -27,6 +27,7 @@ from governor.contracts.metrics import service as svc
 from governor.contracts.metrics import slo as n
 from governor.generation.catalog import load_checked_spec
 from governor.generation.params import Endpoints, RenderParams
+from governor.generation.scrape import SAMPLE_LIMITS
 from tests.alerts.cases import CASES, DEPLOY, FAST, GOLDEN, ROOT, TESTDATA
 
 

@@ -21,6 +21,7 @@ from governor.inference.cli import build_parser as serve_parser
 from governor.inference.engines.vllm.args import parse_extra_args
 from governor.manifests import kubernetes as k
 from governor.manifests.render import render_all
+from governor.slo.fleet import GOVERNOR_UID
 from governor.slo.fleet_fields import quantity
 from governor.slo.spec import SpecError, load_spec, parse_spec
 from governor.vllm import MIDDLEWARE
@@ -304,32 +305,162 @@ def test_every_workload_asks_for_cpu_and_memory_and_has_a_memory_limit(tree: str
             assert "cpu" not in resources["limits"]  # a throttled server stalls its streams
 
 
-@pytest.mark.parametrize("tree", ["deploy", "examples/stock-vllm/deploy"])
-def test_every_workload_runs_unprivileged_but_the_exporter(tree: str) -> None:
-    found = [d for path in sorted((ROOT / tree / "kubernetes").glob("*.yaml"))
-             for d in workloads(documents(path.read_text(encoding="utf-8")))]
+def objects_of(where: str) -> list[dict[str, Any]]:
+    """A committed tree's objects, or those a spec's generator writes now."""
+    if where.endswith(".yaml"):
+        return list(rendered(load_spec(ROOT / where)).values())
+    return [d for path in sorted((ROOT / where / "kubernetes").glob("*.yaml"))
+            for d in documents(path.read_text(encoding="utf-8"))]
+
+
+@pytest.mark.parametrize("where", ["deploy", "examples/stock-vllm/deploy", "slo.yaml",
+                                   "examples/stock-vllm/slo.yaml"])
+def test_every_container_runs_as_a_numbered_user_not_root_but_the_exporter(where: str) -> None:
+    """The kubelet checks ``runAsNonRoot`` against a number, so each names its user by
+    number; the exporter alone runs as root, privileged (GPM profiling needs it)."""
+    found = workloads(objects_of(where))
+    names = {d["metadata"]["name"] for d in found}
+    assert names >= {k.INFERENCE_NAME, k.CONTROLLER_NAME, k.PROBE_NAME}, where
     for workload in found:
         pod = workload["spec"]["template"]["spec"]
         for container in pod["containers"]:
             context = container["securityContext"]
-            if workload["metadata"]["name"] == k.EXPORTER_NAME:  # GPM needs privileges
-                assert context["privileged"] is True
+            if workload["metadata"]["name"] == k.EXPORTER_NAME:  # docs/deploy.md says why
+                assert context == {"privileged": True, "runAsUser": 0}
                 continue
             assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-            assert context["allowPrivilegeEscalation"] is False
-            assert context["capabilities"] == {"drop": ["ALL"]}
+            assert context == {"runAsNonRoot": True, "runAsUser": GOVERNOR_UID,
+                               "runAsGroup": GOVERNOR_UID, "readOnlyRootFilesystem": True,
+                               "allowPrivilegeEscalation": False,
+                               "capabilities": {"drop": ["ALL"]}}, (where, container["name"])
+            # The admin and probe tokens (mode 0400): the kubelet adds the fsGroup's read.
+            assert pod["securityContext"]["fsGroup"] == GOVERNOR_UID
 
 
-def test_governors_inference_server_runs_as_its_images_user_and_stock_vllm_as_its_own() -> None:
-    governor = rendered(load_spec(ROOT / "slo.yaml"))[f"Deployment/{k.INFERENCE_NAME}"]
-    stock = rendered(load_spec(STOCK_SPEC))[f"Deployment/{k.INFERENCE_NAME}"]
-    ours = governor["spec"]["template"]["spec"]["containers"][0]["securityContext"]
-    assert (ours["runAsNonRoot"], ours["runAsUser"]) == (True, k.GOVERNOR_UID)
-    theirs = stock["spec"]["template"]["spec"]["containers"][0]["securityContext"]
-    assert "runAsNonRoot" not in theirs and "runAsUser" not in theirs  # vLLM's image: root
-    for deployment in (governor, stock):  # the admin token's Secret, readable by that group
-        assert deployment["spec"]["template"]["spec"]["securityContext"]["fsGroup"] == \
-            k.GOVERNOR_UID
+def container_env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
+
+
+def writable(pod: dict[str, Any], container: dict[str, Any], path: str) -> bool:
+    """Whether ``path`` lies on an emptyDir the container mounts read-write: with a read-only
+    root filesystem, the only places it can write."""
+    empty = {v["name"] for v in pod["volumes"] if "emptyDir" in v}
+    return any(Path(path).is_relative_to(m["mountPath"]) for m in container["volumeMounts"]
+               if m["name"] in empty and not m.get("readOnly"))
+
+
+@pytest.mark.parametrize("spec_path", [ROOT / "slo.yaml", STOCK_SPEC], ids=["governor", "stock"])
+def test_the_inference_server_keeps_its_caches_on_its_own_volumes(spec_path: Path) -> None:
+    """vLLM's image keeps its caches under /root; as user 10001 on a read-only image, every
+    folder vLLM, Hugging Face and torch write to is a volume of the pod's."""
+    deployment = rendered(load_spec(spec_path))[f"Deployment/{k.INFERENCE_NAME}"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = container_env(container)
+    for name in ("HOME", "XDG_CACHE_HOME", "HF_HOME", "VLLM_CACHE_ROOT"):
+        assert writable(pod, container, env[name]), name
+    assert writable(pod, container, "/tmp/torchinductor_governor")
+    assert writable(pod, container, "/dev/shm/nccl-0")
+    assert env["USER"]  # getpass.getuser() for a user id /etc/passwd lacks
+    assert not writable(pod, container, "/root/.cache")  # the image's own, read-only now
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("spec_path", [ROOT / "slo.yaml", STOCK_SPEC], ids=["governor", "stock"])
+def test_every_folder_vllm_and_torch_resolve_in_the_container_is_writable(
+        spec_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folders vLLM and torch compute from the container's environment, by their own code
+    (the variables they read are theirs to rename: this fails if they do)."""
+    import getpass
+    import tempfile
+
+    import vllm.envs
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    deployment = rendered(load_spec(spec_path))[f"Deployment/{k.INFERENCE_NAME}"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    for name in ("XDG_CONFIG_HOME", "VLLM_CONFIG_ROOT", "VLLM_ASSETS_CACHE", "VLLM_RPC_BASE_PATH",
+                 "VLLM_XLA_CACHE_PATH", "TORCHINDUCTOR_CACHE_DIR", "LOGNAME", "TMPDIR", "TEMP",
+                 "TMP"):
+        monkeypatch.delenv(name, raising=False)
+    for variable in container["env"]:
+        if "value" in variable:
+            monkeypatch.setenv(variable["name"], variable["value"])
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() looks again: /tmp here
+    assert getpass.getuser() == container_env(container)["USER"]
+    folders = {name: getattr(vllm.envs, name) for name in (
+        "VLLM_CACHE_ROOT", "VLLM_CONFIG_ROOT", "VLLM_ASSETS_CACHE", "VLLM_RPC_BASE_PATH",
+        "VLLM_XLA_CACHE_PATH")}
+    folders["torch inductor"] = default_cache_dir()
+    folders["~"] = str(Path("~").expanduser())  # Triton's, FlashInfer's, CUDA's caches
+    for name, folder in folders.items():
+        assert writable(pod, container, folder), (name, folder)
+
+
+def test_the_specs_security_goes_over_the_defaults_container_by_container() -> None:
+    data = stock_data()
+    data["kubernetes"]["security"] = {
+        "inference": {"run_as_user": 1000, "run_as_group": 0, "read_only_root_filesystem": False},
+        "probe": {"run_as_user": 4242}}
+    objects = rendered(parse_checked_spec(data))
+
+    def context(name: str) -> dict[str, Any]:
+        found: dict[str, Any] = objects[f"Deployment/{name}"]["spec"]["template"]["spec"][
+            "containers"][0]["securityContext"]
+        return found
+
+    assert context(k.INFERENCE_NAME) == {
+        "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 0,
+        "readOnlyRootFilesystem": False, "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]}}
+    probe = context(k.PROBE_NAME)
+    assert (probe["runAsUser"], probe["runAsGroup"], probe["readOnlyRootFilesystem"]) == (
+        4242, GOVERNOR_UID, True)
+    controller = context(k.CONTROLLER_NAME)
+    assert (controller["runAsUser"], controller["runAsGroup"]) == (GOVERNOR_UID, GOVERNOR_UID)
+    for key, document in objects.items():
+        assert errors(document) == [], key
+
+
+SECURITY_TEXT = """kubernetes:
+  security:
+    exporter: {run_as_user: 0}
+    inference:
+      run_as_user: 0
+      run_as_group: -1
+      read_only_root_filesystem: "yes"
+    controller: {run_as_user: true, user: 5}
+    probe: root
+    gateway: {}
+"""
+
+
+def test_bad_security_values_are_located_spec_errors_every_one_at_once(tmp_path: Path) -> None:
+    text = (ROOT / "slo.yaml").read_text(encoding="utf-8")
+    assert "\nkubernetes:" not in text  # the section is this test's alone
+    path = tmp_path / "slo.yaml"
+    path.write_text(text + SECURITY_TEXT, encoding="utf-8")
+    first = len(text.splitlines()) + 1  # the line of "kubernetes:"
+    with pytest.raises(SpecError) as raised:
+        load_spec(path)
+    found = "\n".join(raised.value.errors)
+    for line, expected in [
+            (3, "kubernetes.security.exporter: the exporter runs privileged, as root"),
+            (5, "kubernetes.security.inference.run_as_user: must be a user id other than "
+                "root's, a whole number from 1 to 2147483647: got 0"),
+            (6, "kubernetes.security.inference.run_as_group: must be a group id, a whole "
+                "number from 0 to 2147483647: got -1"),
+            (7, "kubernetes.security.inference.read_only_root_filesystem: must be true or "
+                "false: got 'yes'"),
+            (8, "kubernetes.security.controller.run_as_user: must be a user id other than "
+                "root's"),
+            (8, "kubernetes.security.controller.user: unknown key 'user'"),
+            (9, "kubernetes.security.probe: must be a mapping with keys run_as_user, "
+                "run_as_group, read_only_root_filesystem: got a string"),
+            (10, "kubernetes.security.gateway: unknown key 'gateway' (expected: inference, "
+                 "controller, probe)")]:
+        assert f"slo.yaml:{first + line - 1}: {expected}" in found, (expected, found)
 
 
 def test_the_specs_resources_go_over_the_defaults_resource_by_resource() -> None:
