@@ -18,7 +18,7 @@ from governor.generate import build_parser, render_all, settings
 from governor.generation.catalog import load_checked_spec
 from governor.generation.scrape import SAMPLE_LIMITS
 from governor.slo.spec import SloSpec
-from tests.vllm.test_stock_hosts import snippet
+from tests.support.hosts_recipe import snippet
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = {"governor": ROOT / "slo.yaml", "stock-vllm": ROOT / "examples" / "stock-vllm" / "slo.yaml"}

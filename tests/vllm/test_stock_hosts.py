@@ -15,7 +15,6 @@ Slow: about two minutes on two CPU cores, most of it vLLM's start.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import shutil
 import subprocess
@@ -41,12 +40,11 @@ from governor.inference.engines.vllm.tiny_model import write_tiny_llama
 from governor.vllm import MIDDLEWARE
 from governor.vllm.admin import TOKEN_FILE_ENV
 from tests.alerts.stack import LOOPBACK, free_port, logs
-from tests.dashboards.boards import EXAMPLES, ROOT
+from tests.dashboards.boards import EXAMPLES
 from tests.dashboards.test_live import get_json
+from tests.support.hosts_recipe import command, snippet
 from tests.support.stock_vllm import stock_vllm
 
-DOC = ROOT / "docs" / "stock-vllm.md"
-HEADING = "## 8. On hosts"
 SPEC = EXAMPLES["stock-vllm"]  # the recipe's slo.yaml
 # The packaged configurations of Debian's prometheus and prometheus-alertmanager: the "existing"
 # Prometheus and Alertmanager the recipe adds to.
@@ -65,45 +63,6 @@ def slow(test: F) -> F:
     for mark in (pytest.mark.vllm, pytest.mark.integration, pytest.mark.slow):
         test = mark(test)
     return test
-
-
-# ---- the recipe, as the doc writes it ----------------------------------------------------------
-
-def recipe() -> str:
-    text = DOC.read_text(encoding="utf-8")
-    start = text.index(HEADING)
-    end = text.find("\n## ", start + len(HEADING))
-    return text[start:end if end >= 0 else None]
-
-
-def blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", recipe(), flags=re.DOTALL)
-
-
-def commands() -> list[list[str]]:
-    """Every command line of the recipe's shell blocks, continuations joined, comments dropped."""
-    lines = "\n".join(blocks("sh")).replace("\\\n", " ").splitlines()
-    return [words for words in (shlex.split(line, comments=True) for line in lines) if words]
-
-
-def command(*program: str) -> tuple[dict[str, str], list[str]]:
-    """The one command running ``program``: its leading ``VAR=value`` assignments, its words."""
-    found = []
-    for words in commands():
-        assignments = [w for w in words if re.fullmatch(r"[A-Z_]+=.*", w)]
-        rest = words[len(assignments):]
-        if tuple(rest[:len(program)]) == program:
-            found.append((dict(w.split("=", 1) for w in assignments), rest))
-    assert len(found) == 1, f"{DOC}: expected one `{' '.join(program)}` command, got {found}"
-    return found[0]
-
-
-def snippet(key: str) -> dict[str, Any]:
-    """The recipe's YAML block holding ``key``."""
-    (found,) = [data for data in (yaml.safe_load(block) for block in blocks("yaml"))
-                if key in data]
-    assert isinstance(found, dict)
-    return found
 
 
 def localised(words: list[str], swaps: dict[str, str]) -> list[str]:
