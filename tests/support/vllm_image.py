@@ -18,7 +18,9 @@ so the virtualenv holds no pip of its own."""
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -103,7 +105,8 @@ def _lacking(closure: set[str]) -> list[str]:
 
 
 def _link(dist: metadata.Distribution, site: Path, root: Path) -> None:
-    """Hard-link ``dist``'s files into ``site`` (its scripts into ``root/bin``)."""
+    """Hard-link ``dist``'s files into ``site`` (its scripts into ``root/bin``); copy them where
+``site`` is on another file system."""
     if dist.files is None:
         raise ValueError(f"{dist.metadata['Name']}: no RECORD to copy it by")
     here = Path(str(dist.locate_file("")))
@@ -113,4 +116,9 @@ def _link(dist: metadata.Distribution, site: Path, root: Path) -> None:
                 or os.path.lexists(target):  # outside the venv, not built, or listed twice
             continue
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        os.link(source, target)
+        try:
+            os.link(source, target)
+        except OSError as exc:  # another file system than this environment's: a copy
+            if exc.errno != errno.EXDEV:
+                raise
+            shutil.copy2(source, target)
