@@ -4,6 +4,7 @@ shows (its axes, lines and titles), not as PNG bytes."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 from matplotlib.axes import Axes
 
@@ -28,7 +29,7 @@ def run(name: str) -> PolicyRun:
 
 def drawn(ax: Axes) -> dict[str, list[float]]:
     """Each line's label → its values."""
-    return {str(line.get_label()): [float(y) for y in line.get_ydata()]  # type: ignore[union-attr]
+    return {str(line.get_label()): np.asarray(line.get_ydata(), dtype=float).tolist()
             for line in ax.get_lines()}
 
 
