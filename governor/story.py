@@ -28,7 +28,7 @@ from typing import Any
 
 from governor.alerts.alertmanager import RECEIVER_CONTROLLER
 from governor.common.prometheus_api import MAX_ANSWER_BYTES, PrometheusHTTP
-from governor.controller.audit import WOKEN_AT_START, WOKEN_BY_ALERT, WOKEN_PERIODIC
+from governor.contracts.alerting import WOKEN_AT_START, WOKEN_BY_ALERT, WOKEN_PERIODIC
 
 _FAILURES = (urllib.error.URLError, OSError, ValueError, KeyError, TypeError)
 

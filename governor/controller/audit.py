@@ -20,13 +20,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from governor.contracts.alerting import WOKEN_BY_ALERT
 from governor.controller.model import Decision
 
 log = logging.getLogger(__name__)
-
-# What started a pass: a webhook notification (its alerts named), the periodic check (every
-# --resync without one), or the first pass after the controller started.
-WOKEN_BY_ALERT, WOKEN_PERIODIC, WOKEN_AT_START = "alert", "periodic", "start"
 
 
 def what_woke(trigger: str, alerts: Sequence[str] = ()) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from governor.contracts.alerting import WOKEN_AT_START, WOKEN_BY_ALERT, WOKEN_PERIODIC
 from governor.contracts.metrics import controller as names
 from governor.controller import audit as audit_lines
 from governor.controller import start_limits
@@ -110,22 +111,22 @@ class Reconciler:
 
     async def run(self) -> None:
         """Reconcile forever: on every wake-up, and every ``resync_seconds`` regardless."""
-        trigger = audit_lines.WOKEN_AT_START
+        trigger = WOKEN_AT_START
         while True:
             try:
                 await self.reconcile_once(trigger)
             except Exception:  # a bug in one pass must not end the loop
                 log.exception("reconcile pass failed")
-            trigger = audit_lines.WOKEN_PERIODIC  # unless a wake-up comes first
+            trigger = WOKEN_PERIODIC  # unless a wake-up comes first
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.config.resync_seconds)
 
-    async def reconcile_once(self, trigger: str = audit_lines.WOKEN_PERIODIC) -> None:
+    async def reconcile_once(self, trigger: str = WOKEN_PERIODIC) -> None:
         """One pass; ``trigger`` is what started it unless a wake-up is pending, which it takes
         (the alerts it names are then what woke the pass)."""
         async with self._lock:
             if self._wake.is_set():
-                trigger = audit_lines.WOKEN_BY_ALERT
+                trigger = WOKEN_BY_ALERT
             self.woken_by = audit_lines.what_woke(trigger, sorted(self._waking))
             self._wake.clear()
             self._waking.clear()

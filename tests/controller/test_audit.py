@@ -13,7 +13,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from governor.common.secrets import Secret
-from governor.controller.audit import WOKEN_BY_ALERT, AuditLog, record, what_woke
+from governor.contracts.alerting import WOKEN_BY_ALERT
+from governor.controller.audit import AuditLog, record, what_woke
 from governor.controller.grafana import TAG, GrafanaAnnotator
 from governor.controller.model import (
     Action,
