@@ -10,13 +10,14 @@ once, when the stack shows it, with the seconds since the load began::
      +44s  inter-token p99 back under 120 ms: 94 ms
 
 Reading the stack (Prometheus, Alertmanager, the controller's ``/status``) is :func:`look`, which
-returns a plain :class:`Look`; what to print is :meth:`Story.tell`, pure. A change the controller
-made on its own periodic check before the alert reached it is told as such.
+returns a plain :class:`Look`; what to print is :meth:`Story.tell`, pure. What started the pass
+that made the change is what the controller's audit line of it records (``woken_by``: the alert
+its webhook received, by name, or its own periodic check), so a change made on the periodic
+check before the alert reached it is told as such.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import urllib.error
 import urllib.parse
@@ -27,6 +28,7 @@ from typing import Any
 
 from governor.alerts.alertmanager import RECEIVER_CONTROLLER
 from governor.common.prometheus_api import MAX_ANSWER_BYTES, PrometheusHTTP
+from governor.contracts.alerting import WOKEN_AT_START, WOKEN_BY_ALERT, WOKEN_PERIODIC
 
 _FAILURES = (urllib.error.URLError, OSError, ValueError, KeyError, TypeError)
 
@@ -73,12 +75,12 @@ class Story:
         if look.received_at is not None:
             once("received", f"controller: its webhook received {self.alert}")
         if look.change is not None and "change" not in self.told:
-            received, changed = _when(look.received_at), _when(look.change.get("at"))
-            self.woken_by_alert = received is not None and changed is not None \
-                and received <= changed
-            once("change", f"controller: {_change(look.change)}, " + (
-                "woken by the alert" if self.woken_by_alert
-                else "on its own periodic check, before the alert reached it"))
+            woken = look.change.get("woken_by")
+            woken = woken if isinstance(woken, Mapping) else {}
+            self.woken_by_alert = woken.get("by") == WOKEN_BY_ALERT \
+                and self.alert in (woken.get("alerts") or ())
+            once("change", f"controller: {_change(look.change)}"
+                 + _cause(woken, self.alert, received=look.received_at is not None))
         if "change" in self.told and look.p99_seconds is not None \
                 and look.p99_seconds <= self.threshold_seconds:
             once("back", f"inter-token p99 back under {_ms(self.threshold_seconds)}: "
@@ -90,12 +92,18 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 
 
-def _when(iso: object) -> dt.datetime | None:
-    """An ISO 8601 time as the controller writes it; ``None`` for anything else."""
-    try:
-        return dt.datetime.fromisoformat(str(iso).replace("Z", "+00:00"))
-    except ValueError:
-        return None
+def _cause(woken: Mapping[str, Any], alert: str, *, received: bool) -> str:
+    """What started the controller's pass, as its audit line records it."""
+    by, alerts = woken.get("by"), woken.get("alerts") or []
+    if by == WOKEN_BY_ALERT:
+        return ", woken by the alert" if alert in alerts else \
+            f", woken by {', '.join(map(str, alerts)) or 'an alert'}"
+    if by == WOKEN_PERIODIC:
+        return ", on its own periodic check" + ("" if received else
+                                                 ", before the alert reached it")
+    if by == WOKEN_AT_START:
+        return ", on its first pass at start"
+    return ""
 
 
 def _change(line: Mapping[str, Any]) -> str:

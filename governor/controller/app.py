@@ -159,7 +159,7 @@ async def _intake(request: web.Request) -> web.Response:
         metrics.alerts_received.labels(alert.status, "received").inc()
     metrics.alerts_received.labels("any", "duplicate").inc(outcome.duplicate)
     if outcome.new or outcome.resolved:
-        app[RECONCILER].wake()
+        app[RECONCILER].wake(sorted(outcome.changed))
     return web.json_response({"new": outcome.new, "duplicate": outcome.duplicate,
                               "resolved": outcome.resolved})
 
@@ -185,6 +185,7 @@ def status_document(app: web.Application, limit: int = STATUS_ALERTS) -> dict[st
                 "ttft_quantile": config.slo.ttft_quantile},
         "last_pass_at": None if reconciler.last_pass_at is None
         else audit_lines.iso(reconciler.last_pass_at),
+        "last_pass_woken_by": reconciler.woken_by,
         "prometheus": {"url": without_credentials(config.prometheus_url),
                        "error": reconciler.prometheus_error},
         "state": {"path": None if config.state_path is None else str(config.state_path),

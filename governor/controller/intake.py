@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 # Limits on what one notification may carry; Alertmanager's own are far below these.
@@ -34,7 +34,8 @@ MAX_BOOK_BYTES = 32 * 2**20
 # What it keeps of each: the labels that name an alert first, values cut to this length.
 KEPT_LABELS = 32
 KEPT_VALUE_CHARACTERS = 256
-NAMING_LABELS = frozenset({"alertname", "instance", "severity", "slo", "class"})
+ALERTNAME = "alertname"
+NAMING_LABELS = frozenset({ALERTNAME, "instance", "severity", "slo", "class"})
 # Python's objects around a record's characters (dataclasses, a dict, str headers), measured
 # with tracemalloc in tests/controller/test_intake.py.
 RECORD_OVERHEAD_BYTES = 500
@@ -74,6 +75,8 @@ class RecordOutcome:
     new: int
     duplicate: int
     resolved: int
+    # The names (alertname) of the alerts new or resolved here: what the wake-up is for.
+    changed: frozenset[str] = field(default=frozenset(), repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +177,7 @@ class AlertBook:
 
     def record(self, payload: WebhookPayload, now: float) -> RecordOutcome:
         new = duplicate = resolved = 0
+        changed: set[str] = set()
         for alert in payload.alerts:
             kept = _kept(alert)
             known = self._records.get(kept.fingerprint)
@@ -186,10 +190,12 @@ class AlertBook:
                 resolved += 1
             else:
                 new += 1
+            if ALERTNAME in kept.labels:
+                changed.add(kept.labels[ALERTNAME])
             self._put(AlertRecord(kept, now, now, _size(kept)))
         self.expire(now)
         self._evict()
-        return RecordOutcome(new, duplicate, resolved)
+        return RecordOutcome(new, duplicate, resolved, frozenset(changed))
 
     def expire(self, now: float) -> int:
         """Forget the alerts not renewed within ``expire_after_seconds``; how many."""

@@ -2,12 +2,14 @@
 
 Alerts only wake it; every pass reads the actual state — observations from Prometheus, limits
 from each target — asks the pure law what to do, and applies the answer idempotently. A pass
-also runs every ``resync_seconds`` without any alert. Per target it keeps the law's state (which
+also runs every ``resync_seconds`` without any alert. Each pass records what started it (its
+``woken_by``: the alerts a webhook notification woke it for, by name, the periodic check, or the
+start), and so does every audit line it writes. Per target it keeps the law's state (which
 is persisted after every pass that changed it), the last decision and error, and a backoff::
 
     reconciler = Reconciler(config, observer, actuator, store, audit, metrics, book)
     task = asyncio.create_task(reconciler.run())
-    reconciler.wake()                               # e.g. from the webhook
+    reconciler.wake(["InterTokenLatencyP99High"])   # e.g. from the webhook
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from governor.contracts.alerting import WOKEN_AT_START, WOKEN_BY_ALERT, WOKEN_PERIODIC
 from governor.contracts.metrics import controller as names
 from governor.controller import audit as audit_lines
 from governor.controller import start_limits
@@ -50,6 +53,8 @@ class Annotator(Protocol):
 
 # Distinct warnings remembered so each is logged once; past this the memory starts over.
 MAX_NOTED = 256
+# Alert names a pass remembers as what woke it; more, from a hostile sender, are not kept.
+MAX_WAKING_ALERTS = 16
 
 @dataclass
 class TargetRuntime:
@@ -79,9 +84,12 @@ class Reconciler:
         self._annotator = annotator
         self._clock = clock
         self._wake = asyncio.Event()
+        self._waking: set[str] = set()  # the alerts named by the wake-ups since the last pass
         self._lock = asyncio.Lock()
         self.targets: dict[str, TargetRuntime] = {}
         self.last_pass_at: float | None = None
+        # What started the last pass (or the one in progress), as audit_lines.what_woke says it.
+        self.woken_by: dict[str, Any] | None = None
         self.prometheus_error: str | None = None
         # Why the last state could not be written (a full or read-only disk), until one is.
         self.state_error: str | None = None
@@ -92,22 +100,36 @@ class Reconciler:
             runtime.state = persisted.state
         metrics.dry_run.set(1 if config.dry_run else 0)
 
-    def wake(self) -> None:
+    def wake(self, alerts: Iterable[str] = ()) -> None:
+        """Start a pass now, for ``alerts`` (their names: what the next pass records as having
+        woken it)."""
+        for name in alerts:
+            if len(self._waking) >= MAX_WAKING_ALERTS:
+                break
+            self._waking.add(name)
         self._wake.set()
 
     async def run(self) -> None:
         """Reconcile forever: on every wake-up, and every ``resync_seconds`` regardless."""
+        trigger = WOKEN_AT_START
         while True:
-            self._wake.clear()
             try:
-                await self.reconcile_once()
+                await self.reconcile_once(trigger)
             except Exception:  # a bug in one pass must not end the loop
                 log.exception("reconcile pass failed")
+            trigger = WOKEN_PERIODIC  # unless a wake-up comes first
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.config.resync_seconds)
 
-    async def reconcile_once(self) -> None:
+    async def reconcile_once(self, trigger: str = WOKEN_PERIODIC) -> None:
+        """One pass; ``trigger`` is what started it unless a wake-up is pending, which it takes
+        (the alerts it names are then what woke the pass)."""
         async with self._lock:
+            if self._wake.is_set():
+                trigger = WOKEN_BY_ALERT
+            self.woken_by = audit_lines.what_woke(trigger, sorted(self._waking))
+            self._wake.clear()
+            self._waking.clear()
             started = time.perf_counter()
             await self._pass()
             self._metrics.reconcile_duration.observe(time.perf_counter() - started)
@@ -348,7 +370,8 @@ class Reconciler:
         line = audit_lines.record(
             rt.target.name, decision, at=now, applied=applied, dry_run=self.config.dry_run,
             error=error, ranks=None if seen is None else seen.ranks(),
-            admission_applied=admission_applied, admission_error=admission_error,
+            woken_by=self.woken_by, admission_applied=admission_applied,
+            admission_error=admission_error,
             queued_tokens_applied=queued_tokens_applied, queued_tokens_error=queued_tokens_error,
             refused=None if seen is None else seen.refused)
         previous = rt.last_decision

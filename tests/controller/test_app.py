@@ -202,6 +202,10 @@ async def test_status_explains_each_target(aiohttp_client: ClientFactory, tmp_pa
     assert status["alerts"][0]["labels"]["alertname"] == "InterTokenLatencyP99High"
     assert status["slo"]["itl_seconds"] == 0.12
     assert target["ranks"] is None  # one engine
+    # The webhook's notification started the pass: the decision says so, naming the alert.
+    woken = {"by": "alert", "alerts": ["InterTokenLatencyP99High"]}
+    assert target["last_decision"]["woken_by"] == woken == status["last_pass_woken_by"]
+    assert target["recent_decisions"][-1]["woken_by"] == woken
 
 
 async def test_status_names_the_data_parallel_rank_the_law_judged(

@@ -13,7 +13,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from governor.common.secrets import Secret
-from governor.controller.audit import AuditLog, record
+from governor.contracts.alerting import WOKEN_BY_ALERT
+from governor.controller.audit import AuditLog, record, what_woke
 from governor.controller.grafana import TAG, GrafanaAnnotator
 from governor.controller.model import (
     Action,
@@ -33,7 +34,8 @@ DECISION = Decision(Action.TIGHTEN, Reason.ITL_BREACH, Limits(64, 8192), Limits(
 
 def test_an_audit_line_holds_reason_inputs_before_and_after(tmp_path: Path) -> None:
     log = AuditLog(tmp_path / "audit" / "decisions.jsonl")
-    log.write(record("a:8000", DECISION, at=0.0, applied=True, dry_run=False))
+    log.write(record("a:8000", DECISION, at=0.0, applied=True, dry_run=False,
+                     woken_by=what_woke(WOKEN_BY_ALERT, ["InterTokenLatencyP99High"])))
     log.write(record("a:8000", DECISION, at=1.5, applied=False, dry_run=False, error="HTTP 503"))
     text = (tmp_path / "audit" / "decisions.jsonl").read_text()
     lines = [json.loads(x) for x in text.splitlines()]
@@ -45,8 +47,9 @@ def test_an_audit_line_holds_reason_inputs_before_and_after(tmp_path: Path) -> N
         "inputs": {"itl_tail_seconds": 0.21, "ttft_tail_seconds": None},
         "desired_replicas": {"replicas": 1, "needed": 1.0, "reason": "not_overloaded"},
         "ranks": None, "admission": None, "vllm_queued_tokens": None, "refused": None,
+        "woken_by": {"by": "alert", "alerts": ["InterTokenLatencyP99High"]},
     }
-    assert lines[1]["error"] == "HTTP 503"
+    assert (lines[1]["error"], lines[1]["woken_by"]) == ("HTTP 503", None)
 
 
 def test_a_move_of_the_deadline_slack_is_in_the_line_with_why_and_whether_it_landed() -> None:

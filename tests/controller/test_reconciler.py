@@ -28,7 +28,7 @@ from governor.controller.model import (
     TargetLimits,
 )
 from governor.controller.queries import QuerySet
-from governor.controller.reconciler import MAX_NOTED, Reconciler
+from governor.controller.reconciler import MAX_NOTED, MAX_WAKING_ALERTS, Reconciler
 from governor.controller.state import StateStore
 from tests.controller.fakes import (
     CEILING,
@@ -254,6 +254,55 @@ async def test_with_alertmanager_silent_the_resync_still_finds_and_fixes_a_breac
     assert (h.metric(passes) or 0) >= 3
     assert [name for name, _ in h.actuator.applied] == [A.name]
     assert h.book.firing() == []
+
+
+async def _next_pass(reconciler: Reconciler) -> None:
+    """Until the loop has finished a pass after this call (each sets ``last_pass_at``; the
+    fake clock moves between them)."""
+    before = reconciler.last_pass_at
+    for _ in range(300):
+        if reconciler.last_pass_at != before:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("no pass")
+
+
+async def test_each_audit_line_records_what_started_its_pass(tmp_path: Path) -> None:
+    """The first pass at start, then a wake-up from the webhook for an alert (named), then the
+    periodic check: each decision's audit line and /status's last decision say which."""
+    h = Harness(tmp_path)
+    h.config = replace(h.config, resync_seconds=3600.0)
+    reconciler = h.build()
+    h.observer.observations[A.name] = CALM
+    task = asyncio.create_task(reconciler.run())
+    try:
+        await _next_pass(reconciler)
+        h.observer.observations[A.name] = BREACH
+        h.clock.now += 1
+        reconciler.wake(["InterTokenLatencyP99High"])
+        await _next_pass(reconciler)
+    finally:
+        task.cancel()
+    h.clock.now += 1
+    await reconciler.reconcile_once()  # what the loop runs after --resync without a wake-up
+    hold, cut, periodic = h.audit()
+    assert (hold["reason"], hold["woken_by"]) == ("at_ceiling", {"by": "start"})
+    assert (cut["reason"], cut["applied"]) == ("itl_breach", True)
+    assert cut["woken_by"] == {"by": "alert", "alerts": ["InterTokenLatencyP99High"]}
+    assert periodic["woken_by"] == {"by": "periodic"}
+    assert reconciler.targets[A.name].last_decision["woken_by"] == {"by": "periodic"}  # type: ignore[index]
+
+
+async def test_the_alerts_a_pass_was_woken_for_are_bounded(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.reconciler.wake(f"Alert{i:03}" for i in range(1000))
+    h.reconciler.wake(["InterTokenLatencyP99High"])
+    await h.reconciler.reconcile_once()
+    woken = h.reconciler.woken_by
+    assert woken is not None and woken["by"] == "alert"
+    assert len(woken["alerts"]) == MAX_WAKING_ALERTS
+    await h.reconciler.reconcile_once()  # nothing woke this one: the names went with the last
+    assert h.reconciler.woken_by == {"by": "periodic"}
 
 
 async def test_limits_are_read_from_the_target_every_pass(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -350,6 +351,32 @@ def test_gpu_heat_maps_have_a_row_per_gpu_on_a_fixed_scale() -> None:
         assert "{{gpu}}" in target["legendFormat"]
         assert (panel["options"]["color"]["min"], panel["options"]["color"]["max"]) == (0, 1)
         assert panel["options"]["cellValues"]["unit"] == "percentunit"
+
+
+# ---- scheduler ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", [ROOT / "slo.yaml", ROOT / "examples" / "stock-vllm" / "slo.yaml"],
+                         ids=["governor-serve", "stock-vllm"])
+def test_tokens_per_step_are_drawn_beside_the_requests_running_not_against_the_budget(
+        spec: Path) -> None:
+    """vLLM counts a prompt whole at the step its prefill ends, so the upper quantiles are prompt
+    lengths and exceed max_num_batched_tokens under chunked prefill: the panel compares its
+    quantiles with the requests running (what a decode-only step counts), draws no budget, and
+    says the budget is not what they are measured against."""
+    board = boards(render_all(load_checked_spec(spec)))["governor-inference"]
+    panel = panel_titled(board, "Tokens per engine step")
+    read = [metric_references(t["expr"]) for t in panel["targets"]]
+    assert read[:2] == [{vllm.ITERATION_TOKENS.bucket}] * 2
+    assert read[2:] == [{vllm.NUM_REQUESTS_RUNNING.name}]
+    assert panel["targets"][2]["legendFormat"].startswith("requests running")
+    defaults = panel["fieldConfig"]["defaults"]
+    assert [step["value"] for step in defaults["thresholds"]["steps"]] == [None]
+    assert defaults["custom"]["thresholdsStyle"]["mode"] == "off"
+    description = panel["description"]
+    assert "beside the requests running" in description
+    assert "may exceed that budget, which they are not measured against" in description
+    assert "against the max_num_batched_tokens budget" not in description
 
 
 # ---- cache health ------------------------------------------------------------------------------

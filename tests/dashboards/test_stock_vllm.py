@@ -5,15 +5,17 @@ real ``vllm serve``."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import pytest
 
 from governor.contracts.metrics import controller as c
-from governor.contracts.metrics import dcgm, vllm
+from governor.contracts.metrics import dcgm, gpu_health, vllm
+from governor.contracts.metrics import gpu as g
 from governor.contracts.metrics import service as svc
-from governor.dashboards.readback import panels
+from governor.dashboards.readback import panels, queries
 from governor.dashboards.render import render_all
 from governor.generation.catalog import load_checked_spec
 from tests.dashboards.boards import EXAMPLES, boards, metric_references
@@ -142,3 +144,23 @@ def test_the_heat_maps_read_vllms_histograms_and_its_phases() -> None:
         "Prefill (heat map)": f"sum by (le) (rate({vllm.REQUEST_PREFILL_TIME.bucket}",
         "Decode (heat map)": f"sum by (le) (rate({vllm.REQUEST_DECODE_TIME.bucket}"}
     assert all(t["format"] == "heatmap" and not t.get("exemplar") for t in heatmaps.values())
+
+
+def test_the_example_reads_dcgm_exporter_and_its_gpu_board_only_dcgm_fields() -> None:
+    """The example a team with the GPU Operator copies stays on dcgm-exporter: its spec's GPU
+    source, and the GPU board committed beside it, whose every series is a DCGM field (or
+    Prometheus's own of each scrape, or the GPU-state rules computed from those fields), none of
+    Governor's exporter's; and no exporter of Governor's in its manifests."""
+    gpu = STOCK.targets.gpu
+    assert (gpu.source, gpu.job, gpu.dcgm) == ("dcgm", "nvidia-dcgm-exporter", True)
+    deploy = EXAMPLES["stock-vllm"].parent / "deploy"
+    board = json.loads((deploy / "grafana" / "dashboards" / "governor-gpu.json").read_text())
+    selected = {name for q in queries(board) for name in metric_references(q.expr)}
+    fields = {name for name in selected if name.startswith("DCGM_FI_")}
+    assert fields >= {f.name for r in (*dcgm.READINGS, *dcgm.UNPINNED) for f in r.fields
+                      if f.name.startswith("DCGM_FI_DEV_GPU_TEMP")}
+    assert selected - fields <= SCRAPE_SERIES | declared(gpu_health), selected - fields
+    assert not {base_name(name) for name in selected} & declared(g)
+    # Governor's exporter is a DaemonSet (deploy/kubernetes/exporter.yaml): none here.
+    assert not [p.name for p in (deploy / "kubernetes").iterdir()
+                if "kind: DaemonSet" in p.read_text()]

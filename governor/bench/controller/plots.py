@@ -12,6 +12,7 @@ matplotlib.use("Agg")  # files only; never a display
 
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from governor.bench.controller.loop import PolicyRun
 from governor.bench.controller.request_logs import Traffic
@@ -84,6 +85,14 @@ def _limits_panel(ax: Axes, run: PolicyRun, workload: Traffic) -> None:
 
 
 def plot_comparison(runs: Sequence[PolicyRun], slo: SloTargets, path: Path) -> Path:
+    """:func:`comparison_figure`, written to ``path``."""
+    fig = comparison_figure(runs, slo)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def comparison_figure(runs: Sequence[PolicyRun], slo: SloTargets) -> Figure:
     """Each policy's tail per window against each SLO it is judged on: inter-token latency,
     and time to first token where the spec has that SLO, each titled with the share of
     windows that failed it, so the plot shows which SLO a low attainment is made of."""
@@ -109,6 +118,4 @@ def plot_comparison(runs: Sequence[PolicyRun], slo: SloTargets, path: Path) -> P
         ax.legend(fontsize=8)
     axes[-1, 0].set_xlabel("minutes")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
