@@ -4,8 +4,8 @@ The boards ``governor generate`` writes are read back, each panel's queries are 
 Prometheus over the chosen range (Grafana's variables expanded: every template variable "All",
 ``$__rate_interval`` a few scrapes), and each board becomes one PNG laid out on Grafana's
 24-column grid: time series with their legend, unit and threshold lines, heat maps as an image
-of buckets (or GPUs) by time, stats as their latest value coloured by the thresholds, text
-panels as text::
+of buckets (or GPUs) by time, stats as their latest value coloured by the thresholds (an
+instant target's value at the end of the range, as Grafana shows it), text panels as text::
 
     governor preview                                  # the stack of `governor up`: .run/preview/
     governor preview --range 15m --out docs/images    # the pictures in the docs
@@ -62,17 +62,20 @@ def panel_series(panel: Mapping[str, Any], prometheus: str, window: tuple[float,
                  step: float, timeout: float, variables: Mapping[str, str] | None = None,
                  ) -> tuple[list[Series], list[str]]:
     """Every series of a panel's targets over the window, and the queries that failed;
-    ``variables``: the board's opening values (:func:`defaults`)."""
+    ``variables``: the board's opening values (:func:`defaults`). An instant target is asked as
+    Grafana asks it, once at the window's end: a series that held earlier in the window and no
+    longer does (a ``topk`` whose winner changed, a state left) is not drawn."""
     start, end = window
     rate_interval = format_duration(max(60, int(4 * step)))
     found: list[Series] = []
     failed: list[str] = []
+    client = PrometheusHTTP(prometheus, timeout_seconds=timeout)
     for target in panel.get("targets", []):
         expr = expand(target["expr"], rate_interval=rate_interval,
                       range_=format_duration(max(1, int(end - start))), variables=variables)
         try:
-            result = PrometheusHTTP(prometheus, timeout_seconds=timeout).range(
-                expr, start, end, step)
+            result = ([{**item, "values": [item["value"]]} for item in client.instant(expr, end)]
+                      if target.get("instant") else client.range(expr, start, end, step))
         except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
             failed.append(f"{target.get('refId', '?')}: {exc}")
             continue

@@ -7,6 +7,7 @@ with :func:`result`::
 
     prometheus = PrometheusHTTP("http://127.0.0.1:9090", timeout_seconds=5)
     prometheus.instant("up")                          # [{"metric": {...}, "value": [t, "1"]}]
+    prometheus.instant("up", at=end)                  # the same at the Unix time end
     prometheus.range("up", start, end, step=15)       # [{"metric": {...}, "values": [...]}]
 
     >>> result({"status": "success", "data": {"resultType": "vector", "result": []}}, "vector")
@@ -56,8 +57,10 @@ class PrometheusHTTP:
         self.base_url = base_url.rstrip("/")
         self.timeout_seconds = timeout_seconds
 
-    def instant(self, expr: str) -> list[dict[str, Any]]:
-        return result(self._get(QUERY_PATH, {"query": expr}), "vector", expr)
+    def instant(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        """``expr`` now, or at the Unix time ``at``."""
+        query: dict[str, Any] = {"query": expr} if at is None else {"query": expr, "time": at}
+        return result(self._get(QUERY_PATH, query), "vector", expr)
 
     def range(self, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
         query = {"query": expr, "start": start, "end": end, "step": step}

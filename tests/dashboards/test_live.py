@@ -49,16 +49,19 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 # The "Why … burns" panels draw the verdict, which exists only while an SLO burns: they run,
 # data or not (the drills show them with data).
 WHY_PANELS = "Why "
-NO_DATA_HERE = {
+NO_XID = {
     ("governor-gpu", "XID errors"): "fake GPUs raise no XID events, and the series of an XID "
                                     "code appears only with its first event",
-    ("governor-inference", "Speculative decoding acceptance"): "the engine drafts no tokens "
-    "(the sim has no speculative decoding; vllm serve with --speculative-config has the "
-    "series: tests/contracts/vllm_releases/exposition-0.32.0.prom)",
-    ("governor-inference", "Tokens per draft"): "the engine drafts no tokens",
-    ("governor-inference", "LoRA adapters"): "the engine serves no LoRA adapter (vllm serve "
-    "with --enable-lora has the series)",
 }
+# vLLM's optional features: the sim engine has neither (test_live_stock_vllm.py shows them with
+# data from a real vllm serve that runs both).
+NO_FEATURES = {
+    ("governor-inference", "Speculative decoding acceptance"): "the engine drafts no tokens "
+    "(the sim has no speculative decoding)",
+    ("governor-inference", "Tokens per draft"): "the engine drafts no tokens",
+    ("governor-inference", "LoRA adapters"): "the engine serves no LoRA adapter",
+}
+NO_DATA_HERE = NO_XID | NO_FEATURES
 FLEET = TESTDATA / "fleet.yaml"
 # The second fake GPU runs in MIG mode (the first runs the engine), so the MIG panels have data.
 FAKE_MIG = "1=3g.71gb+1g.18gb:2"

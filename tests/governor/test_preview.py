@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from governor.common.prometheus_api import QUERY_PATH, QUERY_RANGE_PATH
 from governor.dashboards.readback import boards_of
 from governor.dashboards.render import render_all
 from governor.generation.catalog import load_checked_spec
@@ -21,19 +22,28 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class FakePrometheus(BaseHTTPRequestHandler):
-    """Answers every range query with one ramp series, and counts the queries."""
+    """Answers every range query with one ramp series and every instant query with one value
+    at the time asked, and keeps the queries (``asked``: path and parameters of each)."""
 
     queries: list[str] = []
+    asked: list[tuple[str, dict[str, str]]] = []
 
     def do_GET(self) -> None:
         from urllib.parse import parse_qs, urlsplit
 
-        query = parse_qs(urlsplit(self.path).query)
-        FakePrometheus.queries.append(query["query"][0])
-        start, end = float(query["start"][0]), float(query["end"][0])
-        values = [[start + i * (end - start) / 10, str(i / 10)] for i in range(11)]
-        body = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
-            {"metric": {"instance": "a:8000", "gpu": "0"}, "values": values}]}}).encode()
+        url = urlsplit(self.path)
+        query = {key: values[0] for key, values in parse_qs(url.query).items()}
+        FakePrometheus.queries.append(query["query"])
+        FakePrometheus.asked.append((url.path, query))
+        metric = {"instance": "a:8000", "gpu": "0"}
+        if url.path == QUERY_PATH:
+            data: dict[str, Any] = {"resultType": "vector", "result": [
+                {"metric": metric, "value": [float(query.get("time", time.time())), "1"]}]}
+        else:
+            start, end = float(query["start"]), float(query["end"])
+            values = [[start + i * (end - start) / 10, str(i / 10)] for i in range(11)]
+            data = {"resultType": "matrix", "result": [{"metric": metric, "values": values}]}
+        body = json.dumps({"status": "success", "data": data}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -46,7 +56,7 @@ class FakePrometheus(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def prometheus() -> Iterator[str]:
-    FakePrometheus.queries = []
+    FakePrometheus.queries, FakePrometheus.asked = [], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakePrometheus)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -232,6 +242,26 @@ def test_a_heat_maps_colour_scale_stays_inside_its_panel(prometheus: str) -> Non
             assert bar.x0 > plot.x1 and (bar.y0, bar.y1) == (plot.y0, plot.y1)
     finally:
         plt.close(fig)
+
+
+def test_an_instant_target_is_asked_once_at_the_end_of_the_range_as_grafana_asks_it(
+        prometheus: str) -> None:
+    """A stat of ``topk by (instance) (1, vllm:lora_requests_info)`` (the LoRA adapters panel)
+    shows one state per server in Grafana; asked over a range, each state that won at some step
+    came back, and the preview drew the adapters both running and not."""
+    from governor.preview import panel_series
+
+    panel = {"type": "stat", "targets": [
+        {"refId": "A", "expr": "topk by (instance) (1, up)", "instant": True},
+        {"refId": "B", "expr": "up"}]}
+    series, failed = panel_series(panel, prometheus, (1000.0, 1300.0), 30.0, 5.0)
+    assert failed == []
+    (instant, over_range) = FakePrometheus.asked
+    assert instant == (QUERY_PATH, {"query": "topk by (instance) (1, up)", "time": "1300.0"})
+    assert over_range[0] == QUERY_RANGE_PATH
+    at_end, ramp = series
+    assert (at_end.times, at_end.values) == ([1300.0], [1.0])
+    assert len(ramp.times) == 11
 
 
 def test_a_stat_that_shows_names_draws_each_series_legend_not_its_value() -> None:
