@@ -212,17 +212,32 @@ async def test_discovered_instances_are_managed_and_unknown_alert_instances_are_
     assert "evil:1" not in h.reconciler.targets
 
 
-async def test_the_loop_runs_on_wake_and_on_resync(tmp_path: Path) -> None:
+async def _next_pass(reconciler: Reconciler) -> None:
+    """Until the loop has finished a pass after this call (each sets ``last_pass_at``; the
+    fake clock moves between them)."""
+    before = reconciler.last_pass_at
+    for _ in range(300):
+        if reconciler.last_pass_at != before:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("no pass")
+
+
+def _woken_only(tmp_path: Path) -> tuple[Harness, Reconciler]:
+    """A loop whose periodic check is an hour away, on a calm target: past its first pass, only
+    a wake-up starts one."""
     h = Harness(tmp_path)
     h.config = replace(h.config, resync_seconds=3600.0)
     reconciler = h.build()
     h.observer.observations[A.name] = CALM
+    return h, reconciler
+
+
+async def test_the_loop_runs_on_wake_and_on_resync(tmp_path: Path) -> None:
+    h, reconciler = _woken_only(tmp_path)
     task = asyncio.create_task(reconciler.run())
     try:
-        for _ in range(100):
-            if reconciler.last_pass_at is not None:
-                break
-            await asyncio.sleep(0.01)
+        await _next_pass(reconciler)
         reads = h.actuator.reads
         reconciler.wake()
         for _ in range(100):
@@ -256,24 +271,10 @@ async def test_with_alertmanager_silent_the_resync_still_finds_and_fixes_a_breac
     assert h.book.firing() == []
 
 
-async def _next_pass(reconciler: Reconciler) -> None:
-    """Until the loop has finished a pass after this call (each sets ``last_pass_at``; the
-    fake clock moves between them)."""
-    before = reconciler.last_pass_at
-    for _ in range(300):
-        if reconciler.last_pass_at != before:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("no pass")
-
-
 async def test_each_audit_line_records_what_started_its_pass(tmp_path: Path) -> None:
     """The first pass at start, then a wake-up from the webhook for an alert (named), then the
     periodic check: each decision's audit line and /status's last decision say which."""
-    h = Harness(tmp_path)
-    h.config = replace(h.config, resync_seconds=3600.0)
-    reconciler = h.build()
-    h.observer.observations[A.name] = CALM
+    h, reconciler = _woken_only(tmp_path)
     task = asyncio.create_task(reconciler.run())
     try:
         await _next_pass(reconciler)

@@ -196,6 +196,15 @@ async def test_without_a_token_no_mark_is_sent(
     assert marks == [[]]
 
 
+async def _serving(aiohttp_server: ServerFactory, chat: Handler, listed: Handler) -> Replica:
+    """A replica answering chats with ``chat`` and ``GET /v1/models`` with ``listed``."""
+    app = web.Application()
+    app.router.add_post(CHAT_COMPLETIONS_PATH, chat)
+    app.router.add_get("/v1/models", listed)
+    server = await aiohttp_server(app)
+    return Replica("inference", str(server.make_url("")).rstrip("/"))
+
+
 async def test_the_model_is_asked_once_and_again_after_a_failure(
         aiohttp_server: ServerFactory, session: aiohttp.ClientSession) -> None:
     asked: list[str] = []
@@ -210,11 +219,7 @@ async def test_the_model_is_asked_once_and_again_after_a_failure(
             return web.json_response({"error": {"message": "down"}}, status=503)
         return await stream(request, chunk("o"), chunk("k"), b"data: [DONE]\n\n")
 
-    app = web.Application()
-    app.router.add_post(CHAT_COMPLETIONS_PATH, chat)
-    app.router.add_get("/v1/models", listed)
-    server = await aiohttp_server(app)
-    replica = Replica("inference", str(server.make_url("")).rstrip("/"))
+    replica = await _serving(aiohttp_server, chat, listed)
     remembered: dict[str, str] = {}
     for failing in (False, False, True, False, False):
         fail[0] = failing
@@ -245,11 +250,7 @@ async def test_a_model_list_sent_in_small_pieces_is_read_whole(
         bodies.append(await request.json())
         return await stream(request, chunk("o"), chunk("k"), b"data: [DONE]\n\n")
 
-    app = web.Application()
-    app.router.add_post(CHAT_COMPLETIONS_PATH, chat)
-    app.router.add_get("/v1/models", listed)
-    server = await aiohttp_server(app)
-    replica = Replica("inference", str(server.make_url("")).rstrip("/"))
+    replica = await _serving(aiohttp_server, chat, listed)
     result = await probe_once(session, replica, REQUEST)
     assert result.ok, result
     assert [body["model"] for body in bodies if isinstance(body, dict)] == ["tiny"]
