@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from governor.alerts.runbooks import state_section
+from governor.common.answers import get_json
 from governor.common.cli import EnvArgumentParser, parse_duration_seconds
 from governor.common.prometheus_api import PrometheusHTTP
 from governor.contracts.endpoints import ALERTMANAGER, CONTROLLER, LOCAL_HOST, PROMETHEUS
@@ -90,8 +91,7 @@ class Report:
 
 
 def _get(url: str, timeout: float) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (operator URL)
-        return json.loads(response.read(MAX_RESPONSE_BYTES))
+    return get_json(url, limit=MAX_RESPONSE_BYTES, timeout=timeout)
 
 
 def _instant(prometheus: str, expr: str, timeout: float) -> list[dict[str, Any]]:

@@ -18,7 +18,6 @@ check before the alert reached it is told as such.
 
 from __future__ import annotations
 
-import json
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from governor.alerts.alertmanager import RECEIVER_CONTROLLER
+from governor.common.answers import get_json
 from governor.common.prometheus_api import MAX_ANSWER_BYTES, PrometheusHTTP
 from governor.contracts.alerting import WOKEN_AT_START, WOKEN_BY_ALERT, WOKEN_PERIODIC
 
@@ -130,8 +130,7 @@ def look(sources: Sources, alert: str) -> Look:
 
 def _get(url: str, timeout: float) -> Any:
     # Only governor up's own http://host:port URLs come here.
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
-        return json.loads(response.read(MAX_ANSWER_BYTES))
+    return get_json(url, limit=MAX_ANSWER_BYTES, timeout=timeout)
 
 
 def _p99(sources: Sources) -> float | None:

@@ -11,6 +11,9 @@ it)::
     raw = await read_whole(response, limit=1 << 20)   # AnswerError past 1 MiB
     body = loads(raw)                                 # AnswerError: not JSON, or too deep
 
+The command-line tools (``governor status``, ``governor up``'s story, the drills) ask their
+sources one blocking GET at a time, with the same bounds: ``get_json(url, limit=..., timeout=...)``.
+
     >>> loads(b'{"a": [1, 2]}')
     {'a': [1, 2]}
     >>> loads(b"[" * 100_000 + b"]" * 100_000)
@@ -22,6 +25,7 @@ it)::
 from __future__ import annotations
 
 import json
+import urllib.request
 from typing import Any, Final
 
 import aiohttp
@@ -32,7 +36,7 @@ MAX_DEPTH: Final = 32
 
 
 class AnswerError(ValueError):
-    """An answer the controller refuses: larger than its limit, not JSON, or nested too deep."""
+    """An answer a client refuses: larger than its limit, not JSON, or nested too deep."""
 
 
 async def read_whole(response: aiohttp.ClientResponse, limit: int) -> bytes:
@@ -47,6 +51,17 @@ async def read_whole(response: aiohttp.ClientResponse, limit: int) -> bytes:
         if len(body) > limit:
             raise AnswerError(f"the answer is larger than {limit} bytes")
     return bytes(body)
+
+
+def get_json(url: str, *, limit: int, timeout: float) -> Any:
+    """``GET url`` and its JSON, blocking: :class:`AnswerError` past ``limit`` bytes (one byte
+    over is read to tell, never more), when not JSON, or when nested too deep. ``url`` is an
+    ``http`` URL the caller was given (an operator's source, or one of ``governor up``'s)."""
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
+        raw = response.read(limit + 1)
+    if len(raw) > limit:
+        raise AnswerError(f"the answer is larger than {limit} bytes")
+    return loads(raw)
 
 
 def loads(raw: bytes) -> Any:

@@ -16,10 +16,11 @@ with :func:`result`::
 
 from __future__ import annotations
 
-import json
 import urllib.parse
 import urllib.request
 from typing import Any, Final, Literal
+
+from governor.common.answers import AnswerError, get_json
 
 QUERY_PATH: Final = "/api/v1/query"
 QUERY_RANGE_PATH: Final = "/api/v1/query_range"
@@ -68,11 +69,7 @@ class PrometheusHTTP:
 
     def _get(self, path: str, query: dict[str, Any]) -> Any:
         url = f"{self.base_url}{path}?{urllib.parse.urlencode(query)}"
-        with urllib.request.urlopen(url, timeout=self.timeout_seconds) as answer:  # noqa: S310
-            raw = answer.read(MAX_ANSWER_BYTES + 1)
-        if len(raw) > MAX_ANSWER_BYTES:
-            raise PrometheusError(f"the answer is larger than {MAX_ANSWER_BYTES} bytes")
         try:
-            return json.loads(raw)
-        except ValueError as exc:
-            raise PrometheusError(f"the answer is not JSON: {exc}") from None
+            return get_json(url, limit=MAX_ANSWER_BYTES, timeout=self.timeout_seconds)
+        except AnswerError as exc:
+            raise PrometheusError(str(exc)) from None

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from governor.common.answers import get_json
 from governor.common.prometheus_api import PrometheusError, PrometheusHTTP
 from governor.contracts.metrics import verdict as v
 from governor.contracts.metrics.scrape import LABEL_INSTANCE
@@ -178,8 +179,7 @@ class Observer:
 
     def _get(self, path: str) -> Any:
         url = self.prometheus.base_url + path
-        with urllib.request.urlopen(url, timeout=_TIMEOUT_SECONDS) as answer:  # noqa: S310
-            return json.loads(answer.read(_MAX_ANSWER_BYTES))
+        return get_json(url, limit=_MAX_ANSWER_BYTES, timeout=_TIMEOUT_SECONDS)
 
 
 def decisions_since(decisions: Sequence[Decision], since_unix: float) -> list[Decision]:
