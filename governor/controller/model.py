@@ -20,6 +20,7 @@ from governor.contracts.metrics.controller import (
     SCALE_WITHIN_TOLERANCE,
 )
 from governor.contracts.stages import FIRST_TOKEN
+from governor.slo.autoscaling_fields import MAX_REPLICAS
 
 # The admin API's shapes, under the names the law speaks: the limits of one target, and what its
 # GET reports (the limits in force with their floor and ceiling).
@@ -278,6 +279,13 @@ class LimitsScore:
     samples: int = 1
 
 
+def replicas_for(demand: float, served: float) -> float:
+    """The demand in replicas' worth of what one replica served (``served`` > 0), at most the
+    most replicas a spec may name: a replica that served next to nothing (an engine stalled, a
+    first second of data) asks for the largest fleet anyone can run, not for 10**9 replicas."""
+    return min(demand / served, float(MAX_REPLICAS))
+
+
 @dataclass(frozen=True, slots=True)
 class ScaleAdvice:
     """How many replicas this target's demand needs, by what it served (HPA's
@@ -298,7 +306,7 @@ class ScaleAdvice:
         served, demand = self.served_per_second, self.demand_per_second
         if self.reason != OVERLOADED or not served or demand is None:
             return float(self.replicas)
-        return demand / served
+        return replicas_for(demand, served)
 
 
 @dataclass(frozen=True, slots=True)

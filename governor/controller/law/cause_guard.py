@@ -40,7 +40,14 @@ from typing import Final
 from governor.contracts import causes
 from governor.contracts.causes import NEVER_CUT_FOR, Action
 from governor.controller.law.context import Context
-from governor.controller.model import CAPACITY_VERDICT, Decision, Reason, ScaleAdvice, finite
+from governor.controller.model import (
+    CAPACITY_VERDICT,
+    Decision,
+    Reason,
+    ScaleAdvice,
+    finite,
+    replicas_for,
+)
 
 _ITL: Final = "inter-token latency"
 
@@ -173,6 +180,6 @@ def scale(ctx: Context, decision: Decision, advice: ScaleAdvice) -> ScaleAdvice:
     served, demand = finite(ctx.obs.ttft_per_second), ctx.demand
     wanted = 2
     if served and demand is not None and demand > served:
-        wanted = max(wanted, math.ceil(demand / served))
+        wanted = max(wanted, math.ceil(replicas_for(demand, served)))
     return replace(advice, replicas=wanted, reason=CAPACITY_VERDICT, demand_per_second=demand,
                    served_per_second=served)

@@ -41,6 +41,7 @@ from governor.controller.model import (
     Reason,
     ScaleAdvice,
     finite,
+    replicas_for,
 )
 
 # How much of a new reading goes into a limits' running average.
@@ -360,7 +361,7 @@ def advice(ctx: Context) -> ScaleAdvice:
     served, demand = finite(ctx.obs.ttft_per_second), ctx.demand
     if ctx.state.overload_since is None or not served or demand is None:
         return ScaleAdvice(1, NOT_OVERLOADED, demand, served)
-    ratio = demand / served
+    ratio = replicas_for(demand, served)
     if ratio <= 1 + ctx.tuning.scale_tolerance:
         return ScaleAdvice(1, WITHIN_TOLERANCE, demand, served)
     return ScaleAdvice(math.ceil(ratio), OVERLOADED, demand, served)

@@ -606,6 +606,27 @@ def test_within_the_tolerance_no_extra_replica_is_advised() -> None:
     assert (decision.scale.replicas, decision.scale.reason) == (1, "overload_within_tolerance")
 
 
+@pytest.mark.parametrize("served", [1e-9, 5e-324], ids=["a trickle", "the least float"])
+def test_a_replica_that_served_next_to_nothing_asks_for_the_largest_fleet_not_billions(
+        served: float) -> None:
+    """A stalled engine's first tokens a second fall to a trickle while demand stays: the ratio
+    is bounded by the most replicas a spec may name, in the advice, the gauge's value and the
+    capacity verdict's raise alike."""
+    from governor.controller.model import replicas_for
+    from governor.slo.autoscaling_fields import MAX_REPLICAS
+    state = TargetState(overload_since=T0 - 300, queue_growing_since=T0 - 400)
+    decision = run(overloaded(ttft_per_second=served), state=state, limits=target(budget=2048))
+    assert (decision.scale.replicas, decision.scale.reason) == (MAX_REPLICAS, "overload")
+    assert decision.scale.replicas_needed == MAX_REPLICAS
+    assert replicas_for(10.0, 8.0) == 1.25
+    # A verdict that blames capacity, before the law's own overload is recognised.
+    blamed = replace(spiky(0.21), ttft_per_second=served, waiting_growth_per_second=2.0,
+                     itl_causes={"batching": 1.0, "gpu_compute_bound": 1.0})
+    aged = TargetState(last_breach_at=T0 - 5, breach_began_at=T0 - 120)
+    capacity = run(blamed, state=aged)
+    assert (capacity.reason, capacity.scale.replicas) == (Reason.CAPACITY, MAX_REPLICAS)
+
+
 def test_in_overload_the_law_moves_once_to_the_limits_that_served_best_at_this_demand() -> None:
     from governor.controller.model import LimitsScore
     # At 2048 the chunk step (95 ms) lies between the aim and the SLO: the cost model leaves the
