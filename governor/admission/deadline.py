@@ -51,6 +51,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
+from governor.contracts.admission import slack_range, slack_within
 from governor.contracts.metrics.service import REASON_DEADLINE, REASON_TOKENS_AHEAD
 from governor.slo.model import LatencySLI, SloSpec
 from governor.slo.roles import ROLE_TTFT, pick
@@ -87,8 +88,9 @@ class DeadlineSettings:
 
     def __post_init__(self) -> None:
         errors = []
-        if not (math.isfinite(self.slack) and self.slack > 0):
-            errors.append(f"slack must be a positive number, got {self.slack!r}")
+        # One range wherever a slack enters: at start, through the admin API, in the controller.
+        if not slack_within(self.slack):
+            errors.append(f"slack must be within {slack_range()}, got {self.slack!r}")
         if not (math.isfinite(self.window_seconds) and self.window_seconds > 0):
             errors.append(f"window_seconds must be positive, got {self.window_seconds!r}")
         if not (math.isfinite(self.min_busy_seconds) and self.min_busy_seconds >= 0):

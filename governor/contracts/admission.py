@@ -35,7 +35,9 @@ TOKENS_AHEAD: Final = "max_tokens_ahead"
 # vLLM's own bound (``--max-num-queued-tokens``), where the server's vLLM has one to move.
 QUEUED_TOKENS: Final = "max_num_queued_tokens"
 FIELDS: Final = (SLACK, TOKENS_AHEAD, QUEUED_TOKENS)
-# The range a slack may take: above it every deadline is minutes long, which is no deadline.
+# The range a slack may take: above it every deadline is minutes long, which is no deadline;
+# below it a deadline is a hundredth of its target, shorter than a prefill: every request refused.
+MIN_SLACK: Final = 0.01
 MAX_SLACK: Final = 100.0
 MAX_TOKENS_AHEAD: Final = 10**12
 # The largest max_num_queued_tokens any party accepts (a server's PUT, the controller reading a
@@ -44,13 +46,19 @@ MAX_QUEUED_TOKENS: Final = MAX_TOKENS_AHEAD
 
 
 def slack_within(value: float) -> bool:
-    """Whether ``value`` is a deadline slack every party accepts: within (0, :data:`MAX_SLACK`]
-    (NaN and the infinities are not).
+    """Whether ``value`` is a deadline slack every party accepts (a server at start or through
+    its admin API, the controller reading a gate, its state file): within [:data:`MIN_SLACK`,
+    :data:`MAX_SLACK`] (NaN and the infinities are not).
 
-    >>> slack_within(0.7), slack_within(1e30), slack_within(float("nan"))
-    (True, False, False)
+    >>> slack_within(0.7), slack_within(1e30), slack_within(1e-300), slack_within(float("nan"))
+    (True, False, False, False)
     """
-    return 0 < value <= MAX_SLACK
+    return MIN_SLACK <= value <= MAX_SLACK
+
+
+def slack_range() -> str:
+    """The range :func:`slack_within` accepts, as the errors name it."""
+    return f"[{MIN_SLACK:g}, {MAX_SLACK:g}]"
 
 
 def queued_tokens_within(value: float) -> bool:
@@ -127,7 +135,7 @@ def _slack(value: object) -> float:
     except OverflowError:  # an integer too large for a float
         slack = math.inf
     if not slack_within(slack):
-        raise BodyError(f"'{SLACK}' must be within (0, {MAX_SLACK:g}]", param=SLACK, status=422,
+        raise BodyError(f"'{SLACK}' must be within {slack_range()}", param=SLACK, status=422,
                         code="out_of_range")
     return slack
 

@@ -24,10 +24,10 @@ from governor.common import answers
 from governor.common.secrets import Secret
 from governor.contracts.admission import (
     MAX_QUEUED_TOKENS,
-    MAX_SLACK,
     QUEUED_TOKENS,
     SLACK,
     queued_tokens_within,
+    slack_range,
     slack_within,
 )
 from governor.contracts.batching import BatchingReport
@@ -96,7 +96,7 @@ def parse_limits(body: Any) -> TargetLimits:
 
 def parse_slack(body: Any) -> float:
     """The deadline slack a ``/admin/admission`` answer reports; :class:`ActuationError` if
-    malformed or outside the contract's (0, :data:`MAX_SLACK`].
+    malformed or outside the contract's range (``slack_within``).
 
     >>> parse_slack({"deadline_slack": 0.7, "max_tokens_ahead": None})
     0.7
@@ -104,8 +104,8 @@ def parse_slack(body: Any) -> float:
     slack = body.get(SLACK) if isinstance(body, dict) else None
     if isinstance(slack, bool) or not isinstance(slack, int | float) or not slack_within(slack):
         raise ActuationError(ErrorKind.PERMANENT,
-                             f"malformed admission answer (a {SLACK} within (0, "
-                             f"{MAX_SLACK:g}] expected): {str(body)[:200]}")
+                             f"malformed admission answer (a {SLACK} within "
+                             f"{slack_range()} expected): {str(body)[:200]}")
     return float(slack)
 
 

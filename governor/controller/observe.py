@@ -38,8 +38,8 @@ from governor.common.prometheus_api import PrometheusError as PrometheusError  #
 from governor.contracts import causes
 from governor.contracts.admission import (
     MAX_QUEUED_TOKENS,
-    MAX_SLACK,
     queued_tokens_within,
+    slack_range,
     slack_within,
 )
 from governor.contracts.metrics.scrape import LABEL_INSTANCE
@@ -82,7 +82,7 @@ def _measurable(value: float) -> bool:
 # in a PUT: each what the admin API's contract accepts (governor.contracts.admission), or
 # refused for that target, NaN included (no gate writes it). Field → (check, what it must be).
 BOUNDED: Final[Mapping[str, tuple[Callable[[float], bool], str]]] = {
-    "deadline_slack": (slack_within, f"a deadline slack within (0, {MAX_SLACK:g}]"),
+    "deadline_slack": (slack_within, f"a deadline slack within {slack_range()}"),
     "vllm_max_num_queued_tokens": (_bound_or_unbounded, f"a whole number from 1 to "
                                                         f"{MAX_QUEUED_TOKENS}, or +Inf "
                                                         "(unbounded)"),

@@ -30,8 +30,8 @@ from typing import Any, TypeVar
 
 from governor.contracts.admission import (
     MAX_QUEUED_TOKENS,
-    MAX_SLACK,
     queued_tokens_within,
+    slack_range,
     slack_within,
 )
 from governor.contracts.batching import MAX_LIMIT
@@ -253,7 +253,7 @@ class _Reader:
     def slack(self, where: str, raw: Any) -> float:
         slack = self.number(where, raw)
         if not slack_within(slack):
-            raise StateError(f"{where}: a deadline slack must be within (0, {MAX_SLACK:g}], "
+            raise StateError(f"{where}: a deadline slack must be within {slack_range()}, "
                              f"got {slack!r}")
         return slack
 

@@ -24,6 +24,7 @@ from governor.common.cli import (
 )
 from governor.common.logs import add_logging_options, setup_logging
 from governor.common.secrets import Secret, TokenError, read_token
+from governor.contracts.admission import slack_range, slack_within
 from governor.contracts.metrics.latency import HISTOGRAM_BUCKETS
 from governor.contracts.tokens import (
     ADMIN_TOKEN_ENV,
@@ -157,9 +158,10 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     p.add_argument("--ttft-slo", default=None,
                    help="with --deadlines: the latency SLO of --slo whose per-class thresholds "
                         "are the deadlines (default: the one with `role: ttft`; '' for none)")
-    p.add_argument("--deadline-slack", type=_positive_float, default=admission.deadline_slack,
+    p.add_argument("--deadline-slack", type=_slack, default=admission.deadline_slack,
                    help="with --deadlines: each deadline is this times its class's first-token "
-                        "target (above 1 admits more that may be late, below 1 refuses earlier)")
+                        "target (above 1 admits more that may be late, below 1 refuses earlier; "
+                        "0.01 to 100)")
     p.add_argument("--max-tokens-ahead", type=non_negative_int, default=None,
                    help="refuse (429) a request with more than this many prompt tokens ahead "
                         "of it, deadline or not (default: no such bound)")
@@ -208,13 +210,13 @@ def _warmup_rounds(text: str) -> int:
     return rounds
 
 
-def _positive_float(text: str) -> float:
+def _slack(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    if not slack_within(value):
+        raise argparse.ArgumentTypeError(f"must be a number within {slack_range()}: {text[:40]!r}")
     return value
 
 

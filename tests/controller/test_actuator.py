@@ -160,9 +160,9 @@ def test_parse_queued_tokens_takes_the_contracts_whole_range() -> None:
         assert parse_queued_tokens({"max_num_queued_tokens": value}) == value
 
 
-@pytest.mark.parametrize("value", [1e30, 10**400, 0, -1.0, 100.5, True],
+@pytest.mark.parametrize("value", [1e30, 10**400, 0, -1.0, 100.5, True, 0.001],
                          ids=["10^30", "an integer of 400 digits", "zero", "negative",
-                              "past 100", "a boolean"])
+                              "past 100", "a boolean", "under a hundredth"])
 def test_parse_slack_refuses_a_slack_outside_the_contract(value: object) -> None:
-    with pytest.raises(ActuationError, match=r"a deadline_slack within \(0, 100\] expected"):
+    with pytest.raises(ActuationError, match=r"a deadline_slack within \[0.01, 100\] expected"):
         parse_slack({"deadline_slack": value})

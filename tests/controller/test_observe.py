@@ -78,18 +78,20 @@ def test_assemble_fills_absent_and_non_finite_values_with_none() -> None:
 def test_the_gates_slack_and_vllms_bound_outside_the_contract_are_refused_by_name() -> None:
     """Issue 32, N5: the two readings the law keeps and puts back are held to the admin API's
     contract where they enter; +Inf is vLLM's bound while unbounded, a reading, not a gap."""
-    obs = assemble({"deadline_slack": {"a": {"": 1e30}, "b": {"": 0.7}, "c": {"": math.nan}},
+    obs = assemble({"deadline_slack": {"a": {"": 1e30}, "b": {"": 0.7}, "c": {"": math.nan},
+                                       "d": {"": 1e-6}},
                     "vllm_max_num_queued_tokens": {"a": {"": 8192.5}, "b": {"": math.inf},
-                                                   "c": {"": 8192.0}}}, ["a", "b", "c"])
+                                                   "c": {"": 8192.0}}}, ["a", "b", "c", "d"])
     a, b, c = obs["a"], obs["b"], obs["c"]
     assert (a.deadline_slack, a.vllm_max_num_queued_tokens) == (None, None)
     assert a.refused == {
-        "deadline_slack": "1e+30 is not a deadline slack within (0, 100]",
+        "deadline_slack": "1e+30 is not a deadline slack within [0.01, 100]",
         "vllm_max_num_queued_tokens": "8192.5 is not a whole number from 1 to 1000000000000, or "
                                       "+Inf (unbounded)"}
     assert (b.deadline_slack, b.vllm_max_num_queued_tokens, b.refused) == (0.7, math.inf, {})
     assert (c.deadline_slack, c.vllm_max_num_queued_tokens) == (None, 8192.0)
-    assert c.refused == {"deadline_slack": "nan is not a deadline slack within (0, 100]"}
+    assert c.refused == {"deadline_slack": "nan is not a deadline slack within [0.01, 100]"}
+    assert obs["d"].refused == {"deadline_slack": "1e-06 is not a deadline slack within [0.01, 100]"}
 
 
 def test_a_reading_past_any_measurement_is_refused_and_no_data_is_not() -> None:

@@ -62,6 +62,8 @@ async def test_the_slack_and_the_bound_move_live_and_show(make_service: ServiceF
         pytest.param({"deadline_slack": "2"}, 400, "deadline_slack", id="a string"),
         pytest.param({"deadline_slack": True}, 400, "deadline_slack", id="a boolean"),
         pytest.param({"deadline_slack": 0}, 422, "deadline_slack", id="zero"),
+        pytest.param({"deadline_slack": 1e-300}, 422, "deadline_slack", id="next to zero"),
+        pytest.param({"deadline_slack": 0.009}, 422, "deadline_slack", id="under a hundredth"),
         pytest.param({"deadline_slack": 1e300}, 422, "deadline_slack", id="huge"),
         pytest.param({"deadline_slack": 10**400}, 422, "deadline_slack", id="a 400-digit int"),
         pytest.param({"max_tokens_ahead": 1.5}, 400, "max_tokens_ahead", id="a fraction"),

@@ -161,8 +161,8 @@ def test_a_bad_first_token_slo_is_one_line(argv: list[str], message: str) -> Non
     assert message in str(exit_.value.code)
 
 
-@pytest.mark.parametrize("slack", ["0", "-1", "nan", "inf", "x"])
-def test_a_slack_that_is_not_a_positive_number_is_refused(
+@pytest.mark.parametrize("slack", ["0", "-1", "nan", "inf", "x", "1e-300", "0.009", "101"])
+def test_a_slack_outside_the_admin_apis_range_is_refused_at_start(
         slack: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         config(["--deadline-slack", slack])

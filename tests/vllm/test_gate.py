@@ -63,6 +63,14 @@ def test_every_bad_setting_is_told_at_once(tmp_path: Path) -> None:
     assert SLACK_ENV in message and TOKENS_AHEAD_ENV in message and "missing.yaml" in message
 
 
+@pytest.mark.parametrize("slack", ["0.001", "1000"])
+def test_a_slack_the_admin_api_would_refuse_is_refused_at_start(slack: str) -> None:
+    """One range wherever a slack enters: a gate started at 1000 reported a slack its own
+    ``PUT`` and the controller refuse."""
+    with pytest.raises(GateConfigError, match=r"slack must be within \[0.01, 100\]"):
+        GateSettings.from_env({SPEC_ENV: SPEC, SLACK_ENV: slack})
+
+
 # ---- what it reads -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("path", "body", "tokens"), [

@@ -91,6 +91,7 @@ BAD_BODIES = [
     (b'{"deadline_slack": NaN}', 422, "deadline_slack"),
     (b'{"deadline_slack": 1e400}', 422, "deadline_slack"),
     (b'{"deadline_slack": 101}', 422, "deadline_slack"),
+    (b'{"deadline_slack": 5e-324}', 422, "deadline_slack"),
     (b'{"deadline_slack": 0.5, "max_tokens_ahead": -5}', 422, "max_tokens_ahead"),
     (b'{"deadline_slack": 0.5, "max_tokens_ahead": 1.5}', 400, "max_tokens_ahead"),
     (b"[" * 100_000, 413, None),

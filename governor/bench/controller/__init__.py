@@ -53,6 +53,7 @@ from governor.common.cli import (
     parse_duration_seconds,
     positive_int,
 )
+from governor.contracts.admission import slack_range, slack_within
 from governor.contracts.package import install_hint
 from governor.controller.cli import UsageError, build_config
 from governor.controller.cli import build_parser as controller_parser
@@ -94,8 +95,8 @@ def _slack(text: str) -> float:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not 0 < value <= 100:
-        raise ValueError(f"--deadline-slack: expected a factor in (0, 100], got {text!r}")
+    if not slack_within(value):
+        raise ValueError(f"--deadline-slack: expected a factor in {slack_range()}, got {text!r}")
     return value
 
 

@@ -23,7 +23,7 @@ holds the backlog at about a deadline's worth of prefill, so a budget that prefi
 arrives costs refusals, not first tokens past their SLO; the scale signal still counts the
 demand.
 
-A slack the controller refused where it entered (outside the admin API's contract, (0, 100]:
+A slack the controller refused where it entered (outside the admin API's contract, [0.01, 100]:
 10^30, NaN) moves nothing, and the slack to hand back stays in the law's memory for when the gate
 reports one again.
 """

@@ -79,7 +79,7 @@ def test_a_missing_input_is_one_clear_line(capsys: pytest.CaptureFixture[str],
 @pytest.mark.parametrize("argv", [["--budgets", "a,b"], ["--budgets", "0"], ["--jobs", "0"],
                                   ["--minutes", "soon"], ["--minutes", "0"],
                                   ["--bounds", "0"], ["--deadline-slack", "0"],
-                                  ["--deadline-slack", "nan"]])
+                                  ["--deadline-slack", "nan"], ["--deadline-slack", "0.001"]])
 def test_malformed_options_are_refused_by_the_parser(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as caught:
         main(argv)
