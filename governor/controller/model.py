@@ -10,6 +10,7 @@ import enum
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from typing import Final
 
 from governor.contracts.batching import BatchingLimits, BatchingReport
 from governor.contracts.batching import Param as Param  # the knobs, as the controller names them
@@ -235,6 +236,11 @@ CAUSE_FIELDS = frozenset(("itl_causes", "ttft_causes", "gpu_conditions"))
 # The readings refused by the contract's bounds: field → why.
 REFUSED_FIELD = "refused"
 MAPPED_FIELDS = STAGE_FIELDS | RANK_FIELDS | CAUSE_FIELDS | {REFUSED_FIELD}
+# The two readings the law keeps in its memory and puts back to the target (each checked
+# against the admin API's contract where it enters, governor.controller.observe.BOUNDED): the
+# gate's deadline slack and vLLM's own bound on queued prompt tokens.
+SLACK_FIELD: Final = "deadline_slack"
+QUEUED_TOKENS_FIELD: Final = "vllm_max_num_queued_tokens"
 
 
 def _finite(value: float | None) -> float | None:

@@ -48,7 +48,7 @@ from governor.contracts.metrics.verdict import LABEL_CAUSE
 from governor.contracts.metrics.vllm import LABEL_ENGINE
 from governor.contracts.stages import Stage
 from governor.controller import ranks
-from governor.controller.model import MAPPED_FIELDS, Observation
+from governor.controller.model import MAPPED_FIELDS, QUEUED_TOKENS_FIELD, SLACK_FIELD, Observation
 from governor.controller.queries import QuerySet
 
 # What one instance's observation keeps of a label a target's series carry (a stage, a cause):
@@ -82,8 +82,8 @@ def _measurable(value: float) -> bool:
 # in a PUT: each what the admin API's contract accepts (governor.contracts.admission), or
 # refused for that target, NaN included (no gate writes it). Field → (check, what it must be).
 BOUNDED: Final[Mapping[str, tuple[Callable[[float], bool], str]]] = {
-    "deadline_slack": (slack_within, f"a deadline slack within {slack_range()}"),
-    "vllm_max_num_queued_tokens": (_bound_or_unbounded, f"a whole number from 1 to "
+    SLACK_FIELD: (slack_within, f"a deadline slack within {slack_range()}"),
+    QUEUED_TOKENS_FIELD: (_bound_or_unbounded, f"a whole number from 1 to "
                                                         f"{MAX_QUEUED_TOKENS}, or +Inf "
                                                         "(unbounded)"),
 }

@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from governor.controller.model import QUEUED_TOKENS_FIELD
+
 NO_RANK: Final = ""  # the key of a sample whose series carry no ``engine`` label
 # The most ranks one server's observation keeps (the lowest ones): a bound on what a scraped
 # label can grow in the controller's memory, its /status and its metrics.
@@ -41,7 +43,7 @@ MAX_RANK_LENGTH: Final = 32
 ANY_RANK: Final = frozenset(("kv_cache_usage_ratio", "preemptions_per_second",
                              "ttft_tail_seconds"))
 # Where +Inf is a reading, not a gap: vLLM's max_num_queued_tokens while it is unbounded.
-INFINITE_READINGS: Final = frozenset(("vllm_max_num_queued_tokens",))
+INFINITE_READINGS: Final = frozenset((QUEUED_TOKENS_FIELD,))
 TAIL: Final = "itl_tail_seconds"
 _TIE: Final = "prompt_tokens_per_second"
 

@@ -91,7 +91,8 @@ def test_the_gates_slack_and_vllms_bound_outside_the_contract_are_refused_by_nam
     assert (b.deadline_slack, b.vllm_max_num_queued_tokens, b.refused) == (0.7, math.inf, {})
     assert (c.deadline_slack, c.vllm_max_num_queued_tokens) == (None, 8192.0)
     assert c.refused == {"deadline_slack": "nan is not a deadline slack within [0.01, 100]"}
-    assert obs["d"].refused == {"deadline_slack": "1e-06 is not a deadline slack within [0.01, 100]"}
+    assert obs["d"].refused == {
+        "deadline_slack": "1e-06 is not a deadline slack within [0.01, 100]"}
 
 
 def test_a_reading_past_any_measurement_is_refused_and_no_data_is_not() -> None:
@@ -233,3 +234,17 @@ async def test_the_verdict_reaches_each_instances_observation(
     assert a.itl_causes == {"gpu_throttled": 0.8, "batching": 0.2} and a.ttft_causes == {}
     assert b.ttft_causes == {"queue": 1.0} and b.itl_causes == {}
     assert a.as_inputs()["itl_causes.gpu_throttled"] == 0.8
+
+
+def test_the_bounded_readings_are_observation_fields_the_queries_read() -> None:
+    """The law's two kept readings are named once (governor.controller.model): each must be a
+    field of the observation, read by the queries, and checked where it enters."""
+    from dataclasses import fields
+
+    from governor.controller.law import admission, queued_tokens
+    from governor.controller.model import QUEUED_TOKENS_FIELD, SLACK_FIELD
+    from governor.controller.observe import BOUNDED
+    names = {f.name for f in fields(Observation)}
+    assert set(BOUNDED) == {SLACK_FIELD, QUEUED_TOKENS_FIELD} <= names
+    assert (admission.FIELD, queued_tokens.FIELD) == (SLACK_FIELD, QUEUED_TOKENS_FIELD)
+    assert set(BOUNDED) <= set(QuerySet.default().expressions())

@@ -221,8 +221,8 @@ def test_one_unusable_target_costs_that_target_alone(
 @pytest.mark.parametrize(("bad", "why"), [
     (replace(FULL, queued_tokens_from=10**30), "state.queued_tokens_from: must be an integer "
                                                "from 1 to 1000000000000, got an integer too large"),
-    (replace(FULL, slack_from=1e30), "state.slack_from: a deadline slack must be within [0.01, 100], "
-                                     "got 1e+30"),
+    (replace(FULL, slack_from=1e30), "state.slack_from: a deadline slack must be within "
+                                     "[0.01, 100], got 1e+30"),
     (replace(FULL, prefill_seconds_per_token=math.inf), "state.prefill_seconds_per_token: must be "
                                                         "a finite number, got inf"),
 ], ids=["vLLM's bound at 10^30", "a slack of 10^30", "an infinite cost"])

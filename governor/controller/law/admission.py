@@ -34,7 +34,7 @@ from dataclasses import replace
 
 from governor.contracts.admission import slack_within
 from governor.controller.law.context import Context, ms
-from governor.controller.model import AdmissionChange, Decision, finite
+from governor.controller.model import SLACK_FIELD, AdmissionChange, Decision, finite
 
 # Refusals per second under which the gate is not shedding (a few stray requests an hour).
 _GATING_PER_SECOND = 0.05
@@ -43,7 +43,7 @@ _GATING_PER_SECOND = 0.05
 MIN_SLACK = 0.2
 # A rate ratio closer to 1 than this moves no slack (no churn for a small change).
 _MIN_MOVE = 0.05
-FIELD = "deadline_slack"
+FIELD = SLACK_FIELD
 
 
 def gate_slack(ctx: Context) -> float | None:

@@ -30,11 +30,11 @@ from governor.contracts.admission import queued_tokens_within
 from governor.controller.law import admission
 from governor.controller.law.admission import gate_slack, gating, prefill_rate
 from governor.controller.law.context import Context, ms
-from governor.controller.model import Decision, QueuedTokensChange
+from governor.controller.model import QUEUED_TOKENS_FIELD, Decision, QueuedTokensChange
 
 # A bound within this share of the one in force is not moved (no churn for a small change).
 _MIN_MOVE = 0.05
-FIELD = "vllm_max_num_queued_tokens"
+FIELD = QUEUED_TOKENS_FIELD
 
 
 def vllm_bound(ctx: Context) -> tuple[bool, int | None]:
