@@ -84,8 +84,7 @@ def _measurable(value: float) -> bool:
 BOUNDED: Final[Mapping[str, tuple[Callable[[float], bool], str]]] = {
     SLACK_FIELD: (slack_within, f"a deadline slack within {slack_range()}"),
     QUEUED_TOKENS_FIELD: (_bound_or_unbounded, f"a whole number from 1 to "
-                                                        f"{MAX_QUEUED_TOKENS}, or +Inf "
-                                                        "(unbounded)"),
+                                               f"{MAX_QUEUED_TOKENS}, or +Inf (unbounded)"),
 }
 
 

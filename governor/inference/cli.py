@@ -161,7 +161,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
     p.add_argument("--deadline-slack", type=_slack, default=admission.deadline_slack,
                    help="with --deadlines: each deadline is this times its class's first-token "
                         "target (above 1 admits more that may be late, below 1 refuses earlier; "
-                        "0.01 to 100)")
+                        f"within {slack_range()})")
     p.add_argument("--max-tokens-ahead", type=non_negative_int, default=None,
                    help="refuse (429) a request with more than this many prompt tokens ahead "
                         "of it, deadline or not (default: no such bound)")
