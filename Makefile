@@ -22,7 +22,7 @@ up: system-deps venv
 test:
 	@$(MAKE) --no-print-directory -j3 --output-sync=target test-system-deps venv-vllm \
 	  compose-machine lint
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25
 
 # After vLLM's install: mypy reads torch's types, which must not be half-written.
 lint: venv-vllm
