@@ -56,6 +56,20 @@ def slack_within(value: float) -> bool:
     return MIN_SLACK <= value <= MAX_SLACK
 
 
+def slack_text(text: str) -> float | None:
+    """A slack typed on a command line or in an environment variable, or ``None`` where it is
+    not a number :func:`slack_within` accepts.
+
+    >>> slack_text("0.7"), slack_text("0"), slack_text("lots")
+    (0.7, None, None)
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if slack_within(value) else None
+
+
 def slack_range() -> str:
     """The range :func:`slack_within` accepts, as the errors name it."""
     return f"[{MIN_SLACK:g}, {MAX_SLACK:g}]"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import math
 import os
 import signal
 import sys
@@ -24,7 +23,7 @@ from governor.common.cli import (
 )
 from governor.common.logs import add_logging_options, setup_logging
 from governor.common.secrets import Secret, TokenError, read_token
-from governor.contracts.admission import slack_range, slack_within
+from governor.contracts.admission import slack_range, slack_text
 from governor.contracts.metrics.latency import HISTOGRAM_BUCKETS
 from governor.contracts.tokens import (
     ADMIN_TOKEN_ENV,
@@ -211,11 +210,8 @@ def _warmup_rounds(text: str) -> int:
 
 
 def _slack(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not slack_within(value):
+    value = slack_text(text)
+    if value is None:
         raise argparse.ArgumentTypeError(f"must be a number within {slack_range()}: {text[:40]!r}")
     return value
 

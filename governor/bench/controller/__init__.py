@@ -53,7 +53,7 @@ from governor.common.cli import (
     parse_duration_seconds,
     positive_int,
 )
-from governor.contracts.admission import slack_range, slack_within
+from governor.contracts.admission import slack_range, slack_text
 from governor.contracts.package import install_hint
 from governor.controller.cli import UsageError, build_config
 from governor.controller.cli import build_parser as controller_parser
@@ -91,11 +91,8 @@ def _speed(text: str) -> float:
 
 
 def _slack(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not slack_within(value):
+    value = slack_text(text)
+    if value is None:
         raise ValueError(f"--deadline-slack: expected a factor in {slack_range()}, got {text!r}")
     return value
 
