@@ -11,6 +11,13 @@ duration as the client sees them, and how long each start took::
 
 Each start of vLLM takes a minute or two on 2 cores; with ``--trials N`` the two kinds of start
 take turns N times and the table holds each request's median.
+
+``--gpu`` runs vLLM on a GPU instead (vLLM built for it, ``--model`` a model directory, dummy
+weights): its defaults (bfloat16, ``torch.compile`` and CUDA graphs, no eager mode) at 85% of the
+GPU's memory and an 8,192-token context, where the first requests' kernels are what a warm-up
+compiles or captures::
+
+    python -m lab.warmup.first_requests --gpu --model DIR --requests 6
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from tokenizers import Tokenizer
 
@@ -38,8 +46,25 @@ from governor.inference.warmup import DEFAULT_PROMPT_TOKENS, WarmupSettings
 # eager mode (no compilation), a small KV cache.
 CPU_ENGINE_ARGS = ("dtype=float32", "load_format=dummy", "enforce_eager=true",
                    "generation_config=vllm", f"kv_cache_memory_bytes={64 * 2**20}")
+# vLLM on a GPU as it serves there by default, with dummy weights.
+GPU_ENGINE_ARGS = ("load_format=dummy", "generation_config=vllm", "gpu_memory_utilization=0.85")
 SERVED = "tiny-llama"
-MAX_MODEL_LEN = 512
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How ``governor serve --engine vllm`` starts vLLM for the measurement."""
+
+    engine_args: tuple[str, ...]
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+
+
+CPU: Final = Engine(CPU_ENGINE_ARGS, max_model_len=512, max_num_seqs=8,
+                    max_num_batched_tokens=512)
+GPU: Final = Engine(GPU_ENGINE_ARGS, max_model_len=8192, max_num_seqs=256,
+                    max_num_batched_tokens=8192)
 START_SECONDS = 900.0
 WORDS = ("report", "chapter", "committee", "language", "review", "annual", "every", "three")
 
@@ -89,13 +114,15 @@ def complete(port: int, text: str, max_tokens: int) -> Timing:
 
 
 def measure(model: Path, folder: Path, warmup: int, requests: int,
-            max_tokens: int) -> tuple[float, list[Timing]]:
+            max_tokens: int, engine: Engine = CPU) -> tuple[float, list[Timing]]:
     """Seconds until /health answered 200, and the first requests' timings."""
     port = free_port()
     url = f"http://{LOCAL_HOST}:{port}"
     serve = Serve(engine="vllm", model=str(model), served_model_name=SERVED, host=LOCAL_HOST,
-                  port=port, max_model_len=MAX_MODEL_LEN, max_num_seqs=8,
-                  max_num_batched_tokens=512, engine_arg=CPU_ENGINE_ARGS, warmup=warmup,
+                  port=port, max_model_len=engine.max_model_len,
+                  max_num_seqs=engine.max_num_seqs,
+                  max_num_batched_tokens=engine.max_num_batched_tokens,
+                  engine_arg=engine.engine_args, warmup=warmup,
                   log_level="warning")
     child = Child(f"serve-warmup-{warmup}", serve.python(), url + HEALTH_PATH,
                   folder / f"serve-warmup-{warmup}.log")
@@ -144,16 +171,22 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     p.add_argument("--trials", type=positive_int, default=1,
                    help="starts of each kind, taken in turns; the table shows the median of "
                         "each request over them")
+    p.add_argument("--gpu", action="store_true",
+                   help="vLLM on the GPU with its own defaults (needs --model)")
     p.add_argument("--warmup", type=positive_int, default=WarmupSettings().rounds,
                    help="warm-up rounds of the warmed run (governor serve --warmup)")
     args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.gpu and args.model is None:
+        p.error("--gpu needs --model: the tests' tiny Llama is for the CPU")
+    engine = GPU if args.gpu else CPU
     with tempfile.TemporaryDirectory(prefix="governor-warmup-") as tmp:
         folder = Path(tmp)
         model = args.model or write_tiny_llama(folder / "model")
         offs, ons = [], []
         for _ in range(args.trials):
-            offs.append(measure(model, folder, 0, args.requests, args.max_tokens))
-            ons.append(measure(model, folder, args.warmup, args.requests, args.max_tokens))
+            offs.append(measure(model, folder, 0, args.requests, args.max_tokens, engine))
+            ons.append(measure(model, folder, args.warmup, args.requests, args.max_tokens,
+                               engine))
     print(table(median_run(offs), median_run(ons)))
     return 0
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from tokenizers import Tokenizer
 
 from governor.inference.engines.vllm.tiny_model import write_tiny_llama
-from lab.warmup.first_requests import Timing, median_run, prompt, table
+from lab.warmup.first_requests import GPU, Timing, main, median_run, prompt, table
 
 
 def test_each_prompt_fits_its_size_and_starts_with_its_own_word(tmp_path: Path) -> None:
@@ -35,3 +36,13 @@ def test_several_runs_make_one_of_medians_request_by_request() -> None:
             (30.0, [Timing(0.1, 0.5), Timing(0.2, 0.4)]),
             (20.0, [Timing(0.2, 0.7), Timing(0.9, 0.3)])]
     assert median_run(runs) == (20.0, [Timing(0.2, 0.7), Timing(0.2, 0.3)])
+
+
+def test_the_gpu_run_needs_a_model_and_keeps_vllms_own_compilation(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--gpu"], env={})
+    assert "--gpu needs --model" in capsys.readouterr().err
+    # On the GPU what a warm-up saves is compilation and graph capture: eager mode would hide it.
+    assert not any(arg.startswith("enforce_eager") for arg in GPU.engine_args)
+    assert GPU.max_num_batched_tokens <= GPU.max_model_len
