@@ -81,12 +81,6 @@ class Windows:
         return format_duration(min(2 * self.scrape_seconds, self.short_seconds))
 
     @property
-    def standing(self) -> str:
-        """The last three scrapes (at most the short window): a queue seen at each of them stood
-        through two intervals, where a burst's drains within one."""
-        return format_duration(min(3 * self.scrape_seconds, self.short_seconds))
-
-    @property
     def short(self) -> str:
         return format_duration(self.short_seconds)
 
@@ -129,9 +123,9 @@ def engine_rules(spec: SloSpec, w: Windows) -> tuple[RecordingRule, ...]:
     median = histogram_quantile(0.5, itl, scope, w.short, TARGET)
     by_rank = histogram_quantile(0.5, itl, scope, w.short, (LABEL_INSTANCE, vllm.LABEL_ENGINE))
     ranks = f"count by ({LABEL_INSTANCE}) ({by_rank}) > 1"
-    waiting_now = on(vllm.NUM_REQUESTS_WAITING.name)
-    waiting = sum_by(TARGET, f"avg_over_time({waiting_now}[{w.short}])")
-    standing = sum_by(TARGET, f"min_over_time({waiting_now}[{w.standing}])")
+    engine_waiting = sum_by(TARGET, f"avg_over_time({on(vllm.NUM_REQUESTS_WAITING.name)}"
+                                    f"[{w.short}])")
+    waiting = engine_waiting
     if not spec.stock_vllm:
         queued = sum_by(TARGET, f"avg_over_time({on(service.QUEUE_DEPTH.name)}[{w.short}])")
         waiting = f"{waiting}\n+ on ({LABEL_INSTANCE}) group_left ()\n({queued} or {waiting} * 0)"
@@ -151,7 +145,7 @@ def engine_rules(spec: SloSpec, w: Windows) -> tuple[RecordingRule, ...]:
         _rule(v.PREEMPTIONS, sum_by(TARGET, rate(on(vllm.NUM_PREEMPTIONS.total), w.short))),
         _rule(v.KV_USAGE, f"max by ({LABEL_INSTANCE}) "
                           f"({max_over_time(on(vllm.KV_CACHE_USAGE.name), w.short)})"),
-        _rule(v.ENGINE_STANDING_QUEUE, standing),
+        _rule(v.ENGINE_WAITING, engine_waiting),
         _rule(v.WAITING, waiting),
         _rule(v.RANK_SPREAD, f"(max by ({LABEL_INSTANCE}) ({by_rank})\n/\n"
                              f"min by ({LABEL_INSTANCE}) ({by_rank}))\nand on ({LABEL_INSTANCE})"

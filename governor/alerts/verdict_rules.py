@@ -198,12 +198,11 @@ def _tall_steps() -> str:
 
 
 def _demand_saturated() -> str:
-    """The GPU's SMs and tensor pipes saturated by the engine while a queue stands in front of
-    it: prefill demand past what the GPU computes. Every step then carries a chunk; a smaller
-    budget would only move the wait to the first token. A queue that a burst of long prompts
-    builds and the next steps drain is the spikes' own (batching)."""
+    """The GPU's SMs and tensor pipes saturated by the engine while requests wait: prefill
+    demand past what the GPU computes. Every step then carries a chunk; a smaller budget would
+    only move the wait to the first token."""
     return (f"({_saturated(True)})\nand on ({LABEL_INSTANCE}) "
-            f"({v.ENGINE_STANDING_QUEUE.name} >= {format_number(causes.WAITING_SATURATED)})")
+            f"({v.ENGINE_WAITING.name} >= {format_number(causes.WAITING_SATURATED)})")
 
 
 def _preempting() -> str:

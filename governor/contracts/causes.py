@@ -156,11 +156,8 @@ KV_FULL: Final = 0.95
 SM_SATURATED: Final = 0.9
 TENSOR_BUSY: Final = 0.5
 DRAM_SATURATED: Final = 0.7
-# Requests wait behind a saturated GPU when at least this many waited in the engine's own queue at
-# every scrape of the last three (the service's admission queue is a class limit, not the GPU's).
-# A queue that stands is demand past what the GPU computes; one a burst of long prompts builds and
-# the next steps drain is the spikes' (CoDel's distinction between a standing queue and a good one,
-# by the queue's least over an interval rather than its average or its peak).
+# Requests wait behind a saturated GPU when at least this many wait in the engine's own queue on
+# average over the window (the service's admission queue is a class limit, not the GPU's).
 WAITING_SATURATED: Final = 1.0
 # A clock held this far under its own highest of the long window counts as throttled.
 CLOCK_DEFICIT: Final = 0.05

@@ -97,10 +97,9 @@ PREEMPTIONS: Final = _gauge(
 KV_USAGE: Final = _gauge(
     "verdict:kv_usage:ratio", "The fullest the KV cache was over the window.", "ratio",
     _TARGET)
-ENGINE_STANDING_QUEUE: Final = _gauge(
-    "verdict:engine_standing_queue:requests", "The fewest requests waiting in the engine's own "
-    "queue at any scrape of the last three (not the service's admission queue): a queue that "
-    "stood through them, not a burst's.", "requests", _TARGET)
+ENGINE_WAITING: Final = _gauge(
+    "verdict:engine_waiting:requests", "Requests waiting in the engine's own queue, averaged over "
+    "the window (not the service's admission queue).", "requests", _TARGET)
 WAITING: Final = _gauge(
     "verdict:waiting:requests", "Requests waiting (admission queue and the engine's), averaged.",
     "requests", _TARGET)
