@@ -39,8 +39,9 @@ from governor.controller.model import SLACK_FIELD, AdmissionChange, Decision, fi
 # Refusals per second under which the gate is not shedding (a few stray requests an hour).
 _GATING_PER_SECOND = 0.05
 # The lowest slack the law sets: a deadline a fifth of its target still admits a request with
-# a little ahead of it, and the cost model's ratio may be off.
-MIN_SLACK = 0.2
+# a little ahead of it, and the cost model's ratio may be off. (A person may set a gate lower,
+# down to the contract's own floor, contracts.admission.MIN_SLACK.)
+LAW_MIN_SLACK = 0.2
 # A rate ratio closer to 1 than this moves no slack (no churn for a small change).
 _MIN_MOVE = 0.05
 FIELD = SLACK_FIELD
@@ -101,7 +102,7 @@ def _lower(ctx: Context, decision: Decision, slack: float, before: int, after: i
     if ratio > 1 - _MIN_MOVE:
         return decision
     base = decision.state.slack_from or slack
-    wanted = round(max(MIN_SLACK, min(slack, base * ratio)), 3)
+    wanted = round(max(LAW_MIN_SLACK, min(slack, base * ratio)), 3)
     if wanted >= slack:
         if decision.state.slack_from is None:
             return decision

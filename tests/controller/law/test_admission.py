@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from governor.controller.law.admission import MIN_SLACK, prefill_rate
+from governor.controller.law.admission import LAW_MIN_SLACK, prefill_rate
 from governor.controller.model import Action, Observation, Reason, TargetState
 from tests.controller.law.test_decide import LAW, T0, run, spiky, target
 
@@ -70,7 +70,7 @@ def test_no_gate_or_one_that_sheds_nothing_is_never_moved(slack: float | None,
 def test_the_slack_never_goes_under_its_floor_nor_above_what_it_was() -> None:
     # A cut to a quarter at a tiny median: the ratio is large, not the floor.
     deep = run(gated(slack=0.25, itl_median_seconds=0.08), limits=target(budget=8192))
-    assert deep.admission is not None and deep.admission.after >= MIN_SLACK
+    assert deep.admission is not None and deep.admission.after >= LAW_MIN_SLACK
     assert deep.admission.after <= 0.25
 
 
