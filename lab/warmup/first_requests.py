@@ -13,9 +13,9 @@ Each start of vLLM takes a minute or two on 2 cores; with ``--trials N`` the two
 take turns N times and the table holds each request's median.
 
 ``--gpu`` runs vLLM on a GPU instead (vLLM built for it, ``--model`` a model directory, dummy
-weights): its defaults (bfloat16, ``torch.compile`` and CUDA graphs, no eager mode) at 85% of the
-GPU's memory and an 8,192-token context, where the first requests' kernels are what a warm-up
-compiles or captures::
+weights), with its own defaults: the model's dtype, ``torch.compile`` and CUDA graphs, no eager
+mode, 85% of the GPU's memory, an 8,192-token context. There the first requests' kernels are
+what a warm-up compiles or captures::
 
     python -m lab.warmup.first_requests --gpu --model DIR --requests 6
 """
