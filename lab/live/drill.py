@@ -35,11 +35,12 @@ from governor.drills.finding import Finder
 from governor.drills.observe import Alert, Decision, Observer, decisions_since
 from governor.drills.report import Result, Timeline, describe_decision, describe_verdict
 from governor.drills.report import verdict_rows as rows_of
+from governor.generation.catalog import load_checked_spec
 from governor.why import read as read_why
 from lab.live import evidence
 from lab.live.drills import LiveDrill, by_name
 from lab.live.runs import controller_child
-from lab.live.stack import wait_ready
+from lab.live.stack import spec_mismatch, wait_ready
 from lab.live.state import State, set_limits, wait_idle
 
 RESULTS: Final = "drills.jsonl"
@@ -318,6 +319,10 @@ def _terminated(signum: int, frame: object) -> None:
 def drill(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _terminated)
     state = State.load(args.state)
+    mismatch = spec_mismatch(state.environment.get("server", ""), load_checked_spec(state.slo),
+                             state.slo)
+    if mismatch is not None:
+        raise SystemExit(f"lab.live drill: {mismatch}; start the stack again with one")
     print(f"ready after {wait_ready(state):.0f} s", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
 

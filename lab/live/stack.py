@@ -42,6 +42,7 @@ from governor.contracts.endpoints import HEALTH_PATH, LOCAL_HOST
 from governor.contracts.simdevice import fake_gpu_uuid
 from governor.generation.catalog import load_checked_spec
 from governor.generation.params import Endpoints, RenderParams
+from governor.slo.model import SloSpec
 from governor.vllm import MIDDLEWARE
 from governor.vllm.admin import TOKEN_FILE_ENV
 from governor.vllm.gate import SPEC_ENV as GATE_SPEC_ENV
@@ -128,6 +129,22 @@ def exporter_child(args: argparse.Namespace, state: State, logs: Path) -> Child:
     return Child("exporter", argv, state.url("exporter") + HEALTH_PATH, logs / "exporter.log")
 
 
+def spec_mismatch(server: str, spec: SloSpec, path: Path) -> str | None:
+    """Why a spec does not fit the server it watches (None where it does): the rules ``governor
+    generate`` renders read ``governor serve``'s series unless the spec says ``kubernetes.server:
+    vllm``, and stock ``vllm serve`` has none of them (its first-token causes would all read
+    ``unknown``)."""
+    stock = server in {"vllm", STOCK_SERVER}
+    if stock == spec.stock_vllm:
+        return None
+    if stock:
+        return (f"{path} does not say kubernetes.server: vllm, so its rules read governor "
+                f"serve's series, which stock vllm serve does not export: use a stock-vLLM spec "
+                f"(examples/stock-vllm/slo.yaml)")
+    return (f"{path} says kubernetes.server: vllm, so its rules read vLLM's series alone, "
+            f"while governor serve runs here: use a spec without it (slo.yaml)")
+
+
 def start(args: argparse.Namespace) -> int:
     folder: Path = args.state
     folder.mkdir(parents=True, exist_ok=True)
@@ -163,6 +180,9 @@ def start(args: argparse.Namespace) -> int:
                    "max_num_batched_tokens": args.max_num_batched_tokens}, environment,
                   args.max_model_len, args.replicas, args.port_offset)
     spec = load_checked_spec(args.slo)
+    mismatch = spec_mismatch(args.server, spec, args.slo)
+    if mismatch is not None:  # the gate and the controller still work; the verdict does not
+        print(f"warning: {mismatch}", file=sys.stderr, flush=True)
     params = RenderParams.fast(str(tokens["controller_token"]))
     exporters = (state.address("exporter"),) if "exporter" in args.parts else ()
     endpoints = Endpoints(

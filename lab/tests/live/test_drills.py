@@ -127,3 +127,37 @@ def test_a_sim_replica_runs_on_its_fake_gpu_and_classes_come_from_the_spec(
     assert argv[argv.index("--gpu-uuid") + 1] == fake_gpu_uuid(1)
     assert Path(argv[argv.index("--slo") + 1]) == Path("slo.yaml").resolve()
     assert "--slo" not in stack._service_argv(_start_args("sim"), "p", tmp_path / "t", 8001)
+
+
+ROOT = Path(__file__).resolve().parents[3]
+STOCK_SPEC = ROOT / "examples" / "stock-vllm" / "slo.yaml"
+LAB_SPEC = ROOT / "lab" / "workloads" / "histograms" / "vllm.yaml"
+
+
+@pytest.mark.parametrize(("server", "spec", "fits"), [
+    ("vllm", STOCK_SPEC, True), (stack.STOCK_SERVER, STOCK_SPEC, True),
+    ("governor", ROOT / "slo.yaml", True), ("governor serve", LAB_SPEC, True),
+    ("vllm", LAB_SPEC, False), (stack.STOCK_SERVER, ROOT / "slo.yaml", False),
+    ("governor", STOCK_SPEC, False)])
+def test_a_spec_must_read_the_series_its_server_exports(server: str, spec: Path,
+                                                          fits: bool) -> None:
+    from governor.generation.catalog import load_checked_spec
+
+    why = stack.spec_mismatch(server, load_checked_spec(spec), spec)
+    assert (why is None) == fits, why
+    if not fits:
+        assert "kubernetes.server: vllm" in str(why)
+
+
+def test_a_drill_on_stock_vllm_with_governor_serve_s_rules_stops_before_it_starts(
+        tmp_path: Path) -> None:
+    # On a GPU the stock queue and kv_cache drills read `unknown` this way: the rules looked
+    # for governor serve's stages, which vllm serve has none of.
+    from lab.live.drill import drill
+
+    State(tmp_path, "vllm", "m", LAB_SPEC, {"max_num_seqs": 8}, {"server": stack.STOCK_SERVER}
+          ).save()
+    args = argparse.Namespace(state=tmp_path, out=tmp_path / "out")
+    with pytest.raises(SystemExit, match=r"does not say kubernetes\.server: vllm"):
+        drill(args)
+    assert not (tmp_path / "out").exists()
