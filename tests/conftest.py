@@ -25,6 +25,10 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
     return flag or os.environ.get("GOVERNOR_UPDATE_GOLDEN", "") in {"1", "true", "yes"}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    parallel.share_ports(config)
+
+
 # Every test of the session passes here, lab/tests' too.
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     parallel.on_worker(config, items)

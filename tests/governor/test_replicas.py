@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from governor.common import process
 from governor.contracts.endpoints import JOB_INFERENCE
 from governor.up import EXIT_INTERRUPTED, Ports, main
 from tests.controller.test_closed_loop_real import chats, documents
@@ -42,15 +42,7 @@ def budgets(controller: int) -> dict[str, int | None]:
 
 def consecutive_free_ports() -> int:
     """A port p such that p and p + 1 are both free (the two replicas)."""
-    for _ in range(50):
-        first = free_ports(1)[0]
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", first + 1))
-            except OSError:
-                continue
-        return first
-    raise RuntimeError("no two consecutive free ports")
+    return process.free_ports(2, consecutive=True)[0]
 
 
 async def overload_the_first(replicas: list[str], controller: int,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from governor.common import process
 from governor.contracts.endpoints import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE, JOB_PROBE
 from governor.contracts.metrics import service as svc
 from governor.contracts.simdevice import fake_gpu_uuid
@@ -37,14 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+    return process.free_ports(count)
 
 
 def get_json(url: str) -> dict[str, object]:

@@ -10,6 +10,10 @@ programs go first, so that the processes finish together.
 pytest-xdist names a group by appending ``@group`` to its tests' node ids, which pytest 9.2's node
 ids no longer take; so each worker writes its tests' groups to a file, and the controller's
 scheduler reads them.
+
+Each process takes the ports its children listen on from a range of its own, below the kernel's
+ephemeral range (``GOVERNOR_FREE_PORTS``, :func:`governor.common.process.free_ports`): a port
+the OS picks there can be taken by any process's outgoing connection before the child binds it.
 """
 
 from __future__ import annotations
@@ -23,11 +27,41 @@ from typing import Any, Final
 
 import pytest
 
+from governor.common.process import FREE_PORTS_ENV
+
 SERIAL_MARKS: Final = ("compose", "vllm")
 HEAVY_MARKS: Final = ("integration", "slow")
 # The folder of the workers' group files, as the controller tells each worker.
 GROUPS_KEY: Final = "governor_groups"
 _FOLDER = pytest.StashKey[Path]()
+
+
+# The ports the suite's processes share out, below Linux's usual ephemeral range (32768-60999).
+PORTS_FROM: Final = 20000
+EPHEMERAL_RANGE: Final = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def share_ports(config: pytest.Config) -> None:
+    """Give this process its share of the ports below the ephemeral range, unless the caller set
+    ``GOVERNOR_FREE_PORTS`` or the range leaves too few below it."""
+    if os.environ.get(FREE_PORTS_ENV):
+        return
+    try:
+        ephemeral = int(EPHEMERAL_RANGE.read_text(encoding="utf-8").split()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is None and getattr(config.option, "dist", "no") != "no":
+        return  # pytest-xdist's controller: each worker takes a share of its own
+    index, count = 0, 1
+    if workerinput is not None:
+        index = int(str(workerinput["workerid"]).removeprefix("gw"))
+        count = int(workerinput["workercount"])
+    share = (min(ephemeral, 32768) - PORTS_FROM) // count
+    if share < 256:
+        return
+    first = PORTS_FROM + index * share
+    os.environ[FREE_PORTS_ENV] = f"{first}-{first + share - 1}"
 
 
 def groups(items: list[pytest.Item]) -> dict[str, str]:
