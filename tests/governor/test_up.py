@@ -41,6 +41,13 @@ def free_ports(count: int) -> list[int]:
     return process.free_ports(count)
 
 
+def stack_ports(replicas: int = 1) -> Ports:
+    """Free ports for a stack; its replicas' consecutive from the inference port (the next
+    ports handed out lie past them)."""
+    inference = process.free_ports(replicas, consecutive=True)[0]
+    return Ports(inference, *process.free_ports(len(vars(Ports())) - 1))
+
+
 def get_json(url: str) -> dict[str, object]:
     with urllib.request.urlopen(url, timeout=5) as response:
         payload: dict[str, object] = json.load(response)
@@ -133,7 +140,7 @@ def test_a_second_stack_on_taken_ports_starts_nothing_and_names_the_port_and_its
 
 
 def test_every_taken_port_is_named_once_replicas_by_their_own_name(tmp_path: Path) -> None:
-    ports = Ports(*free_ports(6))
+    ports = stack_ports(replicas=2)
     config = UpConfig(run_dir=tmp_path / "run", ports=ports, replicas=2)
     with socket.socket() as a, socket.socket() as b:
         for sock, port in ((a, ports.inference + 1), (b, ports.controller)):
