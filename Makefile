@@ -18,11 +18,13 @@ up: system-deps venv
 	$(VENV)/bin/governor up --load
 
 # What the tests need is prepared side by side (Debian's packages, the virtualenv and vLLM, the
-# images compose runs, the linters once vLLM is in), then the whole suite runs.
+# images compose runs, the linters once vLLM is in), then the whole suite runs in three processes:
+# most live tests wait on scrapes and alerts; each file runs whole in one, and the vLLM and
+# compose tests one at a time (tests/support/parallel.py).
 test:
 	@$(MAKE) --no-print-directory -j3 --output-sync=target test-system-deps venv-vllm \
 	  compose-machine lint
-	$(PY) -m pytest -q -p no:cacheprovider --durations=25
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25 -n 3 --dist loadgroup
 
 # After vLLM's install: mypy reads torch's types, which must not be half-written.
 lint: venv-vllm

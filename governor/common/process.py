@@ -75,11 +75,91 @@ async def wait_http_ok(url: str, limit_seconds: float = 30.0,
     return time.monotonic() - started
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now (the OS picks it), for a child to bind."""
+# Where free_port looks, when set: "FIRST-LAST" (e.g. "20000-23999"). Unset, the OS picks from
+# its ephemeral range, where any outgoing connection of any process may take the port between
+# the check and the child's bind; a range below it has no such race, and one range per process
+# (the test suite's workers) keeps processes from picking the same port.
+FREE_PORTS_ENV = "GOVERNOR_FREE_PORTS"
+_cursor: dict[range, int] = {}
+
+
+def port_range(text: str | None = None) -> range | None:
+    """The ports ``GOVERNOR_FREE_PORTS`` names (or ``text``), or None where it is unset.
+
+    Raises :class:`ValueError` for anything but ``FIRST-LAST`` with 1024 <= FIRST <= LAST <= 65535.
+    """
+    text = os.environ.get(FREE_PORTS_ENV) if text is None else text
+    if not text:
+        return None
+    first, dash, last = text.strip().partition("-")
+    try:
+        low, high = int(first), int(last)
+    except ValueError:
+        low = high = -1
+    if not dash or not 1024 <= low <= high <= 65535:
+        raise ValueError(f"{FREE_PORTS_ENV}={text[:40]!r}: expected FIRST-LAST, two ports from "
+                         f"1024 to 65535, e.g. 20000-23999")
+    return range(low, high + 1)
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(count: int, host: str = "127.0.0.1", *, consecutive: bool = False) -> list[int]:
+    """``count`` distinct TCP ports nothing listens on right now, for children to bind;
+    ``consecutive``: ``p, p + 1, ...``.
+
+    From ``GOVERNOR_FREE_PORTS``'s range where it is set, walking on from where the last call
+    stopped (so a port handed out is not handed out again before the range wraps); else the OS
+    picks each. Raises :class:`OSError` when none are free.
+    """
+    span = port_range()
+    if span is None:
+        return _os_ports(count, host, consecutive)
+    start = _cursor.get(span, span.start + os.getpid() % len(span))
+    found: list[int] = []
+    for step in range(len(span)):
+        port = span.start + (start - span.start + step) % len(span)
+        if consecutive and found and port != found[-1] + 1:
+            found = []  # wrapped round to the range's start
+        if _bindable(host, port):
+            found.append(port)
+            if len(found) == count:
+                _cursor[span] = port + 1
+                return found
+        elif consecutive:
+            found = []
+    raise OSError(f"no {count} {'consecutive ' if consecutive else ''}free ports in "
+                  f"{FREE_PORTS_ENV}={span.start}-{span.stop - 1}")
+
+
+def _os_ports(count: int, host: str, consecutive: bool) -> list[int]:
+    for _ in range(50):
+        sockets = [socket.socket() for _ in range(count if not consecutive else 1)]
+        try:
+            for sock in sockets:
+                sock.bind((host, 0))
+            ports = [int(sock.getsockname()[1]) for sock in sockets]
+        finally:
+            for sock in sockets:
+                sock.close()
+        if not consecutive:
+            return ports
+        run = [ports[0] + i for i in range(count)]
+        if run[-1] <= 65535 and all(_bindable(host, port) for port in run[1:]):
+            return run
+    raise OSError(f"no {count} consecutive free ports found")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now, for a child to bind (see :func:`free_ports`)."""
+    return free_ports(1, host)[0]
 
 
 @dataclass

@@ -14,10 +14,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from governor.common.process import (
+    FREE_PORTS_ENV,
     Child,
     ChildError,
     first_exited,
+    free_port,
+    free_ports,
     http_ok,
+    port_range,
     running,
     wait_http_ok,
 )
@@ -34,10 +38,6 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def server(tmp_path: Path, name: str = "web") -> Child:
@@ -207,3 +207,37 @@ async def test_wait_http_ok_waits_for_a_server_on_this_loop(
     assert await wait_http_ok(url, limit_seconds=10, poll_seconds=0.05) >= 0.25
     with pytest.raises(TimeoutError, match="did not answer 200"):
         await wait_http_ok(f"http://127.0.0.1:{free_port()}/health", limit_seconds=0.3)
+
+
+@pytest.mark.parametrize("text", ["20000", "20000-", "-20000", "a-b", "30000-20000", "80-90",
+                                  "20000-70000", "20000-30000-40000", "x" * 10_000])
+def test_a_malformed_port_range_is_a_clear_error(text: str) -> None:
+    with pytest.raises(ValueError, match=r"GOVERNOR_FREE_PORTS=.*expected FIRST-LAST") as caught:
+        port_range(text)
+    assert len(str(caught.value)) < 200  # an oversized value is not echoed whole
+
+
+def test_ports_come_from_the_range_in_turn_and_skip_a_port_in_use(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = int(taken.getsockname()[1])
+        first = busy - 2 if busy - 2 >= 1024 else busy + 1
+        monkeypatch.setenv(FREE_PORTS_ENV, f"{first}-{first + 5}")
+        seen = [free_port() for _ in range(5)]
+        assert len(set(seen)) == 5  # in turn: none handed out twice before the range wraps
+        assert busy not in seen
+        assert all(first <= port <= first + 5 for port in seen)
+        run = free_ports(2, consecutive=True)
+        assert run[1] == run[0] + 1 and busy not in run
+        with pytest.raises(OSError, match="no 6 consecutive free ports"):
+            free_ports(6, consecutive=True)  # the range holds the busy port
+
+
+def test_without_a_range_the_os_picks_and_consecutive_ports_are_consecutive(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(FREE_PORTS_ENV, raising=False)
+    assert len(set(free_ports(4))) == 4
+    first, second, third = free_ports(3, consecutive=True)
+    assert (second, third) == (first + 1, first + 2)

@@ -6,7 +6,6 @@ matrix's to judge (docs/drills.md), not this test's."""
 from __future__ import annotations
 
 import json
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from governor.common.process import free_ports
 from governor.drills.catalog import by_name
-from governor.drills.stack import ports_from, ports_in_use
+from governor.drills.stack import ports_from
 
 ROOT = Path(__file__).resolve().parents[2]
 FIELDS = ("drill", "spec", "seed", "injected", "found", "verdict", "onset_to_verdict_seconds",
@@ -23,12 +23,7 @@ FIELDS = ("drill", "spec", "seed", "injected", "found", "verdict", "onset_to_ver
 
 
 def free_port_base() -> int:
-    rng = random.Random()
-    for _ in range(100):
-        base = rng.randrange(30000, 60000)
-        if not ports_in_use("127.0.0.1", ports_from(base)):
-            return base
-    raise RuntimeError("no six free ports in a row")
+    return free_ports(len(vars(ports_from(1024))), consecutive=True)[0]
 
 
 def drill(tmp_path: Path, *argv: str) -> tuple[list[str], dict[str, Any]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from governor.common.process import Child
+from governor.common.process import Child, free_port
 from governor.exporters.cli import main, parse_config
 from governor.exporters.config import ConfigError, ExporterConfig
 
@@ -134,10 +134,6 @@ def test_every_config_error_is_reported_at_once() -> None:
     assert str(caught.value).count(";") == 3
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def fetch(url: str) -> tuple[int, str]:

@@ -148,4 +148,8 @@ def test_a_throttle_set_on_the_engine_shows_on_the_exporter_and_slows_the_tokens
     mean_throttled = (throttled[0] - start[0]) / (throttled[1] - start[1])
     print(f"engine ITL mean: healthy {mean_healthy * 1e3:.2f} ms, clock at 0.3: "
           f"{mean_throttled * 1e3:.2f} ms")
-    assert mean_throttled > 2 * mean_healthy, (mean_healthy, mean_throttled)
+    # The clock stretches the kernels by 1/0.3, not the host's share of a step; and on a busy
+    # machine a step loop that falls behind restarts its timeline from the wall clock, which
+    # lengthens the healthy steps too (12.0 against 17.9 ms, 1.5x, beside a CPU hog and two
+    # other test processes on 2 cores; over 2x on a quiet machine). Unthrottled, the ratio is 1.
+    assert mean_throttled > 1.3 * mean_healthy, (mean_healthy, mean_throttled)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,9 +20,9 @@ import aiohttp
 import pytest
 
 from governor.contracts.endpoints import JOB_INFERENCE
-from governor.up import EXIT_INTERRUPTED, Ports, main
+from governor.up import EXIT_INTERRUPTED, main
 from tests.controller.test_closed_loop_real import chats, documents
-from tests.governor.test_up import free_ports
+from tests.governor.test_up import stack_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_BUDGET = 8192
@@ -38,19 +37,6 @@ def budgets(controller: int) -> dict[str, int | None]:
     targets = get_json(f"http://127.0.0.1:{controller}/status")["targets"]
     return {name: (t["limits"] or {}).get("max_num_batched_tokens")
             for name, t in targets.items()}
-
-
-def consecutive_free_ports() -> int:
-    """A port p such that p and p + 1 are both free (the two replicas)."""
-    for _ in range(50):
-        first = free_ports(1)[0]
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", first + 1))
-            except OSError:
-                continue
-        return first
-    raise RuntimeError("no two consecutive free ports")
 
 
 async def overload_the_first(replicas: list[str], controller: int,
@@ -77,10 +63,7 @@ async def overload_the_first(replicas: list[str], controller: int,
 @pytest.mark.integration
 @pytest.mark.slow
 def test_only_the_overloaded_replica_is_retuned(tmp_path: Path) -> None:
-    others = free_ports(5)
-    ports = Ports(inference=consecutive_free_ports(), exporter=others[0],
-                  controller=others[1], prometheus=others[2], alertmanager=others[3],
-                  probe=others[4])
+    ports = stack_ports(replicas=2)
     argv = [sys.executable, "-m", "governor", "up", "--replicas", "2", "--run-dir",
             str(tmp_path / "run"), "--slo", str(ROOT / "slo.yaml")]
     for name, port in vars(ports).items():

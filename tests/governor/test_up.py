@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from governor.common import process
 from governor.contracts.endpoints import JOB_CONTROLLER, JOB_GPU, JOB_INFERENCE, JOB_PROBE
 from governor.contracts.metrics import service as svc
 from governor.contracts.simdevice import fake_gpu_uuid
@@ -37,14 +38,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+    return process.free_ports(count)
+
+
+def stack_ports(replicas: int = 1) -> Ports:
+    """Free ports for a stack; its replicas' consecutive from the inference port (the next
+    ports handed out lie past them)."""
+    inference = process.free_ports(replicas, consecutive=True)[0]
+    return Ports(inference, *process.free_ports(len(vars(Ports())) - 1))
 
 
 def get_json(url: str) -> dict[str, object]:
@@ -139,7 +140,7 @@ def test_a_second_stack_on_taken_ports_starts_nothing_and_names_the_port_and_its
 
 
 def test_every_taken_port_is_named_once_replicas_by_their_own_name(tmp_path: Path) -> None:
-    ports = Ports(*free_ports(6))
+    ports = stack_ports(replicas=2)
     config = UpConfig(run_dir=tmp_path / "run", ports=ports, replicas=2)
     with socket.socket() as a, socket.socket() as b:
         for sock, port in ((a, ports.inference + 1), (b, ports.controller)):

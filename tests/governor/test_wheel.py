@@ -30,7 +30,7 @@ def wheel_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path_factory.mktemp("source") / "governor"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
         ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache",
-        ".ruff_cache", ".run", "bench-out", ".secrets", ".gpukit"))
+        ".ruff_cache", ".run", "bench-out", ".secrets", ".gpukit", ".hypothesis"))
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                     "-q", "-w", str(out), str(source)], check=True, timeout=300,

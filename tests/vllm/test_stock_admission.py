@@ -13,8 +13,9 @@ The counts are read as the server reports them, and must agree with what the cli
 
 from __future__ import annotations
 
+import http.client
 import json
-import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -65,20 +66,34 @@ class Outcome:
     tokens: int = 0
 
 
-def complete(server: StockVllm, *, stream: bool, max_tokens: int = MAX_TOKENS) -> Outcome:
-    body = {"model": server.model, "prompt": PROMPT, "max_tokens": max_tokens,
-            "ignore_eos": True, "stream": stream}
+def body(server: StockVllm, *, stream: bool, max_tokens: int = MAX_TOKENS) -> bytes:
+    fields: dict[str, object] = {"model": server.model, "prompt": PROMPT,
+                                 "max_tokens": max_tokens, "ignore_eos": True, "stream": stream}
     if stream:
-        body["stream_options"] = {"include_usage": True}
-    request = urllib.request.Request(server.url + "/v1/completions",
-                                     data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+        fields["stream_options"] = {"include_usage": True}
+    return json.dumps(fields).encode()
+
+
+def send(server: StockVllm, *, stream: bool, max_tokens: int = MAX_TOKENS
+         ) -> http.client.HTTPConnection:
+    """The request written whole; its answer is :func:`answer`'s to read."""
+    url = urllib.parse.urlsplit(server.url)
+    connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=300)
+    connection.request("POST", "/v1/completions", body(server, stream=stream,
+                                                       max_tokens=max_tokens),
+                       headers={"Content-Type": "application/json"})
+    return connection
+
+
+def answer(connection: http.client.HTTPConnection, *, stream: bool) -> Outcome:
     try:
-        with urllib.request.urlopen(request, timeout=300) as answer:
-            text = answer.read().decode()
-    except urllib.error.HTTPError as error:
-        refused = json.loads(error.read() or b"{}").get("error", {})
-        return Outcome(error.code, error.headers.get("Retry-After"), refused.get("code"))
+        response = connection.getresponse()
+        text = response.read().decode()
+    finally:
+        connection.close()
+    if response.status != 200:
+        refused = json.loads(text or "{}").get("error", {})
+        return Outcome(response.status, response.getheader("Retry-After"), refused.get("code"))
     if stream:
         events = [json.loads(line.removeprefix("data: ")) for line in text.splitlines()
                   if line.startswith("data: ") and line != "data: [DONE]"]
@@ -86,6 +101,10 @@ def complete(server: StockVllm, *, stream: bool, max_tokens: int = MAX_TOKENS) -
     else:
         usage = json.loads(text)["usage"]
     return Outcome(200, tokens=usage["completion_tokens"])
+
+
+def complete(server: StockVllm, *, stream: bool, max_tokens: int = MAX_TOKENS) -> Outcome:
+    return answer(send(server, stream=stream, max_tokens=max_tokens), stream=stream)
 
 
 def samples(server: StockVllm) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -119,9 +138,13 @@ def warm_up(server: StockVllm) -> list[Outcome]:
 
 
 def burst(server: StockVllm) -> list[Outcome]:
-    """Every request at once, streamed and not."""
+    """Every request at once, streamed and not: all written before any answer is read, so the
+    server sees the burst whole however slowly the client's threads run on a busy machine."""
+    streams = [i % 2 == 0 for i in range(BURST)]
+    sent = [send(server, stream=stream) for stream in streams]
     with ThreadPoolExecutor(BURST) as pool:
-        return list(pool.map(lambda i: complete(server, stream=i % 2 == 0), range(BURST)))
+        return list(pool.map(lambda pair: answer(pair[0], stream=pair[1]), zip(sent, streams,
+                                                                               strict=True)))
 
 
 def check(server: StockVllm, warm: list[Outcome], outcomes: list[Outcome]) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from governor.common.process import port_range
 from governor.contracts.endpoints import LOCAL_HOST
 from lab.live.state import PARTS
 
@@ -31,15 +32,20 @@ REPLICAS = 2
 
 def free_offset() -> int:
     """A port offset at which every part of the stack, both replicas included, finds its port
-    free."""
+    free: inside this process's own range of ports where it has one (``GOVERNOR_FREE_PORTS``),
+    so no other test process picks them meanwhile."""
+    wanted = sorted({p.port for p in PARTS.values()} | {PARTS["inference"].port + 1})
+    span = port_range()
     rng = random.Random()
     for _ in range(100):
-        offset = rng.randrange(20_000, 50_000)
-        ports = [p.port + offset for p in PARTS.values()] + [PARTS["inference"].port + offset + 1]
+        if span is not None and wanted[-1] - wanted[0] < len(span):
+            offset = span.start - wanted[0] + rng.randrange(len(span) - (wanted[-1] - wanted[0]))
+        else:
+            offset = rng.randrange(20_000, 50_000)
         try:
-            for port in ports:
+            for port in wanted:
                 with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", port))
+                    sock.bind(("127.0.0.1", port + offset))
         except OSError:
             continue
         return offset

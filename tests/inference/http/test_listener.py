@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from governor.common.process import Child, http_ok
+from governor.common.process import Child, free_port, http_ok
 from governor.contracts.metrics import service as svc
 from governor.inference import keys
 from governor.inference.app import create_app
@@ -344,10 +344,6 @@ async def test_malformed_requests_are_logged_once_an_interval_with_a_count_not_w
     assert len(caplog.text) < 4000
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.integration

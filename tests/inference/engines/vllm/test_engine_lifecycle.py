@@ -129,13 +129,12 @@ def test_a_model_without_weights_makes_serve_exit_with_the_root_cause(
 ) -> None:
     """vLLM's own server exits when its engine cannot start; so does ours, with status 3 and the
     cause in one line, so that compose and Kubernetes can restart it (not a 503 forever)."""
-    import socket
     import subprocess
     import sys
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    from governor.common.process import free_port
+
+    port = free_port()
     argv = [sys.executable, "-m", "governor", "serve", "--engine", "vllm",
             "--model", str(tiny_model), "--port", str(port), "--max-model-len", "256",
             "--engine-arg", "dtype=float32", "--engine-arg", "enforce_eager=true",
