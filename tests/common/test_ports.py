@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from governor.common.ports import Holder, Taken, holder, in_use, listening_inodes, taken_ports
+from governor.common.process import free_port
 
 
 @pytest.fixture
@@ -21,9 +22,7 @@ def listening() -> Iterator[int]:
 
 
 def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_port()
 
 
 def test_a_port_something_listens_on_is_in_use_at_its_address_and_at_every_address(

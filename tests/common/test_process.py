@@ -219,11 +219,11 @@ def test_a_malformed_port_range_is_a_clear_error(text: str) -> None:
 
 def test_ports_come_from_the_range_in_turn_and_skip_a_port_in_use(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    first = free_ports(6, consecutive=True)[0]
+    busy = first + 2
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
+        taken.bind(("127.0.0.1", busy))
         taken.listen()
-        busy = int(taken.getsockname()[1])
-        first = busy - 2 if busy - 2 >= 1024 else busy + 1
         monkeypatch.setenv(FREE_PORTS_ENV, f"{first}-{first + 5}")
         seen = [free_port() for _ in range(5)]
         assert len(set(seen)) == 5  # in turn: none handed out twice before the range wraps

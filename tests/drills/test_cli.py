@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from governor.common.process import free_ports
 from governor.contracts import causes
 from governor.drills import catalog
 from governor.drills.cli import EXIT_FAILED, EXIT_USAGE, main
 from governor.drills.matrix import JSONL
+from governor.drills.stack import ports_from
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,11 +68,11 @@ def test_summarize_prints_the_score_without_running(tmp_path: Path,
 
 
 def test_a_port_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    base = free_ports(len(vars(ports_from(1024))), consecutive=True)[0]
+    port = base + 3  # the stack's Prometheus port is the one taken
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
+        taken.bind(("127.0.0.1", port))
         taken.listen()
-        port = taken.getsockname()[1]
-        base = port - 3  # the stack's Prometheus port is the one taken
         done = subprocess.run(
             [sys.executable, "-m", "governor", "drill", "healthy", "--slo",
              str(ROOT / "slo.yaml"), "--port-base", str(base), "--run-dir", str(tmp_path)],

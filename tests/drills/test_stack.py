@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from governor.common.process import free_ports
 from governor.drills.stack import Stack, StackConfig, StackError, ports_from, ports_in_use
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,10 +61,11 @@ def test_a_former_drill_s_data_and_logs_are_cleared_and_nothing_else(tmp_path: P
 
 
 def test_ports_in_use_are_named(tmp_path: Path) -> None:
+    # Six free ports in a row (a port the OS picks has neighbours any connection may hold).
+    port = free_ports(len(vars(ports_from(1024))), consecutive=True)[1]
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
+        taken.bind(("127.0.0.1", port))
         taken.listen()
-        port = taken.getsockname()[1]
         assert ("exporter", port) in ports_in_use("127.0.0.1", ports_from(port - 1))
         # The message names what holds the port: this test's own process.
         with pytest.raises(StackError, match=f"already in use: port {port} \\(exporter\\): "
