@@ -25,6 +25,13 @@ The gate is then simple, and never takes back what it let in:
 3. A class without a TTFT target has no deadline: never refused or shed by it, its tokens still
    count ahead of the classes it outranks. Before any prefill has been measured nothing is
    refused either: no evidence, no refusal.
+4. Calibration, off unless ``calibration_quantile`` is set: a request admitted near its deadline
+   comes in late whenever the prompts ahead of it prefill slower than the averaged rate says. The
+   gate keeps, for the recent first tokens whose prediction was at least ``calibration_near`` of
+   what was left of their deadline, how late each came against its prediction (actual over
+   predicted, before calibration, so the factor does not chase itself), and scales every
+   prediction by that quantile of them, between 1 (it never loosens the gate) and
+   ``max_correction``.
 
 Pure: every call is given the time (any monotonic clock, in seconds); a clock that stands still
 or steps back adds nothing. The service drives it on asyncio, the benchmark in virtual time::
@@ -47,6 +54,7 @@ or steps back adds nothing. The service drives it on asyncio, the benchmark in v
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
@@ -85,6 +93,14 @@ class DeadlineSettings:
     max_tokens_ahead: int | None = None
     # The longest Retry-After a refusal suggests.
     max_retry_after_seconds: int = 60
+    # Calibration (None: off): predictions are scaled by this quantile of how late the recent
+    # first tokens came against their own prediction (actual / predicted, at least 1), over the
+    # requests admitted near their deadline (predicted at least ``calibration_near`` of it).
+    calibration_quantile: float | None = None
+    calibration_near: float = 0.5
+    calibration_samples: int = 256  # the most recent first tokens it reads
+    calibration_min_samples: int = 20  # fewer: no correction
+    max_correction: float = 2.0
 
     def __post_init__(self) -> None:
         errors = []
@@ -99,6 +115,15 @@ class DeadlineSettings:
             errors.append(f"max_tokens_ahead must not be negative, got {self.max_tokens_ahead}")
         if self.max_retry_after_seconds < 1:
             errors.append("max_retry_after_seconds must be at least 1")
+        q = self.calibration_quantile
+        if q is not None and not (math.isfinite(q) and 0 < q <= 1):
+            errors.append(f"calibration_quantile must be in (0, 1], got {q!r}")
+        if not (math.isfinite(self.calibration_near) and 0 <= self.calibration_near <= 1):
+            errors.append(f"calibration_near must be in [0, 1], got {self.calibration_near!r}")
+        if not 1 <= self.calibration_min_samples <= self.calibration_samples:
+            errors.append("calibration_min_samples must be between 1 and calibration_samples")
+        if not (math.isfinite(self.max_correction) and self.max_correction >= 1):
+            errors.append(f"max_correction must be at least 1, got {self.max_correction!r}")
         if errors:
             raise ValueError("invalid deadline settings: " + "; ".join(errors))
 
@@ -114,6 +139,7 @@ class Judgement:
     wait_seconds: float | None = None  # predicted prefill of the tokens ahead; None: no rate
     first_token_seconds: float | None = None  # …and of its own: its predicted wait, judged
     retry_after_seconds: int = 1  # a refusal's Retry-After
+    correction: float = 1.0  # the calibration's factor in the two predictions above
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +198,8 @@ class _Request:
     decided_at: float
     predicted_seconds: float | None
     waiting: bool
+    raw_seconds: float | None = None  # the prediction before calibration
+    deadline_seconds: float | None = None  # what was left of its deadline when admitted
 
 
 @dataclass(slots=True)
@@ -202,6 +230,8 @@ class DeadlineGate(Generic[K]):
         self._meter = PrefillMeter(self.settings.window_seconds)
         self._requests: dict[K, _Request] = {}
         self._pending = 0  # prompt tokens in the engine without a first token, every class
+        self._lateness: deque[float] = deque(maxlen=self.settings.calibration_samples)
+        self._correction = 1.0
 
     # ---- the bound a controller moves ------------------------------------------------------
 
@@ -218,6 +248,13 @@ class DeadlineGate(Generic[K]):
     def rate(self) -> float | None:
         """The measured prefill rate (prompt tokens per second), None until measured."""
         return self._meter.rate(self.settings.min_busy_seconds)
+
+    @property
+    def correction(self) -> float:
+        """The factor predictions are scaled by: the calibration's quantile of how late recent
+        first tokens near their deadline came against their prediction, within
+        ``[1, max_correction]``; 1 while calibration is off or has too few samples."""
+        return self._correction
 
     @property
     def pending_tokens(self) -> int:
@@ -262,10 +299,11 @@ class DeadlineGate(Generic[K]):
         ahead = self.tokens_ahead(name)
         left = self.deadline_left(name, waited)
         rate = self.rate
-        wait = None if rate is None else ahead / rate
-        first = None if rate is None else (ahead + tokens) / rate
+        correction = self.correction
+        wait = None if rate is None else ahead / rate * correction
+        first = None if rate is None else (ahead + tokens) / rate * correction
         settings = self.settings
-        judged = Judgement(True, "", ahead, left, wait, first)
+        judged = Judgement(True, "", ahead, left, wait, first, correction=correction)
         if ahead == 0:
             return judged
         bound = settings.max_tokens_ahead
@@ -299,7 +337,9 @@ class DeadlineGate(Generic[K]):
         self._advance(now)
         state = self._class(name)
         predicted = judgement.first_token_seconds if judgement is not None else None
-        self._requests[key] = _Request(name, tokens, now, predicted, waiting)
+        raw = None if predicted is None or judgement is None else predicted / judgement.correction
+        self._requests[key] = _Request(name, tokens, now, predicted, waiting, raw,
+                                       None if judgement is None else judgement.deadline_seconds)
         if waiting:
             state.queued += tokens
         else:
@@ -344,8 +384,25 @@ class DeadlineGate(Generic[K]):
         self._advance(now)
         self._drop(key, request)
         self._meter.prefilled(request.tokens)
-        return WaitSample(request.name, request.predicted_seconds,
-                          max(0.0, now - request.decided_at))
+        actual = max(0.0, now - request.decided_at)
+        self._learn(request, actual)
+        return WaitSample(request.name, request.predicted_seconds, actual)
+
+    def _learn(self, request: _Request, actual: float) -> None:
+        """Keep how late a first token admitted near its deadline came against the prediction
+        before calibration (the calibrated one would chase its own correction)."""
+        raw, left = request.raw_seconds, request.deadline_seconds
+        if raw is None or left is None or not raw > 0 or left <= 0:
+            return
+        settings = self.settings
+        q = settings.calibration_quantile
+        if q is None or raw < settings.calibration_near * left:
+            return
+        self._lateness.append(actual / raw)
+        if len(self._lateness) >= settings.calibration_min_samples:
+            ordered = sorted(self._lateness)
+            at = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
+            self._correction = min(settings.max_correction, max(1.0, ordered[at]))
 
     def forget(self, key: K, now: float) -> None:
         """A request left before its first token (shed, timed out, failed, its client gone);

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -61,6 +62,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def quantile(text: str) -> float:
+    """A quantile: a number in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 1:  # also NaN
+        raise argparse.ArgumentTypeError(f"must be a quantile in (0, 1]: {text[:40]!r}")
     return value
 
 

@@ -84,6 +84,7 @@ class Serve(_Command):
     request_log: str | None = None
     engine_arg: tuple[str, ...] = ()
     deadlines: bool = False
+    deadline_calibration: float | None = None
     warmup: int | None = None
 
 

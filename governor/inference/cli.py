@@ -20,6 +20,7 @@ from governor.common.cli import (
     non_negative_int,
     parse_duration_seconds,
     positive_int,
+    quantile,
 )
 from governor.common.logs import add_logging_options, setup_logging
 from governor.common.secrets import Secret, TokenError, read_token
@@ -161,6 +162,10 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    help="with --deadlines: each deadline is this times its class's first-token "
                         "target (above 1 admits more that may be late, below 1 refuses earlier; "
                         f"within {slack_range()})")
+    p.add_argument("--deadline-calibration", type=quantile, default=None,
+                   help="with --deadlines: scale each predicted wait by this quantile (0-1] "
+                        "of how late recent first tokens admitted near their deadline came "
+                        "against their prediction, between 1 and 2 (default: off)")
     p.add_argument("--max-tokens-ahead", type=non_negative_int, default=None,
                    help="refuse (429) a request with more than this many prompt tokens ahead "
                         "of it, deadline or not (default: no such bound)")
@@ -237,7 +242,8 @@ def _admission(args: argparse.Namespace, spec: SloSpec | None) -> AdmissionSetti
                              queue_timeout_seconds=args.queue_timeout,
                              first_token_targets=tuple(sorted(targets.items())),
                              deadline_slack=args.deadline_slack,
-                             max_tokens_ahead=args.max_tokens_ahead)
+                             max_tokens_ahead=args.max_tokens_ahead,
+                             deadline_calibration=args.deadline_calibration)
 
 
 def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> ServiceConfig:

@@ -46,9 +46,12 @@ class AdmissionSettings:
     first_token_targets: tuple[tuple[str, float], ...] = ()
     deadline_slack: float = 1.0
     max_tokens_ahead: int | None = None
+    # The deadlines' calibration quantile (DeadlineSettings.calibration_quantile); None: off.
+    deadline_calibration: float | None = None
 
     def deadline_settings(self) -> DeadlineSettings:
-        return DeadlineSettings(slack=self.deadline_slack, max_tokens_ahead=self.max_tokens_ahead)
+        return DeadlineSettings(slack=self.deadline_slack, max_tokens_ahead=self.max_tokens_ahead,
+                                calibration_quantile=self.deadline_calibration)
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ SPEC_ENV: Final = "GOVERNOR_ADMISSION_SLO_FILE"
 TTFT_SLO_ENV: Final = "GOVERNOR_ADMISSION_TTFT_SLO"
 SLACK_ENV: Final = "GOVERNOR_ADMISSION_DEADLINE_SLACK"
 TOKENS_AHEAD_ENV: Final = "GOVERNOR_ADMISSION_MAX_TOKENS_AHEAD"
+CALIBRATION_ENV: Final = "GOVERNOR_ADMISSION_DEADLINE_CALIBRATION"
 MAX_BODY_ENV: Final = "GOVERNOR_ADMISSION_MAX_BODY_BYTES"
 # The most of a generation request's body the gate reads before it answers 413: a prompt of
 # vLLM's longest contexts as text, or as token ids, with room (images inline may need more).
@@ -70,6 +71,7 @@ class GateSettings:
         problems: list[str] = []
         slack = _number(env, SLACK_ENV, problems)
         bound = _whole(env, TOKENS_AHEAD_ENV, problems)
+        calibration = _number(env, CALIBRATION_ENV, problems)
         body_bytes = _whole(env, MAX_BODY_ENV, problems, "bytes")
         if body_bytes is not None and body_bytes < 1:
             problems.append(f"{MAX_BODY_ENV} must be at least 1 byte, got {body_bytes}")
@@ -82,7 +84,8 @@ class GateSettings:
             raise GateConfigError("Governor's admission gate: " + "; ".join(problems))
         try:
             settings = DeadlineSettings(slack=1.0 if slack is None else slack,
-                                        max_tokens_ahead=bound)
+                                        max_tokens_ahead=bound,
+                                        calibration_quantile=calibration)
         except ValueError as exc:
             raise GateConfigError(f"Governor's admission gate: {exc}") from None
         return cls(spec.classes, flattened(deadlines), settings,

@@ -97,13 +97,16 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     p.add_argument("--words", default="800:2000",
                    help="prompt length in words, LOW:HIGH (about 1.2 tokens a word)")
     p.add_argument("--slo", default="slo.yaml", help="the spec whose classes and targets apply")
+    p.add_argument("--deadline-calibration", type=float, default=None,
+                   help="governor serve --deadline-calibration (default: off)")
     args = p.parse_args(argv)
     low, high = (int(x) for x in args.words.split(":"))
     with tempfile.TemporaryDirectory() as tmp:
         log, port = Path(tmp) / "requests.jsonl", free_port()
         url = f"http://{LOCAL_HOST}:{port}"
         serve = Serve(engine="sim", preset=PRESET, host=LOCAL_HOST, port=port, slo=args.slo,
-                      request_log=str(log), deadlines=True, log_level="warning")
+                      request_log=str(log), deadlines=True, log_level="warning",
+                      deadline_calibration=args.deadline_calibration)
         child = Child("serve", serve.python(), f"{url}/health", Path(tmp) / "serve.log")
         with running([child]):
             asyncio.run(run_load(LoadSpec(

@@ -219,6 +219,9 @@ def test_a_static_bound_on_tokens_ahead_refuses_with_or_without_a_rate() -> None
 @pytest.mark.parametrize("bad", [
     {"slack": -1.0}, {"slack": math.inf}, {"window_seconds": 0.0}, {"min_busy_seconds": -1.0},
     {"max_tokens_ahead": -1}, {"max_retry_after_seconds": 0},
+    {"calibration_quantile": 0.0}, {"calibration_quantile": 1.5},
+    {"calibration_quantile": math.nan}, {"calibration_near": 2.0},
+    {"calibration_min_samples": 0}, {"calibration_min_samples": 300}, {"max_correction": 0.5},
 ])
 def test_bad_settings_are_refused_with_their_name(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError, match=next(iter(bad))):
@@ -324,3 +327,64 @@ def test_a_named_first_token_slo_must_exist_and_be_a_latency_slo() -> None:
         first_token_targets(spec, "ttft")
     with pytest.raises(ValueError, match="not a latency SLO"):
         first_token_targets(spec, "availability")
+
+
+def late_first_tokens(g: DeadlineGate[str], now: float, count: int, lateness: float,
+                      ahead_tokens: int = 7_000) -> float:
+    """``count`` chats each admitted behind ``ahead_tokens`` (0.7 s of prefill at 10k tokens/s,
+    near a 1 s deadline) whose first token comes ``lateness`` times later than predicted."""
+    for i in range(count):
+        g.track(f"ahead{i}", "chat", ahead_tokens, now, waiting=False)
+        judged = g.judge("chat", 1_000, now)
+        assert judged.admit and judged.first_token_seconds is not None
+        g.track(f"late{i}", "chat", 1_000, now, waiting=False, judgement=judged)
+        g.forget(f"ahead{i}", now)
+        g.first_token(f"late{i}", now + lateness * judged.first_token_seconds / judged.correction)
+        now += 0.001
+    return now
+
+
+def test_calibration_is_off_by_default_and_a_late_engine_changes_nothing() -> None:
+    g = gate()
+    now = late_first_tokens(g, measured(g), 40, lateness=1.3)
+    assert g.correction == 1.0
+    assert g.rate is not None
+    g.track("ahead", "chat", round(0.95 * g.rate) - 1_000, now, waiting=False)
+    assert g.judge("chat", 1_000, now).admit  # 0.95 s predicted: fits its 1 s
+
+
+def test_calibration_scales_the_prediction_by_how_late_first_tokens_came() -> None:
+    g = gate(calibration_quantile=0.9)
+    now = measured(g)
+    now = late_first_tokens(g, now, 19, lateness=1.3)
+    assert g.correction == 1.0  # fewer than calibration_min_samples (20)
+    now = late_first_tokens(g, now, 21, lateness=1.3)
+    assert g.correction == pytest.approx(1.3, rel=0.02)
+    assert g.rate is not None
+    g.track("ahead", "chat", round(0.85 * g.rate) - 1_000, now, waiting=False)
+    judged = g.judge("chat", 1_000, now)  # 0.85 s before calibration, 1.1 s after
+    assert not judged.admit and judged.reason == REASON_DEADLINE
+    assert judged.first_token_seconds == pytest.approx(0.85 * 1.3, rel=0.03)
+    assert judged.correction == pytest.approx(1.3, rel=0.02)
+
+
+def test_calibration_reads_only_requests_near_their_deadline_and_stays_in_bounds() -> None:
+    g = gate(calibration_quantile=0.9, max_correction=1.5)
+    now = measured(g)
+    # Far from the line (0.2 s of a 1 s deadline): however late, not read.
+    now = late_first_tokens(g, now, 40, lateness=3.0, ahead_tokens=1_000)
+    assert g.correction == 1.0
+    now = late_first_tokens(g, now, 40, lateness=3.0)
+    assert g.correction == 1.5  # at most max_correction
+    early = gate(calibration_quantile=0.9)
+    late_first_tokens(early, measured(early), 40, lateness=0.5)
+    assert early.correction == 1.0  # an engine faster than predicted never loosens the gate
+
+
+def test_the_calibration_learns_from_the_raw_prediction_so_it_does_not_chase_itself() -> None:
+    g = gate(calibration_quantile=0.5)
+    now = late_first_tokens(g, measured(g), 40, lateness=1.2)
+    assert g.correction == pytest.approx(1.2, rel=0.02)
+    # Admitted under the correction, first tokens keep coming 1.2x their raw prediction.
+    late_first_tokens(g, now, 200, lateness=1.2, ahead_tokens=6_000)
+    assert g.correction == pytest.approx(1.2, rel=0.02)

@@ -169,6 +169,20 @@ def test_a_slack_outside_the_admin_apis_range_is_refused_at_start(
     assert "--deadline-slack" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("quantile", ["0", "-0.5", "1.01", "nan", "inf", "x", "9" * 400])
+def test_a_calibration_that_is_no_quantile_is_refused_at_start(
+        quantile: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        config(["--deadline-calibration", quantile])
+    assert "--deadline-calibration" in capsys.readouterr().err
+
+
+def test_the_calibration_is_off_unless_asked_and_reaches_the_gate() -> None:
+    assert config([]).admission.deadline_settings().calibration_quantile is None
+    settings = config(["--deadline-calibration", "0.9"]).admission.deadline_settings()
+    assert settings.calibration_quantile == 0.9
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [pytest.param(None, "holds more than 4096 bytes", id="/dev/zero"),

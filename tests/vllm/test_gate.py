@@ -24,6 +24,7 @@ from governor.vllm.asgi import Message, Scope
 from governor.vllm.backlog import EngineRequest, gate_key, read_states
 from governor.vllm.endpoint import AdminEndpoints
 from governor.vllm.gate import (
+    CALIBRATION_ENV,
     SLACK_ENV,
     SPEC_ENV,
     TOKENS_AHEAD_ENV,
@@ -58,9 +59,19 @@ def test_the_spec_gives_each_class_its_deadline_at_one_rank() -> None:
 def test_every_bad_setting_is_told_at_once(tmp_path: Path) -> None:
     with pytest.raises(GateConfigError) as raised:
         GateSettings.from_env({SPEC_ENV: str(tmp_path / "missing.yaml"), SLACK_ENV: "-1",
-                               TOKENS_AHEAD_ENV: "lots"})
+                               TOKENS_AHEAD_ENV: "lots", CALIBRATION_ENV: "often"})
     message = str(raised.value)
     assert SLACK_ENV in message and TOKENS_AHEAD_ENV in message and "missing.yaml" in message
+    assert CALIBRATION_ENV in message
+
+
+def test_the_calibration_is_off_unless_set_and_a_quantile_when_it_is() -> None:
+    settings = GateSettings.from_env({SPEC_ENV: SPEC})
+    assert settings is not None and settings.deadline.calibration_quantile is None
+    settings = GateSettings.from_env({SPEC_ENV: SPEC, CALIBRATION_ENV: "0.9"})
+    assert settings is not None and settings.deadline.calibration_quantile == 0.9
+    with pytest.raises(GateConfigError, match="calibration_quantile must be in"):
+        GateSettings.from_env({SPEC_ENV: SPEC, CALIBRATION_ENV: "2"})
 
 
 @pytest.mark.parametrize("slack", ["0.001", "1000"])

@@ -52,6 +52,7 @@ from governor.common.cli import (
     non_negative_int,
     parse_duration_seconds,
     positive_int,
+    quantile,
 )
 from governor.contracts.admission import slack_range, slack_text
 from governor.contracts.package import install_hint
@@ -182,6 +183,10 @@ def add_gate_options(p: EnvArgumentParser) -> None:
     p.add_argument("--deadline-slack", type=_slack, default=1.0,
                    help="with --admission: each deadline is this times its class's "
                         "first-token target (governor serve --deadline-slack)")
+    p.add_argument("--deadline-calibration", type=quantile, default=None,
+                   help="with --admission: scale each deadline's predicted wait by this "
+                        "quantile (0-1] of how late recent first tokens admitted near their "
+                        "deadline came against their prediction (default: off)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,7 +384,8 @@ def run_all(scenario: Scenario, args: Any) -> list[PolicyRun]:
     default, *grid = static_jobs(scenario, args.budgets, args.seqs)
     jobs = [default, whatif.Job("(c) controller", None, None), *grid]
     if args.admission:
-        jobs += whatif.first_jobs(ceiling(scenario), args.deadline_slack)
+        jobs += whatif.first_jobs(ceiling(scenario), args.deadline_slack,
+                                  args.deadline_calibration)
     minutes = scenario.workload.duration_seconds / 60
     if isinstance(scenario.workload, RequestLog):
         print(f"governor bench controller: replaying {describe(scenario.workload)}",
@@ -397,7 +403,8 @@ def run_all(scenario: Scenario, args: Any) -> list[PolicyRun]:
             best = best_static([s for s, r in zip(scores, results, strict=True)
                                 if r.admission is None and not r.controlled])
             assert best.limits is not None
-            second = whatif.second_jobs(best.limits, args.bounds, args.deadline_slack)
+            second = whatif.second_jobs(best.limits, args.bounds, args.deadline_slack,
+                                        args.deadline_calibration)
             results += run_jobs(pool, scenario, arrivals, second, progress)
     return results
 

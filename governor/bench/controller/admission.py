@@ -151,14 +151,17 @@ class Gatekeeper:
 
 
 def deadlines_of(targets: Mapping[str, float | None], *, slack: float | None,
-                 max_tokens_ahead: int | None) -> Deadlines | None:
+                 max_tokens_ahead: int | None, calibration: float | None = None
+                 ) -> Deadlines | None:
     """The gate a run puts in front of the engine: first-token deadlines (``slack`` times each
-    class's target; None: none), a static bound on tokens ahead, either or both; None: neither."""
+    class's target; None: none), a static bound on tokens ahead, either or both; None: neither.
+    ``calibration``: the deadlines' calibration quantile (None: off)."""
     if slack is None and max_tokens_ahead is None:
         return None
     return Deadlines(targets if slack is not None else {},
                      DeadlineSettings(slack=slack if slack is not None else 1.0,
-                                      max_tokens_ahead=max_tokens_ahead))
+                                      max_tokens_ahead=max_tokens_ahead,
+                                      calibration_quantile=calibration))
 
 
 def bound_label(tokens: int | None) -> str:

@@ -92,7 +92,8 @@ class ClassPlan:
 
     def gatekeeper(self, class_of: Mapping[str, str], tokens_of: Mapping[str, int] | None = None,
                    *, slack: float | None = None,
-                   max_tokens_ahead: int | None = None) -> Gatekeeper:
+                   max_tokens_ahead: int | None = None,
+                   calibration: float | None = None) -> Gatekeeper:
         """The service's admission: the classes' own limits, or one class for all; with
         ``slack``, each class's first-token deadline (its own TTFT target), with
         ``max_tokens_ahead`` a static bound on the prompt tokens ahead."""
@@ -102,14 +103,16 @@ class ClassPlan:
             targets = {name: t.ttft_seconds for name, t in self.targets.items()}
             return Gatekeeper(policy, self.limits.queue_timeout_seconds, class_of, tokens_of,
                               deadlines_of(targets, slack=slack,
-                                           max_tokens_ahead=max_tokens_ahead))
+                                           max_tokens_ahead=max_tokens_ahead,
+                                           calibration=calibration))
         policy = AdmissionPolicy(self.limits.max_in_flight, self.limits.max_queue,
                                  (ClassLimit(DEFAULT_CLASS),))
         # One class for all, judged by the SLO's own threshold.
         return Gatekeeper(policy, self.limits.queue_timeout_seconds,
                           dict.fromkeys(class_of, DEFAULT_CLASS), tokens_of,
                           deadlines_of({DEFAULT_CLASS: self.ttft_seconds}, slack=slack,
-                                       max_tokens_ahead=max_tokens_ahead))
+                                       max_tokens_ahead=max_tokens_ahead,
+                                       calibration=calibration))
 
 
 def _threshold(spec: SloSpec, name: str) -> float:

@@ -108,6 +108,8 @@ class Admission:
 
     slack: float | None = None
     max_tokens_ahead: int | None = None
+    # The deadlines' calibration quantile (DeadlineSettings.calibration_quantile); None: off.
+    calibration: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +176,8 @@ def run(scenario: Scenario, arrivals: list[Arrival], *, name: str,
     keeper = plan.gatekeeper(
         dict(zip(ids, names, strict=True)),
         {rid: a.prompt_tokens for rid, a in zip(ids, arrivals, strict=True)},
-        slack=gate.slack, max_tokens_ahead=gate.max_tokens_ahead) if plan else None
+        slack=gate.slack, max_tokens_ahead=gate.max_tokens_ahead,
+        calibration=gate.calibration) if plan else None
     sim = _sim(scenario, start, keeper)
     for i, (rid, a) in enumerate(zip(ids, arrivals, strict=True)):
         sim.submit(arrival=a.at, prompt=a.prompt_tokens, output_tokens=a.output_tokens,

@@ -41,17 +41,20 @@ class Job:
     admission: Admission | None
 
 
-def first_jobs(top: Limits, slack: float) -> list[Job]:
+def first_jobs(top: Limits, slack: float, calibration: float | None = None) -> list[Job]:
     """What runs beside the headline runs: deadlines at vLLM's defaults and under the law."""
-    return [Job("(a+) default + deadlines", top, Admission(slack=slack)),
-            Job("(c+) controller + deadlines", None, Admission(slack=slack))]
+    deadlines = Admission(slack=slack, calibration=calibration)
+    return [Job("(a+) default + deadlines", top, deadlines),
+            Job("(c+) controller + deadlines", None, deadlines)]
 
 
-def second_jobs(best: Limits, bounds: Sequence[int], slack: float) -> list[Job]:
+def second_jobs(best: Limits, bounds: Sequence[int], slack: float,
+                calibration: float | None = None) -> list[Job]:
     """Once the best static limits are known: each bound at them, and deadlines at them."""
     return [Job(f"static {label(best)} + bound {bound_label(b)}", best,
                 Admission(max_tokens_ahead=b)) for b in bounds] + [
-        Job(f"(b+) best static {label(best)} + deadlines", best, Admission(slack=slack))]
+        Job(f"(b+) best static {label(best)} + deadlines", best,
+            Admission(slack=slack, calibration=calibration))]
 
 
 def tag(name: str) -> str:
