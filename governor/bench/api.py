@@ -10,6 +10,9 @@ to this module::
 
 from __future__ import annotations
 
+from governor.bench.controller import build_parser as controller_parser
+from governor.bench.controller import build_scenario, workloads
+from governor.bench.controller import score as score_run
 from governor.bench.controller.loop import Admission, Scenario
 from governor.bench.controller.loop import run as run_scenario
 from governor.bench.controller.monitoring import Pipeline
@@ -29,6 +32,7 @@ from governor.bench.controller.scoring import (
     windows_from_times,
     worst_recovery,
 )
+from governor.bench.controller.whatif import row_of as whatif_row
 from governor.bench.controller.workload import Arrival, Workload, WorkloadError
 from governor.bench.load import LoadResult, LoadSpec, RequestResult, run_load, summarize
 from governor.bench.progress import Progress
@@ -51,14 +55,19 @@ __all__ = [
     "Workload",
     "WorkloadError",
     "attainment",
+    "build_scenario",
+    "controller_parser",
     "cpu_seconds",
     "goodput",
     "load_traffic",
     "request_tail",
     "run_load",
     "run_scenario",
+    "score_run",
     "series_episodes",
     "summarize",
+    "whatif_row",
     "windows_from_times",
+    "workloads",
     "worst_recovery",
 ]

@@ -24,9 +24,16 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from governor.bench.controller import build_parser, build_scenario, score, workloads
-from governor.bench.controller.loop import Admission, Scenario, run
-from governor.bench.controller.whatif import row_of
+from governor.bench.api import (
+    Admission,
+    Scenario,
+    build_scenario,
+    controller_parser,
+    run_scenario,
+    score_run,
+    whatif_row,
+    workloads,
+)
 
 
 def _one(job: tuple[Any, Path, int, float | None]) -> dict[str, Any]:
@@ -35,10 +42,10 @@ def _one(job: tuple[Any, Path, int, float | None]) -> dict[str, Any]:
     (workload,) = workloads(argparse.Namespace(**{**vars(args), "workload": [workload_file]}))
     scenario: Scenario = build_scenario(args, workload)
     arrivals = scenario.workload.arrivals(seed)
-    result = run(scenario, arrivals, name="(c+) controller + deadlines",
+    result = run_scenario(scenario, arrivals, name="(c+) controller + deadlines",
                  admission=Admission(slack=1.0, calibration=quantile))
-    s = score(result, scenario)
-    row = row_of("c+", result.name, s.goodput, s.attainment, s.changes, result)
+    s = score_run(result, scenario)
+    row = whatif_row("c+", result.name, s.goodput, s.attainment, s.changes, result)
     return {"workload": scenario.workload.name, "seed": seed, "calibration": quantile,
             "goodput": round(s.goodput, 3), "served_ttft_p99_s": round(row.ttft_p99, 3),
             "turned_away": row.turned_away, "requests": len(arrivals),
@@ -54,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--quantiles", default="0.9", help="comma-separated calibration quantiles")
     p.add_argument("--jobs", type=int, default=1)
     own = p.parse_args(argv)
-    bench = build_parser().parse_args(["--no-plots", "--admission"])
+    bench = controller_parser().parse_args(["--no-plots", "--admission"])
     seeds = [int(x) for x in own.seeds.split(",")]
     quantiles: list[float | None] = [None, *(float(q) for q in own.quantiles.split(","))]
     jobs = [(bench, w, seed, q) for w in own.workload for seed in seeds for q in quantiles]
