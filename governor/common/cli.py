@@ -76,6 +76,17 @@ def quantile(text: str) -> float:
     return value
 
 
+def quantile_or_off(text: str) -> float | None:
+    """A quantile in (0, 1], or ``off`` (``None``)."""
+    if text.strip().lower() == "off":
+        return None
+    try:
+        return quantile(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"must be a quantile in (0, 1] or 'off': {text[:40]!r}") from None
+
+
 def port_number(text: str) -> int:
     """A TCP port, 0 (any free one) to 65535."""
     try:

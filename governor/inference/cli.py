@@ -13,14 +13,14 @@ from pathlib import Path
 
 from aiohttp import web
 
-from governor.admission.deadline import first_token_targets
+from governor.admission.deadline import DEFAULT_CALIBRATION_QUANTILE, first_token_targets
 from governor.common.cli import (
     EnvArgumentParser,
     env_name,
     non_negative_int,
     parse_duration_seconds,
     positive_int,
-    quantile,
+    quantile_or_off,
 )
 from governor.common.logs import add_logging_options, setup_logging
 from governor.common.secrets import Secret, TokenError, read_token
@@ -162,10 +162,12 @@ def build_parser(env: Mapping[str, str] | None = None) -> EnvArgumentParser:
                    help="with --deadlines: each deadline is this times its class's first-token "
                         "target (above 1 admits more that may be late, below 1 refuses earlier; "
                         f"within {slack_range()})")
-    p.add_argument("--deadline-calibration", type=quantile, default=None,
+    p.add_argument("--deadline-calibration", type=quantile_or_off,
+                   default=DEFAULT_CALIBRATION_QUANTILE,
                    help="with --deadlines: scale each predicted wait by this quantile (0-1] "
                         "of how late recent first tokens admitted near their deadline came "
-                        "against their prediction, between 1 and 2 (default: off)")
+                        "against their prediction, between 1 and 2; 'off': not at all "
+                        f"(default: {DEFAULT_CALIBRATION_QUANTILE:g})")
     p.add_argument("--max-tokens-ahead", type=non_negative_int, default=None,
                    help="refuse (429) a request with more than this many prompt tokens ahead "
                         "of it, deadline or not (default: no such bound)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from governor.admission.deadline import DeadlineSettings
+from governor.admission.deadline import DEFAULT_CALIBRATION_QUANTILE, DeadlineSettings
 from governor.common.secrets import Secret
 from governor.contracts.endpoints import INFERENCE, LISTEN_HOST
 from governor.contracts.metrics.service import LATENCY_HISTOGRAMS
@@ -47,7 +47,7 @@ class AdmissionSettings:
     deadline_slack: float = 1.0
     max_tokens_ahead: int | None = None
     # The deadlines' calibration quantile (DeadlineSettings.calibration_quantile); None: off.
-    deadline_calibration: float | None = None
+    deadline_calibration: float | None = DEFAULT_CALIBRATION_QUANTILE
 
     def deadline_settings(self) -> DeadlineSettings:
         return DeadlineSettings(slack=self.deadline_slack, max_tokens_ahead=self.max_tokens_ahead,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from governor.admission.deadline import (
+    DEFAULT_CALIBRATION_QUANTILE,
     ClassDeadline,
     DeadlineGate,
     DeadlineSettings,
@@ -71,7 +72,7 @@ class GateSettings:
         problems: list[str] = []
         slack = _number(env, SLACK_ENV, problems)
         bound = _whole(env, TOKENS_AHEAD_ENV, problems)
-        calibration = _number(env, CALIBRATION_ENV, problems)
+        calibration = _calibration(env, problems)
         body_bytes = _whole(env, MAX_BODY_ENV, problems, "bytes")
         if body_bytes is not None and body_bytes < 1:
             problems.append(f"{MAX_BODY_ENV} must be at least 1 byte, got {body_bytes}")
@@ -98,6 +99,15 @@ def flattened(deadlines: Sequence[ClassDeadline]) -> tuple[ClassDeadline, ...]:
     class as its clients ask (first come, first served by default), and every prompt in it is
     ahead of a newcomer, whatever its class."""
     return tuple(replace(d, priority=0) for d in deadlines)
+
+
+def _calibration(env: Mapping[str, str], problems: list[str]) -> float | None:
+    """The calibration's quantile: the default when unset, ``None`` for ``off``."""
+    text = env.get(CALIBRATION_ENV, "").strip()
+    if text.lower() == "off":
+        return None
+    value = _number(env, CALIBRATION_ENV, problems)
+    return DEFAULT_CALIBRATION_QUANTILE if value is None and not text else value
 
 
 def _number(env: Mapping[str, str], name: str, problems: list[str]) -> float | None:

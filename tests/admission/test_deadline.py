@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from governor.admission.deadline import (
+    DEFAULT_CALIBRATION_QUANTILE,
     ClassDeadline,
     DeadlineGate,
     DeadlineSettings,
@@ -344,8 +345,15 @@ def late_first_tokens(g: DeadlineGate[str], now: float, count: int, lateness: fl
     return now
 
 
-def test_calibration_is_off_by_default_and_a_late_engine_changes_nothing() -> None:
+def test_calibration_is_on_by_default_at_the_default_quantile() -> None:
+    assert DeadlineSettings().calibration_quantile == DEFAULT_CALIBRATION_QUANTILE == 0.9
     g = gate()
+    late_first_tokens(g, measured(g), 40, lateness=1.3)
+    assert g.correction == pytest.approx(1.3)
+
+
+def test_calibration_turned_off_lets_a_late_engine_change_nothing() -> None:
+    g = gate(calibration_quantile=None)
     now = late_first_tokens(g, measured(g), 40, lateness=1.3)
     assert g.correction == 1.0
     assert g.rate is not None

@@ -169,7 +169,7 @@ def test_a_slack_outside_the_admin_apis_range_is_refused_at_start(
     assert "--deadline-slack" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("quantile", ["0", "-0.5", "1.01", "nan", "inf", "x", "9" * 400])
+@pytest.mark.parametrize("quantile", ["0", "-0.5", "1.01", "nan", "inf", "x", "offf", "9" * 400])
 def test_a_calibration_that_is_no_quantile_is_refused_at_start(
         quantile: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
@@ -177,10 +177,12 @@ def test_a_calibration_that_is_no_quantile_is_refused_at_start(
     assert "--deadline-calibration" in capsys.readouterr().err
 
 
-def test_the_calibration_is_off_unless_asked_and_reaches_the_gate() -> None:
-    assert config([]).admission.deadline_settings().calibration_quantile is None
-    settings = config(["--deadline-calibration", "0.9"]).admission.deadline_settings()
-    assert settings.calibration_quantile == 0.9
+def test_the_calibration_is_on_unless_turned_off_and_reaches_the_gate() -> None:
+    assert config([]).admission.deadline_settings().calibration_quantile == 0.9
+    settings = config(["--deadline-calibration", "off"]).admission.deadline_settings()
+    assert settings.calibration_quantile is None
+    settings = config(["--deadline-calibration", "0.99"]).admission.deadline_settings()
+    assert settings.calibration_quantile == 0.99
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from governor.admission.deadline import ClassDeadline
+from governor.admission.deadline import DEFAULT_CALIBRATION_QUANTILE, ClassDeadline
 from governor.common.secrets import Secret
 from governor.contracts.endpoints import CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH
 from governor.vllm import MIDDLEWARE, AdminMiddleware
@@ -65,11 +65,14 @@ def test_every_bad_setting_is_told_at_once(tmp_path: Path) -> None:
     assert CALIBRATION_ENV in message
 
 
-def test_the_calibration_is_off_unless_set_and_a_quantile_when_it_is() -> None:
+def test_the_calibration_is_on_unless_turned_off_and_a_quantile_when_set() -> None:
     settings = GateSettings.from_env({SPEC_ENV: SPEC})
+    assert settings is not None
+    assert settings.deadline.calibration_quantile == DEFAULT_CALIBRATION_QUANTILE == 0.9
+    settings = GateSettings.from_env({SPEC_ENV: SPEC, CALIBRATION_ENV: " OFF "})
     assert settings is not None and settings.deadline.calibration_quantile is None
-    settings = GateSettings.from_env({SPEC_ENV: SPEC, CALIBRATION_ENV: "0.9"})
-    assert settings is not None and settings.deadline.calibration_quantile == 0.9
+    settings = GateSettings.from_env({SPEC_ENV: SPEC, CALIBRATION_ENV: "0.99"})
+    assert settings is not None and settings.deadline.calibration_quantile == 0.99
     with pytest.raises(GateConfigError, match="calibration_quantile must be in"):
         GateSettings.from_env({SPEC_ENV: SPEC, CALIBRATION_ENV: "2"})
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from governor.admission.deadline import DEFAULT_CALIBRATION_QUANTILE
 from governor.bench.controller import whatif
 from governor.bench.controller.admission import Limits as AdmissionLimits
 from governor.bench.controller.classes import ClassPlan, class_report, class_table
@@ -52,7 +53,7 @@ from governor.common.cli import (
     non_negative_int,
     parse_duration_seconds,
     positive_int,
-    quantile,
+    quantile_or_off,
 )
 from governor.contracts.admission import slack_range, slack_text
 from governor.contracts.package import install_hint
@@ -183,10 +184,13 @@ def add_gate_options(p: EnvArgumentParser) -> None:
     p.add_argument("--deadline-slack", type=_slack, default=1.0,
                    help="with --admission: each deadline is this times its class's "
                         "first-token target (governor serve --deadline-slack)")
-    p.add_argument("--deadline-calibration", type=quantile, default=None,
+    p.add_argument("--deadline-calibration", type=quantile_or_off,
+                   default=DEFAULT_CALIBRATION_QUANTILE,
                    help="with --admission: scale each deadline's predicted wait by this "
                         "quantile (0-1] of how late recent first tokens admitted near their "
-                        "deadline came against their prediction (default: off)")
+                        "deadline came against their prediction; 'off': not at all "
+                        f"(governor serve --deadline-calibration; default: "
+                        f"{DEFAULT_CALIBRATION_QUANTILE:g})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -532,7 +536,8 @@ def _admission_report(scenario: Scenario, args: Any, ungated: list[PolicyRun],
             "c+": row("c+", tagged["c+"][1], tagged["c+"][0])}
     assert best.limits is not None
     summary = whatif.summarize(rows, [row(r.name, s, r) for r, s in bounded],
-                               args.deadline_slack, args.bounds, best.limits)
+                               args.deadline_slack, args.deadline_calibration, args.bounds,
+                               best.limits)
     summary["controller_decisions"] = _decisions(tagged["c+"][0])
     return summary
 

@@ -120,7 +120,8 @@ def search(scenario: Scenario, args: Any) -> Found:
         if not args.admission:
             return Found(statics[0], best, statics)
         assert best.limits is not None
-        second = whatif.second_jobs(best.limits, args.bounds, args.deadline_slack)
+        second = whatif.second_jobs(best.limits, args.bounds, args.deadline_slack,
+                                    args.deadline_calibration)
         gated = run_jobs(pool, scenario, arrivals, second, progress)
     return Found(statics[0], best, statics, _best_gate(best, gated, scenario))
 
@@ -177,7 +178,9 @@ def _gate(found: Found, searched: bool) -> dict[str, Any] | None:
         return {"gate": "none", "serve_options": [], "predicted": None}
     gate, admission, turned_away = found.gate
     if admission.slack is not None:
-        options = ["--deadlines", "--deadline-slack", f"{admission.slack:g}"]
+        q = admission.calibration
+        options = ["--deadlines", "--deadline-slack", f"{admission.slack:g}",
+                   "--deadline-calibration", "off" if q is None else f"{q:g}"]
     else:
         options = ["--max-tokens-ahead", str(admission.max_tokens_ahead)]
     return {"gate": "deadlines" if admission.slack is not None else "bound",

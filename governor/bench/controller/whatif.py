@@ -41,20 +41,26 @@ class Job:
     admission: Admission | None
 
 
-def first_jobs(top: Limits, slack: float, calibration: float | None = None) -> list[Job]:
+def first_jobs(top: Limits, slack: float, calibration: float | None) -> list[Job]:
     """What runs beside the headline runs: deadlines at vLLM's defaults and under the law."""
     deadlines = Admission(slack=slack, calibration=calibration)
-    return [Job("(a+) default + deadlines", top, deadlines),
-            Job("(c+) controller + deadlines", None, deadlines)]
+    return [Job(f"(a+) default + {deadlines_label(calibration)}", top, deadlines),
+            Job(f"(c+) controller + {deadlines_label(calibration)}", None, deadlines)]
 
 
 def second_jobs(best: Limits, bounds: Sequence[int], slack: float,
-                calibration: float | None = None) -> list[Job]:
+                calibration: float | None) -> list[Job]:
     """Once the best static limits are known: each bound at them, and deadlines at them."""
     return [Job(f"static {label(best)} + bound {bound_label(b)}", best,
                 Admission(max_tokens_ahead=b)) for b in bounds] + [
-        Job(f"(b+) best static {label(best)} + deadlines", best,
+        Job(f"(b+) best static {label(best)} + {deadlines_label(calibration)}", best,
             Admission(slack=slack, calibration=calibration))]
+
+
+def deadlines_label(calibration: float | None) -> str:
+    """How a run's deadlines are named: with the calibration's quantile, or ``uncalibrated``."""
+    return "deadlines (uncalibrated)" if calibration is None else \
+        f"deadlines (calibrated at {calibration:g})"
 
 
 def tag(name: str) -> str:
@@ -112,7 +118,8 @@ def _ratio(a: float, b: float) -> float | None:
 
 
 def summarize(rows: dict[str, Row], bounded: Sequence[Row], slack: float,
-              bounds: Sequence[int], best_limits: Limits) -> dict[str, Any]:
+              calibration: float | None, bounds: Sequence[int], best_limits: Limits
+              ) -> dict[str, Any]:
     """The table on stderr and the summary's ``admission`` entry. ``rows`` holds a, a+, b, b+,
     b*, c, c+; ``bounded``, each bound at the best static limits."""
     default, best = rows["a"].goodput, rows["b*"].goodput
@@ -126,15 +133,17 @@ def summarize(rows: dict[str, Row], bounded: Sequence[Row], slack: float,
                       _x(d["goodput_vs_default"]), _x(d["goodput_vs_best_static"]),
                       str(row.turned_away), f"{row.ttft_p99:.2f}s", error, str(row.changes)))
     width = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    print(f"admission (deadlines at {slack:g}x each class's first-token target; bounds on the "
-          f"prompt tokens ahead at {label(best_limits)}):", file=sys.stderr)
+    calibrated = "uncalibrated" if calibration is None else f"calibrated at {calibration:g}"
+    print(f"admission (deadlines at {slack:g}x each class's first-token target, {calibrated}; "
+          f"bounds on the prompt tokens ahead at {label(best_limits)}):", file=sys.stderr)
     for r in table:
         print("  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)), file=sys.stderr)
     grid = ", ".join(f"{r.name.rsplit(' ', 1)[-1]}: {r.goodput:.2f}" for r in bounded)
     print(f"bounds at {label(best_limits)} (goodput): {grid}", file=sys.stderr)
     controlled = rows["c+"].goodput
     return {
-        "slack": slack, "bounds": list(bounds), "bounds_at": best_limits.as_dict(),
+        "slack": slack, "calibration": calibration, "bounds": list(bounds),
+        "bounds_at": best_limits.as_dict(),
         "runs": {key: row.as_dict(default, best) for key, row in rows.items()},
         "bounded": {r.name: r.as_dict(default, best) for r in bounded},
         "targets": {"goodput_vs_best_static": TARGET_VS_BEST_STATIC,
