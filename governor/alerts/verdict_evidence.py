@@ -61,7 +61,8 @@ EVIDENCE: Final[Mapping[str, tuple[Evidence, ...]]] = {
     causes.BATCHING.name: (
         Evidence("tokens in the tallest steps (p99.9)", _target(v.STEP_TOKENS.name), "count"),
         Evidence("requests running at most", _target(v.RUNNING.name), "count"),
-        Evidence("median inter-token latency", _target(v.ENGINE_ITL_MEDIAN.name), "seconds"),
+        Evidence("median inter-token latency now", _target(v.ENGINE_ITL_MEDIAN_NOW.name),
+                 "seconds"),
     ),
     causes.KV_CACHE.name: (
         Evidence("preemptions per second", _target(v.PREEMPTIONS.name), "per_second"),

@@ -133,6 +133,12 @@ def engine_rules(spec: SloSpec, w: Windows) -> tuple[RecordingRule, ...]:
         _rule(v.TARGET_NODE, f"group by ({LABEL_INSTANCE}, {v.LABEL_NODE}) "
                              f"({placed(on(UP.name).render())})"),
         _rule(v.ENGINE_ITL_MEDIAN, median),
+        # The step now: when every step starts carrying a prefill chunk (a burst past what the
+        # GPU prefills) or every decode slows (a growing batch), the window's median lags by
+        # half the window, while most of the last two scrapes' gaps are already the new step.
+        _rule(v.ENGINE_ITL_MEDIAN_NOW,
+              f"{histogram_quantile(0.5, itl, scope, w.recent, TARGET)}\n"
+              f"or {v.ENGINE_ITL_MEDIAN.name}"),
         _rule(v.ENGINE_ITL_MEDIAN_BASELINE,
               f"quantile_over_time(0.1, {v.ENGINE_ITL_MEDIAN.name}[{w.long}:])"),
         _rule(v.ENGINE_ITL_TAIL, histogram_quantile(0.99, itl, scope, w.short, TARGET)),

@@ -14,9 +14,10 @@ burns (its error ratio over the short window is past its error budget), the rule
    writing to a slow client.
 3. **the engine's scheduling**: the waiting queue (the KV cache's when the cache bounds it, the
    GPU's when its SMs and tensor pipes are saturated), the prefill spikes of mixed steps
-   (batching: only where the tallest steps carry prefill and the GPU has room for them).
+   (batching: only where the tallest steps carry prefill and the step the engine makes now,
+   its median over the last two scrapes, meets the SLO).
 4. **saturation**: the rest of the step, where the GPU's SMs or DRAM are saturated by the
-   engine's own work (and the spikes, where prefill saturates it while requests wait).
+   engine's own work (and the whole step, where prefill saturates it while requests wait).
 
 Each step takes what it explains out of what is left, so the shares of one breach add up to at
 most 1, and a cause that would explain the breach only on a healthy GPU (the prefill spikes of a
@@ -135,6 +136,10 @@ def _after(residual: str, taken: str, condition: str | None) -> str:
 
 def _median() -> str:
     return v.ENGINE_ITL_MEDIAN.name
+
+
+def _median_now() -> str:
+    return v.ENGINE_ITL_MEDIAN_NOW.name
 
 
 def _growth() -> str:
@@ -269,7 +274,10 @@ def itl_rules(s: _Slo) -> tuple[RecordingRule, ...]:
     quantile = histogram_quantile(s.slo.objective, vllm.INTER_TOKEN_LATENCY.name,
                                   s.spec.targets.inference.matchers(), s.w.short, TARGET)
     engine = s.on(v.ENGINE_ITL_QUANTILE.name)
-    per_slo_median = f"({engine} * 0 + on ({LABEL_INSTANCE}) group_left () {_median()})"
+    # The step now, not the window's median: a window that began before every step carried a
+    # chunk still has a median of decode steps, and would call a burst past the GPU's prefill
+    # spikes over a healthy step.
+    per_slo_median = f"({engine} * 0 + on ({LABEL_INSTANCE}) group_left () {_median_now()})"
     factor = f"on ({LABEL_INSTANCE}) group_left () {_factor()}"
     spikes = f"clamp_min({engine} - {per_slo_median}, 0) / {factor}"
     steady = f"{per_slo_median} / {factor}"
@@ -289,13 +297,14 @@ def itl_rules(s: _Slo) -> tuple[RecordingRule, ...]:
     # many gaps miss with or without them, and fewer preemptions or a smaller budget would not
     # end the breach (the steady step's cause, below, takes it). The median alone is not enough:
     # on vLLM's coarse buckets one interpolated under the threshold hides a third of gaps over.
-    steady_meets = (f"{_median()} < {s.threshold}\nand on ({LABEL_INSTANCE}) "
+    steady_meets = (f"{_median_now()} < {s.threshold}\nand on ({LABEL_INSTANCE}) "
                     f"({s.on(v.BURN.name)} * {format_number(s.slo.error_budget)} <= "
                     f"{format_number(causes.SPIKES_MISS_AT_MOST)})")
-    # Prefill spikes are batching's while the GPU has room for them; saturated by a demand
-    # that waits, every step carries a chunk and the spikes are the GPU's (below).
-    batching = (f"(({_tall_steps()})\nunless on ({LABEL_INSTANCE}) ({_demand_saturated()}))\n"
-                f"and on ({LABEL_INSTANCE}) ({steady_meets})")
+    # Prefill spikes over a steady step that meets the SLO are batching's, however busy the GPU:
+    # a smaller budget is what shortens them. A demand past what the GPU prefills puts a chunk
+    # in every step, and then the step itself misses (the steady step's cause takes it, below);
+    # the first-token breach of such a queue is judged on its own SLO.
+    batching = f"({_tall_steps()})\nand on ({LABEL_INSTANCE}) ({steady_meets})"
     preempting = f"({_preempting()})\nand on ({LABEL_INSTANCE}) ({steady_meets})"
     for cause, condition, step in ((causes.KV_CACHE, preempting, v.STEP_KV),
                                    (causes.BATCHING, batching, v.STEP_BATCHING)):

@@ -193,9 +193,16 @@ def scenarios(itl: float, ttft: float) -> tuple[Scenario, ...]:
         Scenario("requests wait behind a saturated GPU: gpu_compute_bound", Latency.TTFT,
                  replace(healthy, queue=slow, waiting=40, prefill=2 * ttft, sm_active=0.97,
                          tensor_active=0.8), causes.GPU_COMPUTE_BOUND.name),
+        # Past what the GPU prefills, a chunk rides in every step: the step itself misses.
         Scenario("prefill past the GPU, every step a chunk: gpu_compute_bound", Latency.ITL,
+                 replace(healthy, engine_itl=((0.008, 20), (2 * itl, 80)), step_tokens=8000,
+                         sm_active=0.97, tensor_active=0.8, waiting=40),
+                 causes.GPU_COMPUTE_BOUND.name),
+        # Documents queue now and then on a busy GPU (first come, first served) while most steps
+        # decode: their chunks make the spikes, and a smaller budget shortens them.
+        Scenario("prefill chunks beside a queue on a busy GPU: batching", Latency.ITL,
                  replace(healthy, engine_itl=spikes, step_tokens=8000, sm_active=0.97,
-                         tensor_active=0.8, waiting=40), causes.GPU_COMPUTE_BOUND.name),
+                         tensor_active=0.8, waiting=3), causes.BATCHING.name),
         Scenario("a slow tokenizer: tokenizer", Latency.TTFT,
                  replace(healthy, text=slow), causes.TOKENIZER.name),
         Scenario("bodies arrive slowly: request_read", Latency.TTFT,

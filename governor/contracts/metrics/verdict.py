@@ -72,6 +72,10 @@ ENGINE_ITL_QUANTILE: Final = _gauge(
 ENGINE_ITL_MEDIAN: Final = _gauge(
     "verdict:engine_itl_median:seconds", "vLLM's own median inter-token latency on one target.",
     "seconds", _TARGET)
+ENGINE_ITL_MEDIAN_NOW: Final = _gauge(
+    "verdict:engine_itl_median_now:seconds",
+    "vLLM's own median inter-token latency on one target over the last two scrapes: the step "
+    "it makes now.", "seconds", _TARGET)
 ENGINE_ITL_MEDIAN_BASELINE: Final = _gauge(
     "verdict:engine_itl_median_baseline:seconds",
     "The low decile of that median over the verdict's long window: the target's usual step.",
