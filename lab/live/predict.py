@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from governor.admission.deadline import DEFAULT_CALIBRATION_QUANTILE
 from governor.bench.api import (
     Admission,
     Pipeline,
@@ -83,7 +84,18 @@ def run_admission(data: dict[str, Any]) -> Admission | None:
     gate = data.get("admission")
     if gate is None or data["policy"] != "controller":
         return None
-    return Admission(slack=float(gate["deadline_slack"]), max_tokens_ahead=gate["max_tokens_ahead"])
+    return Admission(slack=float(gate["deadline_slack"]), max_tokens_ahead=gate["max_tokens_ahead"],
+                     calibration=run_calibration(data))
+
+
+def run_calibration(data: dict[str, Any]) -> float | None:
+    """The gate's calibration quantile in a run, as its stack recorded it; ``None`` (off) for a
+    run recorded before the servers calibrated by default."""
+    text = str((data.get("environment") or {}).get("deadline_calibration", "none"))
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def run_workload(data: dict[str, Any]) -> Traffic:
@@ -117,6 +129,8 @@ def forecast(args: argparse.Namespace) -> int:
                     "limits": policy_limits(policy, args.ceiling),
                     "admission": ({"deadline_slack": 1.0, "max_tokens_ahead": None}
                                   if args.admission and policy.name == "controller" else None),
+                    # The servers' default, as lab.live start records it for the runs.
+                    "environment": {"deadline_calibration": f"{DEFAULT_CALIBRATION_QUANTILE:g}"},
                     "label": policy.label, "traces": []}
             run = LiveRun(data, [], "forecast")
             forecasts.append({"preset": preset, "policy": policy.label, **predict(

@@ -32,6 +32,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from governor.admission.deadline import DEFAULT_CALIBRATION_QUANTILE
 from governor.alerts.alertmanager import alertmanager_args
 from governor.alerts.prometheus_config import prometheus_args
 from governor.alerts.render import ALERTMANAGER_CONFIG, PROMETHEUS_CONFIG, render_all, write_all
@@ -175,6 +176,9 @@ def start(args: argparse.Namespace) -> int:
     classes = args.classes or (args.admission and args.server == "governor")
     environment["classes"] = "the spec's" if classes else "none"
     environment["admission"] = GATE if args.admission else "none"
+    # Both servers' default calibration: the forecast replays the gate the run had.
+    environment["deadline_calibration"] = (f"{DEFAULT_CALIBRATION_QUANTILE:g}" if args.admission
+                                           else "none")
     state = State(folder, args.engine, model, args.slo.resolve(),
                   {"max_num_seqs": args.max_num_seqs,
                    "max_num_batched_tokens": args.max_num_batched_tokens}, environment,

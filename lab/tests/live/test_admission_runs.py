@@ -81,6 +81,9 @@ def test_refused_requests_are_counted_apart_from_errors_and_never_good(tmp_path:
     # The prediction puts the same gate in front of the simulated engine, for the controller.
     gate = run_admission(data)
     assert gate is not None and gate.slack == 1.0
+    assert gate.calibration is None  # a run recorded before the servers calibrated by default
+    calibrated = run_admission({**data, "environment": {"deadline_calibration": "0.9"}})
+    assert calibrated is not None and calibrated.calibration == 0.9
     assert run_admission({**data, "policy": "default"}) is None
     assert admitted_ttft_p99_ms([float("nan")]) is None
 
