@@ -84,7 +84,7 @@ class Serve(_Command):
     request_log: str | None = None
     engine_arg: tuple[str, ...] = ()
     deadlines: bool = False
-    deadline_calibration: float | None = None
+    deadline_calibration: float | str | None = None  # None: the server's default; 'off'
     warmup: int | None = None
 
 

@@ -97,8 +97,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     p.add_argument("--words", default="800:2000",
                    help="prompt length in words, LOW:HIGH (about 1.2 tokens a word)")
     p.add_argument("--slo", default="slo.yaml", help="the spec whose classes and targets apply")
-    p.add_argument("--deadline-calibration", type=float, default=None,
-                   help="governor serve --deadline-calibration (default: off)")
+    p.add_argument("--deadline-calibration", default=None, metavar="Q|off",
+                   help="governor serve --deadline-calibration (default: the server's, 0.9)")
     args = p.parse_args(argv)
     low, high = (int(x) for x in args.words.split(":"))
     with tempfile.TemporaryDirectory() as tmp:

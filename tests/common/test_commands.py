@@ -24,7 +24,7 @@ EVERY_SERVE = Serve(
     max_tokens_limit=4096, max_body_bytes=1 << 20, max_in_flight=128, max_queue=64,
     tokenizer_threads=2,
     otlp_endpoint="http://127.0.0.1:4318", engine_arg=("enforce_eager=true", "dtype=float32"),
-    deadlines=True, warmup=3)
+    deadlines=True, deadline_calibration=0.99, warmup=3)
 EVERY_CONTROLLER = Controller(
     slo="slo.yaml", host="127.0.0.1", port=9501, prometheus="http://127.0.0.1:9090",
     targets="http://127.0.0.1:8000", job="inference", discover="http://{address}",
