@@ -59,6 +59,7 @@ from governor.contracts.promql import (
     rate,
     sum_by,
 )
+from governor.generation.catalog import histogram_edges
 from governor.generation.params import RenderParams
 from governor.slo import class_thresholds
 from governor.slo.class_thresholds import own_threshold_classes
@@ -304,8 +305,13 @@ def itl_rules(s: _Slo) -> tuple[RecordingRule, ...]:
     # a smaller budget is what shortens them. A demand past what the GPU prefills puts a chunk
     # in every step, and then the step itself misses (the steady step's cause takes it, below);
     # the first-token breach of such a queue is judged on its own SLO.
-    batching = f"({_tall_steps()})\nand on ({LABEL_INSTANCE}) ({steady_meets})"
-    preempting = f"({_preempting()})\nand on ({LABEL_INSTANCE}) ({steady_meets})"
+    # In the client's view, the engine's spikes explain a breach only where the engine's own tail
+    # reaches the threshold: below it, the slow gaps were made between the engine and the
+    # client (a service that fell behind its streams), and a smaller budget would not end them.
+    spikes_miss = steady_meets if not s.client_view else \
+        f"{steady_meets}\nand on ({LABEL_INSTANCE}) ({engine} >= {_engine_floor(s)})"
+    batching = f"({_tall_steps()})\nand on ({LABEL_INSTANCE}) ({spikes_miss})"
+    preempting = f"({_preempting()})\nand on ({LABEL_INSTANCE}) ({spikes_miss})"
     for cause, condition, step in ((causes.KV_CACHE, preempting, v.STEP_KV),
                                    (causes.BATCHING, batching, v.STEP_BATCHING)):
         rules.append(s.share(cause, f"{_smaller(spikes, left)}\n"
@@ -317,6 +323,15 @@ def itl_rules(s: _Slo) -> tuple[RecordingRule, ...]:
     rules += [s.share(causes.GPU_COMPUTE_BOUND, _saturation(compute, left, True)),
               s.share(causes.GPU_MEMORY_BOUND, _saturation(steady, left, False))]
     return tuple(rules)
+
+
+def _engine_floor(s: _Slo) -> str:
+    """The least vLLM's inter-token quantile reads where its true value is past the SLO's
+    threshold: the edge below the threshold in vLLM's buckets (it interpolates within a bucket,
+    so a tail just past the threshold can read as low as the bucket's lower edge)."""
+    edges = histogram_edges(s.spec)[vllm.INTER_TOKEN_LATENCY.name]
+    threshold = s.sli.threshold_seconds
+    return format_number(max((edge for edge in edges if edge < threshold), default=0.0))
 
 
 def _saturation(amount: str, left: str, compute: bool) -> str:

@@ -17,6 +17,11 @@ from governor.common.process import free_ports
 from governor.drills.catalog import by_name
 from governor.drills.stack import ports_from
 
+# The drills' stacks run in the real vLLM engine tests' process, one after another with them
+# (tests/support/parallel.py): an engine on the CPU takes every core it finds, and the healthy
+# drill's 120 ms inter-token SLO would then measure what CPU it left the stack, not the stack.
+pytestmark = pytest.mark.xdist_group("vllm")
+
 ROOT = Path(__file__).resolve().parents[2]
 FIELDS = ("drill", "spec", "seed", "injected", "found", "verdict", "onset_to_verdict_seconds",
           "alerts", "controller_changes", "controller_reasons", "notes")

@@ -4,7 +4,8 @@ A test file runs whole in one process, so its module fixtures (a Prometheus, a `
 start once. The files holding a test of a serial mark run one after another in one process: the
 real vLLM engine takes every core it finds, and the engine tests share one engine per process
 (``tests/inference/engines/vllm/conftest.py``); the compose tests share one Docker engine and one
-project name. A test's own ``xdist_group`` mark still names its group. The groups that start
+project name. A test's own ``xdist_group`` mark still names its group: the live drills join the
+vLLM group, so that no engine on the CPU runs beside a healthy drill's SLOs. The groups that start
 programs go first, so that the processes finish together.
 
 pytest-xdist names a group by appending ``@group`` to its tests' node ids, which pytest 9.2's node
