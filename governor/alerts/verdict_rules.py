@@ -15,7 +15,8 @@ burns (its error ratio over the short window is past its error budget), the rule
 3. **the engine's scheduling**: the waiting queue (the KV cache's when the cache bounds it, the
    GPU's when its SMs and tensor pipes are saturated), the prefill spikes of mixed steps
    (batching: only where the tallest steps carry prefill and the step the engine makes now,
-   its median over the last two scrapes, meets the SLO).
+   its median over the last two scrapes, meets the SLO; on ``governor serve``'s own histogram,
+   only where vLLM's own tail reaches the threshold too).
 4. **saturation**: the rest of the step, where the GPU's SMs or DRAM are saturated by the
    engine's own work (and the whole step, where prefill saturates it while requests wait).
 
